@@ -1,0 +1,156 @@
+"""The kernel manifest: the one description of a generated kernel that the firmware
+generator, the HIL harness and the HDL benches read (none of them imports the model).
+
+A kernel is `int <function>(const <real> *in, <real> *out)` over flat arrays in the
+order given here. Each input/output group has a name, a shape and an offset into the flat
+array. Matrix outputs may be sparse: `pattern` lists the (row, col) of every stored entry
+in storage order; entries not listed are structural zeros. For fixed-point kernels
+(`real == "int32"`) every element has a number of fractional bits: value = int / 2**f.
+
+Invariants: offsets are contiguous and in order; `size` == prod(shape) for dense groups
+and == len(pattern) for sparse ones; n_in/n_out are the sums of the sizes.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+FORMAT = "mbforge-kernel/1"
+REAL_KINDS = ("double", "float", "int32")
+MANIFEST_NAME = "manifest.json"
+
+
+class ManifestError(ValueError):
+    """A manifest that is missing, malformed or inconsistent."""
+
+
+@dataclass
+class Group:
+    name: str
+    shape: list[int]
+    offset: int
+    size: int
+    # inputs: declared range per element [[lo, hi], ...]; outputs: None
+    range: list[list[float]] | None = None
+    # sparse matrix outputs: [[row, col], ...] in storage order; None means dense
+    pattern: list[list[int]] | None = None
+    # fixed point only: fractional bits per element
+    frac_bits: list[int] | None = None
+    # error bound per element versus exact arithmetic (reduced-precision targets)
+    error_bound: list[float] | None = None
+
+
+@dataclass
+class Manifest:
+    model: str
+    prefix: str
+    kernel: str
+    function: str
+    target: str
+    real: str
+    digest: str  # sha256 of (model, kernel, target, options)
+    model_digest: str  # sha256 of (model, kernel): equal for every target of one kernel
+    sources: list[str]
+    headers: list[str]
+    inputs: list[Group]
+    outputs: list[Group]
+    status_codes: dict[str, str] = field(default_factory=lambda: {"0": "ok"})
+    ops: dict[str, int] = field(default_factory=dict)
+    peak_live: int | None = None
+    options: dict = field(default_factory=dict)
+    # optional file (relative to the manifest) with input vectors along a driven motion
+    motion: str | None = None
+    format: str = FORMAT
+
+    @property
+    def n_in(self) -> int:
+        return sum(g.size for g in self.inputs)
+
+    @property
+    def n_out(self) -> int:
+        return sum(g.size for g in self.outputs)
+
+    def to_json(self) -> str:
+        d = asdict(self)
+        d["n_in"] = self.n_in
+        d["n_out"] = self.n_out
+        return json.dumps(d, indent=1, sort_keys=True) + "\n"
+
+    def check(self) -> None:
+        if self.format != FORMAT:
+            raise ManifestError(f"manifest format {self.format!r}, expected {FORMAT!r}")
+        if self.real not in REAL_KINDS:
+            raise ManifestError(f"manifest real type {self.real!r} is not one of {REAL_KINDS}")
+        for kind, groups in (("input", self.inputs), ("output", self.outputs)):
+            offset = 0
+            for g in groups:
+                if g.offset != offset:
+                    raise ManifestError(f"{kind} {g.name!r} starts at {g.offset}, expected {offset}")
+                expect = len(g.pattern) if g.pattern is not None else _prod(g.shape)
+                if g.size != expect:
+                    raise ManifestError(f"{kind} {g.name!r} has size {g.size}, expected {expect}")
+                for attr in ("range", "frac_bits", "error_bound"):
+                    v = getattr(g, attr)
+                    if v is not None and len(v) != g.size:
+                        raise ManifestError(f"{kind} {g.name!r}: {attr} has {len(v)} entries, size is {g.size}")
+                offset += g.size
+        if self.real == "int32":
+            for g in self.inputs + self.outputs:
+                if g.frac_bits is None:
+                    raise ManifestError(f"fixed-point kernel: {g.name!r} has no frac_bits")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Manifest":
+        d = dict(d)
+        d.pop("n_in", None)
+        d.pop("n_out", None)
+        try:
+            d["inputs"] = [Group(**g) for g in d["inputs"]]
+            d["outputs"] = [Group(**g) for g in d["outputs"]]
+            m = cls(**d)
+        except (KeyError, TypeError) as e:
+            raise ManifestError(f"malformed manifest: {e}") from None
+        m.check()
+        return m
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Manifest":
+        path = Path(path)
+        if path.is_dir():
+            path = path / MANIFEST_NAME
+        try:
+            d = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise ManifestError(f"no manifest at {path}") from None
+        except json.JSONDecodeError as e:
+            raise ManifestError(f"{path}: not JSON ({e})") from None
+        return cls.from_dict(d)
+
+    def input_ranges(self) -> list[list[float]]:
+        """Declared [lo, hi] for every flat input element."""
+        out: list[list[float]] = []
+        for g in self.inputs:
+            out.extend(g.range if g.range is not None else [[-1.0, 1.0]] * g.size)
+        return out
+
+    def flat_names(self, kind: str = "outputs") -> list[str]:
+        """A readable name for every flat element, e.g. 'Phi_q[2,3]'."""
+        names: list[str] = []
+        for g in getattr(self, kind):
+            if g.pattern is not None:
+                names += [f"{g.name}[{i},{j}]" for i, j in g.pattern]
+            elif len(g.shape) == 1:
+                names += [f"{g.name}[{i}]" for i in range(g.size)]
+            elif len(g.shape) == 2:
+                names += [f"{g.name}[{i},{j}]" for i in range(g.shape[0]) for j in range(g.shape[1])]
+            else:
+                names += [f"{g.name}[{k}]" for k in range(g.size)]
+        return names
+
+
+def _prod(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Idempotent set-up for a fresh Debian 12 machine with no internet but the Debian and
+# PyPI registries. Safe to run again: every step checks before it acts.
+#   1. Debian packages (cross toolchain, QEMU, Icarus, yosys, gappa)
+#   2. .venv with mbforge (editable) and its test, bench and HDL extras
+#   3. .pio/ : an offline PlatformIO core dir (tool-scons from PyPI's scons, the Debian
+#      toolchain as a PlatformIO package). The dev-platform itself stays in firmware/.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+say() { printf '[bootstrap] %s\n' "$*"; }
+
+# ---- 1. Debian packages -------------------------------------------------------------
+debs=(gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm iverilog yosys gappa valgrind)
+missing=()
+for p in "${debs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    say "installing Debian packages: ${missing[*]}"
+    sudo_=""
+    [ "$(id -u)" -eq 0 ] || sudo_="sudo"
+    $sudo_ apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# ---- 2. virtual environment ---------------------------------------------------------
+venv="$root/.venv"
+stamp="$venv/.mbforge-installed"
+if [ ! -x "$venv/bin/python" ]; then
+    say "creating $venv"
+    python3 -m venv "$venv"
+fi
+# Reinstall only when the project metadata changed (the install is editable).
+want="$(sha256sum pyproject.toml | cut -c1-16)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    say "installing mbforge into $venv"
+    # (this machine's pip config lists index folders that may be absent; drop that noise)
+    "$venv/bin/pip" install -q --disable-pip-version-check -e ".[test,bench,hdl,offline]" \
+        2> >(grep -v "^WARNING: Location" >&2)
+    echo "$want" >"$stamp"
+fi
+
+# ---- 3. offline PlatformIO pieces -----------------------------------------------------
+"$venv/bin/python" -m mbforge.firmware.offline --root "$root"
+say "ready"
