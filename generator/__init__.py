@@ -1,0 +1,12 @@
+"""mbforge: symbolic multibody models to straight-line code for real-time hardware.
+
+    model (Python API)      mbforge.model      coordinates, constraints, bodies, forces
+      -> equations (atoms)  mbforge.ir         interned atoms, d/dq, d/dt, subs, evaluator
+      -> kernel             mbforge.kernels    what a device computes, as ports over atoms
+      -> tape, schedule     mbforge.ir.tape, mbforge.schedule
+      -> render(target)     mbforge.render     one renderer per target
+      -> plan of files      mbforge.pipeline   {name: text} + manifest.json, then written
+      -> build              mbforge.firmware   PlatformIO projects, QEMU
+      -> verify             mbforge.hil        serial harness against the double reference
+"""
+__version__ = "0.1.0"

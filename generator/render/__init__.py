@@ -1,0 +1,1 @@
+"""Renderers: one per target, from a schedule to the text of files."""

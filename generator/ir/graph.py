@@ -1,0 +1,54 @@
+"""Walking atom graphs without recursion (graphs of serial chains are thousands deep)."""
+from __future__ import annotations
+
+from typing import Iterable
+
+from .atom import Atom
+
+
+def topo(roots: Iterable[Atom], mask: int | None = None) -> list[Atom]:
+    """Atoms reachable from `roots`, arguments before users, in a deterministic order.
+
+    With `mask`, only atoms whose free symbols meet it are visited (and returned): the
+    sub-graph that depends on those symbols.
+    """
+    seen: set[Atom] = set()
+    out: list[Atom] = []
+    for r in roots:
+        if r in seen or (mask is not None and not r.mask & mask):
+            continue
+        stack = [r]
+        while stack:
+            a = stack[-1]
+            if a in seen:
+                stack.pop()
+                continue
+            if mask is None:
+                pending = [x for x in a.args if x not in seen]
+            else:
+                pending = [x for x in a.args if x.mask & mask and x not in seen]
+            if pending:
+                stack.extend(reversed(pending))
+            else:
+                seen.add(a)
+                out.append(a)
+                stack.pop()
+    return out
+
+
+def flatten(f) -> list[Atom]:
+    """The atoms of an atom or a nested list of atoms (numbers become constants)."""
+    from .atom import as_atom
+
+    if isinstance(f, (list, tuple)):
+        return [y for x in f for y in flatten(x)]
+    return [as_atom(f)]
+
+
+def rebuild(f, fn):
+    """The nested list `f` with every atom `a` replaced by `fn(a)`."""
+    from .atom import as_atom
+
+    if isinstance(f, (list, tuple)):
+        return [rebuild(x, fn) for x in f]
+    return fn(as_atom(f))

@@ -1,0 +1,107 @@
+"""Between sympy and atoms: users write force laws and driving functions in sympy, and any
+atom can be read back as a sympy expression (for checks and for printing)."""
+from __future__ import annotations
+
+import math
+
+import sympy as sp
+
+from .atom import (ONE, Atom, ExpressionError, abs_, add, atan2, const, cos, div, exp, log, mul,
+                   power, sin, sqrt, symbol, tan)
+from .graph import topo
+
+_FUNCS = {sp.sin: sin, sp.cos: cos, sp.tan: tan, sp.exp: exp, sp.log: log, sp.Abs: abs_}
+
+
+def from_sympy(expr, symbols: dict | None = None) -> Atom:
+    """Atoms from a sympy expression. Symbols map through `symbols` ({sympy.Symbol: Atom});
+    others become the mbforge symbol of the same name (created as kind 'input')."""
+    expr = sp.sympify(expr)
+    symbols = symbols or {}
+    memo: dict = {}
+
+    def conv(e):
+        if e in memo:
+            return memo[e]
+        if e.is_Symbol:
+            r = symbols.get(e)
+            if r is None:
+                from .atom import _symbols  # an existing symbol keeps its kind
+
+                r = _symbols.get(e.name) or symbol(e.name)
+        elif e.is_Number:
+            if not e.is_real:
+                raise ExpressionError(f"complex number {e} in {expr}")
+            r = const(float(e))
+        elif e is sp.pi:
+            r = const(math.pi)
+        elif e is sp.E:
+            r = const(math.e)
+        elif e.is_Add:
+            r = conv(e.args[0])
+            for a in e.args[1:]:
+                r = add(r, conv(a))
+        elif e.is_Mul:
+            r = conv(e.args[0])
+            for a in e.args[1:]:
+                r = mul(r, conv(a))
+        elif e.is_Pow:
+            base, ex = e.args
+            b = conv(base)
+            if ex.is_Integer:
+                r = power(b, int(ex))
+            elif ex == sp.Rational(1, 2):
+                r = sqrt(b)
+            elif ex == sp.Rational(-1, 2):
+                r = div(ONE, sqrt(b))
+            elif ex.is_Rational and ex.q == 2:
+                r = power(sqrt(b), int(ex.p))
+            else:
+                raise ExpressionError(f"power with exponent {ex} in {expr}: only integers and halves")
+        elif e.func in _FUNCS:
+            r = _FUNCS[e.func](conv(e.args[0]))
+        elif e.func is sp.atan:
+            r = atan2(conv(e.args[0]), ONE)
+        elif e.func is sp.atan2:
+            r = atan2(conv(e.args[0]), conv(e.args[1]))
+        else:
+            raise ExpressionError(f"sympy {e.func.__name__} in {expr} has no atom")
+        memo[e] = r
+        return r
+
+    return conv(expr)
+
+
+_TO = {"sin": sp.sin, "cos": sp.cos, "tan": sp.tan, "exp": sp.exp, "log": sp.log, "abs": sp.Abs,
+       "sqrt": sp.sqrt}
+
+
+def to_sympy(root: Atom, symbols: dict | None = None):
+    """The sympy expression of an atom; `symbols` maps atom symbols to sympy symbols."""
+    symbols = symbols or {}
+    memo: dict[Atom, object] = {}
+    for a in topo([root]):
+        op = a.op
+        if op == "const":
+            v = a.value
+            r = sp.Integer(int(v)) if v.is_integer() else sp.Float(v)
+        elif op == "sym":
+            r = symbols.get(a) or sp.Symbol(a.value.name, real=True)
+        else:
+            x = [memo[y] for y in a.args]
+            if op == "add":
+                r = x[0] + x[1]
+            elif op == "mul":
+                r = x[0] * x[1]
+            elif op == "div":
+                r = x[0] / x[1]
+            elif op == "neg":
+                r = -x[0]
+            elif op == "pow":
+                r = x[0] ** a.value
+            elif op == "atan2":
+                r = sp.atan2(x[0], x[1])
+            else:
+                r = _TO[op](x[0])
+        memo[a] = r
+    return memo[root]

@@ -1,0 +1,123 @@
+"""The pipeline from a kernel to a plan of files:
+
+    kernel -> lower (tape) -> schedule -> render(target) -> Plan {file name: text}
+
+`generate` is pure: the same kernel, target and options give byte-identical files and the
+same digests; `Plan.write` is the separate step that touches the disk.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import __version__
+from .ir import dump, lower
+from .kernels import Kernel
+from .manifest import MANIFEST_NAME, Group, Manifest
+from .render.c import DIALECTS, render_c
+from .schedule import schedule
+
+TARGETS = tuple(DIALECTS)
+MOTION_NAME = "motion.json"
+
+
+class GenerateError(ValueError):
+    """Options that cannot produce a kernel (names the option)."""
+
+
+@dataclass
+class Plan:
+    files: dict[str, str]
+    manifest: Manifest
+
+    def write(self, out_dir: str | Path) -> Path:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, text in self.files.items():
+            (out / name).write_text(text)
+        (out / MANIFEST_NAME).write_text(self.manifest.to_json())
+        return out
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def kernel_digest(k: Kernel) -> str:
+    """sha256 of what the kernel computes: its ports, ranges and graph (target-free)."""
+    lines = [f"model {k.model} kernel {k.name}"]
+    for p in k.inputs:
+        lines.append(f"in {p.name} " + " ".join(f"{s.value.name}[{lo!r},{hi!r}]" for s, (lo, hi) in zip(p.symbols, p.ranges)))
+    for p in k.outputs:
+        lines.append(f"out {p.name} {p.shape} {p.pattern}")
+    lines.append(dump(k.output_atoms))
+    return _sha("\n".join(lines))
+
+
+def _doc(groups, names) -> list[str]:
+    out = []
+    for g in groups:
+        lo, hi = g.offset, g.offset + g.size - 1
+        where = f"[{lo}]" if lo == hi else f"[{lo}..{hi}]"
+        what = names.get(g.name, "")
+        shape = "x".join(map(str, g.shape))
+        sparse = f", sparse: {g.size} stored entries" if g.pattern is not None else ""
+        out.append(f"{where:>12} {g.name} ({shape}{sparse}){what}")
+    return out
+
+
+def generate(kernel: Kernel, target: str, prefix: str | None = None, options: dict | None = None) -> Plan:
+    if target not in DIALECTS:
+        raise GenerateError(f"unknown target {target!r}; known: {', '.join(TARGETS)}")
+    options = dict(options or {})
+    prefix = prefix or kernel.model
+    function = f"{prefix}_{kernel.name.replace('-', '_')}"
+    tape = lower(kernel.output_atoms, kernel.input_symbols)
+    sched = schedule(tape)
+
+    model_digest = kernel_digest(kernel)
+    digest = _sha(json.dumps({"model": model_digest, "target": target, "prefix": prefix,
+                              "options": options, "version": __version__}, sort_keys=True))
+    inputs, off = [], 0
+    for p in kernel.inputs:
+        inputs.append(Group(p.name, p.shape, off, len(p.symbols), range=[list(r) for r in p.ranges]))
+        off += len(p.symbols)
+    outputs, off = [], 0
+    for p in kernel.outputs:
+        pat = [list(ij) for ij in p.pattern] if p.pattern is not None else None
+        outputs.append(Group(p.name, p.shape, off, len(p.atoms), pattern=pat))
+        off += len(p.atoms)
+
+    dialect = DIALECTS[target]
+    source, header = f"{prefix}.c", f"{prefix}.h"
+    counts = tape.counts()
+    in_names = {p.name: " = " + ", ".join(s.value.name for s in p.symbols) for p in kernel.inputs}
+    ctx = dict(
+        version=__version__, model=kernel.model, kernel=kernel.name, digest=digest,
+        prefix=prefix, function=function, header=header, source=source,
+        guard=f"{prefix.upper()}_H", macro=function.upper(),
+        n_in=off and sum(g.size for g in inputs), n_out=sum(g.size for g in outputs),
+        description=kernel.description or kernel.name,
+        in_doc=_doc(inputs, in_names), out_doc=_doc(outputs, {}),
+        status=[("0", "on success")],
+        ops_line=f"{counts['total']} operations ({', '.join(f'{k} {v}' for k, v in counts.items() if k != 'total')}), "
+                 f"peak {sched.peak_live} live values",
+        notes=["Compile with -ffp-contract=off -fno-math-errno so that every machine rounds alike."]
+        if dialect.real == "float" else [],
+    )
+    files = render_c(sched, dialect, ctx)
+    motion = None
+    if kernel.motion:
+        files[MOTION_NAME] = json.dumps({"kernel": function, "vectors": kernel.motion}) + "\n"
+        motion = MOTION_NAME
+    manifest = Manifest(
+        model=kernel.model, prefix=prefix, kernel=kernel.name, function=function,
+        target=target, real=dialect.real, digest=digest, model_digest=model_digest,
+        sources=[source], headers=[header], inputs=inputs, outputs=outputs,
+        status_codes={"0": "ok"}, ops=counts, peak_live=sched.peak_live, options=options,
+        motion=motion,
+    )
+    manifest.check()
+    return Plan(files, manifest)
