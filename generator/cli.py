@@ -1,20 +1,84 @@
-"""The `mbforge` command line: one subcommand per pipeline stage."""
+"""The `mbforge` command line: one subcommand per pipeline stage, plus the demo."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
+from pathlib import Path
+
+
+class CLIError(Exception):
+    """A user error reported as one line, exit status 2."""
+
+
+def load_model(spec: str):
+    """A Model from a shipped example's name or from a Python file defining build()."""
+    from .examples import EXAMPLES, load
+
+    if spec in EXAMPLES:
+        return load(spec)
+    path = Path(spec)
+    if path.suffix == ".py":
+        if not path.exists():
+            raise CLIError(f"model file {spec} does not exist")
+        mod_spec = importlib.util.spec_from_file_location(f"mbforge_user_{path.stem}", path)
+        mod = importlib.util.module_from_spec(mod_spec)
+        mod_spec.loader.exec_module(mod)
+        build = getattr(mod, "build", None)
+        if build is None:
+            raise CLIError(f"model file {spec} defines no build() returning a Model")
+        return build()
+    raise CLIError(f"no example called {spec!r} and not a .py file; examples: {', '.join(sorted(EXAMPLES))}")
+
+
+def cmd_generate(args) -> int:
+    from .kernels.builders import build_kernel
+    from .pipeline import generate
+
+    model = load_model(args.model)
+    kernel = build_kernel(model.equations(), args.kernel)
+    plan = generate(kernel, args.target, prefix=args.prefix)
+    out = plan.write(args.out)
+    m = plan.manifest
+    print(f"{m.function} ({m.target}): {m.n_in} inputs, {m.n_out} outputs, "
+          f"{m.ops['total']} operations, peak {m.peak_live} live -> {out}")
+    return 0
+
+
+def _register_generate(sub) -> None:
+    from .kernels.builders import BUILDERS
+    from .pipeline import TARGETS
+
+    p = sub.add_parser("generate", help="generate a kernel's C, header and manifest")
+    p.add_argument("model", help="a shipped example (e.g. fourbar) or a .py file with build()")
+    p.add_argument("--kernel", default="equations", choices=sorted(BUILDERS))
+    p.add_argument("--target", default="c-double", choices=TARGETS)
+    p.add_argument("--prefix", default=None, help="prefix of emitted C symbols (default: model name)")
+    p.add_argument("--out", required=True, type=Path)
+    p.set_defaults(func=cmd_generate)
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .ir import ExpressionError
+    from .manifest import ManifestError
+    from .model import ModelError
+    from .pipeline import GenerateError
+
     ap = argparse.ArgumentParser(prog="mbforge", description="multibody models to real-time code")
     sub = ap.add_subparsers(dest="command", required=True)
-    from mbforge.firmware import cli as fw_cli
-    from mbforge.hil import cli as hil_cli
+    _register_generate(sub)
+    from .demo import register as register_demo
+    from .firmware import cli as fw_cli
+    from .hil import cli as hil_cli
 
-    for mod in (fw_cli, hil_cli):
-        mod.register(sub)
+    for register in (fw_cli.register, hil_cli.register, register_demo):
+        register(sub)
     args = ap.parse_args(argv)
-    return args.func(args) or 0
+    try:
+        return args.func(args) or 0
+    except (CLIError, ModelError, ExpressionError, ManifestError, GenerateError) as e:
+        print(f"mbforge {args.command}: error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import __version__
-from .ir import dump, lower
+from .ir import lower
+from .ir.graph import gc_paused
 from .kernels import Kernel
 from .manifest import MANIFEST_NAME, Group, Manifest
 from .render.c import DIALECTS, render_c
@@ -45,14 +46,15 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def kernel_digest(k: Kernel) -> str:
-    """sha256 of what the kernel computes: its ports, ranges and graph (target-free)."""
+def kernel_digest(k: Kernel, tape) -> str:
+    """sha256 of what the kernel computes: its ports, ranges and tape (target-free)."""
     lines = [f"model {k.model} kernel {k.name}"]
     for p in k.inputs:
         lines.append(f"in {p.name} " + " ".join(f"{s.value.name}[{lo!r},{hi!r}]" for s, (lo, hi) in zip(p.symbols, p.ranges)))
     for p in k.outputs:
         lines.append(f"out {p.name} {p.shape} {p.pattern}")
-    lines.append(dump(k.output_atoms))
+    lines += [f"{i.op} {i.dst} {i.args}" for i in tape.instrs]
+    lines.append(f"outputs {tape.outputs}")
     return _sha("\n".join(lines))
 
 
@@ -69,6 +71,11 @@ def _doc(groups, names) -> list[str]:
 
 
 def generate(kernel: Kernel, target: str, prefix: str | None = None, options: dict | None = None) -> Plan:
+    with gc_paused():
+        return _generate(kernel, target, prefix, options)
+
+
+def _generate(kernel: Kernel, target: str, prefix: str | None, options: dict | None) -> Plan:
     if target not in DIALECTS:
         raise GenerateError(f"unknown target {target!r}; known: {', '.join(TARGETS)}")
     options = dict(options or {})
@@ -77,7 +84,7 @@ def generate(kernel: Kernel, target: str, prefix: str | None = None, options: di
     tape = lower(kernel.output_atoms, kernel.input_symbols)
     sched = schedule(tape)
 
-    model_digest = kernel_digest(kernel)
+    model_digest = kernel_digest(kernel, tape)
     digest = _sha(json.dumps({"model": model_digest, "target": target, "prefix": prefix,
                               "options": options, "version": __version__}, sort_keys=True))
     inputs, off = [], 0

@@ -11,7 +11,7 @@ from typing import Iterable, Mapping
 
 from .atom import (ONE, TWO, ZERO, Atom, ExpressionError, add, as_atom, cos, div, mul, neg,
                    power, sin, sub)
-from .graph import flatten, rebuild, topo
+from .graph import flatten, gc_paused, rebuild, topo
 
 
 def _rule(a: Atom, d: dict) -> Atom:
@@ -64,16 +64,68 @@ def derivatives(roots: Iterable[Atom], seeds: Mapping[Atom, Atom]) -> dict[Atom,
             raise ExpressionError(f"can only differentiate with respect to symbols, not {s}")
         mask |= s.mask
     d: dict[Atom, Atom] = {}
-    for a in topo(roots, mask):
-        if a.op == "sym":
-            dv = seeds.get(a)
-            if dv is not None:
-                d[a] = dv
-            continue
-        r = _rule(a, d)
-        if r is not ZERO:
-            d[a] = r
+    with gc_paused():
+        for a in topo(roots, mask):
+            if a.op == "sym":
+                dv = seeds.get(a)
+                if dv is not None:
+                    d[a] = dv
+                continue
+            r = _rule(a, d)
+            if r is not ZERO:
+                d[a] = r
     return d
+
+
+def _partials(a: Atom) -> list[Atom]:
+    """d a / d arg for each argument of `a` (reverse mode)."""
+    op, args = a.op, a.args
+    if op == "add":
+        return [ONE, ONE]
+    if op == "neg":
+        return [neg(ONE)]
+    if op == "mul":
+        return [args[1], args[0]]
+    if op == "div":
+        return [div(ONE, args[1]), neg(div(a, args[1]))]
+    if op == "pow":
+        return [mul(as_atom(a.value), power(args[0], a.value - 1))]
+    if op == "sqrt":
+        return [div(ONE, mul(TWO, a))]
+    if op == "sin":
+        return [cos(args[0])]
+    if op == "cos":
+        return [neg(sin(args[0]))]
+    if op == "tan":
+        return [add(ONE, power(a, 2))]
+    if op == "atan2":
+        y, x = args
+        r2 = add(power(x, 2), power(y, 2))
+        return [div(x, r2), neg(div(y, r2))]
+    if op == "exp":
+        return [a]
+    if op == "log":
+        return [div(ONE, args[0])]
+    if op == "abs":
+        return [div(args[0], a)]
+    raise ExpressionError(f"no derivative rule for {op!r} in {a}")
+
+
+def adjoints(f: Atom, mask: int) -> dict[Atom, Atom]:
+    """Reverse mode: d f / d a for every atom a under f that depends on `mask` (symbols
+    included). One sweep per output, so a gradient costs about as much as f itself."""
+    adj: dict[Atom, Atom] = {f: ONE}
+    with gc_paused():
+        for a in reversed(topo([f], mask)):
+            g = adj.get(a)
+            if g is None or not a.args:
+                continue
+            for x, p in zip(a.args, _partials(a)):
+                if x.mask & mask:
+                    term = mul(g, p)
+                    prev = adj.get(x)
+                    adj[x] = term if prev is None else add(prev, term)
+    return adj
 
 
 def diff(f, x: Atom):

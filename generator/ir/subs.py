@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Iterable, Mapping
 
 from .atom import Atom, ExpressionError, apply, as_atom
-from .graph import flatten, rebuild, topo
+from .graph import flatten, gc_paused, rebuild, topo
 
 
 def substitute_all(roots: Iterable[Atom], mapping: Mapping[Atom, object]) -> dict[Atom, Atom]:
@@ -22,12 +22,13 @@ def substitute_all(roots: Iterable[Atom], mapping: Mapping[Atom, object]) -> dic
         m[s] = as_atom(v)
         mask |= s.mask
     out: dict[Atom, Atom] = {}
-    for a in topo(roots, mask):
-        if a.op == "sym":
-            out[a] = m.get(a, a)
-            continue
-        args = tuple(out.get(x, x) for x in a.args)
-        out[a] = apply(a.op, args, a.value)
+    with gc_paused():
+        for a in topo(roots, mask):
+            if a.op == "sym":
+                out[a] = m.get(a, a)
+                continue
+            args = tuple(out.get(x, x) for x in a.args)
+            out[a] = apply(a.op, args, a.value)
     return out
 
 

@@ -1,9 +1,18 @@
 """Lowering an atom graph to a tape: the instructions a renderer prints, in SSA form.
 
 This is the one place that decides what an operation costs, so op counts, the C
-renderers, range analysis and the HDL scheduler all see the same instructions:
-* `x + (-y)` is one `sub`; `-(x - y)` whose `x - y` is needed nowhere else is `sub(y, x)`;
-* `x**n` is a chain of multiplications that reuses `x**2` etc. when those exist anyway;
+renderers, range analysis and the HDL scheduler all see the same instructions.
+
+Atoms are built in canonical forms that make equal expressions meet (constants pulled
+out of products, negations pushed outwards); those forms are not always the cheapest to
+evaluate. Lowering first plans, for every needed atom, one instruction over operand atoms,
+then rewrites the plan where the whole graph shows a cheaper way:
+* `x + (-y)` is one `sub`; `c + y` with c < 0 is `y - |c|`;
+* a scaled product c*(x*y) whose x*y nobody else needs is (c*x)*y when c*x is needed
+  anyway or shared by several such products (one multiplication instead of two);
+* a negation whose operand is needed nowhere else is folded into it (`-(x - y)` is
+  `y - x`, `-(c*x)` is `(-c)*x`);
+* `x**n` is a chain of multiplications through x**2, x**4, ... (shared when they exist);
 * `sin(u)` and `cos(u)` of one argument are one `sincos` instruction with two results;
 * constants are literals, not instructions.
 
@@ -16,10 +25,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .atom import Atom, ExpressionError, power
-from .graph import topo
+from .atom import Atom, ExpressionError, add, const, mul, power, sub
+from .graph import gc_paused
 
-BINARY = ("add", "sub", "mul", "div", "atan2")
 UNARY = ("neg", "sqrt", "sin", "cos", "tan", "exp", "log", "abs")
 
 
@@ -44,48 +52,209 @@ class Tape:
         return out
 
 
-def lower(outputs: list[Atom], inputs: list[Atom] | None = None) -> Tape:
-    order = topo(outputs)
-    if inputs is None:
-        inputs = [a for a in order if a.op == "sym"]
-        inputs.sort(key=lambda a: a.value.name)
-    in_index = {a: k for k, a in enumerate(inputs)}
-    missing = [a.value.name for a in order if a.op == "sym" and a not in in_index]
-    if missing:
-        raise ExpressionError(f"outputs depend on symbols that are not inputs: {', '.join(sorted(missing))}")
+Plan = dict  # Atom -> (op, tuple of operand atoms)
 
-    # 1. which atoms are read, and by how many readers (after folding negations)
-    def reads(a: Atom) -> tuple[Atom, ...]:
-        if a.op == "add" and a.args[1].op == "neg":
-            return (a.args[0], a.args[1].args[0])
-        return a.args
 
-    readers: Counter = Counter()
-    needed: set[Atom] = set()
-    for a in outputs:
-        if a.args:
-            needed.add(a)
-    out_set = set(needed)
-    for a in reversed(order):
-        if a in needed:
-            for x in reads(a):
+def _default(a: Atom, plan: Plan) -> None:
+    """The instruction that computes `a` from its own arguments (adds helpers to plan)."""
+    op, args = a.op, a.args
+    if op == "add":
+        x, y = args
+        if y.op == "neg":
+            plan[a] = ("sub", (x, y.args[0]))
+        elif x.op == "const" and x.value < 0:
+            plan[a] = ("sub", (y, const(-x.value)))
+        else:
+            plan[a] = ("add", args)
+    elif op == "pow":
+        # binary powering: x**n = (x**(n//2))**2 (* x); the halves are atoms of their own
+        base, n = args[0], a.value
+        half = power(base, n // 2) if n > 3 else base
+        if n == 2:
+            plan[a] = ("mul", (base, base))
+        elif n == 3:
+            plan[a] = ("mul", (power(base, 2), base))
+        elif n % 2 == 0:
+            plan[a] = ("mul", (half, half))
+        else:
+            plan[a] = ("mul", (power(base, n - 1), base))
+    elif op in ("mul", "div", "atan2") or op in UNARY:
+        plan[a] = (op, args)
+    else:
+        raise ExpressionError(f"cannot lower {op!r} in {a}")
+
+
+def _needed(outputs: list[Atom], plan: Plan) -> tuple[list[Atom], dict]:
+    """Atoms to compute (operands first) and how many planned instructions read each."""
+    order: list[Atom] = []
+    readers: dict[Atom, int] = {}
+    done: set[Atom] = set()
+    opened: set[Atom] = set()
+    get = plan.get
+    for root in outputs:
+        if not root.args or root in done:
+            continue
+        stack = [root]
+        while stack:
+            a = stack.pop()
+            if a in done:
+                continue
+            if a in opened:  # its operands are done
+                done.add(a)
+                order.append(a)
+                continue
+            p = get(a)
+            if p is None:
+                _default(a, plan)
+                p = plan[a]
+            opened.add(a)
+            stack.append(a)
+            for x in reversed(p[1]):
                 if x.args:
-                    readers[x] += 1
-                    needed.add(x)
+                    readers[x] = readers.get(x, 0) + 1
+                    if x not in opened:
+                        stack.append(x)
+    return order, readers
 
-    # 2. sin/cos pairs over one argument
+
+def _rescale_products(order: list[Atom], plan: Plan, readers: dict, outs: set) -> bool:
+    """c*(x*y) -> (c*x)*y where it saves the multiplication by c (see module doc)."""
+    needed = set(order)
+    cands = []
+    count: Counter = Counter()
+    for a in order:
+        if a.op == "mul" and a.args[0].op == "const" and plan[a][0] == "mul":
+            p = a.args[1]
+            if p.op == "mul" and p.args[0].op != "const" and readers.get(p) == 1 and p not in outs:
+                cands.append((a, p))
+                for f in p.args:
+                    count[(a.args[0].value, f)] += 1
+    changed = False
+    for a, p in cands:
+        c = a.args[0]
+        best = None
+        for f, other in ((p.args[0], p.args[1]), (p.args[1], p.args[0])):
+            cf = mul(c, f)
+            score = 3 if cf in needed else count[(c.value, f)]
+            if score >= 2 and (best is None or score > best[0]):
+                best = (score, cf, other)
+        if best is not None:
+            _, cf, other = best
+            plan[a] = ("mul", (cf, other))
+            needed.add(cf)
+            changed = True
+    return changed
+
+
+def _scaled(t: Atom):
+    """(c, w) if t is c*w with c a number, else None."""
+    if t.op == "mul" and t.args[0].op == "const":
+        return t.args[0].value, t.args[1]
+    return None
+
+
+def _push_scales(order: list[Atom], plan: Plan, readers: dict, outs: set) -> bool:
+    """c*(u +- v) -> (c*u) +- (c*v) when the sum has no other reader and both terms take
+    the constant for free (constants, or scaled terms nobody else reads): one mul fewer."""
+    needed = set(order)
+
+    def absorbs(t: Atom) -> bool:
+        if t.op == "const":
+            return True
+        if _scaled(t) is not None and readers.get(t) == 1 and t not in outs:
+            return True
+        return False
+
+    changed = False
+    for a in order:
+        sc = _scaled(a)
+        if sc is None or plan[a][0] != "mul" or plan[a][1][0].op != "const":
+            continue
+        c, s_ = sc
+        if s_ not in plan or readers.get(s_) != 1 or s_ in outs:
+            continue
+        op, (u, v) = plan[s_] if plan[s_][0] in ("add", "sub") else (None, (None, None))
+        if op is None or not (absorbs(u) and absorbs(v)):
+            continue
+        cu, cv = mul(const(c), u), mul(const(c), v)
+        if cu in needed or cv in needed:
+            continue
+        plan[a] = (op, (cu, cv))
+        changed = True
+    return changed
+
+
+def _factor_constants(order: list[Atom], plan: Plan, readers: dict, outs: set) -> bool:
+    """c*x +- c*y -> c*(x +- y) when neither product has another reader: one mul fewer."""
+    changed = False
+    for a in order:
+        op, args = plan[a]
+        if op not in ("add", "sub"):
+            continue
+        u, v = args
+        su, sv = _scaled(u), _scaled(v)
+        if su is None or sv is None or su[0] != sv[0] and su[0] != -sv[0]:
+            continue
+        if readers.get(u) != 1 or readers.get(v) != 1 or u in outs or v in outs:
+            continue
+        x, y = su[1], sv[1]
+        same = (su[0] == sv[0]) == (op == "add")  # c*x + c*y or c*x - (-c)*y
+        inner = add(x, y) if same else sub(x, y)
+        if inner.op == "const":
+            continue
+        plan[a] = ("mul", (const(su[0]), inner))
+        changed = True
+    return changed
+
+
+def _fold_negations(order: list[Atom], plan: Plan, readers: dict, outs: set) -> None:
+    """-(u - v) -> v - u and -(c*x) -> (-c)*x when the operand has no other reader."""
+    for a in order:
+        if plan[a][0] != "neg":
+            continue
+        x = plan[a][1][0]
+        if readers.get(x) != 1 or x in outs:
+            continue
+        op, (u, v) = plan[x] if len(plan[x][1]) == 2 else (None, (None, None))
+        if op == "sub":
+            plan[a] = ("sub", (v, u))
+        elif op == "mul" and u.op == "const":
+            plan[a] = ("mul", (const(-u.value), v))
+        elif op == "mul" and v.op == "const":
+            plan[a] = ("mul", (const(-v.value), u))
+
+
+def lower(outputs: list[Atom], inputs: list[Atom] | None = None) -> Tape:
+    with gc_paused():
+        return _lower(outputs, inputs)
+
+
+def _lower(outputs: list[Atom], inputs: list[Atom] | None) -> Tape:
+    outs = {a for a in outputs if a.args}
+    plan: Plan = {}
+    order, readers = _needed(outputs, plan)
+    changed = False
+    for rewrite in (_rescale_products, _push_scales, _factor_constants):
+        # decided on the same reader counts: each rewrites only its own atom's instruction
+        changed |= rewrite(order, plan, readers, outs)
+    if changed:
+        order, readers = _needed(outputs, plan)
+    _fold_negations(order, plan, readers, outs)
+    order, readers = _needed(outputs, plan)
+
+    syms = {x for a in order for x in plan[a][1] if x.op == "sym"} | {a for a in outputs if a.op == "sym"}
+    if inputs is None:
+        inputs = sorted(syms, key=lambda a: a.value.name)
+    in_index = {a: k for k, a in enumerate(inputs)}
+    missing = sorted(a.value.name for a in syms if a not in in_index)
+    if missing:
+        raise ExpressionError(f"outputs depend on symbols that are not inputs: {', '.join(missing)}")
+
+    # sin/cos pairs over one argument
     trig: dict[Atom, dict[str, Atom]] = {}
     for a in order:
-        if a in needed and a.op in ("sin", "cos"):
+        if plan[a][0] in ("sin", "cos"):
             trig.setdefault(a.args[0], {})[a.op] = a
-
-    # 3. -(u - v) whose u - v nobody else reads is printed as v - u: one instruction
-    fused = {
-        a.args[0]
-        for a in needed
-        if a.op == "neg" and a.args[0].op == "add" and a.args[0].args[1].op == "neg"
-        and readers[a.args[0]] == 1 and a.args[0] not in out_set
-    }
 
     tape = Tape(inputs=inputs, outputs=[], instrs=[])
     ref: dict[Atom, tuple] = {}
@@ -97,61 +266,20 @@ def lower(outputs: list[Atom], inputs: list[Atom] | None = None) -> Tape:
             return ("in", in_index[x])
         return ref[x]
 
-    def emit(op: str, args, atom: Atom | None) -> tuple:
-        i = len(tape.atoms)
-        tape.atoms[i] = atom
-        tape.instrs.append(Instr(op, (i,), tuple(args)))
-        return ("t", i)
-
-    def pow_step(lhs: tuple, rhs: tuple, base: Atom, e: int) -> tuple:
-        pe = power(base, e)
-        if pe not in ref:
-            ref[pe] = emit("mul", (lhs, rhs), pe)
-        return ref[pe]
-
     for a in order:
-        if a not in needed or a in ref or a in fused:
+        if a in ref:
             continue
-        op = a.op
-        if op == "add":
-            x, y = a.args
-            if y.op == "neg":
-                ref[a] = emit("sub", (operand(x), operand(y.args[0])), a)
-            else:
-                ref[a] = emit("add", (operand(x), operand(y)), a)
-        elif op == "neg":
-            x = a.args[0]
-            if x in fused:
-                u, v = x.args[0], x.args[1].args[0]
-                ref[a] = emit("sub", (operand(v), operand(u)), a)
-            else:
-                ref[a] = emit("neg", (operand(x),), a)
-        elif op == "mul" or op == "div" or op == "atan2":
-            ref[a] = emit(op, (operand(a.args[0]), operand(a.args[1])), a)
-        elif op == "pow":
-            # binary powering from the top bit; x**e computed elsewhere anyway is reused
-            base, n = a.args[0], a.value
-            x = operand(base)
-            r, e = x, 1
-            for bit in bin(n)[3:]:
-                r, e = pow_step(r, r, base, 2 * e), 2 * e
-                if bit == "1":
-                    r, e = pow_step(r, x, base, e + 1), e + 1
-            ref[a] = r
-        elif op in ("sin", "cos"):
-            pair = trig[a.args[0]]
-            if len(pair) == 2:
-                i = len(tape.atoms)
-                tape.atoms[i] = pair["sin"]
-                tape.atoms[i + 1] = pair["cos"]
-                tape.instrs.append(Instr("sincos", (i, i + 1), (operand(a.args[0]),)))
-                ref[pair["sin"]] = ("t", i)
-                ref[pair["cos"]] = ("t", i + 1)
-            else:
-                ref[a] = emit(op, (operand(a.args[0]),), a)
-        elif op in UNARY:
-            ref[a] = emit(op, (operand(a.args[0]),), a)
-        else:
-            raise ExpressionError(f"cannot lower {op!r} in {a}")
+        op, args = plan[a]
+        if op in ("sin", "cos") and len(trig[args[0]]) == 2:
+            pair = trig[args[0]]
+            i = len(tape.atoms)
+            tape.atoms[i], tape.atoms[i + 1] = pair["sin"], pair["cos"]
+            tape.instrs.append(Instr("sincos", (i, i + 1), (operand(args[0]),)))
+            ref[pair["sin"]], ref[pair["cos"]] = ("t", i), ("t", i + 1)
+            continue
+        i = len(tape.atoms)
+        tape.atoms[i] = a
+        tape.instrs.append(Instr(op, (i,), tuple(operand(x) for x in args)))
+        ref[a] = ("t", i)
     tape.outputs = [operand(a) for a in outputs]
     return tape

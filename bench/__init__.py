@@ -1,0 +1,1 @@
+"""Benchmarks against the peers (CasADi, SymPy): python -m bench"""
