@@ -98,9 +98,9 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
                 body.append(dialect.functions["sincos"].format(*args, s, c, p=p) + ";")
             elif dialect.support_template:
                 body.append(f"{p}_sincosf({args[0]}, &{s}, &{c});")
-            else:
-                body.append(f"{s} = {dialect.call('sin', args, p)};")
-                body.append(f"{c} = {dialect.call('cos', args, p)};")
+            else:  # the argument's slot may be one of the results': read it first
+                pair = [f"{s} = {dialect.call('sin', args, p)};", f"{c} = {dialect.call('cos', args, p)};"]
+                body.extend(reversed(pair) if s == args[0] else pair)
         else:
             rhs = _INFIX[ins.op].format(*args) if ins.op in _INFIX else dialect.call(ins.op, args, p)
             body.append(f"w{slot[ins.dst[0]]} = {rhs};")
