@@ -17,10 +17,14 @@ from .ir import lower
 from .ir.graph import gc_paused
 from .kernels import Kernel
 from .manifest import MANIFEST_NAME, Group, Manifest
+from .passes.fixedpoint import plan_fixed
+from .passes.ranges import analyse
 from .render.c import DIALECTS, render_c
+from .render.fixed import render_fixed
 from .schedule import schedule
 
-TARGETS = tuple(DIALECTS)
+TARGETS = (*DIALECTS, "c-fixed")
+REAL = {**{name: d.real for name, d in DIALECTS.items()}, "c-fixed": "int32"}
 MOTION_NAME = "motion.json"
 
 
@@ -76,7 +80,7 @@ def generate(kernel: Kernel, target: str, prefix: str | None = None, options: di
 
 
 def _generate(kernel: Kernel, target: str, prefix: str | None, options: dict | None) -> Plan:
-    if target not in DIALECTS:
+    if target not in TARGETS:
         raise GenerateError(f"unknown target {target!r}; known: {', '.join(TARGETS)}")
     options = dict(options or {})
     prefix = prefix or kernel.model
@@ -97,7 +101,7 @@ def _generate(kernel: Kernel, target: str, prefix: str | None, options: dict | N
         outputs.append(Group(p.name, p.shape, off, len(p.atoms), pattern=pat))
         off += len(p.atoms)
 
-    dialect = DIALECTS[target]
+    real = REAL[target]
     source, header = f"{prefix}.c", f"{prefix}.h"
     counts = tape.counts()
     in_names = {p.name: " = " + ", ".join(s.value.name for s in p.symbols) for p in kernel.inputs}
@@ -108,22 +112,35 @@ def _generate(kernel: Kernel, target: str, prefix: str | None, options: dict | N
         n_in=off and sum(g.size for g in inputs), n_out=sum(g.size for g in outputs),
         description=kernel.description or kernel.name,
         in_doc=_doc(inputs, in_names), out_doc=_doc(outputs, {}),
-        status=[("0", "on success")],
+        status=[("0", "on success")] + ([("1", "if a value saturated (an input outside its declared range)")]
+                                          if real == "int32" else []),
         ops_line=f"{counts['total']} operations ({', '.join(f'{k} {v}' for k, v in counts.items() if k != 'total')}), "
                  f"peak {sched.peak_live} live values",
         notes=["Compile with -ffp-contract=off -fno-math-errno so that every machine rounds alike."]
-        if dialect.real == "float" else [],
+        if real == "float" else [],
     )
-    files = render_c(sched, dialect, ctx)
+    status_codes = {"0": "ok"}
+    if target == "c-fixed":
+        fx = plan_fixed(tape, analyse(tape, [r for p in kernel.inputs for r in p.ranges]))
+        for g in inputs:
+            g.frac_bits = fx.in_bits[g.offset:g.offset + g.size]
+        for g in outputs:
+            g.frac_bits = fx.out_bits[g.offset:g.offset + g.size]
+            g.error_bound = fx.out_error[g.offset:g.offset + g.size]
+        ctx["notes"] = ["value = int32 / 2**frac_bits; formats and error bounds are in manifest.json"]
+        files = render_fixed(sched, fx, ctx)
+        status_codes["1"] = "saturated: an input outside its declared range"
+    else:
+        files = render_c(sched, DIALECTS[target], ctx)
     motion = None
     if kernel.motion:
         files[MOTION_NAME] = json.dumps({"kernel": function, "vectors": kernel.motion}) + "\n"
         motion = MOTION_NAME
     manifest = Manifest(
         model=kernel.model, prefix=prefix, kernel=kernel.name, function=function,
-        target=target, real=dialect.real, digest=digest, model_digest=model_digest,
+        target=target, real=real, digest=digest, model_digest=model_digest,
         sources=[source], headers=[header], inputs=inputs, outputs=outputs,
-        status_codes={"0": "ok"}, ops=counts, peak_live=sched.peak_live, options=options,
+        status_codes=status_codes, ops=counts, peak_live=sched.peak_live, options=options,
         motion=motion,
     )
     manifest.check()

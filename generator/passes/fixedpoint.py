@@ -1,0 +1,253 @@
+"""Fixed-point formats and error bounds for a tape (32-bit words, 64-bit intermediates).
+
+Every value v is held as an int32 x with f fractional bits: v ~ x / 2**f. Formats come
+from the range analysis: f is the largest that keeps |v| + (its error bound) below 2**31
+/ 2**f, so no operation can overflow for inputs in their declared ranges (the generated
+code still saturates and raises a flag for inputs outside them).
+
+The semantics of each instruction are fixed here and implemented identically by the C
+renderer and the Verilog generator (bit-exact), with rsh(v, s) = (v + 2**(s-1)) >> s
+(round half up, arithmetic shift) for s > 0 and v << -s for s <= 0, on int64:
+  add/sub  rsh((a << la) +- (b << lb), s)         operands aligned to a common format
+  mul      rsh(a * b, s)                           a constant operand is an int32 literal
+  neg      -a
+  div      sign * ((2|n| / |d| + 1) >> 1), n = a << k (or rsh(a, -k))
+  sqrt     nearest integer square root of a << k (a < 0 read as 0)
+  sincos   reduction by pi/2 and Taylor polynomials in Q30 (see FIXED_TRIG)
+then saturation to int32. Error bounds are absolute, sound, versus exact arithmetic on
+the kernel's own int32 inputs (quantising a real input to its format is the caller's
+half ulp, not included).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..ir.atom import ExpressionError
+from ..ir.tape import Tape
+from .ranges import Interval, Ranges
+
+WORD = 32
+MAXMAG = 2.0 ** (WORD - 1)
+TRIG_ARG_LIMIT = 256.0  # |x| for sin/cos: keeps the reduction's products inside int64
+# sin/cos in Q30: truncation < 1e-11 and 14 roundings of 2**-31, each damped by |r|^2 < 0.62
+TRIG_ERROR = 2.0 ** -28
+SIN_TAYLOR = [(-1) ** k / math.factorial(2 * k + 1) for k in range(1, 6)]  # r^3 .. r^11
+COS_TAYLOR = [(-1) ** k / math.factorial(2 * k) for k in range(1, 7)]  # r^2 .. r^12
+
+
+def frac_bits_for(mag: float) -> int:
+    """Largest f with mag * 2**f < 2**31 (with a hair of margin)."""
+    if mag <= 0.0:
+        return WORD - 2
+    f = WORD - 1 - math.floor(math.log2(mag)) - 1
+    while mag * 2.0 ** f >= MAXMAG * (1 - 1e-12):
+        f -= 1
+    while mag * 2.0 ** (f + 1) < MAXMAG * (1 - 1e-12) and f < 62:
+        f += 1
+    return f
+
+
+def const_bits(c: float) -> int:
+    """Fractional bits of an int32 literal for the constant c (31 significant bits)."""
+    return min(frac_bits_for(abs(c)), 62)
+
+
+def half_ulp(f: int) -> float:
+    return 2.0 ** -(f + 1)
+
+
+@dataclass
+class FixedInstr:
+    op: str
+    dst: tuple[int, ...]
+    args: tuple[tuple, ...]
+    params: dict  # shifts and integer literals, see the module doc
+
+
+@dataclass
+class FixedProgram:
+    tape: Tape
+    in_bits: list[int]
+    temp_bits: dict[int, int]
+    out_bits: list[int]
+    instrs: list[FixedInstr]
+    out_error: list[float]
+    in_error: list[float]
+    temp_error: dict[int, float] = field(default_factory=dict)
+
+    def bits(self, o: tuple) -> int:
+        kind, v = o
+        return self.temp_bits[v] if kind == "t" else self.in_bits[v]
+
+
+def plan_fixed(tape: Tape, ranges: Ranges) -> FixedProgram:
+    in_bits = [frac_bits_for(iv.mag) for iv in ranges.inputs]
+    # bounds are against exact arithmetic on the inputs the kernel receives (int32 words);
+    # quantising a real input adds at most half an ulp of its format, see in_bits
+    in_err = [0.0 for _ in in_bits]
+    bits: dict[int, int] = {}
+    err: dict[int, float] = {}
+    out: list[FixedInstr] = []
+
+    def ferr(o):
+        kind, v = o
+        return err[v] if kind == "t" else in_err[v] if kind == "in" else 0.0
+
+    def fbits(o):
+        kind, v = o
+        return bits[v] if kind == "t" else in_bits[v]
+
+    def mag(o) -> float:
+        return ranges.of(o).mag
+
+    def where(ins) -> str:
+        return f"{ins.op} computing {tape.atoms[ins.dst[0]]!r}"[:300]
+
+    def choose(d: int, pre_err: float, rounding) -> int:
+        """Format for temp d: its range plus error must fit; rounding(f) is the error the
+        final rounding to f adds."""
+        m = ranges.temps[d].mag
+        f = frac_bits_for(m + pre_err + 2.0 ** -60)
+        while f > -30 and (m + pre_err + rounding(f)) * 2.0 ** f >= MAXMAG * (1 - 1e-12):
+            f -= 1
+        return f
+
+    for ins in tape.instrs:
+        op, a = ins.op, ins.args
+        d = ins.dst[0]
+        p: dict = {}
+        if op in ("add", "sub"):
+            consts = [o for o in a if o[0] == "c"]
+            vars_ = [o for o in a if o[0] != "c"]
+            e_pre = sum(ferr(o) for o in vars_)
+            # common format: the finer operand, but never more than 31 bits of shift
+            fs = [fbits(o) for o in vars_]
+            F = max(fs)
+            if len(fs) == 2:
+                F = min(F, min(fs) + 31)
+            f = choose(d, e_pre + (half_ulp(F) if consts else 0.0), lambda f_: half_ulp(f_))
+            F = max(F, f) if len(fs) == 1 else F
+            sh = []
+            for o in a:
+                if o[0] == "c":
+                    ci = round(o[1] * 2.0 ** F)
+                    if abs(ci) >= 2 ** 62:
+                        raise ExpressionError(f"{where(ins)}: constant {o[1]!r} too large for the common format")
+                    e_pre += abs(ci / 2.0 ** F - o[1])
+                    sh.append(("lit", ci))
+                else:
+                    fo = fbits(o)
+                    if fo > F:  # a finer operand is rounded to F first
+                        e_pre += half_ulp(F)
+                    sh.append(("shift", F - fo))
+            s = F - f
+            e = e_pre + (half_ulp(f) if s > 0 else 0.0)
+            p = {"align": sh, "F": F, "s": s}
+        elif op == "neg":
+            f = fbits(a[0])
+            e = ferr(a[0])
+        elif op == "mul":
+            if a[0][0] == "c" or a[1][0] == "c":
+                c, x = (a[0], a[1]) if a[0][0] == "c" else (a[1], a[0])
+                cv = c[1]
+                fc = const_bits(cv)
+                ci = round(cv * 2.0 ** fc)
+                ec = abs(ci / 2.0 ** fc - cv)
+                e_pre = abs(cv) * ferr(x) + mag(x) * ec + ferr(x) * ec
+                f = choose(d, e_pre, half_ulp)
+                s = fbits(x) + fc - f
+                p = {"lit": ci, "const_first": a[0][0] == "c", "s": s}
+                tz = (abs(ci) & -abs(ci)).bit_length() - 1 if ci else 64
+                if s <= tz:  # the literal's trailing zero bits absorb the shift: exact
+                    e = e_pre
+                    bits[d], err[d] = f, e
+                    out.append(FixedInstr(op, ins.dst, a, p))
+                    continue
+            else:
+                ea, eb = ferr(a[0]), ferr(a[1])
+                e_pre = mag(a[0]) * eb + mag(a[1]) * ea + ea * eb
+                f = choose(d, e_pre, half_ulp)
+                s = fbits(a[0]) + fbits(a[1]) - f
+                p = {"s": s}
+            e = e_pre + (half_ulp(f) if s > 0 else 0.0)
+        elif op == "div":
+            num, den = a
+            dr = ranges.of(den)
+            lo_den = min(abs(dr.lo), abs(dr.hi)) if not dr.contains_zero() else 0.0
+            eb = ferr(den)
+            if lo_den <= eb:
+                raise ExpressionError(f"{where(ins)}: the divisor can come within its error bound of 0 "
+                                      f"(range [{dr.lo:.6g}, {dr.hi:.6g}], error {eb:.3g})")
+            if den[0] == "c":
+                raise ExpressionError(f"{where(ins)}: division by a constant should have been a multiplication")
+            qmag = ranges.temps[d].mag
+            e_pre = (ferr(num) + qmag * eb) / (lo_den - eb)
+            f = choose(d, e_pre, half_ulp)
+            fn = fbits(num) if num[0] != "c" else const_bits(num[1])
+            k = f - fn + fbits(den)
+            if k > 31:  # n = a << k must fit int64 with a bit to spare for 2n
+                f -= k - 31
+                k = 31
+            if k < 0:
+                e_pre += half_ulp(fn + k) / lo_den
+            p = {"k": k}
+            if num[0] == "c":
+                p["lit"] = round(num[1] * 2.0 ** fn)
+                p["lit_bits"] = fn
+            e = e_pre + half_ulp(f)
+        elif op == "sqrt":
+            x = a[0]
+            xr = ranges.of(x)
+            ex = ferr(x)
+            lo = max(xr.lo, 0.0)
+            e_pre = ex / (math.sqrt(lo) + math.sqrt(max(lo - ex, 0.0))) if lo > ex else math.sqrt(ex) + ex / (2 * math.sqrt(max(lo, 1e-300)) + 1e-300) * 0
+            if lo <= ex:
+                e_pre = math.sqrt(ex)
+            f = choose(d, e_pre, half_ulp)
+            k = 2 * f - fbits(x)
+            if k > 31:
+                f -= (k - 31 + 1) // 2
+                k = 2 * f - fbits(x)
+            if k < 0:  # pre-rounding of the radicand
+                e_pre += math.sqrt(half_ulp(fbits(x) + k))
+            p = {"k": k}
+            e = e_pre + half_ulp(f)
+        elif op in ("sin", "cos", "sincos"):
+            x = a[0]
+            if mag(x) > TRIG_ARG_LIMIT:
+                raise ExpressionError(f"{where(ins)}: |argument| up to {mag(x):.6g} exceeds {TRIG_ARG_LIMIT} "
+                                      "(fixed-point sin/cos)")
+            e_pre = ferr(x) + TRIG_ERROR
+            fx = fbits(x)
+            if fx < -2:
+                raise ExpressionError(f"{where(ins)}: argument format Q{fx} too coarse for sin/cos")
+            p = {"fx": fx}
+            for dd in ins.dst:
+                fo = choose(dd, e_pre, half_ulp)
+                fo = min(fo, 30)  # computed in Q30: finer formats would only pad zeros
+                bits[dd] = fo
+                err[dd] = e_pre + (half_ulp(fo) if fo < 30 else 0.0)
+            p["fo"] = [bits[dd] for dd in ins.dst]
+            out.append(FixedInstr(op, ins.dst, a, p))
+            continue
+        else:
+            raise ExpressionError(f"fixed point has no {op!r} yet ({where(ins)})")
+        bits[d] = f
+        err[d] = e
+        out.append(FixedInstr(op, ins.dst, a, p))
+
+    out_bits, out_err = [], []
+    for o in tape.outputs:
+        if o[0] == "c":
+            fb = frac_bits_for(abs(o[1]))
+            out_bits.append(fb)
+            out_err.append(abs(round(o[1] * 2.0 ** fb) / 2.0 ** fb - o[1]))
+        else:
+            out_bits.append(fbits(o))
+            out_err.append(ferr(o))
+    return FixedProgram(tape, in_bits, bits, out_bits, out, out_err, in_err, err)
+
+
+def check_interval(iv: Interval) -> None:  # pragma: no cover - placeholder for symmetry
+    pass

@@ -1,0 +1,271 @@
+"""Range analysis over a tape: a sound enclosure of every value for inputs in their
+declared ranges.
+
+Two analyses run side by side and the tighter bound wins, value by value:
+* interval arithmetic, exact for each operation but blind to correlations (x - x is
+  [-2r, 2r]);
+* affine arithmetic: each value is c + sum_i a_i e_i with e_i in [-1, 1], one noise symbol
+  per input plus one per nonlinear operation, so linear correlations cancel (x - x is 0)
+  and products of correlated values stay tight.
+Floating-point rounding inside the analysis is covered by rounding every bound outwards.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..ir.atom import ExpressionError
+from ..ir.tape import Tape
+
+_TINY = 1e-300
+MAX_TERMS = 48  # affine forms keep this many noise terms; the rest are merged into one
+
+
+def _down(x: float) -> float:
+    return math.nextafter(x, -math.inf)
+
+
+def _up(x: float) -> float:
+    return math.nextafter(x, math.inf)
+
+
+@dataclass(frozen=True)
+class Interval:
+    lo: float
+    hi: float
+
+    @property
+    def mag(self) -> float:
+        """max |x| over the interval"""
+        return max(abs(self.lo), abs(self.hi))
+
+    def contains_zero(self) -> bool:
+        return self.lo <= 0.0 <= self.hi
+
+    def __and__(self, o: "Interval") -> "Interval":
+        lo, hi = max(self.lo, o.lo), min(self.hi, o.hi)
+        if lo > hi:  # both enclosures are sound, so they overlap up to rounding
+            lo = hi = (lo + hi) / 2
+        return Interval(lo, hi)
+
+
+def _iv(lo, hi) -> Interval:
+    return Interval(_down(lo), _up(hi))
+
+
+def i_add(a, b):
+    return _iv(a.lo + b.lo, a.hi + b.hi)
+
+
+def i_sub(a, b):
+    return _iv(a.lo - b.hi, a.hi - b.lo)
+
+
+def i_mul(a, b):
+    p = (a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi)
+    return _iv(min(p), max(p))
+
+
+def i_div(a, b, where):
+    if b.contains_zero():
+        raise ExpressionError(f"{where}: the divisor's range [{b.lo:.6g}, {b.hi:.6g}] contains 0 "
+                              "for inputs in their declared ranges")
+    return i_mul(a, _iv(1.0 / b.hi, 1.0 / b.lo))
+
+
+def i_sqrt(a, where):
+    if a.hi < 0:
+        raise ExpressionError(f"{where}: sqrt of a value in [{a.lo:.6g}, {a.hi:.6g}] (always negative)")
+    return _iv(math.sqrt(max(a.lo, 0.0)), math.sqrt(a.hi))
+
+
+def i_trig(a, fn):
+    """sin or cos over an interval: extremes at the ends or at the peaks inside."""
+    if a.hi - a.lo >= 2 * math.pi:
+        return Interval(-1.0, 1.0)
+    f = math.sin if fn == "sin" else math.cos
+    vals = [f(a.lo), f(a.hi)]
+    shift = math.pi / 2 if fn == "sin" else 0.0  # peaks of sin at pi/2 + k pi; of cos at k pi
+    k0 = math.ceil((a.lo - shift) / math.pi)
+    k1 = math.floor((a.hi - shift) / math.pi)
+    for k in range(k0, k1 + 1):
+        vals.append(f(shift + k * math.pi))
+    return Interval(max(-1.0, _down(min(vals))), min(1.0, _up(max(vals))))
+
+
+class Affine:
+    """c + sum(terms[i] * e_i) + [-err, err], e_i in [-1, 1].
+
+    `err` gathers what correlates with nothing (rounding in the analysis itself)."""
+
+    __slots__ = ("c", "terms", "err")
+
+    def __init__(self, c: float, terms: dict[int, float], err: float = 0.0):
+        self.c = c
+        self.terms = terms
+        self.err = err
+
+    def radius(self) -> float:
+        return _up((sum(abs(v) for v in self.terms.values()) + self.err) * (1 + 4e-16))
+
+    def interval(self) -> Interval:
+        r = self.radius()
+        return _iv(self.c - r, self.c + r)
+
+
+class _Noise:
+    def __init__(self):
+        self.n = 0
+
+    def fresh(self) -> int:
+        self.n += 1
+        return -self.n  # inputs use 0..n_in-1; fresh symbols are negative
+
+
+def _condense(t: dict[int, float], err: float) -> tuple[dict[int, float], float]:
+    """At most MAX_TERMS noise terms: the smallest ones move into err."""
+    if len(t) <= MAX_TERMS:
+        return t, err
+    items = sorted(t.items(), key=lambda kv: (-abs(kv[1]), kv[0]))
+    return dict(items[:MAX_TERMS]), _up(err + sum(abs(v) for _, v in items[MAX_TERMS:]))
+
+
+def _rnd(c: float, t: dict[int, float]) -> float:
+    """Bound of the rounding committed while computing c and the coefficients t."""
+    return (abs(c) + sum(abs(v) for v in t.values())) * 2.3e-16 + _TINY
+
+
+def a_lin(a: Affine, b: Affine, sb: float, noise: _Noise) -> Affine:
+    """a + sb * b (sb = +-1)."""
+    t = dict(a.terms)
+    for k, v in b.terms.items():
+        t[k] = t.get(k, 0.0) + sb * v
+    c = a.c + sb * b.c
+    t, err = _condense(t, a.err + b.err + _rnd(c, t))
+    return Affine(c, t, err)
+
+
+def a_scale(a: Affine, s: float, noise: _Noise) -> Affine:
+    t = {k: s * v for k, v in a.terms.items()}
+    c = s * a.c
+    t, err = _condense(t, abs(s) * a.err + _rnd(c, t))
+    return Affine(c, t, err)
+
+
+def a_mul(a: Affine, b: Affine, noise: _Noise) -> Affine:
+    t: dict[int, float] = {}
+    for k, v in a.terms.items():
+        t[k] = b.c * v
+    for k, v in b.terms.items():
+        t[k] = t.get(k, 0.0) + a.c * v
+    c = a.c * b.c
+    # the product of the two deviations is nonlinear: a fresh noise symbol
+    t[noise.fresh()] = _up(a.radius() * b.radius())
+    t, err = _condense(t, abs(b.c) * a.err + abs(a.c) * b.err + _rnd(c, t))
+    return Affine(c, t, err)
+
+
+def a_sqr(a: Affine, noise: _Noise) -> Affine:
+    """x*x: the square of the deviation lies in [0, r^2], so it is centred at r^2/2."""
+    r = a.radius()
+    c = a.c * a.c + r * r / 2
+    t = {k: 2 * a.c * v for k, v in a.terms.items()}
+    t[noise.fresh()] = _up(r * r / 2)
+    t, err = _condense(t, 2 * abs(a.c) * a.err + _rnd(c, t))
+    return Affine(c, t, err)
+
+
+def i_sqr(a: Interval) -> Interval:
+    if a.lo >= 0:
+        return _iv(a.lo * a.lo, a.hi * a.hi)
+    if a.hi <= 0:
+        return _iv(a.hi * a.hi, a.lo * a.lo)
+    return Interval(0.0, _up(max(a.lo * a.lo, a.hi * a.hi)))
+
+
+def a_from_interval(iv: Interval, noise: _Noise) -> Affine:
+    c = (iv.lo + iv.hi) / 2
+    return Affine(c, {noise.fresh(): _up((iv.hi - iv.lo) / 2)}, _rnd(c, {}))
+
+
+@dataclass
+class Ranges:
+    """Per tape temp: a sound enclosure of its exact value; per input: its range."""
+
+    temps: dict[int, Interval]
+    inputs: list[Interval]
+
+    def of(self, operand: tuple) -> Interval:
+        kind, v = operand
+        if kind == "t":
+            return self.temps[v]
+        if kind == "in":
+            return self.inputs[v]
+        return Interval(v, v)
+
+
+def analyse(tape: Tape, input_ranges: list[tuple[float, float]]) -> Ranges:
+    if len(input_ranges) != len(tape.inputs):
+        raise ExpressionError(f"range analysis: {len(input_ranges)} ranges for {len(tape.inputs)} inputs")
+    noise = _Noise()
+    ins = [Interval(float(lo), float(hi)) for lo, hi in input_ranges]
+    for k, iv in enumerate(ins):
+        if not iv.lo <= iv.hi:
+            raise ExpressionError(f"input {tape.inputs[k].value.name}: empty range [{iv.lo}, {iv.hi}]")
+    a_in = [Affine((iv.lo + iv.hi) / 2, {k: _up((iv.hi - iv.lo) / 2)}) for k, iv in enumerate(ins)]
+    ivs: dict[int, Interval] = {}
+    afs: dict[int, Affine] = {}
+
+    def get(o):
+        kind, v = o
+        if kind == "t":
+            return ivs[v], afs[v]
+        if kind == "in":
+            return ins[v], a_in[v]
+        return Interval(v, v), Affine(v, {}, 0.0)
+
+    for ins_ in tape.instrs:
+        op = ins_.op
+        where = f"{op} computing {tape.atoms[ins_.dst[0]]!r}"[:300]
+        args = [get(o) for o in ins_.args]
+        if op in ("add", "sub"):
+            (ia, aa), (ib, ab) = args
+            iv = i_add(ia, ib) if op == "add" else i_sub(ia, ib)
+            af = a_lin(aa, ab, 1.0 if op == "add" else -1.0, noise)
+        elif op == "neg":
+            (ia, aa), = args
+            iv, af = Interval(-ia.hi, -ia.lo), a_scale(aa, -1.0, noise)
+        elif op == "mul" and ins_.args[0] == ins_.args[1]:
+            (ia, aa), _ = args
+            iv, af = i_sqr(ia), a_sqr(aa, noise)
+        elif op == "mul":
+            (ia, aa), (ib, ab) = args
+            iv = i_mul(ia, ib)
+            if ins_.args[0][0] == "c":
+                af = a_scale(ab, ins_.args[0][1], noise)
+            elif ins_.args[1][0] == "c":
+                af = a_scale(aa, ins_.args[1][1], noise)
+            else:
+                af = a_mul(aa, ab, noise)
+        elif op == "div":
+            (ia, aa), (ib, ab) = args
+            iv = i_div(ia, ib, where)
+            af = a_from_interval(iv, noise)
+        elif op == "sqrt":
+            iv = i_sqrt(args[0][0], where)
+            af = a_from_interval(iv, noise)
+        elif op in ("sin", "cos"):
+            iv = i_trig(args[0][0], op)
+            af = a_from_interval(iv, noise)
+        elif op == "sincos":
+            s, c = i_trig(args[0][0], "sin"), i_trig(args[0][0], "cos")
+            for d, iv_ in zip(ins_.dst, (s, c)):
+                ivs[d], afs[d] = iv_, a_from_interval(iv_, noise)
+            continue
+        else:
+            raise ExpressionError(f"range analysis has no rule for {op!r} ({where})")
+        # keep the tighter of the two, and let the affine form know it
+        tight = iv & af.interval()
+        ivs[ins_.dst[0]] = tight
+        afs[ins_.dst[0]] = af
+    return Ranges(ivs, ins)

@@ -1,0 +1,137 @@
+"""Fixed-point kernels: formats from range analysis, sound error bounds, bit-exact C."""
+import numpy as np
+import pytest
+
+from mbforge.examples import load
+from mbforge.hil import hostlib
+from mbforge.ir import Evaluator, ExpressionError, atan2, cos, lower, sin, sqrt, symbol
+from mbforge.kernels import InPort, Kernel, OutPort
+from mbforge.kernels.builders import build_kernel
+from mbforge.manifest import Manifest
+from mbforge.passes.fixedpoint import TRIG_ERROR
+from mbforge.passes.ranges import analyse
+from mbforge.pipeline import generate
+
+pytestmark = pytest.mark.host
+
+
+def _check(kernel, tmp_path, n=100_000, seed=0):
+    """Run the fixed C on n random vectors: every error within its bound; returns
+    (observed, bound) per flat output."""
+    generate(kernel, "c-fixed").write(tmp_path)
+    m = Manifest.load(tmp_path)
+    r = np.array(m.input_ranges())
+    X = r[:, 0] + (r[:, 1] - r[:, 0]) * np.random.default_rng(seed).random((n, m.n_in))
+    if kernel.motion:
+        X = np.vstack([X, np.array(kernel.motion)])
+    Xi = hostlib.to_raw(m, X, "inputs")
+    Yi, status = hostlib.load_kernel(tmp_path)(Xi)
+    assert (status == 0).all()
+    ref = Evaluator(kernel.output_atoms, kernel.input_symbols)(hostlib.from_raw(m, Xi, "inputs"))
+    err = np.abs(hostlib.from_raw(m, Yi, "outputs") - ref).max(axis=0)
+    bound = np.array([b for g in m.outputs for b in g.error_bound])
+    bad = [(name, e, b) for name, e, b in zip(m.flat_names(), err, bound) if e > b]
+    assert not bad, bad
+    return err, bound, m
+
+
+def _tight(err, bound, m, factor=10.0):
+    """The bound is at most `factor` x the largest observed error (or within one ulp of
+    the output format where the arithmetic happened to be exact)."""
+    ulp = np.array([2.0 ** -f for g in m.outputs for f in g.frac_bits])
+    loose = [(n, e, b) for n, e, b, u in zip(m.flat_names(), err, bound, ulp) if b > factor * e and b > u]
+    assert not loose, loose
+
+
+def test_fourbar_equations_within_bound_and_tight(tmp_path):
+    k = build_kernel(load("fourbar").equations(), "equations")
+    err, bound, m = _check(k, tmp_path)
+    _tight(err, bound, m)
+    assert bound.max() < 1e-6  # about 30 significant bits survive
+
+
+def test_functions_within_bound(tmp_path):
+    x, y = symbol("fx_x"), symbol("fx_y")
+    outs = [sin(x), cos(0.25 * x + 0.5), sqrt(x * x + y * y + 0.25), x / (y * y + 0.5), sin(x) * cos(y) / (2 + sin(y))]
+    k = Kernel("fx", "functions", [InPort("v", [x, y], [(-200.0, 200.0), (-3.0, 3.0)])],
+               [OutPort.vector("y", outs)])
+    err, bound, m = _check(k, tmp_path, n=200_000)
+    _tight(err, bound, m)
+
+
+def test_trig_error_constant_holds_for_the_fixed_sincos(tmp_path):
+    x = symbol("trig_x")
+    k = Kernel("trig", "k", [InPort("x", [x], [(-255.0, 255.0)])], [OutPort.vector("y", [sin(x), cos(x)])])
+    generate(k, "c-fixed").write(tmp_path)
+    m = Manifest.load(tmp_path)
+    X = np.linspace(-255.0, 255.0, 400_001)[:, None]
+    Xi = hostlib.to_raw(m, X, "inputs")
+    Y = hostlib.from_raw(m, hostlib.load_kernel(tmp_path)(Xi)[0], "outputs")
+    xq = hostlib.from_raw(m, Xi, "inputs")[:, 0]
+    worst = max(np.abs(Y[:, 0] - np.sin(xq)).max(), np.abs(Y[:, 1] - np.cos(xq)).max())
+    assert worst < TRIG_ERROR / 2
+
+
+def test_ranges_are_sound_on_samples():
+    k = build_kernel(load("fourbar").equations(), "equations")
+    tape = lower(k.output_atoms, k.input_symbols)
+    rng = [r for p in k.inputs for r in p.ranges]
+    R = analyse(tape, rng)
+    r = np.array(rng)
+    X = r[:, 0] + (r[:, 1] - r[:, 0]) * np.random.default_rng(3).random((50_000, len(rng)))
+    Y = Evaluator([tape.atoms[i] for i in sorted(tape.atoms)], tape.inputs)(X)
+    for col, i in enumerate(sorted(tape.atoms)):
+        iv = R.temps[i]
+        assert iv.lo <= Y[:, col].min() and Y[:, col].max() <= iv.hi
+
+
+def test_affine_arithmetic_sees_correlations():
+    x, y = symbol("aa_x"), symbol("aa_y")
+    u = (0.5 * x + y) - y  # == 0.5 x, but intervals see three independent terms
+    t = lower([u - 0.5 * x, x * (4 - x)], [x, y])
+    R = analyse(t, [(-10.0, 10.0), (-10.0, 10.0)])
+    zero, parabola = (R.of(o) for o in t.outputs)
+    assert zero.hi - zero.lo < 1e-12  # intervals alone: [-40, 40]
+    assert parabola.hi <= 150 + 1e-9  # exact: [-140, 4]; intervals: [-140, 140]
+
+
+def test_division_by_a_range_containing_zero_is_refused(tmp_path):
+    x, y = symbol("dz_x"), symbol("dz_y")
+    k = Kernel("dz", "k", [InPort("v", [x, y], [(-1.0, 1.0), (-1.0, 1.0)])], [OutPort.vector("q", [x / y])])
+    with pytest.raises(ExpressionError, match=r"divisor's range \[-1, 1\] contains 0"):
+        generate(k, "c-fixed")
+
+
+def test_unsupported_function_is_named(tmp_path):
+    x = symbol("us_x")
+    k = Kernel("us", "k", [InPort("v", [x], [(0.5, 1.0)])], [OutPort.vector("q", [atan2(x, x + 1)])])
+    with pytest.raises(ExpressionError, match="no rule for 'atan2'"):
+        generate(k, "c-fixed")
+
+
+def test_saturation_outside_the_declared_range_sets_status(tmp_path):
+    x = symbol("sat_x")
+    k = Kernel("sat", "k", [InPort("v", [x], [(-1.0, 1.0)])], [OutPort.vector("y", [x * x * x * 5])])
+    generate(k, "c-fixed").write(tmp_path)
+    m = Manifest.load(tmp_path)
+    raw = np.array([[m.inputs[0].frac_bits and (2 ** 31 - 1)]], dtype=np.int32)  # ~ 2.0: outside
+    _, status = hostlib.load_kernel(tmp_path)(raw)
+    assert status[0] == 1
+
+
+@pytest.mark.firmware
+def test_fixed_kernel_on_the_emulated_board_is_bit_exact_and_within_bound(tmp_path):
+    from mbforge.firmware.build import build
+    from mbforge.firmware.project import generate_project
+    from mbforge.firmware.qemu import Emulator
+    from mbforge.hil.harness import run
+
+    k = build_kernel(load("fourbar").equations(), "equations")
+    generate(k, "c-fixed").write(tmp_path / "fixed")
+    generate(k, "c-double").write(tmp_path / "double")
+    elf = build(generate_project(tmp_path / "fixed", tmp_path / "fw"), "emulated_f405")
+    with Emulator(elf) as emu:
+        rep = run(emu.url, tmp_path / "fixed", tmp_path / "double", vectors=300, host_model=True)
+    assert rep.passed, rep.table()
+    assert rep.host_model["elements_mismatched"] == 0
+    assert all(g.tolerance_kind == "error_bound" for g in rep.outputs)
