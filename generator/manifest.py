@@ -37,8 +37,9 @@ class Group:
     pattern: list[list[int]] | None = None
     # fixed point only: fractional bits per element
     frac_bits: list[int] | None = None
-    # error bound per element versus exact arithmetic (reduced-precision targets)
-    error_bound: list[float] | None = None
+    # error bound per element versus exact arithmetic (reduced-precision targets; None:
+    # no finite bound, e.g. downstream of a divisor whose range reaches 0)
+    error_bound: list[float | None] | None = None
 
 
 @dataclass

@@ -8,6 +8,7 @@ same digests; `Plan.write` is the separate step that touches the disk.
 from __future__ import annotations
 
 import hashlib
+import math
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from .ir.graph import gc_paused
 from .kernels import Kernel
 from .manifest import MANIFEST_NAME, Group, Manifest
 from .passes.fixedpoint import plan_fixed
+from .passes.floaterror import float32_bounds
 from .passes.ranges import analyse
 from .render.c import DIALECTS, render_c
 from .render.fixed import render_fixed
@@ -132,6 +134,12 @@ def _generate(kernel: Kernel, target: str, prefix: str | None, options: dict | N
         status_codes["1"] = "saturated: an input outside its declared range"
     else:
         files = render_c(sched, DIALECTS[target], ctx)
+        if real == "float":
+            # outputs downstream of a divisor whose range reaches 0 get no finite bound
+            ranges = analyse(tape, [r for p in kernel.inputs for r in p.ranges], strict=False)
+            bounds = [b if math.isfinite(b) else None for b in float32_bounds(tape, ranges)]
+            for g in outputs:
+                g.error_bound = bounds[g.offset:g.offset + g.size]
     motion = None
     if kernel.motion:
         files[MOTION_NAME] = json.dumps({"kernel": function, "vectors": kernel.motion}) + "\n"

@@ -26,8 +26,74 @@ class Schedule:
     direct: list[tuple[int, tuple]] = field(default_factory=list)
 
 
-def schedule(tape: Tape) -> Schedule:
-    order = list(tape.instrs)
+def order_for_pressure(tape: Tape) -> list[Instr]:
+    """List scheduling that keeps few values live: among the instructions whose operands
+    are ready, take the one that frees the most values (operands read for the last time)
+    less the values it creates; ties go to the one reading the most recent value (finish
+    what was started), then to the tape order (deterministic). Inputs and constants live
+    in memory and cost no register."""
+    instrs = tape.instrs
+    n = len(instrs)
+    ops = [tuple(dict.fromkeys(a[1] for a in ins.args if a[0] == "t")) for ins in instrs]
+    ndst = [len(ins.dst) for ins in instrs]
+    readers: dict[int, list[int]] = {}
+    for k, vs in enumerate(ops):
+        for v in vs:
+            readers.setdefault(v, []).append(k)
+    remaining = {v: len(r) for v, r in readers.items()}
+    waiting = [len(vs) for vs in ops]
+    born: dict[int, int] = {}  # value -> step at which it was computed
+
+    def score(k: int) -> tuple:
+        kills = 0
+        recent = -1
+        for v in ops[k]:
+            if remaining[v] == 1:
+                kills += 1
+            b = born[v]
+            if b > recent:
+                recent = b
+        return (ndst[k] - kills, -recent, k)  # heapq pops the smallest
+
+    heap = [(ndst[k], 1, k) for k in range(n) if waiting[k] == 0]
+    heapq.heapify(heap)
+    done = [False] * n
+    order: list[Instr] = []
+    push, pop = heapq.heappush, heapq.heappop
+    step = 0
+    while heap:
+        sc = pop(heap)
+        k = sc[2]
+        if done[k]:
+            continue
+        fresh = score(k)
+        if fresh != sc:  # a stale entry (priorities only improve): re-queue it
+            push(heap, fresh)
+            continue
+        done[k] = True
+        order.append(instrs[k])
+        step += 1
+        for v in ops[k]:
+            remaining[v] -= 1
+            if remaining[v] == 1:  # its last reader now frees it: better priority
+                for r in readers[v]:
+                    if not done[r]:
+                        if waiting[r] == 0:
+                            push(heap, score(r))
+                        break
+        for d in instrs[k].dst:
+            born[d] = step
+            for r in readers.get(d, ()):
+                waiting[r] -= 1
+                if waiting[r] == 0:
+                    push(heap, score(r))
+    if len(order) != n:  # pragma: no cover - the tape is SSA, so everything gets ready
+        raise AssertionError("scheduling left instructions behind")
+    return order
+
+
+def schedule(tape: Tape, pressure: bool = True) -> Schedule:
+    order = order_for_pressure(tape) if pressure else list(tape.instrs)
     last_read: dict[int, int] = {}
     for pos, ins in enumerate(order):
         for a in ins.args:

@@ -106,3 +106,17 @@ def test_sin_and_cos_of_one_argument_reuse_slots_safely(tmp_path):
     X = np.linspace(-3, 3, 101)[:, None]
     got, _ = load_kernel(tmp_path)(X)
     assert np.allclose(got[:, 0], np.sin(2 * X[:, 0]) + np.cos(2 * X[:, 0]), rtol=0, atol=1e-14)
+
+
+def test_float32_error_bounds_hold(fourbar, dirs):
+    from mbforge.manifest import Manifest
+
+    m = Manifest.load(dirs["c-float32"])
+    bound = np.array([np.inf if b is None else b for g in m.outputs for b in g.error_bound])
+    X = _inputs(fourbar, 50000, seed=7).astype(np.float32).astype(np.float64)
+    want = Evaluator(fourbar.output_atoms, fourbar.input_symbols)(X)
+    got, _ = load_kernel(dirs["c-float32"])(X)
+    err = np.abs(got - want).max(axis=0)
+    assert (err <= bound).all()
+    phi = next(g for g in m.outputs if g.name == "Phi")
+    assert max(phi.error_bound) < 1e-4

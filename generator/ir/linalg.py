@@ -154,6 +154,8 @@ def jacobian(fs, xs, mode: str = "auto") -> Sparse:
     mask = 0
     for x in xs:
         mask |= x.mask
+    if mode == "auto" and len(fs) >= len(xs):
+        mode = "forward"  # no fewer sweeps in reverse
     if mode == "auto":
         fwd = sum((a.mask & mask).bit_count() for a in topo(fs, mask))
         rev = sum(len(topo([f], mask)) for f in fs)

@@ -26,7 +26,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .atom import Atom, ExpressionError, add, const, mul, power, sub
-from .graph import gc_paused
+from .graph import gc_paused, topo
 
 UNARY = ("neg", "sqrt", "sin", "cos", "tan", "exp", "log", "abs")
 
@@ -207,8 +207,11 @@ def _factor_constants(order: list[Atom], plan: Plan, readers: dict, outs: set) -
     return changed
 
 
-def _fold_negations(order: list[Atom], plan: Plan, readers: dict, outs: set) -> None:
-    """-(u - v) -> v - u and -(c*x) -> (-c)*x when the operand has no other reader."""
+def _fold_negations(order: list[Atom], plan: Plan, readers: dict, outs: set) -> set[Atom]:
+    """-(u - v) -> v - u and -(c*x) -> (-c)*x when the operand has no other reader.
+    Returns the operands that are no longer needed (their operands keep one reader: the
+    negation now reads them instead)."""
+    dead: set[Atom] = set()
     for a in order:
         if plan[a][0] != "neg":
             continue
@@ -222,6 +225,10 @@ def _fold_negations(order: list[Atom], plan: Plan, readers: dict, outs: set) -> 
             plan[a] = ("mul", (const(-u.value), v))
         elif op == "mul" and v.op == "const":
             plan[a] = ("mul", (const(-v.value), u))
+        else:
+            continue
+        dead.add(x)
+    return dead
 
 
 def lower(outputs: list[Atom], inputs: list[Atom] | None = None) -> Tape:
@@ -229,22 +236,63 @@ def lower(outputs: list[Atom], inputs: list[Atom] | None = None) -> Tape:
         return _lower(outputs, inputs)
 
 
+def _root_order(outputs: list[Atom]) -> list[Atom]:
+    """Outputs in an order that keeps those over the same inputs together (so values they
+    share are computed close to where they are used): groups of outputs with one input
+    set, each next group the one overlapping most with the last (ties: first seen)."""
+    # masks number symbols in creation order, which differs between processes; only
+    # overlaps (bit counts) and first appearance decide below, and those do not
+    groups: dict[int, list[Atom]] = {}
+    for a in outputs:
+        groups.setdefault(a.mask, []).append(a)
+    keys = list(groups)
+    if len(keys) <= 1:
+        return list(outputs)
+    by_input: dict[int, list[int]] = {}  # input position -> groups reading it
+    for k in keys:
+        m = k
+        while m:
+            low = m & -m
+            by_input.setdefault(low.bit_length(), []).append(k)
+            m ^= low
+    rank = {k: i for i, k in enumerate(keys)}
+    seq = [keys[0]]
+    left = dict.fromkeys(keys[1:])
+    while left:
+        last = seq[-1]
+        cands = set()
+        m = last
+        while m:
+            low = m & -m
+            cands.update(g for g in by_input[low.bit_length()] if g in left)
+            m ^= low
+        if cands:
+            best = max(cands, key=lambda k: ((k & last).bit_count(), -(k ^ last).bit_count(), -rank[k]))
+        else:
+            best = next(iter(left))
+        seq.append(best)
+        del left[best]
+    return [a for k in seq for a in groups[k]]
+
+
 def _lower(outputs: list[Atom], inputs: list[Atom] | None) -> Tape:
     outs = {a for a in outputs if a.args}
     plan: Plan = {}
-    order, readers = _needed(outputs, plan)
+    if inputs is None:
+        inputs = sorted({a for a in topo(outputs) if a.op == "sym"}, key=lambda a: a.value.name)
+    roots = _root_order(outputs)
+    order, readers = _needed(roots, plan)
     changed = False
     for rewrite in (_rescale_products, _push_scales, _factor_constants):
         # decided on the same reader counts: each rewrites only its own atom's instruction
         changed |= rewrite(order, plan, readers, outs)
     if changed:
-        order, readers = _needed(outputs, plan)
-    _fold_negations(order, plan, readers, outs)
-    order, readers = _needed(outputs, plan)
+        order, readers = _needed(roots, plan)
+    dead = _fold_negations(order, plan, readers, outs)
+    if dead:
+        order = [a for a in order if a not in dead]
 
     syms = {x for a in order for x in plan[a][1] if x.op == "sym"} | {a for a in outputs if a.op == "sym"}
-    if inputs is None:
-        inputs = sorted(syms, key=lambda a: a.value.name)
     in_index = {a: k for k, a in enumerate(inputs)}
     missing = sorted(a.value.name for a in syms if a not in in_index)
     if missing:

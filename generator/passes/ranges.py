@@ -204,7 +204,13 @@ class Ranges:
         return Interval(v, v)
 
 
-def analyse(tape: Tape, input_ranges: list[tuple[float, float]]) -> Ranges:
+UNBOUNDED = Interval(-math.inf, math.inf)
+
+
+def analyse(tape: Tape, input_ranges: list[tuple[float, float]], strict: bool = True) -> Ranges:
+    """Enclosures of every temp. strict: a divisor (or radicand) whose range reaches 0
+    (or is negative) is an error naming the atom; otherwise the result is unbounded, and
+    so is everything computed from it."""
     if len(input_ranges) != len(tape.inputs):
         raise ExpressionError(f"range analysis: {len(input_ranges)} ranges for {len(tape.inputs)} inputs")
     noise = _Noise()
@@ -228,6 +234,10 @@ def analyse(tape: Tape, input_ranges: list[tuple[float, float]]) -> Ranges:
         op = ins_.op
         where = f"{op} computing {tape.atoms[ins_.dst[0]]!r}"[:300]
         args = [get(o) for o in ins_.args]
+        if not strict and any(not math.isfinite(iv.mag) for iv, _ in args):
+            for d in ins_.dst:
+                ivs[d], afs[d] = UNBOUNDED, Affine(0.0, {}, math.inf)
+            continue
         if op in ("add", "sub"):
             (ia, aa), (ib, ab) = args
             iv = i_add(ia, ib) if op == "add" else i_sub(ia, ib)
@@ -249,6 +259,9 @@ def analyse(tape: Tape, input_ranges: list[tuple[float, float]]) -> Ranges:
                 af = a_mul(aa, ab, noise)
         elif op == "div":
             (ia, aa), (ib, ab) = args
+            if not strict and ib.contains_zero():
+                ivs[ins_.dst[0]], afs[ins_.dst[0]] = UNBOUNDED, Affine(0.0, {}, math.inf)
+                continue
             iv = i_div(ia, ib, where)
             af = a_from_interval(iv, noise)
         elif op == "sqrt":
