@@ -1,7 +1,11 @@
-"""python -m bench: run every benchmark against the peers and print the ratios."""
+"""python -m bench: every benchmark against the peers, ratios printed (engine, host C, device)."""
 import sys
 
-from . import engine
+from . import device, engine, host
 
 if __name__ == "__main__":
-    sys.exit(engine.main(sys.argv[1:]))
+    args = sys.argv[1:]
+    code = engine.main(args)
+    code |= host.main([a for a in args if a in ("--no-sympy",)])
+    code |= device.main([])
+    sys.exit(code)

@@ -169,20 +169,21 @@ class SympyBackend:
         gamma = -(phidot.jacobian(q) * qd + phidot.diff(t))
         outs = list(phi) + [x for x in J if x != 0] + list(phi_t) + list(gamma)
         outs += [eqs.M[k] for k in sorted(eqs.M)] + list(eqs.Q)
-        repl, reduced = sp.cse(outs)
+        repl, reduced = sp.cse(outs, symbols=sp.numbered_symbols("cse"))
         lines = [f"double {s} = {sp.ccode(e)};" for s, e in repl]
         lines += [f"out[{k}] = {sp.ccode(e)};" for k, e in enumerate(reduced)]
         c_text = "\n".join(lines)
         dt = time.perf_counter() - t0
         ops = sum(sympy_ops(e) for _, e in repl) + sum(sympy_ops(e) for e in reduced)
-        return Result(self.name, dt, ops, len(repl), c_text, len(outs))
+        return Result(self.name, dt, ops, len(repl), c_text, len(outs),
+                      {"inputs": [str(x) for x in list(eqs.q) + list(eqs.qd) + [eqs.t]]})
 
     def chain_jacobian(self, n):
         sp = self.sp
         t0 = time.perf_counter()
         th, p = generic_chain(self, n)
         J = sp.Matrix(p).jacobian(sp.Matrix(th))
-        repl, reduced = sp.cse(list(J))
+        repl, reduced = sp.cse(list(J), symbols=sp.numbered_symbols("cse"))
         ops = sum(sympy_ops(e) for _, e in repl) + sum(sympy_ops(e) for e in reduced)
         return time.perf_counter() - t0, ops
 
