@@ -103,3 +103,13 @@ def test_lowering_counts():
     assert op_counts([b - a]) == {"sub": 1, "total": 1}
     t = lower([a - b, b - a])
     assert t.counts()["total"] == 2
+
+
+def test_negations_fold_into_the_instructions_they_negate():
+    a, b, c = symbols("ng_a ng_b ng_c")
+    # -(2a + b*b) = (-2)*a - b*b: three instructions, no negation
+    assert op_counts([-(2 * a + b * b)]) == {"mul": 2, "sub": 1, "total": 3}
+    # -((b - c) * a) = (c - b) * a
+    assert op_counts([-((b - c) * a)]) == {"mul": 1, "sub": 1, "total": 2}
+    # when b - c is needed as well, the negation stays (computing both costs the same)
+    assert op_counts([-((b - c) * a), b - c])["total"] == 3

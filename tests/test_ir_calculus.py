@@ -23,8 +23,10 @@ def _expr(draw, depth):
         return draw(st.sampled_from([SX, SY, SZ, sp.Integer(2), sp.Rational(-3, 2), sp.Float(0.7)]))
     op = draw(st.sampled_from(["add", "sub", "mul", "div", "pow", "sin", "cos", "sqrt", "atan2", "exp"]))
     a = _expr(draw, depth - 1)
-    if op in ("sin", "cos", "exp"):
+    if op in ("sin", "cos"):
         return getattr(sp, op)(a / 4)
+    if op == "exp":
+        return sp.exp(a / (a ** 2 + 4))
     if op == "sqrt":
         return sp.sqrt(a ** 2 + 1)
     if op == "pow":

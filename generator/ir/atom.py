@@ -378,7 +378,10 @@ def power(a: Atom, n: int) -> Atom:
     if a.op == "const":
         if a.value == 0.0 and n < 0:
             raise ExpressionError(f"division by zero: 0 ** {n}")
-        return const(a.value ** n)
+        try:
+            return const(a.value ** n)
+        except OverflowError:
+            raise ExpressionError(f"{a.value!r} ** {n} overflows double precision") from None
     if n < 0:
         return div(ONE, power(a, -n))
     if a.op == "pow":
@@ -430,6 +433,8 @@ def atan2(y: Atom, x: Atom) -> Atom:
 
 def exp(a: Atom) -> Atom:
     if a.op == "const":
+        if a.value > 709.0:
+            raise ExpressionError(f"exp({a.value!r}) overflows double precision")
         return const(math.exp(a.value))
     return _intern("exp", (a,))
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .atom import Atom, ExpressionError, add, const, mul, power, sub
+from .atom import Atom, ExpressionError, add, const, mul, neg, power, sub
 from .graph import gc_paused, topo
 
 UNARY = ("neg", "sqrt", "sin", "cos", "tan", "exp", "log", "abs")
@@ -207,28 +207,66 @@ def _factor_constants(order: list[Atom], plan: Plan, readers: dict, outs: set) -
     return changed
 
 
-def _fold_negations(order: list[Atom], plan: Plan, readers: dict, outs: set) -> set[Atom]:
-    """-(u - v) -> v - u and -(c*x) -> (-c)*x when the operand has no other reader.
-    Returns the operands that are no longer needed (their operands keep one reader: the
-    negation now reads them instead)."""
+def _fold_negations(order: list[Atom], plan: Plan, readers: dict, outs: set) -> tuple[set[Atom], bool]:
+    """A negation whose operand has no other reader is folded into that operand's own
+    instruction: -(u - v) = v - u, -(c*x) = (-c)*x, -(u + v) = (-u) - v and -(x*y) =
+    (-x)*y where -u or -x is itself free (recursively, a few levels deep).
+    Returns the atoms no longer needed and whether new atoms were planned."""
     dead: set[Atom] = set()
+    created = [False]
+
+    def negated(x: Atom, depth: int):
+        """An instruction for -x over x's operands, no dearer than x's, or None."""
+        if depth > 3 or readers.get(x) != 1 or x in outs or x not in plan:
+            return None
+        op, args = plan[x]
+        if len(args) != 2:
+            return None
+        u, v = args
+        if op == "sub":
+            return ("sub", (v, u))
+        if op == "mul":
+            if u.op == "const":
+                return ("mul", (const(-u.value), v))
+            if v.op == "const":
+                return ("mul", (const(-v.value), u))
+            for f, g in ((u, v), (v, u)):
+                nf = free(f, depth + 1)
+                if nf is not None:
+                    return ("mul", (nf, g))
+        if op == "add":
+            for f, g in ((u, v), (v, u)):
+                nf = free(f, depth + 1)
+                if nf is not None:
+                    return ("sub", (nf, g))
+        return None
+
+    def free(f: Atom, depth: int):
+        """An atom equal to -f that costs nothing more, or None."""
+        if f.op == "const":
+            return const(-f.value)
+        if f.op == "neg":
+            return f.args[0]
+        ins = negated(f, depth)
+        if ins is None:
+            return None
+        n = neg(f)
+        if n in plan and readers.get(n):
+            return None  # -f is computed anyway; folding would not save anything
+        plan[n] = ins
+        dead.add(f)
+        created[0] = True
+        return n
+
     for a in order:
-        if plan[a][0] != "neg":
+        if a in dead or plan[a][0] != "neg":
             continue
         x = plan[a][1][0]
-        if readers.get(x) != 1 or x in outs:
-            continue
-        op, (u, v) = plan[x] if len(plan[x][1]) == 2 else (None, (None, None))
-        if op == "sub":
-            plan[a] = ("sub", (v, u))
-        elif op == "mul" and u.op == "const":
-            plan[a] = ("mul", (const(-u.value), v))
-        elif op == "mul" and v.op == "const":
-            plan[a] = ("mul", (const(-v.value), u))
-        else:
-            continue
-        dead.add(x)
-    return dead
+        ins = negated(x, 0)
+        if ins is not None:
+            plan[a] = ins
+            dead.add(x)
+    return dead, created[0]
 
 
 def lower(outputs: list[Atom], inputs: list[Atom] | None = None) -> Tape:
@@ -288,8 +326,10 @@ def _lower(outputs: list[Atom], inputs: list[Atom] | None) -> Tape:
         changed |= rewrite(order, plan, readers, outs)
     if changed:
         order, readers = _needed(roots, plan)
-    dead = _fold_negations(order, plan, readers, outs)
-    if dead:
+    dead, created = _fold_negations(order, plan, readers, outs)
+    if created:
+        order, readers = _needed(roots, plan)
+    elif dead:
         order = [a for a in order if a not in dead]
 
     syms = {x for a in order for x in plan[a][1] if x.op == "sym"} | {a for a in outputs if a.op == "sym"}
