@@ -62,6 +62,9 @@ class Manifest:
     options: dict = field(default_factory=dict)
     # optional file (relative to the manifest) with input vectors along a driven motion
     motion: str | None = None
+    # optional file with the kernel's input domain, {"boxes": [[[lo, hi], ...], ...]}, when
+    # it is a union of boxes inside the declared ranges (formats and bounds hold there)
+    domain: str | None = None
     format: str = FORMAT
 
     @property

@@ -20,7 +20,7 @@ from .kernels import Kernel
 from .manifest import MANIFEST_NAME, Group, Manifest
 from .passes.fixedpoint import plan_fixed
 from .passes.floaterror import float32_bounds
-from .passes.ranges import analyse
+from .passes.ranges import analyse_domain
 from .render.c import DIALECTS, render_c
 from .render.fixed import render_fixed
 from .schedule import schedule
@@ -28,6 +28,7 @@ from .schedule import schedule
 TARGETS = (*DIALECTS, "c-fixed")
 REAL = {**{name: d.real for name, d in DIALECTS.items()}, "c-fixed": "int32"}
 MOTION_NAME = "motion.json"
+DOMAIN_NAME = "domain.json"
 
 
 class GenerateError(ValueError):
@@ -59,6 +60,8 @@ def kernel_digest(k: Kernel, tape) -> str:
         lines.append(f"in {p.name} " + " ".join(f"{s.value.name}[{lo!r},{hi!r}]" for s, (lo, hi) in zip(p.symbols, p.ranges)))
     for p in k.outputs:
         lines.append(f"out {p.name} {p.shape} {p.pattern}")
+    if k.domain:
+        lines.append(f"domain {k.domain}")
     lines += [f"{i.op} {i.dst} {i.args}" for i in tape.instrs]
     lines.append(f"outputs {tape.outputs}")
     return _sha("\n".join(lines))
@@ -122,8 +125,9 @@ def _generate(kernel: Kernel, target: str, prefix: str | None, options: dict | N
         if real == "float" else [],
     )
     status_codes = {"0": "ok"}
+    boxes = kernel.domain or [kernel.input_ranges]
     if target == "c-fixed":
-        fx = plan_fixed(tape, analyse(tape, [r for p in kernel.inputs for r in p.ranges]))
+        fx = plan_fixed(tape, analyse_domain(tape, boxes))
         for g in inputs:
             g.frac_bits = fx.in_bits[g.offset:g.offset + g.size]
         for g in outputs:
@@ -136,20 +140,23 @@ def _generate(kernel: Kernel, target: str, prefix: str | None, options: dict | N
         files = render_c(sched, DIALECTS[target], ctx)
         if real == "float":
             # outputs downstream of a divisor whose range reaches 0 get no finite bound
-            ranges = analyse(tape, [r for p in kernel.inputs for r in p.ranges], strict=False)
+            ranges = analyse_domain(tape, boxes, strict=False)
             bounds = [b if math.isfinite(b) else None for b in float32_bounds(tape, ranges)]
             for g in outputs:
                 g.error_bound = bounds[g.offset:g.offset + g.size]
-    motion = None
+    motion = domain = None
     if kernel.motion:
         files[MOTION_NAME] = json.dumps({"kernel": function, "vectors": kernel.motion}) + "\n"
         motion = MOTION_NAME
+    if kernel.domain:
+        files[DOMAIN_NAME] = json.dumps({"kernel": function, "boxes": kernel.domain}) + "\n"
+        domain = DOMAIN_NAME
     manifest = Manifest(
         model=kernel.model, prefix=prefix, kernel=kernel.name, function=function,
         target=target, real=real, digest=digest, model_digest=model_digest,
         sources=[source], headers=[header], inputs=inputs, outputs=outputs,
         status_codes=status_codes, ops=counts, peak_live=sched.peak_live, options=options,
-        motion=motion,
+        motion=motion, domain=domain,
     )
     manifest.check()
     return Plan(files, manifest)

@@ -143,9 +143,22 @@ def check_pair(device_m: Manifest, ref_m: Manifest, kernel_dir, ref_dir) -> None
 
 
 def input_vectors(m: Manifest, kernel_dir: Path, n: int, seed: int) -> np.ndarray:
-    ranges = np.array(m.input_ranges(), dtype=np.float64).reshape(-1, 2)
+    """n random vectors inside the kernel's domain (its boxes, when the manifest names a
+    domain file, else the declared ranges), then the motion vectors if any."""
     rng = np.random.default_rng(seed)
-    lo, hi = ranges[:, 0], ranges[:, 1]
+    if m.domain:
+        path = Path(kernel_dir) / m.domain
+        try:
+            boxes = np.array(json.loads(path.read_text())["boxes"], dtype=np.float64)
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise HarnessError(f"domain file {path}: {e}") from None
+        if boxes.ndim != 3 or boxes.shape[1:] != (m.n_in, 2):
+            raise HarnessError(f"domain file {path}: boxes of shape {boxes.shape[1:]}, kernel takes {m.n_in} inputs")
+        pick = boxes[rng.integers(0, len(boxes), n)]
+        lo, hi = pick[:, :, 0], pick[:, :, 1]
+    else:
+        ranges = np.array(m.input_ranges(), dtype=np.float64).reshape(-1, 2)
+        lo, hi = ranges[:, 0], ranges[:, 1]
     X = lo + (hi - lo) * rng.random((n, m.n_in))
     if m.motion:
         path = Path(kernel_dir) / m.motion

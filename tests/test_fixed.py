@@ -135,3 +135,32 @@ def test_fixed_kernel_on_the_emulated_board_is_bit_exact_and_within_bound(tmp_pa
     assert rep.passed, rep.table()
     assert rep.host_model["elements_mismatched"] == 0
     assert all(g.tolerance_kind == "error_bound" for g in rep.outputs)
+
+
+def test_a_domain_around_a_path_makes_formats_where_the_box_cannot(tmp_path):
+    """x / y over the box y in [-1, 1] divides by 0; along the path y stays near 0.5..0.8,
+    and a tube of boxes around that path is enough for formats and sound bounds."""
+    from mbforge.hil.harness import input_vectors
+    from mbforge.kernels import covers, tube
+
+    x, y = symbol("dm_x"), symbol("dm_y")
+    port = InPort("v", [x, y], [(-1.0, 1.0), (-1.0, 1.0)])
+    th = np.linspace(0, 2 * np.pi, 200)
+    path = np.column_stack([np.cos(th), 0.65 + 0.15 * np.sin(th)])
+    k = Kernel("dm", "k", [port], [OutPort.vector("q", [x / y, sqrt(y)])])
+    with pytest.raises(ExpressionError, match="contains 0"):
+        generate(k, "c-fixed")
+    k.domain = tube(path)
+    dense = np.column_stack([np.cos(np.linspace(0, 2 * np.pi, 5000)), 0.65 + 0.15 * np.sin(np.linspace(0, 2 * np.pi, 5000))])
+    assert covers(k.domain, dense)
+    generate(k, "c-fixed").write(tmp_path)
+    m = Manifest.load(tmp_path)
+    assert m.domain == "domain.json"
+    X = input_vectors(m, tmp_path, 20000, seed=1)
+    assert covers(k.domain, X)
+    Xi = hostlib.to_raw(m, X, "inputs")
+    Yi, status = hostlib.load_kernel(tmp_path)(Xi)
+    assert (status == 0).all()
+    ref = Evaluator(k.output_atoms, k.input_symbols)(hostlib.from_raw(m, Xi, "inputs"))
+    err = np.abs(hostlib.from_raw(m, Yi, "outputs") - ref).max(axis=0)
+    assert (err <= np.array(m.outputs[0].error_bound)).all()

@@ -47,6 +47,10 @@ class Kernel:
     description: str = ""
     # input vectors along a driven motion, for verification
     motion: list[list[float]] | None = None
+    # where the kernel is meant to run, when that is much smaller than the box of the
+    # declared ranges: a union of boxes (each [(lo, hi)] per flat input). Range analysis
+    # (fixed-point formats, error bounds, pivots) and test vectors use it; None = the box.
+    domain: list[list[tuple[float, float]]] | None = None
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -59,6 +63,17 @@ class Kernel:
                     raise ExpressionError(f"kernel {self.name}: symbol {s} appears twice among the inputs")
                 seen.add(s)
 
+        if self.domain is not None:
+            n = sum(len(p.symbols) for p in self.inputs)
+            for k, box in enumerate(self.domain):
+                if len(box) != n:
+                    raise ExpressionError(f"kernel {self.name}: domain box {k} has {len(box)} ranges for {n} inputs")
+
+    @property
+    def input_ranges(self) -> list[tuple[float, float]]:
+        """The declared range of every flat input."""
+        return [r for p in self.inputs for r in p.ranges]
+
     @property
     def input_symbols(self) -> list[Atom]:
         return [s for p in self.inputs for s in p.symbols]
@@ -66,3 +81,31 @@ class Kernel:
     @property
     def output_atoms(self) -> list[Atom]:
         return [a for p in self.outputs for a in p.atoms]
+
+
+def tube(points, margin: float = 0.05, floor: float = 1e-6) -> list[list[tuple[float, float]]]:
+    """Boxes around a sampled path through input space (e.g. the configurations of a
+    driven motion): one box per pair of consecutive points, their hull widened by
+    `margin` of its size per axis plus `floor`. Enough samples make the union cover the
+    path between them; callers check that on a denser sampling."""
+    import numpy as np
+
+    P = np.asarray(points, dtype=float)
+    boxes = []
+    for a, b in zip(P[:-1], P[1:]):
+        lo, hi = np.minimum(a, b), np.maximum(a, b)
+        w = (hi - lo) * margin + floor
+        boxes.append([(float(x), float(y)) for x, y in zip(lo - w, hi + w)])
+    return boxes
+
+
+def covers(domain, points) -> bool:
+    """Every point lies in at least one box of the domain."""
+    import numpy as np
+
+    P = np.asarray(points, dtype=float)
+    inside = np.zeros(len(P), dtype=bool)
+    for box in domain:
+        b = np.asarray(box)
+        inside |= np.all((P >= b[:, 0]) & (P <= b[:, 1]), axis=1)
+    return bool(inside.all())

@@ -282,3 +282,23 @@ def analyse(tape: Tape, input_ranges: list[tuple[float, float]], strict: bool = 
         ivs[ins_.dst[0]] = tight
         afs[ins_.dst[0]] = af
     return Ranges(ivs, ins)
+
+
+def analyse_domain(tape: Tape, boxes, strict: bool = True) -> Ranges:
+    """Range analysis over a union of input boxes: each box analysed on its own (small
+    boxes keep intervals and affine forms tight), the enclosures joined."""
+    out: Ranges | None = None
+    for box in boxes:
+        r = analyse(tape, box, strict=strict)
+        if out is None:
+            out = r
+            continue
+        out = Ranges({k: _hull(out.temps[k], r.temps[k]) for k in out.temps},
+                     [_hull(a, b) for a, b in zip(out.inputs, r.inputs)])
+    if out is None:
+        raise ExpressionError("range analysis over an empty domain")
+    return out
+
+
+def _hull(a: Interval, b: Interval) -> Interval:
+    return Interval(min(a.lo, b.lo), max(a.hi, b.hi))
