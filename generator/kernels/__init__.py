@@ -83,18 +83,22 @@ class Kernel:
         return [a for p in self.outputs for a in p.atoms]
 
 
-def tube(points, margin: float = 0.05, floor: float = 1e-6) -> list[list[tuple[float, float]]]:
+def tube(points, margin: float = 0.5, floor: float = 1e-9) -> list[list[tuple[float, float]]]:
     """Boxes around a sampled path through input space (e.g. the configurations of a
-    driven motion): one box per pair of consecutive points, their hull widened by
-    `margin` of its size per axis plus `floor`. Enough samples make the union cover the
-    path between them; callers check that on a denser sampling."""
+    driven motion): one box per pair of consecutive points, their hull widened on every
+    axis by `margin` x the step between them (measured in units of each axis' span over
+    the path) plus `floor`. A smooth path strays from its chord by far less than the
+    step, so the union covers it between samples; callers check that on a denser
+    sampling (`covers`)."""
     import numpy as np
 
     P = np.asarray(points, dtype=float)
+    span = np.maximum(P.max(axis=0) - P.min(axis=0), floor)
     boxes = []
     for a, b in zip(P[:-1], P[1:]):
         lo, hi = np.minimum(a, b), np.maximum(a, b)
-        w = (hi - lo) * margin + floor
+        step = float(np.max(np.abs(b - a) / span))
+        w = margin * step * span + floor
         boxes.append([(float(x), float(y)) for x, y in zip(lo - w, hi + w)])
     return boxes
 
