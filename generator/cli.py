@@ -70,8 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     from .demo import register as register_demo
     from .firmware import cli as fw_cli
     from .hil import cli as hil_cli
+    from .model import cli as model_cli
 
-    for register in (fw_cli.register, hil_cli.register, register_demo):
+    for register in (fw_cli.register, hil_cli.register, model_cli.register, register_demo):
         register(sub)
     args = ap.parse_args(argv)
     try:

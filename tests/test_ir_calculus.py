@@ -172,3 +172,9 @@ def test_chain_jacobian_picks_reverse_mode_and_stays_linear():
 
     small, big = tip_jacobian_ops(10), tip_jacobian_ops(40)
     assert big < 6 * small  # forward mode would be ~16x
+
+
+def test_from_sympy_reuses_an_existing_symbol_by_name():
+    q = symbol("fs_q", "q")
+    a = from_sympy(sp.Symbol("fs_q") * 2)
+    assert a is 2 * q

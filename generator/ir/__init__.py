@@ -16,7 +16,7 @@ from .atom import (ONE, TWO, ZERO, Atom, ExpressionError, Symbol, abs_, add, as_
 from .derive import derivatives, diff, time_derivative
 from .evaluate import Evaluator, evaluate
 from .graph import flatten, topo
-from .linalg import Sparse, cross, dot, jacobian, matmul, matvec, skew, transpose, vadd, vec, vscale, vsub
+from .linalg import Sparse, cross, dot, identity, jacobian, matmul, matvec, skew, transpose, vadd, vec, vscale, vsub
 from .inspect import dump, op_counts, to_text
 from .subs import subs, substitute_all
 from .sympy_bridge import from_sympy, to_sympy
@@ -28,5 +28,5 @@ __all__ = [
     "sqrt", "sub", "symbol", "symbols", "tan", "derivatives", "diff", "jacobian",
     "time_derivative", "Evaluator", "evaluate", "flatten", "topo", "dump", "op_counts",
     "to_text", "subs", "substitute_all", "from_sympy", "to_sympy", "Tape", "lower", "Sparse", "cross", "dot", "matmul",
-    "matvec", "skew", "transpose", "vadd", "vec", "vscale", "vsub",
+    "matvec", "skew", "transpose", "vadd", "vec", "vscale", "vsub", "identity",
 ]

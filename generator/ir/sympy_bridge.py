@@ -28,7 +28,9 @@ def from_sympy(expr, symbols: dict | None = None) -> Atom:
             if r is None:
                 from .atom import _symbols  # an existing symbol keeps its kind
 
-                r = _symbols.get(e.name) or symbol(e.name)
+                r = _symbols.get(e.name)
+                if r is None:
+                    r = symbol(e.name)
         elif e.is_Number:
             if not e.is_real:
                 raise ExpressionError(f"complex number {e} in {expr}")

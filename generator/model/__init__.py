@@ -1,6 +1,22 @@
-"""Describing mechanisms and building their equations (atomized)."""
+"""Describing mechanisms and building their equations (atomized), and the double-precision
+reference solvers.
+
+    model.py      Model: coordinates, equations, bodies, joints, forces, actuators, outputs
+    bodies.py     Body interface; reference-point bodies (2-D; 3-D with Euler parameters)
+    natural.py    natural coordinates: basic points, unit vectors, their bodies and joints
+    relative.py   relative coordinates: trees of bases and points, the kinematic operators
+    joints.py     joints between bodies of any family
+    forces.py     applied forces, spring-dampers, actuators (virtual power)
+    equations.py  Equations: what kernels and solvers consume
+    solve.py      Kinematics, Dynamics (inverse, forward, energy)
+    numeric.py    fast one-point evaluation of atom graphs for the solvers
+"""
+from .bodies import Body, Body2D, Body3D, Ground
 from .equations import Equations
 from .model import Model, ModelError
-from .solve import AssemblyError, Kinematics
+from .solve import (AssemblyError, Dynamics, DynamicsError, Kinematics, RedundantConstraintsWarning,
+                    SingularJacobianError, Trajectory)
 
-__all__ = ["Equations", "Model", "ModelError", "AssemblyError", "Kinematics"]
+__all__ = ["Equations", "Model", "ModelError", "AssemblyError", "Kinematics", "Dynamics", "DynamicsError",
+           "SingularJacobianError", "RedundantConstraintsWarning", "Trajectory", "Body", "Body2D", "Body3D",
+           "Ground"]

@@ -1,22 +1,52 @@
-"""The user-facing description of a mechanism: coordinates, constraints, drivers.
+"""The user-facing description of a mechanism: coordinates, bodies, joints, forces, drivers.
 
 A Model collects named coordinates (each with its velocity and acceleration symbols and
-declared ranges) and named constraint equations; `equations()` hands them, atomized, to
-the kernel builders. Names are checked as they are added, so a bad model fails where it
-is written, with the name of the offending coordinate or constraint.
+declared ranges), named equations (kinematic constraints, driving constraints and
+non-holonomic velocity constraints), bodies with their inertia, applied forces, actuators
+and named outputs; `equations()` hands them, atomized, to the kernel builders and solvers.
+Names are checked as they are added, so a bad model fails where it is written, with the
+name of the model and of the offending coordinate, equation or body.
+
+The coordinate families are in their own modules and all produce Body objects that joints
+and forces use alike: reference-point bodies (bodies.Body2D, bodies.Body3D with Euler
+parameters), natural coordinates (natural.*) and relative coordinates (relative.Relative).
 """
 from __future__ import annotations
 
 import re
 
-from ..ir import Atom, ExpressionError, as_atom, symbol
+from ..ir import (ONE, ZERO, Atom, ExpressionError, Sparse, add, as_atom, from_sympy, jacobian, sub, symbol,
+                  time_derivative, topo)
+from . import forces as _forces
+from . import joints as _joints
+from .bodies import Body, Body2D, Body3D, BodyError, Ground
 from .equations import Equations
 
 _IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 
 class ModelError(ValueError):
-    """A mechanism description that is inconsistent (names the part)."""
+    """A mechanism description that is inconsistent (names the model and the part)."""
+
+
+class _Context:
+    """What bodies and forces need while the dynamic equations are built."""
+
+    def __init__(self, model: "Model"):
+        self.q = model.q
+        self.qd = model.qd
+        self.t = model.t
+        self.tangents = model._tangents()
+        self.gravity = model._gravity
+
+    def jac_q(self, v) -> Sparse:
+        return jacobian(v, self.q)
+
+    def jac_qd(self, v) -> Sparse:
+        return jacobian(v, self.qd)
+
+    def grad(self, s: Atom) -> dict[int, Atom]:
+        return {j: a for (_, j), a in jacobian([s], self.q).entries.items()}
 
 
 class Model:
@@ -32,7 +62,18 @@ class Model:
         self.ranges: dict[Atom, tuple[float, float]] = {self.t: (0.0, 1.0)}
         self.phi: list[Atom] = []
         self.phi_names: list[str] = []
+        self.driving: list[bool] = []
+        self.nh: list[Atom] = []
+        self.nh_names: list[str] = []
+        self.bodies: list[Body] = []
+        self.forces: list[_forces.ForceElement] = []
+        self.actuators: list[_forces.Actuator] = []
+        self.outputs: dict[str, Atom] = {}
+        self._gravity = None
         self._names: set[str] = set()
+        self._eq_names: set[str] = set()
+        self._tang = None
+        self._relative = None
 
     # ---- coordinates -------------------------------------------------------------------
     def coordinate(self, name: str, guess: float = 0.0, range=(-1.0, 1.0), vrange=(-1.0, 1.0),
@@ -45,6 +86,8 @@ class Model:
         for r, what in ((range, "range"), (vrange, "velocity range"), (arange, "acceleration range")):
             if not (len(r) == 2 and r[0] < r[1]):
                 raise ModelError(f"{self.name}: coordinate {name!r} has an empty {what} {r!r}")
+        if not range[0] <= guess <= range[1]:
+            raise ModelError(f"{self.name}: coordinate {name!r}: guess {guess} is outside its range {range!r}")
         self._names.add(name)
         try:
             q = symbol(name, "q")
@@ -59,43 +102,261 @@ class Model:
         self.ranges[q] = (float(range[0]), float(range[1]))
         self.ranges[qd] = (float(vrange[0]), float(vrange[1]))
         self.ranges[qdd] = (float(arange[0]), float(arange[1]))
+        self._tang = None
         return q
 
     def time_range(self, lo: float, hi: float) -> None:
+        if not lo < hi:
+            raise ModelError(f"{self.name}: empty time range ({lo}, {hi})")
         self.ranges[self.t] = (float(lo), float(hi))
 
-    # ---- constraints -------------------------------------------------------------------
-    def constraint(self, expr, name: str) -> None:
-        """Add the equation expr = 0 (holonomic: a function of q and t)."""
-        if name in self.phi_names:
-            raise ModelError(f"{self.name}: constraint {name!r} is defined twice")
-        try:
-            e = as_atom(expr)
-        except ExpressionError as err:
-            raise ModelError(f"{self.name}: constraint {name!r}: {err}") from None
-        allowed = 0
-        for s in self.q + [self.t]:
-            allowed |= s.mask
-        if e.mask & ~allowed:
-            from ..ir import topo
+    def _tangents(self) -> dict[Atom, Atom]:
+        """{q: qd, t: 1}: the chain rule of d/dt."""
+        if self._tang is None:
+            self._tang = {**dict(zip(self.q, self.qd)), self.t: ONE}
+        return self._tang
 
+    def rate(self, expr) -> Atom:
+        """d/dt of an expression of q and t (atoms in q, qd, t): e.g. a leg's extension rate."""
+        return time_derivative(as_atom(expr), self._tangents())
+
+    def _mask(self, syms) -> int:
+        m = 0
+        for s in syms:
+            m |= s.mask
+        return m
+
+    def _check_symbols(self, e: Atom, allowed: int, what: str) -> None:
+        if e.mask & ~allowed:
             bad = sorted(a.value.name for a in topo([e]) if a.is_symbol and not a.mask & allowed)
-            raise ModelError(f"{self.name}: constraint {name!r} depends on {', '.join(bad)}, "
-                             "which are not coordinates of this model (or t)")
+            raise ModelError(f"{self.name}: {what} depends on {', '.join(bad)}, which are not "
+                             "coordinates of this model (or t)")
+
+    def _new_equation(self, expr, name: str, what: str) -> Atom:
+        if not name or not isinstance(name, str):
+            raise ModelError(f"{self.name}: a {what} needs a name")
+        if name in self._eq_names:
+            raise ModelError(f"{self.name}: equation {name!r} is defined twice")
+        try:
+            e = self._atom(expr)
+        except ExpressionError as err:
+            raise ModelError(f"{self.name}: {what} {name!r}: {err}") from None
+        return e
+
+    def _atom(self, expr) -> Atom:
+        """An atom from an atom, a number or a sympy expression in t and the coordinate names
+        (name, name_d for velocities)."""
+        if isinstance(expr, Atom) or not hasattr(expr, "free_symbols"):
+            return as_atom(expr)
+        known = {s.value.name: s for s in self.q + self.qd + [self.t]}
+        mapping = {}
+        for s in expr.free_symbols:
+            mapping[s] = known[s.name] if s.name in known else symbol(s.name)
+        return from_sympy(expr, mapping)
+
+    # ---- equations ---------------------------------------------------------------------
+    def constraint(self, expr, name: str, driving: bool = False) -> None:
+        """Add the equation expr = 0 (holonomic: a function of q and t)."""
+        what = "driving constraint" if driving else "constraint"
+        e = self._new_equation(expr, name, what)
+        self._check_symbols(e, self._mask(self.q + [self.t]), f"{what} {name!r}")
         if e.is_const:
-            raise ModelError(f"{self.name}: constraint {name!r} is the constant {e.value!r}: "
+            raise ModelError(f"{self.name}: {what} {name!r} is the constant {e.value!r}: "
                              "it constrains nothing")
+        self._eq_names.add(name)
         self.phi.append(e)
         self.phi_names.append(name)
+        self.driving.append(bool(driving))
 
     def drive(self, expr, name: str) -> None:
-        """A driving constraint expr(q, t) = 0 (same algebra as a constraint)."""
-        self.constraint(expr, name)
+        """A driving constraint expr(q, t) = 0 (same algebra as a constraint; the expression
+        may be written with the engine or in sympy, with t and the coordinate names)."""
+        self.constraint(expr, name, driving=True)
+
+    def drive_coordinate(self, q: Atom, law, name: str | None = None) -> None:
+        """Drive a coordinate along a function of time: q - law(t) = 0."""
+        if not (isinstance(q, Atom) and q in self.guess):
+            raise ModelError(f"{self.name}: drive_coordinate needs a coordinate of this model, got {q!r}")
+        self.drive(sub(q, self._atom(law)), name or f"drive_{q.value.name}")
+
+    def velocity_constraint(self, expr, name: str) -> None:
+        """A non-holonomic constraint C(q, t) qd + c(q, t) = 0 (linear in the velocities)."""
+        e = self._new_equation(expr, name, "velocity constraint")
+        self._check_symbols(e, self._mask(self.q + self.qd + [self.t]), f"velocity constraint {name!r}")
+        C = jacobian([e], self.qd)
+        if not C.entries:
+            raise ModelError(f"{self.name}: velocity constraint {name!r} does not involve any velocity")
+        qdmask = self._mask(self.qd)
+        for (_, j), a in C.entries.items():
+            if a.mask & qdmask:
+                raise ModelError(f"{self.name}: velocity constraint {name!r} is not linear in the velocities "
+                                 f"(its coefficient of {self.qd[j].value.name} depends on velocities)")
+        self._eq_names.add(name)
+        self.nh.append(e)
+        self.nh_names.append(name)
+
+    # ---- bodies ------------------------------------------------------------------------
+    def _add_body(self, body: Body) -> None:
+        if any(b.name == body.name for b in self.bodies):
+            raise ModelError(f"{self.name}: body {body.name!r} is defined twice")
+        self.bodies.append(body)
+
+    def ground(self, dim: int = 3, name: str = "ground") -> Ground:
+        return Ground(self, name, dim)
+
+    def body2d(self, name: str, x, y, theta, mass: float = 0.0, com=None, inertia=None, at=None) -> Body2D:
+        """A planar body in reference-point coordinates (x, y, theta): atoms or numbers."""
+        b = Body2D(self, name, x, y, theta)
+        return self._inertia(b, mass, com, inertia, at)
+
+    def body3d(self, name: str, r, e, mass: float = 0.0, com=None, inertia=None, at=None,
+               normalize: bool = True) -> Body3D:
+        """A spatial body in reference-point coordinates: r (3) and Euler parameters e (4)."""
+        b = Body3D(self, name, r, e, normalize)
+        return self._inertia(b, mass, com, inertia, at)
+
+    def _inertia(self, b: Body, mass, com, inertia, at):
+        try:
+            return b.set_inertia(mass, com, inertia, at)
+        except BodyError as e:
+            raise ModelError(f"{self.name}: {e}") from None
+
+    def relative(self):
+        """The model's trees of bases and points (relative coordinates)."""
+        if self._relative is None:
+            from .relative import Relative
+
+            self._relative = Relative(self)
+        return self._relative
+
+    # ---- joints (any coordinate family) -----------------------------------------------
+    def revolute2d(self, b1, p1, b2, p2, name):
+        return _joints.revolute2d(self, b1, p1, b2, p2, name)
+
+    def prismatic2d(self, b1, p1, b2, p2, normal, name, angle=0.0):
+        return _joints.prismatic2d(self, b1, p1, b2, p2, normal, name, angle)
+
+    def spherical(self, b1, p1, b2, p2, name):
+        return _joints.spherical(self, b1, p1, b2, p2, name)
+
+    def cardan(self, b1, p1, a1, b2, p2, a2, name):
+        return _joints.cardan(self, b1, p1, a1, b2, p2, a2, name)
+
+    def revolute(self, b1, p1, a1, b2, p2, a2, name):
+        return _joints.revolute(self, b1, p1, a1, b2, p2, a2, name)
+
+    def cylindrical(self, b1, p1, a1, b2, p2, a2, name, normals=None):
+        return _joints.cylindrical(self, b1, p1, a1, b2, p2, a2, name, normals)
+
+    def prismatic(self, b1, p1, a1, b2, p2, a2, name, normals=None):
+        return _joints.prismatic(self, b1, p1, a1, b2, p2, a2, name, normals)
+
+    # ---- forces ------------------------------------------------------------------------
+    def _force_name(self, name: str) -> str:
+        if any(f.name == name for f in self.forces) or any(a.name == name for a in self.actuators):
+            raise ModelError(f"{self.name}: force or actuator {name!r} is defined twice")
+        return name
+
+    def gravity(self, g) -> None:
+        """Uniform gravity (world components), acting on every body with mass."""
+        self._gravity = [float(x) for x in g]
+
+    def force(self, name: str, body: Body, local, F) -> None:
+        """A force F (world components; atoms in q, qd, t allowed) at a body point."""
+        self.forces.append(_forces.PointForce(self._force_name(name), body, local, F))
+
+    def torque(self, name: str, body: Body, n) -> None:
+        """A torque on a body (world components; a 1-vector in 2-D)."""
+        self.forces.append(_forces.BodyTorque(self._force_name(name), body, n))
+
+    def scalar_force(self, name: str, measure, force, potential=None) -> None:
+        """A force f along the measure s(q): f may be an atom or a callable (s, s_dot) -> atom."""
+        self.forces.append(_forces.ScalarForce(self._force_name(name), measure, force, potential))
+
+    def spring_damper(self, name: str, measure=None, k: float = 0.0, c: float = 0.0, rest: float = 0.0,
+                      between=None) -> None:
+        """Linear spring-damper on a measure, or between two body points:
+        between=(body1, point1, body2, point2) uses their distance."""
+        if between is not None:
+            b1, p1, b2, p2 = between
+            measure = _forces.distance(b1.point(p1), b2.point(p2))
+        if measure is None:
+            raise ModelError(f"{self.name}: spring-damper {name!r} needs a measure or two points")
+        self.forces.append(_forces.spring_damper(self._force_name(name), measure, k, c, rest))
+
+    def generalized_force(self, name: str, q: Atom, value) -> None:
+        """A generalized force acting directly on coordinate q."""
+        self.forces.append(_forces.ScalarForce(self._force_name(name), q, as_atom(value)))
+
+    def actuator(self, name: str, measure) -> None:
+        """An actuator (unknown of inverse dynamics) acting along the measure s(q)."""
+        self.actuators.append(_forces.measure_actuator(self._force_name(name), measure))
+
+    def actuator_pair(self, name: str, body_a, point_a, body_b, point_b, direction) -> None:
+        """An actuator force pushing body_b at point_b along `direction` and body_a back."""
+        self.actuators.append(_forces.pair_actuator(self._force_name(name), body_a, point_a, body_b, point_b,
+                                                    direction))
+
+    def output(self, name: str, expr) -> None:
+        """A named quantity (function of q, qd, t) that simulations report."""
+        if name in self.outputs:
+            raise ModelError(f"{self.name}: output {name!r} is defined twice")
+        e = self._atom(expr)
+        self._check_symbols(e, self._mask(self.q + self.qd + [self.t]), f"output {name!r}")
+        self.outputs[name] = e
 
     # ---- equations ---------------------------------------------------------------------
     def equations(self) -> Equations:
         if not self.q:
             raise ModelError(f"{self.name}: the model has no coordinates")
+        M = Q = None
+        T = V = None
+        conservative = True
+        n = len(self.q)
+        ctx = _Context(self)
+        inertial = [b for b in self.bodies if b.has_inertia]
+        if inertial or self.forces:
+            Md: dict = {}
+            Qd: dict = {}
+            T = V = ZERO
+            for b in inertial:
+                try:
+                    bm, bq, bt, bv = b.inertia_terms(ctx)
+                except BodyError as e:
+                    raise ModelError(f"{self.name}: {e}") from None
+                for k, a in bm.items():
+                    Md[k] = add(Md.get(k, ZERO), a)
+                for k, a in bq.items():
+                    Qd[k] = add(Qd.get(k, ZERO), a)
+                T = add(T, bt)
+                V = add(V, bv)
+            for f in self.forces:
+                fq, fv = f.terms(ctx)
+                for k, a in fq.items():
+                    Qd[k] = add(Qd.get(k, ZERO), a)
+                V = add(V, fv)
+                conservative = conservative and f.conservative
+            M = Sparse((n, n), Md)
+            Q = [Qd.get(j, ZERO) for j in range(n)]
+            self._check_inertia(M)
+        B = Sparse((n, len(self.actuators)),
+                   {(j, k): a for k, act in enumerate(self.actuators) for j, a in act.direction(ctx).items()})
+        for k, act in enumerate(self.actuators):
+            if not any(c == k for (_, c) in B.entries):
+                raise ModelError(f"{self.name}: actuator {act.name!r} acts on no coordinate")
         return Equations(model=self.name, q=list(self.q), qd=list(self.qd), qdd=list(self.qdd),
                          t=self.t, phi=list(self.phi), phi_names=list(self.phi_names),
-                         ranges=dict(self.ranges), guess=dict(self.guess))
+                         ranges=dict(self.ranges), guess=dict(self.guess), M=M, Q=Q,
+                         driving=list(self.driving), nh=list(self.nh), nh_names=list(self.nh_names),
+                         actuator_names=[a.name for a in self.actuators], B=B, T=T, V=V,
+                         conservative=conservative, outputs=dict(self.outputs))
+
+    def _check_inertia(self, M: Sparse) -> None:
+        """A coordinate with no inertia that no equation involves has no defined acceleration."""
+        with_mass = {j for (_, j) in M.entries}
+        used = self._mask(self.phi + self.nh)
+        lost = [q.value.name for j, q in enumerate(self.q)
+                if j not in with_mass and not (q.mask | self.qd[j].mask) & used]
+        if lost:
+            raise ModelError(f"{self.name}: coordinate(s) {', '.join(lost)} have no inertia and appear in no "
+                             "equation: give the body that moves them a mass, or constrain them")

@@ -1,16 +1,103 @@
-"""Double-precision kinematics on the numpy reference: position by Newton-Raphson with
-the pseudoinverse (minimum-norm corrections, as in the thesis), then velocity and
-acceleration from the linear problems Phi_q qd = beta and Phi_q qdd = gamma."""
+"""The double-precision reference solvers (numpy / scipy) over a model's Equations.
+
+* Kinematics: the position problem by Newton-Raphson with the pseudoinverse (minimum-norm
+  corrections, as in the thesis), optionally with user-fixed coordinates; then velocity and
+  acceleration from the linear problems A qd = b and A qdd = g, A = [Phi_q; C] (holonomic
+  and non-holonomic rows). Redundant equations are handled by the pseudoinverse and
+  reported once (RedundantConstraintsWarning, `Kinematics.redundant`); a Jacobian that
+  leaves velocities undetermined raises SingularJacobianError naming the coordinates that
+  the lost rank lets move.
+* Dynamics (a Kinematics): inverse dynamics [Phi_kin_q^T, C^T, -B] [lambda; mu; u] =
+  Q - M qdd (actuator forces and Lagrange multipliers); forward dynamics
+  [M A^T; A 0] [qdd; lambda] = [Q + B u; g] integrated with scipy's solve_ivp, the state
+  projected onto the position and velocity constraints after every output interval; and
+  the energy T + V along a trajectory.
+
+The equations are evaluated by `numeric.Compiled` (straight-line Python over floats, the
+same operations as the numpy reference evaluator of mbforge.ir, faster at one point).
+"""
 from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..ir import Evaluator
 from .equations import Equations
+from .numeric import Compiled, EvaluationError
 
 
 class AssemblyError(RuntimeError):
     """The position problem does not close: names the equations left with a residual."""
+
+
+class SingularJacobianError(AssemblyError):
+    """The constraint Jacobian leaves some velocities undetermined: names the coordinates."""
+
+
+class DynamicsError(RuntimeError):
+    """Inverse or forward dynamics cannot be solved (names the coordinates or actuators)."""
+
+
+class RedundantConstraintsWarning(UserWarning):
+    pass
+
+
+RANK_TOL = 1e-9  # singular values below RANK_TOL * largest count as zero
+
+
+def _rank(s: np.ndarray, tol: float = RANK_TOL) -> int:
+    if s.size == 0 or s[0] == 0:
+        return 0
+    return int(np.sum(s > tol * s[0]))
+
+
+class _Factor:
+    """LU of a square matrix with a cheap reciprocal-condition estimate (LAPACK gecon);
+    `ok` is False when the matrix is not square or is numerically singular, and then the
+    callers fall back to the SVD, which also says what is singular."""
+
+    def __init__(self, A: np.ndarray):
+        from scipy.linalg import lapack, lu_factor  # scipy only when solving, not to build equations
+
+        self.ok = False
+        if A.shape[0] != A.shape[1] or A.shape[0] == 0:
+            return
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            lu, piv = lu_factor(A, check_finite=False)
+        anorm = np.max(np.sum(np.abs(A), axis=0))
+        rcond, info = lapack.dgecon(lu, anorm, norm="1")
+        if info == 0 and rcond > RANK_TOL * 1e-3 and np.all(np.isfinite(lu)):
+            self.ok = True
+            self._lu = (lu, piv)
+
+    def solve(self, b: np.ndarray) -> np.ndarray:
+        from scipy.linalg import lu_solve
+
+        return lu_solve(self._lu, b, check_finite=False)
+
+
+def _names_in(vectors: np.ndarray, names: list[str], limit: int = 8) -> str:
+    """The names with the largest weight in the columns of `vectors` (a basis of a subspace)."""
+    w = np.sqrt(np.sum(vectors ** 2, axis=1))
+    order = [i for i in np.argsort(-w) if w[i] > 0.05 * w.max()]
+    shown = ", ".join(f"{names[i]} ({w[i]:.2f})" for i in order[:limit])
+    return shown + (f" and {len(order) - limit} more" if len(order) > limit else "")
+
+
+def _index_of(eqs: Equations, key) -> int:
+    """Coordinate index from a q or qd symbol or a coordinate name."""
+    if isinstance(key, str):
+        for j, s in enumerate(eqs.q):
+            if s.value.name == key:
+                return j
+        raise KeyError(f"{eqs.model}: no coordinate called {key!r}")
+    for lst in (eqs.q, eqs.qd):
+        for j, s in enumerate(lst):
+            if s is key:
+                return j
+    raise KeyError(f"{eqs.model}: {key!r} is not a coordinate of the model")
 
 
 class Kinematics:
@@ -18,52 +105,422 @@ class Kinematics:
         self.eqs = eqs
         n = len(eqs.q)
         self.n = n
+        self.m = len(eqs.phi)
+        self.m_nh = len(eqs.nh)
+        self.names = [s.value.name for s in eqs.q]
+        self.row_names = list(eqs.phi_names) + list(eqs.nh_names)
         pat = eqs.phi_q.pattern
         self._rows = np.array([i for i, _ in pat], dtype=int)
         self._cols = np.array([j for _, j in pat], dtype=int)
-        pos_in = eqs.q + [eqs.t]
-        self._pos = Evaluator(eqs.phi + eqs.phi_q.values() + eqs.beta, pos_in)
-        self._acc = Evaluator(eqs.gamma, eqs.q + eqs.qd + [eqs.t])
-        self.m = len(eqs.phi)
+        npat = eqs.nh_qd.pattern if eqs.nh else []
+        self._nrows = np.array([i for i, _ in npat], dtype=int)
+        self._ncols = np.array([j for _, j in npat], dtype=int)
+        pos_out = eqs.phi + eqs.phi_q.values() + eqs.beta
+        if eqs.nh:
+            pos_out = pos_out + eqs.nh_qd.values() + eqs.nh_beta
+        self._pos = Compiled(pos_out, eqs.q + [eqs.t])
+        self._acc = Compiled(eqs.gamma + (eqs.nh_gamma if eqs.nh else []), eqs.q + eqs.qd + [eqs.t])
+        self.redundant: list[str] | None = None  # filled in at the first assembled configuration
+        self.redundancy_report = ""
 
+    # ---- evaluation ------------------------------------------------------------------------
     def _eval_pos(self, q, t):
-        y = self._pos(np.concatenate([q, [t]]))
-        m = self.m
+        try:
+            y = self._pos(np.concatenate([q, [t]]))
+        except EvaluationError as e:
+            raise AssemblyError(f"{self.eqs.model}: at t={t}: {e}") from None
+        m, k = self.m, len(self._rows)
         phi = y[:m]
-        J = np.zeros((m, self.n))
-        J[self._rows, self._cols] = y[m:m + len(self._rows)]
-        beta = y[m + len(self._rows):]
-        return phi, J, beta
+        J = np.zeros((m + self.m_nh, self.n))
+        J[self._rows, self._cols] = y[m:m + k]
+        b = y[m + k:m + k + m]
+        if self.m_nh:
+            o = m + k + m
+            kn = len(self._nrows)
+            J[m + self._nrows, self._ncols] = y[o:o + kn]
+            b = np.concatenate([b, y[o + kn:]])
+        return phi, J, b
 
-    def position(self, t: float, q0, tol: float = 1e-12, max_iter: int = 50) -> np.ndarray:
+    def jacobian(self, t: float, q) -> np.ndarray:
+        """[Phi_q; C] at (q, t) (holonomic rows, then non-holonomic rows)."""
+        return self._eval_pos(np.asarray(q, float), t)[1]
+
+    def residual(self, t: float, q) -> np.ndarray:
+        return self._eval_pos(np.asarray(q, float), t)[0]
+
+    def _free(self, fixed) -> tuple[np.ndarray, dict[int, float | None]]:
+        fx: dict[int, float | None] = {}
+        if fixed:
+            items = fixed.items() if isinstance(fixed, dict) else ((k, None) for k in fixed)
+            for k, v in items:
+                fx[_index_of(self.eqs, k)] = None if v is None else float(v)
+        free = np.array([j for j in range(self.n) if j not in fx], dtype=int)
+        return free, fx
+
+    # ---- position -----------------------------------------------------------------------------
+    def position(self, t: float, q0, fixed=None, tol: float = 1e-12, max_iter: int = 50) -> np.ndarray:
+        """Solve Phi(q, t) = 0 from q0 by Newton-Raphson with minimum-norm corrections.
+
+        `fixed`: coordinates (symbols or names) held at their q0 values, or {coordinate: value}.
+        """
         q = np.array(q0, dtype=float)
+        free, fx = self._free(fixed)
+        for j, v in fx.items():
+            if v is not None:
+                q[j] = v
+        if self.m == 0:
+            return q
+        m = self.m
+        converged = 0
         for _ in range(max_iter):
             phi, J, _ = self._eval_pos(q, t)
+            if not np.all(np.isfinite(phi)):
+                break
             if np.max(np.abs(phi)) < tol:
-                return q
-            q = q - np.linalg.pinv(J) @ phi
-        phi, _, _ = self._eval_pos(q, t)
-        bad = [f"{self.eqs.phi_names[i]} ({phi[i]:.3g})" for i in np.argsort(-np.abs(phi))[:5] if abs(phi[i]) >= tol]
-        raise AssemblyError(f"{self.eqs.model}: position problem at t={t} did not close after "
-                            f"{max_iter} iterations; residual {np.max(np.abs(phi)):.3g} in {', '.join(bad)}")
+                converged += 1
+                if converged == 2:  # one more step after convergence, for full precision
+                    break
+            Jf = J[:m][:, free]
+            f = _Factor(Jf) if self.redundant == [] else None
+            # the pseudoinverse is the inverse for a square, regular Jacobian: use LU then
+            dq = f.solve(phi) if f is not None and f.ok else np.linalg.lstsq(Jf, phi, rcond=1e-12)[0]
+            q[free] -= dq
+            if converged and np.max(np.abs(dq)) < 1e-15:
+                break
+        phi, J, _ = self._eval_pos(q, t)
+        res = np.max(np.abs(phi)) if phi.size else 0.0
+        if not res < tol:
+            bad = [f"{self.eqs.phi_names[i]} ({phi[i]:.3g})" for i in np.argsort(-np.abs(phi))[:6]
+                   if not abs(phi[i]) < tol]
+            raise AssemblyError(f"{self.eqs.model}: position problem at t={t} did not close after "
+                                f"{max_iter} iterations; residual {res:.3g} in {', '.join(bad)}")
+        if self.redundant is None:
+            self._check_redundancy(J[:, free], t)
+        return q
 
-    def velocity(self, t: float, q) -> np.ndarray:
-        _, J, beta = self._eval_pos(q, t)
-        return np.linalg.lstsq(J, beta, rcond=None)[0]
+    def _check_redundancy(self, A: np.ndarray, t: float) -> None:
+        """Report equations that depend on the others at this configuration (once)."""
+        if A.shape[0] == 0:
+            self.redundant = []
+            return
+        s = np.linalg.svd(A, compute_uv=False)
+        r = _rank(s)
+        if r == A.shape[0]:
+            self.redundant = []
+            return
+        basis = np.zeros((0, A.shape[1]))
+        red = []
+        for i in range(A.shape[0]):
+            trial = np.vstack([basis, A[i]])
+            st = np.linalg.svd(trial, compute_uv=False)
+            if _rank(st) > basis.shape[0]:
+                basis = trial
+            else:
+                red.append(i)
+        U = np.linalg.svd(A)[0]
+        group = _names_in(U[:, r:], self.row_names, limit=12)
+        self.redundant = [self.row_names[i] for i in red]
+        self.redundancy_report = (
+            f"{self.eqs.model}: {len(red)} redundant equation(s) at t={t}: {', '.join(self.redundant)} "
+            f"(rank {r} of {A.shape[0]}; the dependent set is {group}); the pseudoinverse handles them")
+        warnings.warn(self.redundancy_report, RedundantConstraintsWarning, stacklevel=3)
 
-    def acceleration(self, t: float, q, qd) -> np.ndarray:
-        _, J, _ = self._eval_pos(q, t)
-        gamma = self._acc(np.concatenate([q, qd, [t]]))
-        return np.linalg.lstsq(J, gamma, rcond=None)[0]
+    # ---- velocity and acceleration --------------------------------------------------------------
+    def _solve(self, A: np.ndarray, b: np.ndarray, free: np.ndarray, t: float, what: str,
+               factor: "_Factor | None" = None) -> np.ndarray:
+        Af = A[:, free]
+        if Af.shape[1] == 0:
+            return np.zeros(0)
+        if factor is not None and factor.ok:
+            return factor.solve(b)
+        U, s, Vt = np.linalg.svd(Af, full_matrices=True)
+        r = _rank(s)
+        if r < Af.shape[1]:
+            names = [self.names[j] for j in free]
+            null = Vt[r:].T
+            # redundancy is judged once, at the first assembled configuration (a generic one);
+            # a rank lost later with enough independent equations is a singular configuration
+            if Af.shape[0] - len(self.redundant or []) >= Af.shape[1]:
+                raise SingularJacobianError(
+                    f"{self.eqs.model}: singular Jacobian at t={t}: rank {r} for {Af.shape[1]} {what} unknowns; "
+                    f"the lost rank lets these coordinates move: {_names_in(null, names)}")
+            raise SingularJacobianError(
+                f"{self.eqs.model}: the {what} problem at t={t} is underdetermined: rank {r} for "
+                f"{Af.shape[1]} unknowns; fix {Af.shape[1] - r} more {what}(s) among {_names_in(null, names)}")
+        x = Vt[:r].T @ ((U[:, :r].T @ b) / s[:r])
+        res = Af @ x - b
+        if np.max(np.abs(res), initial=0.0) > 1e-8 * max(1.0, np.max(np.abs(b), initial=0.0)):
+            i = int(np.argmax(np.abs(res)))
+            raise AssemblyError(f"{self.eqs.model}: the {what} equations are inconsistent at t={t} "
+                                f"(redundant equations that disagree): residual {res[i]:.3g} in {self.row_names[i]}")
+        return x
 
-    def motion(self, times) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(Q, QD, QDD) along the driven motion, continuing each solution from the last."""
-        q = np.array([self.eqs.guess.get(s, 0.0) for s in self.eqs.q])
+    def velocity(self, t: float, q, fixed=None) -> np.ndarray:
+        """Solve [Phi_q; C] qd = [beta; -c]; `fixed` = {coordinate: velocity} held by the user."""
+        _, A, b = self._eval_pos(np.asarray(q, float), t)
+        return self._with_fixed(A, b, fixed, t, "velocity")
+
+    def acceleration(self, t: float, q, qd, fixed=None) -> np.ndarray:
+        """Solve [Phi_q; C] qdd = gamma; `fixed` = {coordinate: acceleration}."""
+        q = np.asarray(q, float)
+        _, A, _ = self._eval_pos(q, t)
+        g = self._gamma(t, q, qd)
+        return self._with_fixed(A, g, fixed, t, "acceleration")
+
+    def _gamma(self, t, q, qd):
+        try:
+            return self._acc(np.concatenate([q, qd, [t]]))
+        except EvaluationError as e:
+            raise AssemblyError(f"{self.eqs.model}: at t={t}: {e}") from None
+
+    def _with_fixed(self, A, b, fixed, t, what, factor=None):
+        """Solve A x = b for the free unknowns, the `fixed` ones given. `factor`: an LU of A,
+        reused when nothing is fixed (velocity and acceleration share it)."""
+        free, fx = self._free(fixed)
+        x = np.zeros(self.n)
+        for j, v in fx.items():
+            x[j] = 0.0 if v is None else v
+        rhs = b - A @ x
+        if fx:
+            factor = None
+        elif factor is None:
+            factor = _Factor(A)
+        x[free] = self._solve(A, rhs, free, t, what, factor)
+        return x
+
+    def motion(self, times, q0=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(Q, QD, QDD) along the driven motion, continuing each solution from the last
+        (Newton starts from the second-order prediction q + qd dt + qdd dt^2 / 2)."""
+        q = np.array([self.eqs.guess.get(s, 0.0) for s in self.eqs.q]) if q0 is None else np.array(q0, float)
         Q, QD, QDD = [], [], []
+        t_prev = None
         for t in times:
-            q = self.position(float(t), q)
-            qd = self.velocity(float(t), q)
+            t = float(t)
+            if t_prev is not None:
+                h = t - t_prev
+                q = q + h * qd + 0.5 * h * h * qdd
+            q = self.position(t, q)
+            _, A, b = self._eval_pos(q, t)
+            f = _Factor(A)
+            qd = self._with_fixed(A, b, None, t, "velocity", f)
+            qdd = self._with_fixed(A, self._gamma(t, q, qd), None, t, "acceleration", f)
             Q.append(q)
             QD.append(qd)
-            QDD.append(self.acceleration(float(t), q, qd))
+            QDD.append(qdd)
+            t_prev = t
         return np.array(Q), np.array(QD), np.array(QDD)
+
+    def outputs(self, T, Q, QD) -> dict[str, np.ndarray]:
+        """The model's named outputs along (t, q, qd) samples."""
+        if not self.eqs.outputs:
+            return {}
+        f = Compiled(list(self.eqs.outputs.values()), self.eqs.q + self.eqs.qd + [self.eqs.t])
+        Y = np.array([f(np.concatenate([q, qd, [t]])) for t, q, qd in zip(T, Q, QD)])
+        return {k: Y[:, i] for i, k in enumerate(self.eqs.outputs)}
+
+
+@dataclass
+class Trajectory:
+    """A forward-dynamics result. residual: max |Phi| over the output points *before* each
+    projection (what the integrator alone kept); vresidual the same for A qd - b."""
+
+    t: np.ndarray
+    Q: np.ndarray
+    QD: np.ndarray
+    residual: float
+    vresidual: float
+    E: np.ndarray | None = None
+    T: np.ndarray | None = None
+    drift: float | None = None  # max |E - E0| / max T
+    drift_abs: float | None = None
+    stats: dict = field(default_factory=dict)
+
+
+class Dynamics(Kinematics):
+    def __init__(self, eqs: Equations):
+        super().__init__(eqs)
+        if eqs.M is None or eqs.Q is None:
+            raise DynamicsError(f"{eqs.model}: the model has no inertia (no body has mass): "
+                                "dynamics needs M and Q")
+        n = self.n
+        self._Mpat = eqs.M.pattern
+        self._Mi = np.array([i for i, _ in self._Mpat], dtype=int)
+        self._Mj = np.array([j for _, j in self._Mpat], dtype=int)
+        self._Bpat = eqs.B.pattern
+        self._Bi = np.array([i for i, _ in self._Bpat], dtype=int)
+        self._Bj = np.array([j for _, j in self._Bpat], dtype=int)
+        self.n_act = len(eqs.actuator_names)
+        inputs = eqs.q + eqs.qd + [eqs.t]
+        self._dyn = Compiled(eqs.M.values() + list(eqs.Q) + eqs.B.values(), inputs)
+        self._energy = Compiled([eqs.T, eqs.V], inputs) if eqs.T is not None else None
+        # inverse dynamics: the kinematic rows when there are actuators, else every row
+        self.inverse_rows = eqs.kinematic_rows if self.n_act else list(range(self.m))
+        self.inverse_names = ([eqs.phi_names[i] for i in self.inverse_rows] + list(eqs.nh_names))
+        self._n = n
+
+    def _eval_dyn(self, t, q, qd):
+        try:
+            y = self._dyn(np.concatenate([q, qd, [t]]))
+        except EvaluationError as e:
+            raise DynamicsError(f"{self.eqs.model}: at t={t}: {e}") from None
+        n, k = self.n, len(self._Mi)
+        M = np.zeros((n, n))
+        M[self._Mi, self._Mj] = y[:k]
+        Q = y[k:k + n]
+        B = np.zeros((n, self.n_act))
+        B[self._Bi, self._Bj] = y[k + n:]
+        return M, Q, B
+
+    def mass_matrix(self, t, q, qd=None):
+        return self._eval_dyn(t, np.asarray(q, float), np.zeros(self.n) if qd is None else np.asarray(qd, float))
+
+    # ---- inverse dynamics ---------------------------------------------------------------------
+    def inverse(self, t: float, q, qd, qdd) -> tuple[np.ndarray, np.ndarray]:
+        """(u, lam): actuator forces and the multipliers of `inverse_rows` (then the
+        non-holonomic rows) with [Phi_q^T, C^T, -B] [lam; u] = Q - M qdd."""
+        q, qd, qdd = (np.asarray(x, float) for x in (q, qd, qdd))
+        M, Q, B = self._eval_dyn(t, q, qd)
+        _, A, _ = self._eval_pos(q, t)
+        rows = list(self.inverse_rows) + list(range(self.m, self.m + self.m_nh))
+        G = np.hstack([A[rows].T, -B])
+        rhs = Q - M @ qdd
+        f = _Factor(G)
+        if f.ok:  # square and regular: every multiplier and actuator force is determined
+            x = f.solve(rhs)
+            return x[len(rows):], x[:len(rows)]
+        U, s, Vt = np.linalg.svd(G)  # full: Vt[r:] spans the null space even when G is wide
+        r = _rank(s)
+        x = Vt[:r].T @ ((U[:, :r].T @ rhs) / s[:r]) if r else np.zeros(G.shape[1])
+        if r < G.shape[1] and self.n_act:
+            null = Vt[r:].T
+            act = null[len(rows):]
+            if np.max(np.abs(act), initial=0.0) > 1e-6:
+                raise DynamicsError(
+                    f"{self.eqs.model}: at t={t} the actuator forces are not determined: "
+                    f"{_names_in(act, self.eqs.actuator_names)} can be traded against constraint reactions")
+        res = G @ x - rhs
+        scale = max(1.0, np.max(np.abs(rhs)), np.max(np.abs(G @ np.abs(x)), initial=0.0))
+        if np.max(np.abs(res), initial=0.0) > 1e-8 * scale:
+            raise DynamicsError(
+                f"{self.eqs.model}: at t={t} the actuators and constraint reactions cannot produce this motion: "
+                f"residual {np.max(np.abs(res)):.3g}, largest in coordinates {_names_in(res[:, None], self.names)}")
+        return x[len(rows):], x[:len(rows)]
+
+    def inverse_motion(self, times, q0=None) -> dict[str, np.ndarray]:
+        """Kinematic simulation then inverse dynamics at each time: t, Q, QD, QDD, U, LAM."""
+        Q, QD, QDD = self.motion(times, q0)
+        U, LAM = [], []
+        for t, q, qd, qdd in zip(times, Q, QD, QDD):
+            u, lam = self.inverse(float(t), q, qd, qdd)
+            U.append(u)
+            LAM.append(lam)
+        return {"t": np.asarray(times, float), "Q": Q, "QD": QD, "QDD": QDD, "U": np.array(U), "LAM": np.array(LAM)}
+
+    # ---- forward dynamics ---------------------------------------------------------------------
+    def _u(self, u, t, q, qd):
+        if self.n_act == 0:
+            return np.zeros(0)
+        if u is None:
+            return np.zeros(self.n_act)
+        v = u(t, q, qd) if callable(u) else u
+        return np.broadcast_to(np.asarray(v, float), (self.n_act,))
+
+    def accelerations(self, t, q, qd, u=None) -> tuple[np.ndarray, np.ndarray]:
+        """(qdd, lambda) of [M A^T; A 0] [qdd; lambda] = [Q + B u; g]."""
+        M, Q, B = self._eval_dyn(t, q, qd)
+        _, A, _ = self._eval_pos(q, t)
+        g = self._gamma(t, q, qd)
+        n, m = self.n, A.shape[0]
+        K = np.zeros((n + m, n + m))
+        K[:n, :n] = M
+        K[:n, n:] = A.T
+        K[n:, :n] = A
+        rhs = np.concatenate([Q + B @ self._u(u, t, q, qd), g])
+        f = _Factor(K)
+        # redundant constraints make K singular (in lambda only): minimum-norm multipliers then
+        x = f.solve(rhs) if f.ok else np.linalg.lstsq(K, rhs, rcond=1e-12)[0]
+        return x[:n], x[n:]
+
+    def check_inertia(self, t, q, qd) -> None:
+        """Raise DynamicsError if some accelerations are determined neither by inertia nor by
+        the constraints (null space of [M; A])."""
+        M, _, _ = self._eval_dyn(t, q, qd)
+        _, A, _ = self._eval_pos(q, t)
+        sM = max(np.max(np.abs(M)), 1e-300)
+        sA = max(np.max(np.abs(A), initial=0.0), 1e-300)
+        S = np.vstack([M / sM, A / sA])
+        _, s, Vt = np.linalg.svd(S)
+        r = _rank(s)
+        if r < self.n:
+            raise DynamicsError(
+                f"{self.eqs.model}: missing inertia: at t={t} the accelerations of "
+                f"{_names_in(Vt[r:].T, self.names)} are set neither by a mass nor by a constraint; "
+                "give the bodies that move them mass and inertia")
+
+    def project(self, t: float, q, qd) -> tuple[np.ndarray, np.ndarray]:
+        """The nearest consistent state: Newton onto Phi = 0, then the minimum-norm velocity
+        correction onto A qd = b."""
+        q = self.position(t, q)
+        _, A, b = self._eval_pos(q, t)
+        if A.shape[0]:
+            qd = qd - np.linalg.lstsq(A, A @ qd - b, rcond=1e-12)[0]
+        return q, qd
+
+    def energy(self, t: float, q, qd) -> tuple[float, float]:
+        if self._energy is None:
+            raise DynamicsError(f"{self.eqs.model}: the model has no energy expressions")
+        T, V = self._energy(np.concatenate([q, qd, [t]]))
+        return float(T), float(V)
+
+    def forward(self, t_end: float, q0=None, qd0=None, t0: float = 0.0, u=None, dt: float = 0.02,
+                rtol: float = 1e-10, atol: float = 1e-12, method: str = "DOP853") -> Trajectory:
+        """Integrate from (q0, qd0) at t0 to t_end; the state is projected onto the constraints
+        every `dt` (the output interval). u: actuator forces (array or callable (t, q, qd))."""
+        from scipy.integrate import solve_ivp
+
+        n = self.n
+        q = np.array([self.eqs.guess.get(s, 0.0) for s in self.eqs.q]) if q0 is None else np.array(q0, float)
+        qd = np.zeros(n) if qd0 is None else np.array(qd0, float)
+        q, qd = self.project(t0, q, qd)
+        self.check_inertia(t0, q, qd)
+        nfev = 0
+
+        def rhs(t, y):
+            nonlocal nfev
+            nfev += 1
+            qdd, _ = self.accelerations(t, y[:n], y[n:], u)
+            return np.concatenate([y[n:], qdd])
+
+        times = np.arange(t0, t_end + 0.5 * dt, dt)
+        times[-1] = t_end
+        T_, Q, QD = [t0], [q], [qd]
+        res = vres = 0.0
+        y = np.concatenate([q, qd])
+        h = None
+        for a, b in zip(times[:-1], times[1:]):
+            sol = solve_ivp(rhs, (a, b), y, method=method, rtol=rtol, atol=atol,
+                            first_step=None if h is None else min(h, b - a))
+            if not sol.success:
+                raise DynamicsError(f"{self.eqs.model}: integration failed at t={sol.t[-1]}: {sol.message}")
+            if len(sol.t) > 1:
+                h = (sol.t[-1] - sol.t[-2]) or None
+            qe, qde = sol.y[:n, -1], sol.y[n:, -1]
+            phi, A, bb = self._eval_pos(qe, b)
+            res = max(res, float(np.max(np.abs(phi), initial=0.0)))
+            if A.shape[0]:
+                vres = max(vres, float(np.max(np.abs(A @ qde - bb))))
+            qe, qde = self.project(b, qe, qde)
+            y = np.concatenate([qe, qde])
+            T_.append(b)
+            Q.append(qe)
+            QD.append(qde)
+        traj = Trajectory(t=np.array(T_), Q=np.array(Q), QD=np.array(QD), residual=res, vresidual=vres,
+                          stats={"nfev": nfev, "segments": len(times) - 1})
+        if self._energy is not None:
+            ev = np.array([self.energy(t, q_, qd_) for t, q_, qd_ in zip(traj.t, traj.Q, traj.QD)])
+            traj.T = ev[:, 0]
+            traj.E = ev[:, 0] + ev[:, 1]
+            traj.drift_abs = float(np.max(np.abs(traj.E - traj.E[0])))
+            scale = float(np.max(traj.T))
+            traj.drift = traj.drift_abs / scale if scale > 0 else traj.drift_abs
+        return traj

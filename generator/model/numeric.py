@@ -1,0 +1,76 @@
+"""Fast scalar evaluation of atom graphs for the solvers.
+
+The numpy `Evaluator` of mbforge.ir is the reference and is vectorised over batches; the
+solvers (Newton iterations, ODE right-hand sides) instead evaluate one point at a time,
+thousands of times, where a numpy call per atom costs more than the arithmetic. `Compiled`
+lowers the same graph to one straight-line Python function over floats (one statement per
+atom, `math` functions), which is 10-30x faster at a single point and computes the same
+IEEE operations. Invariants: one statement per atom of `topo(outputs)`, inputs in the given
+order, outputs returned as a numpy array in the given order.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ir import Atom, ExpressionError, flatten, topo
+
+_CALL = {"sqrt": "_sqrt", "sin": "_sin", "cos": "_cos", "tan": "_tan", "exp": "_exp", "log": "_log",
+         "abs": "abs", "atan2": "_atan2"}
+_ENV = {"_sqrt": math.sqrt, "_sin": math.sin, "_cos": math.cos, "_tan": math.tan, "_exp": math.exp,
+        "_log": math.log, "_atan2": math.atan2, "_array": np.array, "_float": float}
+
+
+class EvaluationError(ArithmeticError):
+    """A point where an expression is undefined (division by zero, sqrt or log of a negative)."""
+
+
+class Compiled:
+    """outputs (atoms, nested lists) as a function of `inputs` (symbols) at one point."""
+
+    def __init__(self, outputs, inputs: list[Atom]):
+        self.outputs = flatten(outputs)
+        self.inputs = list(inputs)
+        index = {s: k for k, s in enumerate(self.inputs)}
+        order = topo(self.outputs)
+        unknown = sorted(a.value.name for a in order if a.op == "sym" and a not in index)
+        if unknown:
+            raise ExpressionError(f"cannot evaluate: no value for symbol(s) {', '.join(unknown)}")
+        name: dict[Atom, str] = {}
+        lines = ["def _f(x):"]
+        for a in order:
+            op = a.op
+            if op == "sym":
+                name[a] = f"x[{index[a]}]"
+                continue
+            if op == "const":
+                name[a] = repr(a.value)
+                continue
+            v = f"v{len(name)}"
+            args = [name[x] for x in a.args]
+            if op == "add":
+                e = f"{args[0]} + {args[1]}"
+            elif op == "mul":
+                e = f"{args[0]} * {args[1]}"
+            elif op == "div":
+                e = f"{args[0]} / {args[1]}"
+            elif op == "neg":
+                e = f"-{args[0]}"
+            elif op == "pow":
+                e = f"{args[0]} ** {a.value}"
+            else:
+                e = f"{_CALL[op]}({', '.join(args)})"
+            lines.append(f" {v} = {e}")
+            name[a] = v
+        lines.append(f" return _array([{', '.join(name[a] for a in self.outputs)}], dtype=_float)")
+        env = dict(_ENV)
+        exec(compile("\n".join(lines), "<mbforge.model.numeric>", "exec"), env)  # noqa: S102
+        self._f = env["_f"]
+        self.n_out = len(self.outputs)
+
+    def __call__(self, x) -> np.ndarray:
+        try:
+            return self._f(x.tolist() if isinstance(x, np.ndarray) else [float(v) for v in x])
+        except (ZeroDivisionError, ValueError, OverflowError) as e:
+            raise EvaluationError(f"expression undefined at this point ({e})") from None
