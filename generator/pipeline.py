@@ -7,6 +7,7 @@ same digests; `Plan.write` is the separate step that touches the disk.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import json
@@ -14,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import __version__
-from .ir import lower
+from .ir import lower, subs, topo
 from .ir.graph import gc_paused
-from .kernels import Kernel
+from .kernels import InPort, Kernel, OutPort
 from .manifest import MANIFEST_NAME, Group, Manifest
 from .passes.fixedpoint import plan_fixed
 from .passes.floaterror import float32_bounds
@@ -79,8 +80,44 @@ def _doc(groups, names) -> list[str]:
     return out
 
 
+PARAM_MODES = ("fold", "runtime")
+
+
+def _parameters(kernel: Kernel, mode: str) -> Kernel:
+    """Model parameters (symbols of kind param) the outputs depend on: folded in as their
+    values, or appended as a runtime input port `params` with their declared ranges."""
+    inputs = set(kernel.input_symbols)
+    params = sorted({a for a in topo(kernel.output_atoms) if a.op == "sym" and a.value.kind == "param"
+                     and a not in inputs}, key=lambda a: a.value.name)
+    if not params:
+        return kernel
+    if mode == "fold":
+        vals = {p: p.value.default for p in params}
+        missing = [p.value.name for p, v in vals.items() if v is None]
+        if missing:
+            raise GenerateError(f"parameters without a value cannot be folded: {', '.join(missing)}")
+        outs = [OutPort(p.name, p.shape, subs(p.atoms, vals), p.pattern) for p in kernel.outputs]
+        return dataclasses.replace(kernel, outputs=outs)
+    if mode == "runtime":
+        port = InPort("params", params, [p.value.range or _default_range(p) for p in params])
+        domain = None if kernel.domain is None else [box + port.ranges for box in kernel.domain]
+        return dataclasses.replace(kernel, inputs=kernel.inputs + [port], domain=domain,
+                                   motion=None if kernel.motion is None else
+                                   [row + [p.value.default for p in params] for row in kernel.motion])
+    raise GenerateError(f"option params={mode!r}: must be one of {', '.join(PARAM_MODES)}")
+
+
+def _default_range(p) -> tuple[float, float]:
+    v = p.value.default
+    if v is None:
+        raise GenerateError(f"parameter {p.value.name} has neither a value nor a range")
+    d = abs(v) * 0.1 or 0.1
+    return (v - d, v + d)
+
+
 def generate(kernel: Kernel, target: str, prefix: str | None = None, options: dict | None = None) -> Plan:
     with gc_paused():
+        kernel = _parameters(kernel, (options or {}).get("params", "fold"))
         return _generate(kernel, target, prefix, options)
 
 

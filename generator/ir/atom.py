@@ -57,6 +57,7 @@ class Symbol:
     kind: str
     index: int  # bit position in masks; creation order within the process
     default: float | None = None  # parameters: value used when folded in
+    range: tuple[float, float] | None = None  # parameters: where a runtime value may lie
 
     def __repr__(self) -> str:
         return self.name
@@ -198,7 +199,7 @@ ONE = const(1.0)
 TWO = const(2.0)
 
 
-def symbol(name: str, kind: str = "input", default: float | None = None) -> Atom:
+def symbol(name: str, kind: str = "input", default: float | None = None, range=None) -> Atom:
     """The symbol called `name` (one atom per name; its kind must not change)."""
     if kind not in SYMBOL_KINDS:
         raise ExpressionError(f"symbol {name!r}: kind {kind!r} is not one of {SYMBOL_KINDS}")
@@ -210,7 +211,8 @@ def symbol(name: str, kind: str = "input", default: float | None = None) -> Atom
         if default is not None and s.default is not None and float(default) != s.default:
             raise ExpressionError(f"parameter {name!r} already exists with value {s.default}, not {default}")
         return a
-    s = Symbol(name, kind, len(_symbols), None if default is None else float(default))
+    s = Symbol(name, kind, len(_symbols), None if default is None else float(default),
+               None if range is None else (float(range[0]), float(range[1])))
     a = Atom("sym", (), s, _mix(_OPKEY["sym"], _name_key(name)), 1 << s.index)
     _symbols[name] = a
     return a

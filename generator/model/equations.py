@@ -125,3 +125,25 @@ class Equations:
     @property
     def nh_gamma(self) -> list[Atom]:
         return self._nh_parts()[2]
+
+    # ---- parameters -----------------------------------------------------------------------
+    def nominal(self) -> "Equations":
+        """These equations with every parameter replaced by its value (the numerics of the
+        reference solvers run on this)."""
+        if not self.params:
+            return self
+        vals = {p: p.value.default for p in self.params}
+
+        def s(x):
+            return None if x is None else subs(x, vals)
+
+        def sm(S):
+            return None if S is None else Sparse(S.shape, {k: subs(a, vals) for k, a in S.entries.items()})
+
+        return Equations(model=self.model, q=self.q, qd=self.qd, qdd=self.qdd, t=self.t,
+                         phi=s(self.phi), phi_names=self.phi_names,
+                         ranges={k: v for k, v in self.ranges.items() if k not in vals}, params=[],
+                         M=sm(self.M), Q=s(self.Q), guess=self.guess, driving=self.driving,
+                         nh=s(self.nh), nh_names=self.nh_names, actuator_names=self.actuator_names,
+                         B=sm(self.B), T=s(self.T), V=s(self.V), conservative=self.conservative,
+                         outputs={k: subs(v, vals) for k, v in self.outputs.items()})

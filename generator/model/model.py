@@ -69,6 +69,7 @@ class Model:
         self.forces: list[_forces.ForceElement] = []
         self.actuators: list[_forces.Actuator] = []
         self.outputs: dict[str, Atom] = {}
+        self.params: list[Atom] = []
         self._gravity = None
         self._names: set[str] = set()
         self._eq_names: set[str] = set()
@@ -105,6 +106,29 @@ class Model:
         self._tang = None
         return q
 
+    def parameter(self, name: str, value: float, range=None) -> Atom:
+        """A model parameter (a length, a mass, a stiffness...): folded into the generated
+        code as the constant `value`, or kept as a runtime input (generate option
+        params="runtime") that may vary within `range` (default: value +- 10%)."""
+        if not _IDENT.match(name):
+            raise ModelError(f"{self.name}: parameter name {name!r} is not an identifier")
+        if name in self._names:
+            raise ModelError(f"{self.name}: {name!r} is defined twice")
+        value = float(value)
+        if range is None:
+            d = abs(value) * 0.1 or 0.1
+            range = (value - d, value + d)
+        if not (len(range) == 2 and range[0] <= value <= range[1] and range[0] < range[1]):
+            raise ModelError(f"{self.name}: parameter {name!r}: value {value} is not inside its range {range!r}")
+        try:
+            p = symbol(name, "param", default=value, range=range)
+        except ExpressionError as e:
+            raise ModelError(f"{self.name}: parameter {name!r}: {e}") from None
+        self._names.add(name)
+        self.params.append(p)
+        self.ranges[p] = (float(range[0]), float(range[1]))
+        return p
+
     def time_range(self, lo: float, hi: float) -> None:
         if not lo < hi:
             raise ModelError(f"{self.name}: empty time range ({lo}, {hi})")
@@ -130,7 +154,7 @@ class Model:
         if e.mask & ~allowed:
             bad = sorted(a.value.name for a in topo([e]) if a.is_symbol and not a.mask & allowed)
             raise ModelError(f"{self.name}: {what} depends on {', '.join(bad)}, which are not "
-                             "coordinates of this model (or t)")
+                             "coordinates or parameters of this model (or t)")
 
     def _new_equation(self, expr, name: str, what: str) -> Atom:
         if not name or not isinstance(name, str):
@@ -148,7 +172,7 @@ class Model:
         (name, name_d for velocities)."""
         if isinstance(expr, Atom) or not hasattr(expr, "free_symbols"):
             return as_atom(expr)
-        known = {s.value.name: s for s in self.q + self.qd + [self.t]}
+        known = {s.value.name: s for s in self.q + self.qd + [self.t] + self.params}
         mapping = {}
         for s in expr.free_symbols:
             mapping[s] = known[s.name] if s.name in known else symbol(s.name)
@@ -159,7 +183,7 @@ class Model:
         """Add the equation expr = 0 (holonomic: a function of q and t)."""
         what = "driving constraint" if driving else "constraint"
         e = self._new_equation(expr, name, what)
-        self._check_symbols(e, self._mask(self.q + [self.t]), f"{what} {name!r}")
+        self._check_symbols(e, self._mask(self.q + [self.t] + self.params), f"{what} {name!r}")
         if e.is_const:
             raise ModelError(f"{self.name}: {what} {name!r} is the constant {e.value!r}: "
                              "it constrains nothing")
@@ -182,7 +206,7 @@ class Model:
     def velocity_constraint(self, expr, name: str) -> None:
         """A non-holonomic constraint C(q, t) qd + c(q, t) = 0 (linear in the velocities)."""
         e = self._new_equation(expr, name, "velocity constraint")
-        self._check_symbols(e, self._mask(self.q + self.qd + [self.t]), f"velocity constraint {name!r}")
+        self._check_symbols(e, self._mask(self.q + self.qd + [self.t] + self.params), f"velocity constraint {name!r}")
         C = jacobian([e], self.qd)
         if not C.entries:
             raise ModelError(f"{self.name}: velocity constraint {name!r} does not involve any velocity")
@@ -302,7 +326,7 @@ class Model:
         if name in self.outputs:
             raise ModelError(f"{self.name}: output {name!r} is defined twice")
         e = self._atom(expr)
-        self._check_symbols(e, self._mask(self.q + self.qd + [self.t]), f"output {name!r}")
+        self._check_symbols(e, self._mask(self.q + self.qd + [self.t] + self.params), f"output {name!r}")
         self.outputs[name] = e
 
     # ---- equations ---------------------------------------------------------------------
@@ -349,7 +373,7 @@ class Model:
                          ranges=dict(self.ranges), guess=dict(self.guess), M=M, Q=Q,
                          driving=list(self.driving), nh=list(self.nh), nh_names=list(self.nh_names),
                          actuator_names=[a.name for a in self.actuators], B=B, T=T, V=V,
-                         conservative=conservative, outputs=dict(self.outputs))
+                         conservative=conservative, outputs=dict(self.outputs), params=list(self.params))
 
     def _check_inertia(self, M: Sparse) -> None:
         """A coordinate with no inertia that no equation involves has no defined acceleration."""

@@ -102,6 +102,7 @@ def _index_of(eqs: Equations, key) -> int:
 
 class Kinematics:
     def __init__(self, eqs: Equations):
+        eqs = eqs.nominal()  # parameters at their values
         self.eqs = eqs
         n = len(eqs.q)
         self.n = n
@@ -339,6 +340,7 @@ class Trajectory:
 class Dynamics(Kinematics):
     def __init__(self, eqs: Equations):
         super().__init__(eqs)
+        eqs = self.eqs
         if eqs.M is None or eqs.Q is None:
             raise DynamicsError(f"{eqs.model}: the model has no inertia (no body has mass): "
                                 "dynamics needs M and Q")
