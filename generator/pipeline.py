@@ -19,7 +19,7 @@ from .ir import lower, subs, topo
 from .ir.graph import gc_paused
 from .kernels import InPort, Kernel, OutPort
 from .manifest import MANIFEST_NAME, Group, Manifest
-from .passes.fixedpoint import plan_fixed
+from .passes.fixedpoint import bound_over_boxes
 from .passes.floaterror import float32_bounds
 from .passes.ranges import analyse_domain
 from .render.c import DIALECTS, render_c
@@ -164,7 +164,8 @@ def _generate(kernel: Kernel, target: str, prefix: str | None, options: dict | N
     status_codes = {"0": "ok"}
     boxes = kernel.domain or [kernel.input_ranges]
     if target == "c-fixed":
-        fx = plan_fixed(tape, analyse_domain(tape, boxes))
+        per_box: list = []
+        fx = bound_over_boxes(tape, analyse_domain(tape, boxes, per_box=per_box), per_box)
         for g in inputs:
             g.frac_bits = fx.in_bits[g.offset:g.offset + g.size]
         for g in outputs:

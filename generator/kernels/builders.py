@@ -31,7 +31,7 @@ import numpy as np
 from ..ir import ZERO, Atom, Evaluator, ExpressionError, Sparse, add, neg, op_counts, sub, subs, symbol
 from ..model import Equations, Kinematics, ModelError
 from ..passes.solve import SingularPivotError, factor_ldlt, factor_lu
-from . import InPort, Kernel, OutPort
+from . import InPort, Kernel, OutPort, covers, tube
 from .samples import kernel_samples
 
 MOTION_POINTS = 48
@@ -119,6 +119,32 @@ def _motion(eqs: Equations, row) -> list[list[float]] | None:
     return [[float(v) for v in row(Q[i], QD[i], QDD[i], float(times[i]))] for i in range(len(times))]
 
 
+DOMAIN_STEPS = 96  # boxes in the tube around a driven motion
+
+
+def _domain(eqs: Equations, row):
+    """The kernel's input domain for a driven motion: a tube of boxes around the inputs
+    along the motion (see kernels.tube), checked to cover the motion half-way between its
+    samples. Range analysis (fixed-point formats, error bounds) and test vectors then work
+    where the mechanism runs, not over the whole box of declared ranges, where the
+    Jacobians are singular in many places. None when the model is not fully driven."""
+    lo, hi = eqs.ranges[eqs.t]
+    if _motion_states(eqs, 2) is None:
+        return None
+    times = np.linspace(lo, hi, DOMAIN_STEPS + 1)
+    mids = (times[:-1] + times[1:]) / 2
+    kin = Kinematics(eqs)
+    pts = [np.array(row(*state, t)) for state, t in zip(zip(*kin.motion(times)), times)]
+    half = [np.array(row(*state, t)) for state, t in zip(zip(*kin.motion(mids)), mids)]
+    margin = 0.5
+    for _ in range(4):
+        boxes = tube(pts, margin=margin)
+        if covers(boxes, half):
+            return boxes
+        margin *= 2
+    raise KernelError(f"{eqs.model}: the tube around the driven motion does not cover it between samples")
+
+
 # ---- equations -----------------------------------------------------------------------------
 def equations_kernel(eqs: Equations) -> Kernel:
     """Phi, Phi_q, Phi_t and gamma as they are, from q, qd and t; with M (sparse), Q (delta:
@@ -180,6 +206,7 @@ def kinematics_kernel(eqs: Equations, samples=None) -> Kernel:
         outputs=[OutPort.vector("qd", qd), OutPort.vector("qdd", qdd), OutPort.vector("Phi", eqs.phi)],
     )
     k.motion = _motion(eqs, lambda q, qd_, qdd_, t: [*q, t])
+    k.domain = _domain(eqs, lambda q, qd_, qdd_, t: [*q, t])
     k.extra.update(solves={"Phi_q": F}, report=F.report(qd, qdd), divisor_ranges=F.divisor_ranges())
     return k
 
@@ -381,6 +408,7 @@ def inverse_dynamics_kernel(eqs: Equations, samples=None) -> Kernel:
         outputs=[OutPort.vector("u", uu), OutPort.vector("lambda", lam)],
     )
     k.motion = _motion(eqs, lambda q, qd, qdd, t: [*q, *qd, *qdd, t])
+    k.domain = _domain(eqs, lambda q, qd, qdd, t: [*q, *qd, *qdd, t])
     k.extra.update(solves={"G": F}, report=F.report(x), divisor_ranges=F.divisor_ranges(), multipliers=lam_names,
                    actuators=act_names)
     return k

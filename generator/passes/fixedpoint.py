@@ -81,8 +81,11 @@ class FixedProgram:
         return self.temp_bits[v] if kind == "t" else self.in_bits[v]
 
 
-def plan_fixed(tape: Tape, ranges: Ranges) -> FixedProgram:
-    in_bits = [frac_bits_for(iv.mag) for iv in ranges.inputs]
+def plan_fixed(tape: Tape, ranges: Ranges, like: FixedProgram | None = None) -> FixedProgram:
+    """Formats and error bounds for the tape over `ranges`. With `like`, the formats of
+    `like` are kept and only the error bounds are derived again over these (narrower)
+    ranges: how a union of boxes gets bounds box by box (see bound_over_boxes)."""
+    in_bits = list(like.in_bits) if like else [frac_bits_for(iv.mag) for iv in ranges.inputs]
     # bounds are against exact arithmetic on the inputs the kernel receives (int32 words);
     # quantising a real input adds at most half an ulp of its format, see in_bits
     in_err = [0.0 for _ in in_bits]
@@ -107,6 +110,8 @@ def plan_fixed(tape: Tape, ranges: Ranges) -> FixedProgram:
     def choose(d: int, pre_err: float, rounding) -> int:
         """Format for temp d: its range plus error must fit; rounding(f) is the error the
         final rounding to f adds."""
+        if like is not None:
+            return like.temp_bits[d]
         m = ranges.temps[d].mag
         f = frac_bits_for(m + pre_err + 2.0 ** -60)
         while f > -30 and (m + pre_err + rounding(f)) * 2.0 ** f >= MAXMAG * (1 - 1e-12):
@@ -121,26 +126,38 @@ def plan_fixed(tape: Tape, ranges: Ranges) -> FixedProgram:
             consts = [o for o in a if o[0] == "c"]
             vars_ = [o for o in a if o[0] != "c"]
             e_pre = sum(ferr(o) for o in vars_)
-            # common format: the finer operand, but never more than 31 bits of shift
             fs = [fbits(o) for o in vars_]
-            F = max(fs)
-            if len(fs) == 2:
-                F = min(F, min(fs) + 31)
-            f = choose(d, e_pre + (half_ulp(F) if consts else 0.0), lambda f_: half_ulp(f_))
-            F = max(F, f) if len(fs) == 1 else F
+            # every constant must fit int64 at the common format, with a bit to spare
+            cap_c = min((61 - math.ceil(math.log2(abs(o[1]))) for o in consts if o[1] != 0.0), default=10 ** 6)
+
+            def common(f_out: int) -> int:
+                """The format operands are aligned to: the finer operand's, but never more
+                than 31 bits of shift for either operand nor 31 bits below the result."""
+                if len(fs) == 2:
+                    F_ = min(max(fs), min(fs) + 31, f_out + 31)
+                else:
+                    F_ = max(fs[0], f_out)
+                return min(F_, cap_c)
+
+            def extra(F_: int) -> float:
+                """errors of the alignment: constants quantised, finer operands rounded"""
+                e_x = sum(abs(round(o[1] * 2.0 ** F_) / 2.0 ** F_ - o[1]) for o in consts)
+                return e_x + sum(half_ulp(F_) for fo in fs if fo > F_)
+
+            f = choose(d, e_pre, half_ulp)
+            for _ in range(64):  # alignment errors are far below the margin: settles at once
+                F = common(f)
+                f2 = choose(d, e_pre + extra(F), half_ulp)
+                if f2 == f:
+                    break
+                f = f2
+            e_pre += extra(F)
             sh = []
             for o in a:
                 if o[0] == "c":
-                    ci = round(o[1] * 2.0 ** F)
-                    if abs(ci) >= 2 ** 62:
-                        raise ExpressionError(f"{where(ins)}: constant {o[1]!r} too large for the common format")
-                    e_pre += abs(ci / 2.0 ** F - o[1])
-                    sh.append(("lit", ci))
+                    sh.append(("lit", round(o[1] * 2.0 ** F)))
                 else:
-                    fo = fbits(o)
-                    if fo > F:  # a finer operand is rounded to F first
-                        e_pre += half_ulp(F)
-                    sh.append(("shift", F - fo))
+                    sh.append(("shift", F - fbits(o)))
             s = F - f
             e = e_pre + (half_ulp(f) if s > 0 else 0.0)
             p = {"align": sh, "F": F, "s": s}
@@ -249,5 +266,18 @@ def plan_fixed(tape: Tape, ranges: Ranges) -> FixedProgram:
     return FixedProgram(tape, in_bits, bits, out_bits, out, out_err, in_err, err)
 
 
-def check_interval(iv: Interval) -> None:  # pragma: no cover - placeholder for symmetry
-    pass
+def bound_over_boxes(tape: Tape, hull: Ranges, boxes: list[Ranges]) -> FixedProgram:
+    """Formats from the hull of the domain; error bounds box by box with those formats
+    (inside a small box the magnitudes that multiply errors, and the smallest divisors,
+    are the box's own), the largest over the boxes reported: sound on the union."""
+    fx = plan_fixed(tape, hull)
+    if len(boxes) <= 1:
+        return fx
+    worst = [0.0] * len(fx.out_error)
+    for r in boxes:
+        b = plan_fixed(tape, r, like=fx)
+        if [i.params for i in b.instrs] != [i.params for i in fx.instrs]:  # pragma: no cover
+            raise AssertionError("re-bounding changed the fixed-point program")
+        worst = [max(w, e) for w, e in zip(worst, b.out_error)]
+    fx.out_error = worst
+    return fx

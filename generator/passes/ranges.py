@@ -188,6 +188,21 @@ def a_from_interval(iv: Interval, noise: _Noise) -> Affine:
     return Affine(c, {noise.fresh(): _up((iv.hi - iv.lo) / 2)}, _rnd(c, {}))
 
 
+class _Where:
+    """`op computing <atom>`, written out only if an error message needs it (printing a
+    big atom costs as much as analysing the whole tape)."""
+
+    __slots__ = ("op", "atom")
+
+    def __init__(self, op, atom):
+        self.op, self.atom = op, atom
+
+    def __str__(self) -> str:
+        return f"{self.op} computing {self.atom!r}"[:300]
+
+    __format__ = lambda self, spec: format(str(self), spec)  # noqa: E731
+
+
 @dataclass
 class Ranges:
     """Per tape temp: a sound enclosure of its exact value; per input: its range."""
@@ -232,7 +247,7 @@ def analyse(tape: Tape, input_ranges: list[tuple[float, float]], strict: bool = 
 
     for ins_ in tape.instrs:
         op = ins_.op
-        where = f"{op} computing {tape.atoms[ins_.dst[0]]!r}"[:300]
+        where = _Where(op, tape.atoms[ins_.dst[0]])  # printed only in an error message
         args = [get(o) for o in ins_.args]
         if not strict and any(not math.isfinite(iv.mag) for iv, _ in args):
             for d in ins_.dst:
@@ -284,12 +299,15 @@ def analyse(tape: Tape, input_ranges: list[tuple[float, float]], strict: bool = 
     return Ranges(ivs, ins)
 
 
-def analyse_domain(tape: Tape, boxes, strict: bool = True) -> Ranges:
+def analyse_domain(tape: Tape, boxes, strict: bool = True, per_box: list | None = None) -> Ranges:
     """Range analysis over a union of input boxes: each box analysed on its own (small
-    boxes keep intervals and affine forms tight), the enclosures joined."""
+    boxes keep intervals and affine forms tight), the enclosures joined. With `per_box`
+    (a list), each box's own Ranges are appended to it."""
     out: Ranges | None = None
     for box in boxes:
         r = analyse(tape, box, strict=strict)
+        if per_box is not None:
+            per_box.append(r)
         if out is None:
             out = r
             continue
