@@ -18,7 +18,7 @@ from ..ir.atom import ExpressionError
 from ..ir.tape import Tape
 
 _TINY = 1e-300
-MAX_TERMS = 48  # affine forms keep this many noise terms; the rest are merged into one
+MAX_TERMS = 64  # affine forms keep this many noise terms; the rest are merged into one
 
 
 def _down(x: float) -> float:
@@ -183,6 +183,65 @@ def i_sqr(a: Interval) -> Interval:
     return Interval(0.0, _up(max(a.lo * a.lo, a.hi * a.hi)))
 
 
+def _linear(a: Affine, alpha: float, zeta: float, delta: float, noise: _Noise) -> Affine:
+    """alpha * a + zeta + [-delta, delta] (delta: a fresh noise symbol)"""
+    t = {k: alpha * v for k, v in a.terms.items()}
+    c = alpha * a.c + zeta
+    if delta > 0:
+        t[noise.fresh()] = _up(delta * (1 + 1e-12) + _rnd(c, {}))
+    t, err = _condense(t, abs(alpha) * a.err + _rnd(c, t))
+    return Affine(c, t, err)
+
+
+def _chebyshev(f, df_inv, lo: float, hi: float):
+    """(alpha, zeta, delta) of the secant-slope approximation f(y) ~ alpha y + zeta, with
+    |f - (alpha y + zeta)| <= delta on [lo, hi]; df_inv(alpha) lists the points of
+    [lo, hi] where f' = alpha (the extremes of f - alpha y are there or at the ends)."""
+    alpha = (f(hi) - f(lo)) / (hi - lo)
+    pts = [lo, hi] + [y for y in df_inv(alpha) if lo < y < hi]
+    g = [f(y) - alpha * y for y in pts]
+    return alpha, (max(g) + min(g)) / 2, (max(g) - min(g)) / 2
+
+
+def a_recip(a: Affine, iv: Interval, noise: _Noise) -> Affine:
+    """1/a for a of one sign: a linear approximation keeps the correlation with a (a
+    fresh symbol per division would forget it, and elimination then blows up)."""
+    lo, hi = iv.lo, iv.hi
+    if lo > 0 or hi < 0:
+        s = 1.0 if lo > 0 else -1.0
+        L, H = (lo, hi) if s > 0 else (-hi, -lo)
+        if H - L <= 1e-300 or H / L > 1e6:
+            return a_from_interval(_iv(1.0 / hi, 1.0 / lo), noise)
+        alpha, zeta, delta = _chebyshev(lambda y: 1.0 / y, lambda al: [math.sqrt(-1.0 / al)], L, H)
+        # for a < 0: 1/a = -1/(-a) = alpha a - zeta
+        return _linear(a, alpha, s * zeta, delta + abs(zeta) * 1e-15, noise)
+    raise ExpressionError("reciprocal of a range containing 0")
+
+
+def a_sqrt(a: Affine, iv: Interval, noise: _Noise) -> Affine:
+    lo, hi = max(iv.lo, 0.0), iv.hi
+    if hi - lo <= 1e-300 or lo <= 0.0:
+        return a_from_interval(i_sqrt(iv, "sqrt"), noise)
+    alpha, zeta, delta = _chebyshev(math.sqrt, lambda al: [1.0 / (4 * al * al)], lo, hi)
+    return _linear(a, alpha, zeta, delta + abs(zeta) * 1e-15, noise)
+
+
+def a_trig(a: Affine, iv: Interval, fn: str, noise: _Noise) -> Affine:
+    lo, hi = iv.lo, iv.hi
+    if hi - lo <= 1e-300 or hi - lo > math.pi:
+        return a_from_interval(i_trig(iv, fn), noise)
+    f = math.sin if fn == "sin" else math.cos
+
+    def crit(al: float) -> list[float]:  # f'(y) = al
+        al = max(-1.0, min(1.0, al))
+        base = [math.acos(al), -math.acos(al)] if fn == "sin" else [-math.asin(al), math.pi + math.asin(al)]
+        k0 = math.floor((lo - math.pi) / (2 * math.pi)) - 1
+        return [b + 2 * math.pi * k for b in base for k in range(k0, k0 + 4)]
+
+    alpha, zeta, delta = _chebyshev(f, crit, lo, hi)
+    return _linear(a, alpha, zeta, delta + 1e-15, noise)
+
+
 def a_from_interval(iv: Interval, noise: _Noise) -> Affine:
     c = (iv.lo + iv.hi) / 2
     return Affine(c, {noise.fresh(): _up((iv.hi - iv.lo) / 2)}, _rnd(c, {}))
@@ -278,17 +337,18 @@ def analyse(tape: Tape, input_ranges: list[tuple[float, float]], strict: bool = 
                 ivs[ins_.dst[0]], afs[ins_.dst[0]] = UNBOUNDED, Affine(0.0, {}, math.inf)
                 continue
             iv = i_div(ia, ib, where)
-            af = a_from_interval(iv, noise)
+            af = a_mul(aa, a_recip(ab, ib, noise), noise)
         elif op == "sqrt":
             iv = i_sqrt(args[0][0], where)
-            af = a_from_interval(iv, noise)
+            af = a_sqrt(args[0][1], args[0][0], noise)
         elif op in ("sin", "cos"):
             iv = i_trig(args[0][0], op)
-            af = a_from_interval(iv, noise)
+            af = a_trig(args[0][1], args[0][0], op, noise)
         elif op == "sincos":
-            s, c = i_trig(args[0][0], "sin"), i_trig(args[0][0], "cos")
-            for d, iv_ in zip(ins_.dst, (s, c)):
-                ivs[d], afs[d] = iv_, a_from_interval(iv_, noise)
+            for d, fn in zip(ins_.dst, ("sin", "cos")):
+                iv_ = i_trig(args[0][0], fn)
+                af_ = a_trig(args[0][1], args[0][0], fn, noise)
+                ivs[d], afs[d] = iv_ & af_.interval(), af_
             continue
         else:
             raise ExpressionError(f"range analysis has no rule for {op!r} ({where})")
