@@ -153,12 +153,15 @@ class Link:
         what = what or f"request type 0x{ftype:02X}"
         sent = [self.send(ftype, payload)]
         deadline = time.monotonic() + self.timeout
+        rejected = None
         while True:
             wait_until = deadline if resend_every is None else min(deadline, time.monotonic() + resend_every)
             try:
                 frame = self.read_frame(wait_until, f"{what} seq {sent[-1]}")
             except LinkTimeout:
                 if time.monotonic() >= deadline:
+                    if rejected is not None:
+                        raise rejected from None
                     raise
                 sent.append(self.send(ftype, payload))
                 continue
@@ -167,7 +170,13 @@ class Link:
                 continue
             if frame.type == P.ERROR:
                 code = frame.payload[0] if frame.payload else 0
-                raise DeviceError(code, frame.seq, what)
+                rejected = DeviceError(code, frame.seq, what)
+                if resend_every is None or time.monotonic() >= deadline:
+                    raise rejected
+                # an idempotent request copy mangled while the board booted: ask again
+                self.stats.bad_frames += 1
+                sent.append(self.send(ftype, payload))
+                continue
             if frame.type != ftype | P.REPLY:
                 raise LinkError(f"{what} seq {frame.seq}: reply of type 0x{frame.type:02X}, "
                                 f"expected 0x{ftype | P.REPLY:02X}")

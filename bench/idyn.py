@@ -1,0 +1,162 @@
+"""Inverse dynamics of the Stewart platform, mbforge against CasADi, from one model.
+
+mbforge: the `inverse-dynamics` kernel (straight-line sparse LU, pivots fixed at
+generation time). CasADi: the same matrix G = [Phi_kin_q^T, -B] and right-hand side
+Q - M qdd, converted atom by atom into SX (so both start from identical expressions),
+wrapped in an MX function that solves with CasADi's sparse QR (`solve(G, rhs, "qr")`,
+which its code generator emits as C), outputs the actuator forces.
+
+Both are compared on the host (ns per call, callgrind instructions) and on the emulated
+Cortex-M4F in float32 (casadi_real=float; CasADi keeps its double literals and calls).
+
+    python -m bench.idyn [--json FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from mbforge.examples import load
+from mbforge.hil.hostlib import load_kernel
+from mbforge.ir import Evaluator, neg, sub, topo
+from mbforge.kernels.builders import build_kernel
+from mbforge.pipeline import generate
+
+from .cbuild import CKernel
+
+
+def to_sx(roots, syms):
+    """CasADi SX expressions of atoms (inputs: {symbol atom: SX})."""
+    import casadi as ca
+
+    fn = {"sqrt": ca.sqrt, "sin": ca.sin, "cos": ca.cos, "tan": ca.tan, "exp": ca.exp, "log": ca.log,
+          "abs": ca.fabs}
+    memo = dict(syms)
+    for a in topo(roots):
+        if a in memo:
+            continue
+        op, x = a.op, [memo.get(y) for y in a.args]
+        if op == "const":
+            r = ca.SX(a.value)
+        elif op == "add":
+            r = x[0] + x[1]
+        elif op == "mul":
+            r = x[0] * x[1]
+        elif op == "div":
+            r = x[0] / x[1]
+        elif op == "neg":
+            r = -x[0]
+        elif op == "pow":
+            r = x[0] ** a.value
+        elif op == "atan2":
+            r = ca.atan2(x[0], x[1])
+        else:
+            r = fn[op](x[0])
+        memo[a] = r
+    return [memo[r] for r in roots]
+
+
+def casadi_inverse_dynamics(eqs, name: str, real: str = "float") -> CKernel:
+    import casadi as ca
+
+    n = len(eqs.q)
+    rows = eqs.kinematic_rows if eqs.actuator_names else list(range(len(eqs.phi)))
+    A = eqs.phi_q
+    keep = {i: k for k, i in enumerate(rows)}
+    entries = {}
+    for (i, j), a in A.entries.items():
+        if i in keep:
+            entries[(j, keep[i])] = a
+    r = len(rows)
+    for (i, k), a in eqs.B.entries.items():
+        entries[(i, r + k)] = neg(a)
+    keys = sorted(entries, key=lambda ij: (ij[1], ij[0]))  # CasADi stores by column
+    Mqdd = eqs.M.matvec(eqs.qdd)
+    rhs = [sub(q_, m) for q_, m in zip(eqs.Q, Mqdd)]
+    ins = list(eqs.q) + list(eqs.qd) + list(eqs.qdd) + [eqs.t]  # the kernel's input order
+    X = ca.SX.sym("x", len(ins))
+    sx = to_sx([entries[k] for k in keys] + rhs, {s: X[i] for i, s in enumerate(ins)})
+    sp = ca.Sparsity.triplet(n, n, [i for i, _ in keys], [j for _, j in keys])
+    G = ca.SX(sp, ca.vertcat(*sx[:len(keys)]))
+    f_sx = ca.Function("mats", [X], [G, ca.vertcat(*sx[len(keys):])], {"cse": True})
+    Xm = ca.MX.sym("x", len(ins))
+    Gm, bm = f_sx(Xm)
+    sol = ca.solve(Gm, bm, "qr")
+    u = sol[r:]
+    f = ca.Function(name, [Xm], [u])
+    with tempfile.TemporaryDirectory() as d:
+        cg = ca.CodeGenerator(name + ".c", {"casadi_real": real, "with_header": False})
+        cg.add(f)
+        cg.generate(d + "/")
+        src = (Path(d) / (name + ".c")).read_text()
+    if real == "float":
+        src = "#define casadi_real float\n" + src
+    sz = max(f.sz_w(), 1)
+    iw = max(f.sz_iw(), 1)
+    src += (f"\nint bench_kernel(const casadi_real *in, casadi_real *out) {{\n"
+            f"  const casadi_real *arg[{f.sz_arg()}] = {{in}};\n"
+            f"  casadi_real *res[{f.sz_res()}] = {{out}};\n"
+            f"  static casadi_int iw[{iw}]; static casadi_real w[{sz}];\n"
+            f"  return {name}(arg, res, iw, w, 0);\n}}\n")
+    return CKernel("casadi", src, len(ins), len(eqs.actuator_names)), f
+
+
+def main(argv=None) -> int:
+    from .device import _kernel_dir, device_instructions, mbforge_source, sizes
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="stewart")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    eqs = load(args.model).equations()
+    t0 = time.perf_counter()
+    k = build_kernel(eqs, "inverse-dynamics")
+    # the forces only: CasADi's function returns u, so mbforge's kernel is trimmed alike
+    k.outputs = [p for p in k.outputs if p.name == "u"]
+    k.domain = None
+    plan = generate(k, "c-float32")
+    t_mb = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ck, f = casadi_inverse_dynamics(eqs, "cas_idyn")
+    t_ca = time.perf_counter() - t0
+
+    class _R:
+        extra = {"plan": plan}
+
+    src, n_in, n_out = mbforge_source(_R)
+    rows = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        for engine, (s, ni, no) in (("mbforge", (src, n_in, n_out)), ("casadi", (ck.source, ck.n_in, ck.n_out))):
+            kdir = _kernel_dir(tmp / engine / "kernel", f"{args.model}_{engine}", s, ni, no)
+            (tmp / engine / "obj").mkdir()
+            rows[engine] = sizes(kdir, tmp / engine / "obj") | device_instructions(kdir, tmp / engine, n=8)
+            # both must compute the forces: compare with the double reference on the motion
+            X = np.array(k.motion, dtype=np.float32)
+            Y, _ = load_kernel(kdir)(X)
+            ref = Evaluator(k.output_atoms, k.input_symbols)(X.astype(np.float64))
+            rows[engine]["max_rel_error"] = float(np.abs(Y - ref).max() / np.abs(ref).max())
+    rows["mbforge"]["ops"] = plan.manifest.ops["total"]
+    rows["mbforge"]["generate_s"] = t_mb
+    rows["casadi"]["generate_s"] = t_ca
+    print(f"{args.model} inverse dynamics (6 actuator forces from q, qd, qdd), float32 on the emulated Cortex-M4F")
+    print(f"{'engine':<8} {'instr/call':>11} {'flash [B]':>10} {'stack [B]':>10} {'static [B]':>11} "
+          f"{'generate [s]':>13} {'rel. error':>11}")
+    for e, r in rows.items():
+        print(f"{e:<8} {r['instructions_median']:>11.0f} {r['flash']:>10} {r['stack']:>10} {r['static_ram']:>11} "
+              f"{r['generate_s']:>13.2f} {r['max_rel_error']:>11.1e}")
+    ratio = rows["mbforge"]["instructions_median"] / rows["casadi"]["instructions_median"]
+    print(f"instructions mbforge / CasADi = {ratio:.2f} (target <= 0.5)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
