@@ -107,6 +107,11 @@ def casadi_inverse_dynamics(eqs, name: str, real: str = "float") -> CKernel:
     return CKernel("casadi", src, len(ins), len(eqs.actuator_names)), f
 
 
+class _Rd:
+    def __init__(self, plan):
+        self.extra = {"plan": plan}
+
+
 def main(argv=None) -> int:
     from .device import _kernel_dir, device_instructions, mbforge_source, sizes
 
@@ -153,6 +158,21 @@ def main(argv=None) -> int:
               f"{r['generate_s']:>13.2f} {r['max_rel_error']:>11.1e}")
     ratio = rows["mbforge"]["instructions_median"] / rows["casadi"]["instructions_median"]
     print(f"instructions mbforge / CasADi = {ratio:.2f} (target <= 0.5)")
+
+    # the host, in double: ns per call and callgrind instructions
+    from .cbuild import mbforge_kernel
+    from .host import callgrind_instructions, time_ns
+
+    dplan = generate(k, "c-double")
+    mk = mbforge_kernel(_Rd(dplan))
+    cd, _ = casadi_inverse_dynamics(eqs, "cas_idyn_d", real="double")
+    print(f"\nhost (gcc -O2, double): {'engine':<8} {'ns/call':>9} {'instr/call':>11}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for e, kk in (("mbforge", mk), ("casadi", cd)):
+            ns, ins = time_ns(kk, Path(tmp), 3), callgrind_instructions(kk, Path(tmp))
+            rows[e]["host_ns"], rows[e]["host_instructions"] = ns, ins
+            print(f"{'':<24}{e:<8} {ns:>9.0f} {ins:>11.0f}")
+    print(f"host time mbforge / CasADi = {rows['mbforge']['host_ns'] / rows['casadi']['host_ns']:.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
