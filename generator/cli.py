@@ -71,10 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     _register_generate(sub)
     from .demo import register as register_demo
     from .firmware import cli as fw_cli
+    from .hdl import cli as hdl_cli
     from .hil import cli as hil_cli
     from .model import cli as model_cli
 
-    for register in (fw_cli.register, hil_cli.register, model_cli.register, register_demo):
+    for register in (fw_cli.register, hil_cli.register, model_cli.register, hdl_cli.register, register_demo):
         register(sub)
     args = ap.parse_args(argv)
     try:

@@ -24,10 +24,13 @@ from .passes.floaterror import float32_bounds
 from .passes.ranges import analyse_domain
 from .render.c import DIALECTS, render_c
 from .render.fixed import render_fixed
+from .render.hls import render_hls
+from .render.verilog import render_rtl
 from .schedule import schedule
 
-TARGETS = (*DIALECTS, "c-fixed")
-REAL = {**{name: d.real for name, d in DIALECTS.items()}, "c-fixed": "int32"}
+TARGETS = (*DIALECTS, "c-fixed", "hls-c", "verilog")
+REAL = {**{name: d.real for name, d in DIALECTS.items()}, "c-fixed": "int32", "hls-c": "int32", "verilog": "int32"}
+FIXED_TARGETS = ("c-fixed", "hls-c", "verilog")  # one fixed-point plan, three renderers
 MOTION_NAME = "motion.json"
 DOMAIN_NAME = "domain.json"
 
@@ -163,7 +166,8 @@ def _generate(kernel: Kernel, target: str, prefix: str | None, options: dict | N
     )
     status_codes = {"0": "ok"}
     boxes = kernel.domain or [kernel.input_ranges]
-    if target == "c-fixed":
+    sources, headers = [source], [header]
+    if target in FIXED_TARGETS:
         per_box: list = []
         fx = bound_over_boxes(tape, analyse_domain(tape, boxes, per_box=per_box), per_box)
         for g in inputs:
@@ -172,7 +176,15 @@ def _generate(kernel: Kernel, target: str, prefix: str | None, options: dict | N
             g.frac_bits = fx.out_bits[g.offset:g.offset + g.size]
             g.error_bound = fx.out_error[g.offset:g.offset + g.size]
         ctx["notes"] = ["value = int32 / 2**frac_bits; formats and error bounds are in manifest.json"]
-        files = render_fixed(sched, fx, ctx)
+        if target == "c-fixed":
+            files = render_fixed(sched, fx, ctx)
+        elif target == "hls-c":
+            files = render_hls(sched, fx, ctx)
+        else:
+            try:
+                files, sources, headers = render_rtl(fx, sched, ctx, options)
+            except ValueError as e:
+                raise GenerateError(f"--target verilog: {e}") from None
         status_codes["1"] = "saturated: an input outside its declared range"
     else:
         files = render_c(sched, DIALECTS[target], ctx)
@@ -192,7 +204,7 @@ def _generate(kernel: Kernel, target: str, prefix: str | None, options: dict | N
     manifest = Manifest(
         model=kernel.model, prefix=prefix, kernel=kernel.name, function=function,
         target=target, real=real, digest=digest, model_digest=model_digest,
-        sources=[source], headers=[header], inputs=inputs, outputs=outputs,
+        sources=sources, headers=headers, inputs=inputs, outputs=outputs,
         status_codes=status_codes, ops=counts, peak_live=sched.peak_live, options=options,
         motion=motion, domain=domain,
     )

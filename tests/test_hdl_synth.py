@@ -1,0 +1,40 @@
+"""yosys synthesis report beside the RTL: word-level counts always, the iCE40 mapping for
+small designs."""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from hdl_kernels import tiny_kernel  # noqa: E402
+
+from mbforge.hdl.synth import synthesize
+from mbforge.pipeline import generate
+
+pytestmark = pytest.mark.hdl
+
+
+@pytest.mark.parametrize("variant", ["pipelined", "shared"])
+def test_synthesis_report_is_written_beside_the_rtl(tmp_path, variant):
+    generate(tiny_kernel(), "verilog", options={"variant": variant, "multipliers": 1}).write(tmp_path)
+    rep = synthesize(tmp_path)
+    on_disk = json.loads((tmp_path / "synth_report.json").read_text())
+    assert on_disk == json.loads(json.dumps(rep))
+    text = (tmp_path / "synth_report.txt").read_text()
+    assert "iCE40" in text and "flip-flop bits" in text
+    c = rep["coarse"]
+    assert c["multipliers"] >= 1 and c["flipflop_bits"] > 0 and c["cells"] > 0
+    ice = rep["ice40"]
+    assert ice["luts"] > 0 and ice["flipflops"] > 0 and ice["dsps"] >= 1
+    if variant == "shared":
+        assert rep["rtl"]["multipliers"] == 1
+
+
+def test_large_designs_get_the_coarse_flow_only(tmp_path, monkeypatch):
+    from mbforge.hdl import synth
+
+    monkeypatch.setattr(synth, "ICE40_MAX_OPS", 1)
+    generate(tiny_kernel(), "verilog", options={"variant": "shared", "multipliers": 1}).write(tmp_path)
+    rep = synth.synthesize(tmp_path)
+    assert rep["ice40"] is None and "skipped" in rep["notes"][0]
