@@ -36,8 +36,15 @@ from mbforge.hil import protocol as P
 from mbforge.manifest import MANIFEST_NAME, Manifest, ManifestError
 
 CC = os.environ.get("MBFORGE_HOST_CC", "gcc")
-CFLAGS = ["-O2", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno",
+CFLAGS = ["-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno",
           "-fvisibility=hidden", "-std=gnu11"]
+# gcc -O2 spends minutes on a kernel of thousands of straight-line operations; the bits
+# do not depend on the level (IEEE arithmetic without contraction, or integers)
+BIG_SOURCE = 200_000  # bytes
+
+
+def _opt(sources) -> str:
+    return "-O2" if sum(p.stat().st_size for p in sources) < BIG_SOURCE else "-O0"
 C_REAL = {"double": "double", "float": "float", "int32": "int32_t"}
 NP_DTYPE = {k: np.dtype(v) for k, v in P.REAL_DTYPES.items()}
 
@@ -93,7 +100,8 @@ def compile_kernel(kernel_dir: str | Path) -> Path:
         except FileNotFoundError:
             raise HostLibError(f"manifest lists {name!r} but {kernel_dir / name} does not exist") from None
     h.update(batch.encode())
-    h.update(" ".join([CC, *CFLAGS]).encode())
+    opt = _opt([kernel_dir / s for s in m.sources])
+    h.update(" ".join([CC, opt, *CFLAGS]).encode())
     key = f"{m.function}-{m.digest[:12]}-{h.hexdigest()[:16]}"
     lib = cache_dir() / f"{key}.so"
     if lib.is_file():
@@ -103,7 +111,7 @@ def compile_kernel(kernel_dir: str | Path) -> Path:
         src = Path(tmp) / "mbf_batch.c"
         src.write_text(batch)
         out = Path(tmp) / "lib.so"
-        cmd = [CC, *CFLAGS, f"-I{kernel_dir}", *[str(kernel_dir / s) for s in m.sources],
+        cmd = [CC, opt, *CFLAGS, f"-I{kernel_dir}", *[str(kernel_dir / s) for s in m.sources],
                str(src), "-o", str(out), "-lm"]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
