@@ -113,3 +113,14 @@ def test_negations_fold_into_the_instructions_they_negate():
     assert op_counts([-((b - c) * a)]) == {"mul": 1, "sub": 1, "total": 2}
     # when b - c is needed as well, the negation stays (computing both costs the same)
     assert op_counts([-((b - c) * a), b - c])["total"] == 3
+
+
+def test_sin_squared_plus_cos_squared_folds():
+    from mbforge.ir import cos, sin
+
+    u = symbol("py_u")
+    assert sin(u) ** 2 + cos(u) ** 2 is ONE
+    assert 3 * cos(2 * u) ** 2 + 3 * sin(2 * u) ** 2 is const(3.0)
+    assert (sin(u) ** 2 + 2 * cos(u) ** 2).op == "add"  # unequal coefficients stay
+    v = symbol("py_v")
+    assert 2 * cos(u) ** 2 + v + 2 * sin(u) ** 2 is v + 2

@@ -262,6 +262,14 @@ def _split(a: Atom) -> tuple[float, Atom]:
     return sign, a
 
 
+def _pythagorean(a: Atom, b: Atom) -> bool:
+    """a, b are sin(u)**2 and cos(u)**2 (either order) of one u."""
+    if a.op != "pow" or b.op != "pow" or a.value != 2 or b.value != 2:
+        return False
+    x, y = a.args[0], b.args[0]
+    return {x.op, y.op} == {"sin", "cos"} and x.args[0] is y.args[0]
+
+
 # ---- operations ----------------------------------------------------------------------------
 def neg(a: Atom) -> Atom:
     op = a.op
@@ -293,6 +301,15 @@ def add(a: Atom, b: Atom) -> Atom:
         cb, xb = _split(b)
         if xa is xb:  # like terms: c1*x + c2*x
             return mul(const(ca + cb), xa)
+        if ca == cb and _pythagorean(xa, xb):  # c sin(u)^2 + c cos(u)^2 = c
+            return const(ca)
+        for p, s_ in ((a, b), (b, a)):  # (y + c sin^2) + c cos^2 = y + c, one level deep
+            if s_.op == "add" and _split(p)[1].op == "pow":
+                cp, xp = _split(p)
+                for y, z in ((s_.args[0], s_.args[1]), (s_.args[1], s_.args[0])):
+                    cz, xz = _split(z)
+                    if cz == cp and _pythagorean(xp, xz):
+                        return add(y, const(cp))
         if ao == "neg":
             if bo == "neg":  # (-x) + (-y) = -(x + y)
                 return neg(add(a.args[0], b.args[0]))
