@@ -24,7 +24,7 @@ import numpy as np
 
 from mbforge.examples import load
 from mbforge.hil.hostlib import load_kernel
-from mbforge.ir import Evaluator, neg, sub, topo
+from mbforge.ir import Evaluator, topo
 from mbforge.kernels.builders import build_kernel
 from mbforge.pipeline import generate
 
@@ -62,34 +62,22 @@ def to_sx(roots, syms):
     return [memo[r] for r in roots]
 
 
-def casadi_inverse_dynamics(eqs, name: str, real: str = "float") -> CKernel:
+def casadi_solve_kernel(A, b, inputs, u_index, name: str, real: str = "float"):
+    """CasADi C for u = (A^-1 b)[u_index]: A (Sparse of atoms) and b converted to SX, solved
+    by CasADi's sparse QR in an MX function (which its code generator emits)."""
     import casadi as ca
 
-    n = len(eqs.q)
-    rows = eqs.kinematic_rows if eqs.actuator_names else list(range(len(eqs.phi)))
-    A = eqs.phi_q
-    keep = {i: k for k, i in enumerate(rows)}
-    entries = {}
-    for (i, j), a in A.entries.items():
-        if i in keep:
-            entries[(j, keep[i])] = a
-    r = len(rows)
-    for (i, k), a in eqs.B.entries.items():
-        entries[(i, r + k)] = neg(a)
-    keys = sorted(entries, key=lambda ij: (ij[1], ij[0]))  # CasADi stores by column
-    Mqdd = eqs.M.matvec(eqs.qdd)
-    rhs = [sub(q_, m) for q_, m in zip(eqs.Q, Mqdd)]
-    ins = list(eqs.q) + list(eqs.qd) + list(eqs.qdd) + [eqs.t]  # the kernel's input order
-    X = ca.SX.sym("x", len(ins))
-    sx = to_sx([entries[k] for k in keys] + rhs, {s: X[i] for i, s in enumerate(ins)})
+    n = A.shape[0]
+    keys = sorted(A.entries, key=lambda ij: (ij[1], ij[0]))  # CasADi stores by column
+    X = ca.SX.sym("x", len(inputs))
+    sx = to_sx([A.entries[k] for k in keys] + list(b), {s: X[i] for i, s in enumerate(inputs)})
     sp = ca.Sparsity.triplet(n, n, [i for i, _ in keys], [j for _, j in keys])
     G = ca.SX(sp, ca.vertcat(*sx[:len(keys)]))
     f_sx = ca.Function("mats", [X], [G, ca.vertcat(*sx[len(keys):])], {"cse": True})
-    Xm = ca.MX.sym("x", len(ins))
+    Xm = ca.MX.sym("x", len(inputs))
     Gm, bm = f_sx(Xm)
     sol = ca.solve(Gm, bm, "qr")
-    u = sol[r:]
-    f = ca.Function(name, [Xm], [u])
+    f = ca.Function(name, [Xm], [ca.vertcat(*[sol[i] for i in u_index])])
     with tempfile.TemporaryDirectory() as d:
         cg = ca.CodeGenerator(name + ".c", {"casadi_real": real, "with_header": False})
         cg.add(f)
@@ -104,7 +92,14 @@ def casadi_inverse_dynamics(eqs, name: str, real: str = "float") -> CKernel:
             f"  casadi_real *res[{f.sz_res()}] = {{out}};\n"
             f"  static casadi_int iw[{iw}]; static casadi_real w[{sz}];\n"
             f"  return {name}(arg, res, iw, w, 0);\n}}\n")
-    return CKernel("casadi", src, len(ins), len(eqs.actuator_names)), f
+    return CKernel("casadi", src, len(inputs), len(u_index)), f
+
+
+def casadi_for(kernel, name: str, real: str = "float"):
+    """The CasADi counterpart of an mbforge inverse-dynamics kernel: same system, same
+    inputs (the factor keeps its matrix and right-hand side)."""
+    F = next(iter(kernel.extra["solves"].values()))
+    return casadi_solve_kernel(F.A, F.rhs, kernel.input_symbols, F.u_index, name, real)
 
 
 class _Rd:
@@ -117,18 +112,22 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="stewart")
+    ap.add_argument("--kernel", default="inverse-dynamics-reduced",
+                    choices=["inverse-dynamics", "inverse-dynamics-reduced"])
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     eqs = load(args.model).equations()
     t0 = time.perf_counter()
-    k = build_kernel(eqs, "inverse-dynamics")
+    k = build_kernel(eqs, args.kernel)
+    if not hasattr(next(iter(k.extra["solves"].values())), "rhs"):
+        raise SystemExit(f"{args.kernel}: the kernel keeps no linear system to hand to CasADi")
     # the forces only: CasADi's function returns u, so mbforge's kernel is trimmed alike
     k.outputs = [p for p in k.outputs if p.name == "u"]
     k.domain = None
     plan = generate(k, "c-float32")
     t_mb = time.perf_counter() - t0
     t0 = time.perf_counter()
-    ck, f = casadi_inverse_dynamics(eqs, "cas_idyn")
+    ck, f = casadi_for(k, "cas_idyn")
     t_ca = time.perf_counter() - t0
 
     class _R:
@@ -150,7 +149,8 @@ def main(argv=None) -> int:
     rows["mbforge"]["ops"] = plan.manifest.ops["total"]
     rows["mbforge"]["generate_s"] = t_mb
     rows["casadi"]["generate_s"] = t_ca
-    print(f"{args.model} inverse dynamics (6 actuator forces from q, qd, qdd), float32 on the emulated Cortex-M4F")
+    print(f"{args.model} {args.kernel}: {k.description}")
+    print(f"{plan.manifest.n_in} inputs -> {plan.manifest.n_out} forces, float32 on the emulated Cortex-M4F")
     print(f"{'engine':<8} {'instr/call':>11} {'flash [B]':>10} {'stack [B]':>10} {'static [B]':>11} "
           f"{'generate [s]':>13} {'rel. error':>11}")
     for e, r in rows.items():
@@ -165,7 +165,7 @@ def main(argv=None) -> int:
 
     dplan = generate(k, "c-double")
     mk = mbforge_kernel(_Rd(dplan))
-    cd, _ = casadi_inverse_dynamics(eqs, "cas_idyn_d", real="double")
+    cd, _ = casadi_for(k, "cas_idyn_d", real="double")
     print(f"\nhost (gcc -O2, double): {'engine':<8} {'ns/call':>9} {'instr/call':>11}")
     with tempfile.TemporaryDirectory() as tmp:
         for e, kk in (("mbforge", mk), ("casadi", cd)):

@@ -189,9 +189,13 @@ def _generate(kernel: Kernel, target: str, prefix: str | None, options: dict | N
     else:
         files = render_c(sched, DIALECTS[target], ctx)
         if real == "float":
-            # outputs downstream of a divisor whose range reaches 0 get no finite bound
-            ranges = analyse_domain(tape, boxes, strict=False)
-            bounds = [b if math.isfinite(b) else None for b in float32_bounds(tape, ranges)]
+            # outputs downstream of a divisor whose range reaches 0 get no finite bound.
+            # The hull of the domain first (one analysis); box by box only if that fails
+            hull = [(min(b[i][0] for b in boxes), max(b[i][1] for b in boxes)) for i in range(len(boxes[0]))]
+            bounds = float32_bounds(tape, analyse_domain(tape, [hull], strict=False))
+            if len(boxes) > 1 and not all(math.isfinite(b) for b in bounds):
+                bounds = float32_bounds(tape, analyse_domain(tape, boxes, strict=False))
+            bounds = [b if math.isfinite(b) else None for b in bounds]
             for g in outputs:
                 g.error_bound = bounds[g.offset:g.offset + g.size]
     motion = domain = None

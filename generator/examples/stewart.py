@@ -16,10 +16,29 @@ dynamics can replace the drives by the six actuators. The motion is the same.
 Actuator f_k acts along leg k's axis (the cylinder's z) between cylinder and piston,
 positive when it pushes the platform away from the base. Motions: heave, yaw, roll,
 pitch over t in [0, 1.25] (see _stewart.py for the frames and the closed forms).
+
+Explicit coordinates (Model.explicit): every coordinate but the platform's 7 is given in
+closed form in the platform pose, with + - * / sqrt only (every target runs them), so that
+kernels over the platform coordinates alone (inverse-dynamics-reduced) can substitute the
+legs' coordinates, velocities and accelerations. Base: constants. Leg k, from the platform
+anchor p = r + A(e) p' and the base anchor b: d = p - b, L = |d|, u = d / L;
+  cylinder: centre b + 0.15 u; axes z = u, y = (d x t_b) / |d x t_b| (its Cardan arm,
+            perpendicular to the base's arm t_b and to the leg), x = y x z;
+  piston:   centre p - 0.15 u; axes z = u, its Cardan arm a = (d x w) / |d x w| with
+            w = A(e) t_p' the platform's arm, and x, y such that a = cx x + cy y for the
+            arm's fixed body components (cx, cy, 0);
+then Euler parameters of each leg body's axes by Shepperd's method with the branch (the
+component divided by) fixed at model-building time: the largest component at the nominal
+pose, its sign such that e0 >= 0 there (the convention of the models' guesses), checked
+over the four motions and over poses in the declared platform ranges (SHEPPERD_MIN).
 """
 from __future__ import annotations
 
-from ..ir import cos, sin, sqrt
+import itertools
+
+import numpy as np
+
+from ..ir import Evaluator, as_atom, cos, cross, dot, sin, sqrt
 from ..model import Model, ModelError
 from . import _stewart as S
 
@@ -88,7 +107,138 @@ def build(motion: str = "heave", massless_legs: bool = False) -> Model:
     for k in range(6):
         m.actuator_pair(f"f{k + 1}", cyl[k], (0.0, 0.0, 0.0), pis[k], (0.0, 0.0, 0.0), cyl[k].vector(z))
     _outputs(m, plat, cyl, pis)
+    _explicit(m, c, plat)
     return m
+
+
+# ---- explicit (closed-form) coordinates of the base and the legs ------------------------------------
+SHEPPERD_MIN = 0.2  # smallest accepted pivot component (half the square root Shepperd divides by)
+CHECK_TIMES = 201  # points per motion at which the Shepperd branches are checked
+CHECK_RANDOM = 256  # random poses in the declared platform ranges, besides the ranges' corners
+
+
+def _unit(v):
+    inv = 1.0 / sqrt(dot(v, v))
+    return [x * inv for x in v]
+
+
+def leg_frames(plat, leg: S.Leg):
+    """(cylinder centre, cylinder axes, piston centre, piston axes) of a leg as atoms in
+    the platform's coordinates; axes as (x, y, z) columns. With d = p - b, u = d / |d|:
+    cylinder y = (d x t_b) / |d x t_b| (t_b horizontal and unit: |d x t_b|^2 =
+    d_z^2 + (d_x t_by - d_y t_bx)^2), x = y x u; piston arm a = (d x w) / |d x w|,
+    v = u x a, x = cx a - cy v, y = cy a + cx v."""
+    p = plat.point(leg.pbar)
+    d = [x - float(b) for x, b in zip(p, leg.b)]
+    inv = 1.0 / sqrt(dot(d, d))
+    u = [x * inv for x in d]
+    rc = [float(b) + S.HALF * x for b, x in zip(leg.b, u)]
+    rp = [x - S.HALF * y for x, y in zip(p, u)]
+    tx, ty = float(leg.tb[0]), float(leg.tb[1])
+    s = d[0] * ty - d[1] * tx
+    n_inv = 1.0 / sqrt(d[2] * d[2] + s * s)
+    g = d[2] * n_inv
+    yc = [g * -ty, g * tx, s * n_inv]
+    xc = cross(yc, u)
+    c = cross(d, plat.vector(leg.tpbar))
+    m_inv = 1.0 / sqrt(dot(c, c))
+    a = [x * m_inv for x in c]
+    v = cross(u, a)
+    cx, cy = float(leg.abar_p[0]), float(leg.abar_p[1])
+    xp = [cx * x - cy * y for x, y in zip(a, v)]
+    yp = [cy * x + cx * y for x, y in zip(a, v)]
+    return rc, (xc, yc, u), rp, (xp, yp, u)
+
+
+def shepperd_branch(R: np.ndarray) -> tuple[int, float]:
+    """(branch, sign) for a rotation matrix: pivot on the largest of e0 (branch 0) or
+    e1..e3 (branches 1..3), the sign that makes e0 >= 0."""
+    k = int(np.argmax([np.trace(R), R[0, 0], R[1, 1], R[2, 2]]))
+    if k == 0:
+        return 0, 1.0
+    i = k - 1
+    j, m = (i + 1) % 3, (i + 2) % 3
+    return k, 1.0 if R[m, j] - R[j, m] >= 0 else -1.0
+
+
+def shepperd(axes, branch: int, sign: float):
+    """(Euler parameters, pivot component) of the rotation whose columns are `axes`, by
+    Shepperd's method on a fixed branch: one square root, one division."""
+    R = [[axes[j][i] for j in range(3)] for i in range(3)]
+    e = [None] * 4
+    if branch == 0:
+        h = sqrt(1.0 + R[0][0] + R[1][1] + R[2][2])
+        r = (0.5 * sign) / h
+        e = [(0.5 * sign) * h, (R[2][1] - R[1][2]) * r, (R[0][2] - R[2][0]) * r, (R[1][0] - R[0][1]) * r]
+    else:
+        i = branch - 1
+        j, m = (i + 1) % 3, (i + 2) % 3
+        h = sqrt(1.0 + R[i][i] - R[j][j] - R[m][m])
+        r = (0.5 * sign) / h
+        e[1 + i] = (0.5 * sign) * h
+        e[0] = (R[m][j] - R[j][m]) * r
+        e[1 + j] = (R[j][i] + R[i][j]) * r
+        e[1 + m] = (R[m][i] + R[i][m]) * r
+    return e, 0.5 * h
+
+
+def check_poses(seed: int = 0) -> np.ndarray:
+    """Platform coordinates (x, y, z, e0..e3) where the explicit coordinates must hold: the
+    four motions, the corners of the declared ranges of x, y, z, e1, e2, e3 and random poses
+    in them (e0 from the normalisation)."""
+    t = np.linspace(0.0, S.T_END, CHECK_TIMES)
+    poses = [S.coords_98(motion, t)[:, -7:] for motion in MOTIONS]
+    rng = S.ranges("98")[-7:]
+    lo = np.array([rng[k][0][0] for k in (0, 1, 2, 4, 5, 6)])
+    hi = np.array([rng[k][0][1] for k in (0, 1, 2, 4, 5, 6)])
+    corners = np.array(list(itertools.product(*zip(lo, hi))))
+    rand = lo + (hi - lo) * np.random.default_rng(seed).random((CHECK_RANDOM, 6))
+    for P in (corners, rand):
+        ev = P[:, 3:]
+        e0 = np.sqrt(np.clip(1.0 - np.sum(ev * ev, axis=1), 0.0, None))
+        poses.append(np.column_stack([P[:, :3], e0, ev]))
+    return np.vstack(poses)
+
+
+def check_branches(platform, pivots: dict, poses: np.ndarray, minimum: float = SHEPPERD_MIN) -> dict:
+    """{body: smallest pivot component over `poses`}; raises ModelError naming the body, its
+    branch and the pose if a pivot component falls below `minimum` (the branch's division
+    would approach 0: a branch fixed at building time cannot serve those poses)."""
+    names = list(pivots)
+    Y = np.atleast_2d(Evaluator([pivots[b][0] for b in names], list(platform))(poses))
+    out = {}
+    for k, b in enumerate(names):
+        col = Y[:, k]
+        w = int(np.nanargmin(col)) if np.isfinite(col).any() else 0
+        low = float(col[w]) if np.isfinite(col).all() else float("nan")
+        if not low >= minimum:
+            pose = ", ".join(f"{c}={v:.4g}" for c, v in zip(COORDS, poses[w]))
+            raise ModelError(f"stewart: the Euler parameters of {b} pivot on e{pivots[b][1]} (Shepperd branch fixed "
+                             f"at the nominal pose), whose value falls to {low:.3g} < {minimum} at the platform pose "
+                             f"{pose}: the closed form would divide by nearly 0 there; narrow the platform's "
+                             "ranges or the motions")
+        out[b] = low
+    return out
+
+
+def _explicit(m: Model, c: dict, plat) -> None:
+    """Give every coordinate but the platform's in closed form (see the module's doc)."""
+    for x, value in zip(c["base"], (0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0)):
+        m.explicit(x, as_atom(value))
+    pivots = {}
+    for k, leg in enumerate(S.legs()):
+        rc, axc, rp, axp = leg_frames(plat, leg)
+        R0 = leg.Rc0  # cylinder and piston axes at the nominal pose (psi = 0)
+        branch, sign = shepperd_branch(R0)
+        for name, r, axes in ((f"cyl{k + 1}", rc, axc), (f"pis{k + 1}", rp, axp)):
+            e, piv = shepperd(axes, branch, sign)
+            pivots[name] = (piv, branch)
+            for x, v in zip(c[name], list(r) + e):
+                m.explicit(x, v)
+    # kept on the model for inspection: {body: (pivot component atom, branch)} and the
+    # smallest pivot component over check_poses()
+    m.shepperd_pivots = pivots
+    m.shepperd_min = check_branches(c["plat"], pivots, check_poses())
 
 
 def _outputs(m: Model, plat, cyl, pis) -> None:

@@ -4,7 +4,8 @@ A kernel builder takes a model's Equations and returns a Kernel whose inputs are
 (with declared ranges) and whose outputs are atoms. Everything after this stage (passes,
 schedule, renderers, firmware, harness) sees only the Kernel and, later, its manifest.
 
-    builders.py  equations, kinematics, forward-dynamics, inverse-dynamics (BUILDERS)
+    builders.py  equations, kinematics, forward-dynamics, inverse-dynamics,
+                 inverse-dynamics-reduced (BUILDERS)
     samples.py   consistent configurations at which the solves' pivots are chosen and checked
 """
 from __future__ import annotations

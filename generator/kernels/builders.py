@@ -4,6 +4,11 @@
     kinematics        q, t -> qd, qdd (and Phi): Phi_q qd = beta, Phi_q qdd = gamma
     forward-dynamics  q, qd, t, u -> qdd, lambda: [M A^T; A 0] [qdd; lambda] = [Q + B u; gamma]
     inverse-dynamics  q, qd, qdd, t -> u, lambda: [A^T, -B] [lambda; u] = Q - M qdd
+    inverse-dynamics-reduced  z, zd, zdd -> u: the same from the independent coordinates z
+                      of a model with explicit (closed-form) dependent coordinates, e.g.
+                      the Stewart platform's 7 platform coordinates; by default the
+                      equations of motion projected on z, [R^T B, -Psi_z^T] [u; mu] =
+                      R^T (M qdd - Q) with R = dq/dz (see reduced_inverse_dynamics_kernel)
 
 Sign conventions are those of Equations: M qdd + Phi_q^T lambda = Q + B u, with Q (the
 "delta" of the principle of virtual power) holding gravity, applied forces and the
@@ -26,11 +31,14 @@ Invariants of every kernel built here:
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from ..ir import ZERO, Atom, Evaluator, ExpressionError, Sparse, add, neg, op_counts, sub, subs, symbol
+from ..ir import (ZERO, Atom, Evaluator, ExpressionError, Sparse, add, as_atom, diff, jacobian, mul, neg, op_counts,
+                  sub, subs, symbol)
 from ..model import Equations, Kinematics, ModelError
-from ..passes.solve import SingularPivotError, factor_ldlt, factor_lu
+from ..passes.solve import Samples, SingularPivotError, factor_ldlt, factor_lu
 from . import InPort, Kernel, OutPort, covers, tube
 from .samples import kernel_samples
 
@@ -122,7 +130,7 @@ def _motion(eqs: Equations, row) -> list[list[float]] | None:
 DOMAIN_STEPS = 96  # boxes in the tube around a driven motion
 
 
-def _domain(eqs: Equations, row):
+def _domain(eqs: Equations, row, steps: int = DOMAIN_STEPS):
     """The kernel's input domain for a driven motion: a tube of boxes around the inputs
     along the motion (see kernels.tube), checked to cover the motion half-way between its
     samples. Range analysis (fixed-point formats, error bounds) and test vectors then work
@@ -131,7 +139,7 @@ def _domain(eqs: Equations, row):
     lo, hi = eqs.ranges[eqs.t]
     if _motion_states(eqs, 2) is None:
         return None
-    times = np.linspace(lo, hi, DOMAIN_STEPS + 1)
+    times = np.linspace(lo, hi, steps + 1)
     mids = (times[:-1] + times[1:]) / 2
     kin = Kinematics(eqs)
     pts = [np.array(row(*state, t)) for state, t in zip(zip(*kin.motion(times)), times)]
@@ -396,7 +404,9 @@ def inverse_dynamics_kernel(eqs: Equations, samples=None) -> Kernel:
     F = factor_lu(G, samples, row_names=[f"motion of {q}" for q in _names(eqs.q)],
                   col_names=lam_names + [f"u_{a}" for a in act_names], label=f"{eqs.model} [A^T, -B]")
     Mqdd = eqs.M.matvec(eqs.qdd)
-    x = F.solve([sub(q_, m) for q_, m in zip(eqs.Q, Mqdd)])
+    rhs = [sub(q_, m) for q_, m in zip(eqs.Q, Mqdd)]
+    x = F.solve(rhs)
+    F.rhs, F.u_index = rhs, list(range(r, n))  # the system itself, for comparisons (bench/idyn.py)
     lam, uu = x[:r], x[r:]
     k = Kernel(
         model=eqs.model,
@@ -428,3 +438,316 @@ def build_kernel(eqs: Equations, name: str, **options) -> Kernel:
     except KeyError:
         raise ValueError(f"no kernel called {name!r}; known: {', '.join(sorted(BUILDERS))}") from None
     return builder(eqs, **options)
+
+
+# ---- inverse dynamics over the independent coordinates ----------------------------------------
+REDUCED_METHODS = ("auto", "projected", "full")
+EXPLICIT_TOL = 1e-8  # largest |constraint| accepted at the samples, through the closed forms
+
+
+def _reduced_parts(eqs: Equations, samples):
+    """What both reduced formulations share: the substitution of the dependent coordinates,
+    the independent symbols, the constraints among the independent coordinates alone (psi
+    rows), and samples over the independent coordinates (checked to satisfy every
+    kinematic constraint through the closed forms)."""
+    _need_inertia(eqs, "inverse-dynamics-reduced")
+    explicit = getattr(eqs, "explicit", None) or {}
+    if not explicit:
+        raise KernelError(f"{eqs.model}: the inverse-dynamics-reduced kernel needs explicit (closed-form) "
+                          "dependent coordinates (Model.explicit); the model has none")
+    if getattr(eqs, "nh", None):
+        raise KernelError(f"{eqs.model}: inverse-dynamics-reduced does not handle non-holonomic constraints "
+                          f"({', '.join(eqs.nh_names)}); use inverse-dynamics")
+    act_names, B = _actuators(eqs)
+    if not act_names:
+        raise KernelError(f"{eqs.model}: inverse-dynamics-reduced needs actuators (their forces are the output)")
+    z = list(eqs.independent)
+    zd, zdd = eqs.independent_qd, eqs.independent_qdd
+    smap = eqs.explicit_map(2)
+    ps = list(getattr(eqs, "params", []) or [])
+    free = eqs.t.mask
+    for s in z + ps:
+        free |= s.mask
+    kin = eqs.kinematic_rows
+    psi = [i for i in kin if not eqs.phi[i].mask & ~free]
+    others = [i for i in kin if i not in set(psi)]
+    if samples is None:
+        full = kernel_samples(eqs, kin, "kinematic constraint")
+        pos = {s: k for k, s in enumerate(full.inputs)}
+        cols = [pos[s] for s in z + [eqs.t] + ps]
+        samples = Samples(z + [eqs.t] + ps, full.points[:, cols],
+                          full.what + " (their independent coordinates)")
+        extra = _independent_box_samples(eqs, z, psi, ps)
+        if len(extra):
+            samples = samples + Samples(samples.inputs, extra,
+                                        f"{len(extra)} random points of the declared ranges of the independent "
+                                        "coordinates" + (" projected on their constraints" if psi else ""))
+    phi_x = eqs.explicit_phi()
+    if others:
+        atoms = [phi_x[i] for i in others]
+        res = np.atleast_2d(Evaluator(atoms, samples.inputs)(samples.points))
+        worst = np.max(np.abs(res), axis=0)
+        bad = [(eqs.phi_names[i], float(w)) for i, w in zip(others, worst) if not w <= EXPLICIT_TOL]
+        if bad:
+            raise KernelError(f"{eqs.model}: the explicit coordinates do not satisfy "
+                              + ", ".join(f"{n} (|residual| up to {w:.3g})" for n, w in bad[:6])
+                              + f" at the {len(samples)} sample configurations")
+    return act_names, B, z, zd, zdd, smap, psi, samples
+
+
+BOX_SAMPLES = 256  # random independent configurations at which pivots and closed forms are checked
+
+
+def _independent_box_samples(eqs: Equations, z, psi, ps, count: int = BOX_SAMPLES, seed: int = 0) -> np.ndarray:
+    """Points (z, t, params) with z uniform in the declared ranges of the independent
+    coordinates, projected (Newton, minimum-norm corrections) on the constraints among
+    them (psi rows), kept where they stay inside the ranges: the kernel serves any
+    configuration there, not only the driven motion's neighbourhood."""
+    rng = np.random.default_rng(seed)
+    lo = np.array([eqs.ranges[s][0] for s in z])
+    hi = np.array([eqs.ranges[s][1] for s in z])
+    tlo, thi = eqs.ranges[eqs.t]
+    pv = [p.value.default for p in ps]
+    X = lo + (hi - lo) * rng.random((count, len(z)))
+    T = tlo + (thi - tlo) * rng.random(count)
+    tail = np.column_stack([T] + [np.full(count, v) for v in pv])
+    if psi:
+        phi = [eqs.phi[i] for i in psi]
+        J = jacobian(phi, z)
+        ev = Evaluator(phi + J.values(), list(z) + [eqs.t] + ps)
+        ri = np.array([i for i, _ in J.pattern], dtype=int)
+        cj = np.array([j for _, j in J.pattern], dtype=int)
+        m = len(psi)
+        for _ in range(30):
+            Y = ev(np.column_stack([X, tail]))
+            F = Y[:, :m]
+            if np.all(np.abs(F) < 1e-13):
+                break
+            Jm = np.zeros((count, m, len(z)))
+            Jm[:, ri, cj] = Y[:, m:]
+            with np.errstate(all="ignore"):
+                X = X - np.einsum("kij,kj->ki", np.linalg.pinv(Jm), F)
+    ok = np.all((X >= lo) & (X <= hi), axis=1) & np.all(np.isfinite(X), axis=1)
+    return np.column_stack([X, tail])[ok]
+
+
+def _subs_sparse(S: Sparse, mapping) -> Sparse:
+    vals = subs(S.values(), mapping)
+    return Sparse(S.shape, {ij: a for ij, a in zip(S.pattern, vals) if a is not ZERO})
+
+
+def _pow2(c: float) -> bool:
+    m, _ = math.frexp(abs(c))
+    return c != 0 and m == 0.5
+
+
+def share_reciprocals(roots: list[Atom]) -> list[Atom]:
+    """`roots` with every division a / b rewritten as a * r_b, r_b = 1 / b one atom per
+    distinct denominator (a denominator c * y with c a power of two, as in the derivative
+    of a square root, shares y's: r_(c y) = (1/c) r_y, exact in binary). The chain rule
+    gives each derivative of a quotient or a square root its own division by the same
+    denominator; a division costs 14 cycles on a Cortex-M4F (a long routine in fixed
+    point), a multiplication one."""
+    from ..ir import ONE, topo
+    from ..ir.atom import apply
+
+    new: dict[Atom, Atom] = {}
+    recip: dict[Atom, Atom] = {}
+
+    def r_of(b: Atom) -> Atom:
+        got = recip.get(b)
+        if got is None:
+            if b.op == "mul" and b.args[0].is_const and _pow2(b.args[0].value):
+                got = mul(as_atom(1.0 / b.args[0].value), r_of(b.args[1]))
+            else:
+                got = apply("div", (ONE, b))
+            recip[b] = got
+        return got
+
+    for a in topo(roots):
+        if not a.args:
+            continue
+        args = tuple(new.get(x, x) for x in a.args)
+        if a.op == "div":
+            num, den = args
+            r = r_of(den)
+            new[a] = r if num is ONE else mul(num, r)
+        else:
+            new[a] = apply(a.op, args, a.value)
+    return [new.get(a, a) for a in roots]
+
+
+def _transposed_jacobian_products(exprs, xs, weights_list) -> list[list[Atom]]:
+    """[J^T w for w in weights_list], J = d exprs / d xs, by one reverse sweep over
+    sum_i w_i exprs_i with placeholder weights (linear in them), then the weights
+    substituted: the virtual power of the dependent coordinates' forces along each
+    independent coordinate, without forming J."""
+    from ..ir.derive import adjoints
+
+    mask = 0
+    for x in xs:
+        mask |= x.mask
+    terms = [(i, e) for i, e in enumerate(exprs) if e.mask & mask]
+    place = [symbol(f"mbf_reduced_w{i}", "input") for i, _ in terms]
+    s = ZERO
+    for w, (_, e) in zip(place, terms):
+        s = add(s, mul(w, e))
+    adj = adjoints(s, mask) if s is not ZERO else {}
+    g = [adj.get(x, ZERO) for x in xs]
+    out = []
+    for weights in weights_list:
+        out.append(subs(g, {w: weights[i] for w, (i, _) in zip(place, terms)}))
+    return out
+
+
+def reduced_inverse_dynamics_kernel(eqs: Equations, samples=None, method: str = "auto",
+                                    multipliers: bool = False, domain_steps: int = DOMAIN_STEPS) -> Kernel:
+    """Actuator forces u from the independent coordinates z of a model whose other
+    coordinates are explicit (Model.explicit), and their rates zd, zdd: the dependent q,
+    qd, qdd are substituted from the closed forms and their chain-rule derivatives.
+
+    method "projected": the equations of motion M qdd + Phi^T lambda = Q + B u projected
+    on the independent coordinates through the velocity transformation qd = R zd,
+    R = dq/dz (never formed: R^T v comes from one reverse sweep over the closed forms):
+        [R^T B, -Psi_z^T] [u; mu] = R^T (M qdd - Q),
+    Psi the constraints among the independent coordinates alone (the Stewart platform's
+    Euler normalisation), mu their multipliers combined with those of the constraints the
+    closed forms satisfy only where Psi = 0 (equal to Psi's own when they satisfy them
+    everywhere). The other multipliers drop out: R spans the motions the constraints
+    allow. A system of n_z = n_act + n_psi rows (7 for the Stewart platform).
+    method "full": [Phi_kin_q^T, -B] [lambda; u] = Q - M qdd over every coordinate, as
+    the inverse-dynamics kernel, with q, qd, qdd substituted (all multipliers available).
+    "auto" (default): both, keeping the one whose kernel costs less (weighted_cost).
+    Both solve with a straight-line LU, pivots fixed at generation time on consistent
+    samples over (z, t, params): the driven motion, configurations of the kinematic
+    manifold near it, and random points of the independent coordinates' declared ranges
+    projected on Psi (the closed forms are checked to satisfy every other kinematic
+    constraint at all of them). Every division by one denominator becomes a product with
+    one shared reciprocal (share_reciprocals). multipliers=True adds the multipliers
+    output (mu or lambda). domain_steps: boxes of the tube around the driven motion
+    (`domain`, where range analysis, fixed-point formats and error bounds apply); fewer
+    boxes generate faster and give looser bounds, the same C for float targets."""
+    if method not in REDUCED_METHODS:
+        raise KernelError(f"inverse-dynamics-reduced: method {method!r} is not one of {', '.join(REDUCED_METHODS)}")
+    act_names, B, z, zd, zdd, smap, psi, samples = _reduced_parts(eqs, samples)
+    nz, na = len(z), len(act_names)
+    u_names = [f"u_{a}" for a in act_names]
+    f_full = getattr(eqs, "inertial", None)  # M qdd - Q, body by body in Newton-Euler form where possible
+    if f_full is None:
+        f_full = [sub(m, q_) for m, q_ in zip(eqs.M.matvec(eqs.qdd), eqs.Q)]
+    tried = {}
+    if method in ("auto", "projected"):
+        if nz != na + len(psi):
+            if method == "projected":
+                raise KernelError(
+                    f"{eqs.model}: the projected inverse dynamics needs as many independent coordinates as "
+                    f"actuators plus constraints among them: {nz} ({', '.join(_names(z))}) for {na} actuators "
+                    f"and {len(psi)} constraints ({', '.join(eqs.phi_names[i] for i in psi) or 'none'})")
+        else:
+            tried["projected"] = _projected(eqs, z, smap, psi, act_names, B, f_full, samples, u_names)
+    if method in ("auto", "full"):
+        try:
+            tried["full"] = _full_reduced(eqs, smap, act_names, B, f_full, samples, u_names)
+        except KernelError:
+            if method == "full" or not tried:
+                raise
+    if not tried:
+        raise KernelError(f"{eqs.model}: no reduced inverse-dynamics formulation applies")
+    cost, shared = {}, {}
+    for key, (F, x, _, _) in tried.items():
+        keep = x if multipliers else x[:na]
+        shared[key] = share_reciprocals(keep)
+        cost[key] = weighted_cost(shared[key])
+    chosen = min(cost, key=lambda k: (cost[k], k != "projected"))
+    F, x, mult_names, what = tried[chosen]
+    uu, mult = shared[chosen][:na], shared[chosen][na:]
+    outputs = [OutPort.vector("u", uu)]
+    if multipliers:
+        outputs.append(OutPort.vector("mu" if chosen == "projected" else "lambda", mult))
+    t_needed = any(a.mask & eqs.t.mask for p in outputs for a in p.atoms)
+    inputs = [_port("q", eqs, z), _port("qd", eqs, zd), _port("qdd", eqs, zdd)]
+    if t_needed:
+        inputs.append(_port("t", eqs, [eqs.t]))
+    k = Kernel(
+        model=eqs.model,
+        name="inverse-dynamics-reduced",
+        description=f"actuator forces u{' and multipliers' if multipliers else ''} from the independent "
+                    f"coordinates {', '.join(_names(z))}, their rates and accelerations (dependent coordinates "
+                    f"in closed form; {what}; straight-line LU, pivots fixed at generation time)",
+        inputs=inputs,
+        outputs=outputs,
+    )
+    zi = [eqs.q.index(s) for s in z]
+
+    def row(q, qd, qdd, t):
+        return [*(q[j] for j in zi), *(qd[j] for j in zi), *(qdd[j] for j in zi)] + ([t] if t_needed else [])
+
+    k.motion = _motion(eqs, row)
+    k.domain = _domain(eqs, row, domain_steps)
+    ops = op_counts(k.output_atoms)
+    report = (F.report(x if multipliers else x[:na])
+              + f"\n  kernel ({chosen}, divisions by one denominator shared): {ops['total']} operations ("
+              + ", ".join(f"{a} {b}" for a, b in sorted(ops.items()) if a != "total") + ")"
+              + "".join(f"\n  weighted cost {key}: {c}" for key, c in sorted(cost.items())))
+    k.extra.update(solves={"G": F}, report=report, divisor_ranges=F.divisor_ranges(),
+                   multipliers=mult_names if multipliers else [], actuators=act_names, method=chosen, costs=cost)
+    return k
+
+
+def _projected(eqs, z, smap, psi, act_names, B, f_full, samples, u_names):
+    n = len(eqs.q)
+    na = len(act_names)
+    idx = {s: j for j, s in enumerate(eqs.q)}
+    dep = eqs.dependent
+    pos = [eqs.explicit[s] for s in dep]
+    f = subs(f_full, smap)
+    Bs = _subs_sparse(B, smap)
+    cols = [[ZERO] * n for _ in range(na)]
+    for (i, k), a in Bs.entries.items():
+        cols[k][i] = a
+    weights = [[f[idx[s]] for s in dep]] + [[c[idx[s]] for s in dep] for c in cols]
+    prods = _transposed_jacobian_products(pos, z, weights)
+    rhs = [add(f[idx[s]], g) for s, g in zip(z, prods[0])]
+    entries = {}
+    for k in range(na):
+        for j, s in enumerate(z):
+            a = add(cols[k][idx[s]], prods[1 + k][j])
+            if a is not ZERO:
+                entries[(j, k)] = a
+    for l, i in enumerate(psi):
+        for j, s in enumerate(z):
+            d = diff(eqs.phi[i], s)
+            if d is not ZERO:
+                entries[(j, na + l)] = neg(d)
+    G = Sparse((len(z), na + len(psi)), entries)
+    mu_names = [f"mu_{eqs.phi_names[i]}" for i in psi]
+    F = factor_lu(G, samples, row_names=[f"virtual power along {s}" for s in _names(z)],
+                  col_names=u_names + mu_names, label=f"{eqs.model} [R^T B, -Psi_z^T]")
+    x = F.solve(rhs)
+    F.rhs, F.u_index = rhs, list(range(na))  # the system itself, for comparisons (bench/idyn.py)
+    return F, x, mu_names, f"equations of motion projected on them (R^T, {len(z)} x {len(z)})"
+
+
+def _full_reduced(eqs, smap, act_names, B, f_full, samples, u_names):
+    n = len(eqs.q)
+    A, _, cnames, rows = _constraint_rows(eqs, kinematic_only=True)
+    r = A.shape[0]
+    if r + len(act_names) != n:
+        raise KernelError(f"{eqs.model}: inverse dynamics needs as many unknowns as coordinates: {r} multipliers "
+                          f"and {len(act_names)} actuators for {n} coordinates")
+    As, Bs = _subs_sparse(A, smap), _subs_sparse(B, smap)
+    entries = {(j, i): a for (i, j), a in As.entries.items()}
+    for (i, k), a in Bs.entries.items():
+        entries[(i, r + k)] = neg(a)
+    G = Sparse((n, n), entries)
+    lam_names = [f"lambda_{c}" for c in cnames]
+    F = factor_lu(G, samples, row_names=[f"motion of {q}" for q in _names(eqs.q)],
+                  col_names=lam_names + u_names, label=f"{eqs.model} [Phi_kin_q^T, -B] (explicit coordinates)")
+    rhs = [neg(a) for a in subs(f_full, smap)]
+    x = F.solve(rhs)
+    F.rhs, F.u_index = rhs, list(range(r, r + len(act_names)))
+    # the solve's unknowns are [lambda; u]: reorder to [u; lambda]
+    return F, x[r:] + x[:r], lam_names, f"every coordinate's equation of motion ({n} x {n})"
+
+
+BUILDERS["inverse-dynamics-reduced"] = reduced_inverse_dynamics_kernel

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import ZERO, Atom, add, as_atom, cross, dot, mul, neg, sub, time_derivative, vec
-from .frames import euler_L, euler_rotation, mv, rot2, vconst
+from .frames import euler_L, euler_rotation, mtv, mv, rot2, vconst
 
 
 class BodyError(ValueError):
@@ -162,6 +162,16 @@ class Body:
                 T = add(T, mul(as_atom(0.5), dot(w, Iw)))
         return M, Q, T, V
 
+    def inertial_force(self, ctx, M: dict, Q: dict) -> dict[int, Atom]:
+        """This body's share of M qdd - Q ({coordinate index: atom}) from its inertia terms
+        (M, Q as inertia_terms returns them). Bodies with a cheaper closed form override it."""
+        out: dict[int, Atom] = {}
+        for (i, j), a in M.items():
+            out[i] = add(out.get(i, ZERO), mul(a, ctx.qdd[j]))
+        for i, a in Q.items():
+            out[i] = sub(out.get(i, ZERO), a)
+        return out
+
 
 def _columns(S) -> dict[int, dict[int, Atom]]:
     cols: dict[int, dict[int, Atom]] = {}
@@ -265,6 +275,36 @@ class Body3D(Body):
         ed = time_derivative(self.e, self.model._tangents())
         L = euler_L(self.e)
         return [mul(as_atom(2.0), x) for x in mv(L, ed)]
+
+    def inertial_force(self, ctx, M: dict, Q: dict) -> dict[int, Atom]:
+        """M qdd - Q of this body in Newton-Euler form when its coordinates are its own
+        (r and e symbols of the model) and r is the centre of mass: m (r'' - g) on r and
+        2 L(e)^T (J a' + w' x J w') on e, with w' = 2 L(e) e', a' = 2 L(e) e''; the same
+        values as the expanded 4 L^T J L e'' - Q (inertia_terms), in fewer operations."""
+        coords = list(self.r) + list(self.e)
+        idx = getattr(ctx, "index", None)
+        if idx is None or np.any(self.com != 0) or not all(x.is_symbol and x in idx for x in coords) \
+                or len({idx[x] for x in coords}) != 7:
+            return super().inertial_force(ctx, M, Q)
+        j = [idx[x] for x in coords]
+        out: dict[int, Atom] = {}
+        if self.mass > 0:
+            cm = as_atom(self.mass)
+            g = ctx.gravity if ctx.gravity is not None else [0.0, 0.0, 0.0]
+            for k in range(3):
+                out[j[k]] = mul(cm, sub(ctx.qdd[j[k]], as_atom(float(g[k]))))
+        I = np.asarray(self.inertia, dtype=float)
+        if np.any(I != 0):
+            L = euler_L(self.e)
+            two = as_atom(2.0)
+            w = [mul(two, x) for x in mv(L, [ctx.qd[i] for i in j[3:]])]
+            al = [mul(two, x) for x in mv(L, [ctx.qdd[i] for i in j[3:]])]
+            Ic = [[as_atom(float(x)) for x in r] for r in I]
+            tau = [add(x, y) for x, y in zip(mv(Ic, al), cross(w, mv(Ic, w)))]
+            for k, x in enumerate(mtv(L, tau)):
+                if x is not ZERO:
+                    out[j[3 + k]] = mul(two, x)
+        return out
 
     def angular_bias(self, ctx) -> list[Atom]:
         """d/dt (2 L(e) e') = 2 L(e) e'' + 2 L(e') e', and L(e') e' = 0 identically (L(v) v = 0

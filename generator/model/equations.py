@@ -14,9 +14,18 @@ Invariants:
   sparse) the generalized direction of each actuator force u (names in actuator_names).
   Inverse dynamics of a driven motion solves [Phi_kin_q^T, -B] [lambda; u] = Q - M qdd
   over the kinematic (non-driving) rows. M, Q are None for a model without inertia.
+* inertial (n atoms, with M and Q) = M qdd - Q, the same values written body by body in
+  the cheapest form the body knows (Newton-Euler for a body in Euler parameters:
+  m (r'' - g) and 2 L^T (J alpha + w x J w), instead of the expanded 4 L^T J L e'' - Q):
+  for kernels that only need the residual of the equations of motion.
 * T and V are the kinetic and potential energy (atoms); `conservative` tells whether
   T + V is a first integral when no actuator acts and nothing is driven.
 * outputs are named atoms in q, qd, t that a simulation reports (e.g. leg lengths).
+* explicit maps some coordinates (dependent) to closed forms in the others (`independent`,
+  in the order of q), parameters and t; the closed forms satisfy the constraints wherever
+  the independent coordinates satisfy the constraints among themselves. `explicit_map()`
+  gives the dependent q, qd and qdd as atoms in the independent q, qd, qdd (chain rule),
+  for kernels over the independent coordinates alone.
 Structural zeros are never stored: M, phi_q, B keep only entries that are not ZERO.
 """
 from __future__ import annotations
@@ -49,11 +58,15 @@ class Equations:
     V: Atom | None = None
     conservative: bool = True
     outputs: dict[str, Atom] = field(default_factory=dict)
+    explicit: dict[Atom, Atom] = field(default_factory=dict)
+    independent: list[Atom] | None = None
+    inertial: list[Atom] | None = None
     # lazily built
     _phi_q: Sparse | None = None
     _phi_t: list[Atom] | None = None
     _gamma: list[Atom] | None = None
     _nh: tuple | None = None
+    _explicit_rates: tuple | None = None
 
     def __post_init__(self):
         if self.driving is None:
@@ -62,6 +75,19 @@ class Equations:
             raise ValueError(f"{self.model}: {len(self.driving)} driving flags for {len(self.phi)} equations")
         if self.B is None:
             self.B = Sparse((len(self.q), len(self.actuator_names)))
+        coords = set(self.q)
+        bad = [getattr(k.value, "name", repr(k)) for k in self.explicit if k not in coords]
+        if bad:
+            raise ValueError(f"{self.model}: explicit coordinates {', '.join(bad)} are not coordinates")
+        if self.independent is None:
+            self.independent = [s for s in self.q if s not in self.explicit]
+        dep = 0
+        for k in self.explicit:
+            dep |= k.mask
+        for k, e in self.explicit.items():
+            if e.mask & dep:
+                raise ValueError(f"{self.model}: the explicit expression of {k.value.name} uses dependent "
+                                 "coordinates")
 
     @property
     def n(self) -> int:
@@ -126,6 +152,57 @@ class Equations:
     def nh_gamma(self) -> list[Atom]:
         return self._nh_parts()[2]
 
+    # ---- explicit (closed-form) dependent coordinates ---------------------------------------
+    @property
+    def dependent(self) -> list[Atom]:
+        """The explicit coordinates, in the order of q."""
+        return [s for s in self.q if s in self.explicit]
+
+    def _column(self, syms, which: list[Atom]) -> list[Atom]:
+        idx = {s: j for j, s in enumerate(self.q)}
+        return [syms[idx[s]] for s in which]
+
+    @property
+    def independent_qd(self) -> list[Atom]:
+        return self._column(self.qd, self.independent)
+
+    @property
+    def independent_qdd(self) -> list[Atom]:
+        return self._column(self.qdd, self.independent)
+
+    def explicit_rates(self) -> tuple[list[Atom], list[Atom], list[Atom]]:
+        """(q, qd, qdd) of the dependent coordinates (in the order of `dependent`) as atoms
+        in the independent q, qd, qdd (and t): the closed forms and their first and second
+        time derivatives by the chain rule."""
+        if self._explicit_rates is None:
+            dep = self.dependent
+            pos = [self.explicit[s] for s in dep]
+            ind_qd, ind_qdd = self.independent_qd, self.independent_qdd
+            first = {**dict(zip(self.independent, ind_qd)), self.t: ONE}
+            second = {**first, **dict(zip(ind_qd, ind_qdd))}
+            vel = time_derivative(pos, first)
+            acc = time_derivative(vel, second)
+            self._explicit_rates = (pos, vel, acc)
+        return self._explicit_rates
+
+    def explicit_map(self, order: int = 2) -> dict[Atom, Atom]:
+        """{dependent q (and qd, qdd up to `order`): atom in the independent coordinates}, to
+        substitute into M, Q, Phi_q, B, outputs."""
+        pos, vel, acc = self.explicit_rates() if order > 0 else ([self.explicit[s] for s in self.dependent], [], [])
+        dep = self.dependent
+        out = dict(zip(dep, pos))
+        if order >= 1:
+            out.update(zip(self._column(self.qd, dep), vel))
+        if order >= 2:
+            out.update(zip(self._column(self.qdd, dep), acc))
+        return out
+
+    def explicit_phi(self) -> list[Atom]:
+        """The constraints with the dependent coordinates substituted: functions of the
+        independent coordinates that vanish wherever those satisfy their own constraints
+        (a numeric check of the closed forms)."""
+        return subs(list(self.phi), self.explicit_map(0))
+
     # ---- parameters -----------------------------------------------------------------------
     def nominal(self) -> "Equations":
         """These equations with every parameter replaced by its value (the numerics of the
@@ -146,4 +223,6 @@ class Equations:
                          M=sm(self.M), Q=s(self.Q), guess=self.guess, driving=self.driving,
                          nh=s(self.nh), nh_names=self.nh_names, actuator_names=self.actuator_names,
                          B=sm(self.B), T=s(self.T), V=s(self.V), conservative=self.conservative,
-                         outputs={k: subs(v, vals) for k, v in self.outputs.items()})
+                         outputs={k: subs(v, vals) for k, v in self.outputs.items()},
+                         explicit={k: subs(v, vals) for k, v in self.explicit.items()}, inertial=s(self.inertial),
+                         independent=list(self.independent))

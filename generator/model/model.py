@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from ..ir import (ONE, ZERO, Atom, ExpressionError, Sparse, add, as_atom, from_sympy, jacobian, sub, symbol,
+from ..ir import (ONE, ZERO, Atom, ExpressionError, Sparse, add, as_atom, from_sympy, jacobian, sub, subs, symbol,
                   time_derivative, topo)
 from . import forces as _forces
 from . import joints as _joints
@@ -38,6 +38,8 @@ class _Context:
         self.t = model.t
         self.tangents = model._tangents()
         self.gravity = model._gravity
+        self.qdd = model.qdd
+        self.index = {s: j for j, s in enumerate(model.q)}
 
     def jac_q(self, v) -> Sparse:
         return jacobian(v, self.q)
@@ -75,6 +77,7 @@ class Model:
         self._eq_names: set[str] = set()
         self._tang = None
         self._relative = None
+        self.explicit_coords: dict[Atom, Atom] = {}  # dependent coordinate -> atom in the others
 
     # ---- coordinates -------------------------------------------------------------------
     def coordinate(self, name: str, guess: float = 0.0, range=(-1.0, 1.0), vrange=(-1.0, 1.0),
@@ -105,6 +108,36 @@ class Model:
         self.ranges[qdd] = (float(arange[0]), float(arange[1]))
         self._tang = None
         return q
+
+    def explicit(self, q: Atom, expr) -> None:
+        """Give coordinate `q` in closed form: q = expr, an expression of the model's other
+        (independent) coordinates, parameters and t, which must satisfy the constraints
+        wherever the independent coordinates do. The equations keep q as a coordinate (every
+        solver and kernel works as before); kernels over the independent coordinates
+        (inverse-dynamics-reduced) substitute q, its velocity and acceleration (by the chain
+        rule) from expr. `expr` may use coordinates made explicit before (they are
+        substituted here); a coordinate that an earlier explicit expression uses cannot be
+        made explicit afterwards (define it first)."""
+        if not (isinstance(q, Atom) and q in self.guess):
+            raise ModelError(f"{self.name}: explicit needs a coordinate of this model, got {q!r}")
+        name = q.value.name
+        if q in self.explicit_coords:
+            raise ModelError(f"{self.name}: coordinate {name!r} is made explicit twice")
+        try:
+            e = self._atom(expr)
+        except ExpressionError as err:
+            raise ModelError(f"{self.name}: explicit coordinate {name!r}: {err}") from None
+        self._check_symbols(e, self._mask(self.q + [self.t] + self.params), f"explicit coordinate {name!r}")
+        if e.mask & q.mask:
+            raise ModelError(f"{self.name}: explicit coordinate {name!r} is given in terms of itself")
+        users = [d.value.name for d, x in self.explicit_coords.items() if x.mask & q.mask]
+        if users:
+            raise ModelError(f"{self.name}: coordinate {name!r} is used by the explicit expression(s) of "
+                             f"{', '.join(users)}: make it explicit before them")
+        dep = [d for d in self.explicit_coords if e.mask & d.mask]
+        if dep:
+            e = subs(e, {d: self.explicit_coords[d] for d in dep})
+        self.explicit_coords[q] = e
 
     def parameter(self, name: str, value: float, range=None) -> Atom:
         """A model parameter (a length, a mass, a stiffness...): folded into the generated
@@ -339,29 +372,36 @@ class Model:
         n = len(self.q)
         ctx = _Context(self)
         inertial = [b for b in self.bodies if b.has_inertia]
+        inertial_force = None
         if inertial or self.forces:
             Md: dict = {}
             Qd: dict = {}
+            Fd: dict = {}  # M qdd - Q, each body's share in its cheapest form
             T = V = ZERO
             for b in inertial:
                 try:
                     bm, bq, bt, bv = b.inertia_terms(ctx)
+                    bf = b.inertial_force(ctx, bm, bq)
                 except BodyError as e:
                     raise ModelError(f"{self.name}: {e}") from None
                 for k, a in bm.items():
                     Md[k] = add(Md.get(k, ZERO), a)
                 for k, a in bq.items():
                     Qd[k] = add(Qd.get(k, ZERO), a)
+                for k, a in bf.items():
+                    Fd[k] = add(Fd.get(k, ZERO), a)
                 T = add(T, bt)
                 V = add(V, bv)
             for f in self.forces:
                 fq, fv = f.terms(ctx)
                 for k, a in fq.items():
                     Qd[k] = add(Qd.get(k, ZERO), a)
+                    Fd[k] = sub(Fd.get(k, ZERO), a)
                 V = add(V, fv)
                 conservative = conservative and f.conservative
             M = Sparse((n, n), Md)
             Q = [Qd.get(j, ZERO) for j in range(n)]
+            inertial_force = [Fd.get(j, ZERO) for j in range(n)]
             self._check_inertia(M)
         B = Sparse((n, len(self.actuators)),
                    {(j, k): a for k, act in enumerate(self.actuators) for j, a in act.direction(ctx).items()})
@@ -373,7 +413,8 @@ class Model:
                          ranges=dict(self.ranges), guess=dict(self.guess), M=M, Q=Q,
                          driving=list(self.driving), nh=list(self.nh), nh_names=list(self.nh_names),
                          actuator_names=[a.name for a in self.actuators], B=B, T=T, V=V,
-                         conservative=conservative, outputs=dict(self.outputs), params=list(self.params))
+                         conservative=conservative, outputs=dict(self.outputs), params=list(self.params),
+                         explicit=dict(self.explicit_coords), inertial=inertial_force)
 
     def _check_inertia(self, M: Sparse) -> None:
         """A coordinate with no inertia that no equation involves has no defined acceleration."""
