@@ -43,6 +43,7 @@ class MbforgeBackend:
         from mbforge.kernels import InPort, Kernel, OutPort
         from mbforge.pipeline import generate
         from mbforge.render.templates import render_template  # noqa: F401  (import cost, not timed)
+        import jinja2.compiler, jinja2.lexer, jinja2.parser  # noqa: E401,F401  (jinja imports these lazily)
 
         t0 = time.perf_counter()
         eqs = builder(self)

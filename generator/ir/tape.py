@@ -207,13 +207,14 @@ def _factor_constants(order: list[Atom], plan: Plan, readers: dict, outs: set) -
     return changed
 
 
-def _fold_negations(order: list[Atom], plan: Plan, readers: dict, outs: set) -> tuple[set[Atom], bool]:
+def _fold_negations(order: list[Atom], plan: Plan, readers: dict, outs: set) -> tuple[set[Atom], dict]:
     """A negation whose operand has no other reader is folded into that operand's own
     instruction: -(u - v) = v - u, -(c*x) = (-c)*x, -(u + v) = (-u) - v and -(x*y) =
     (-x)*y where -u or -x is itself free (recursively, a few levels deep).
-    Returns the atoms no longer needed and whether new atoms were planned."""
+    Returns the atoms no longer needed and {dead operand: the new atom computing its
+    negation in its place}."""
     dead: set[Atom] = set()
-    created = [False]
+    replaced: dict[Atom, Atom] = {}
 
     def negated(x: Atom, depth: int):
         """An instruction for -x over x's operands, no dearer than x's, or None."""
@@ -255,7 +256,7 @@ def _fold_negations(order: list[Atom], plan: Plan, readers: dict, outs: set) -> 
             return None  # -f is computed anyway; folding would not save anything
         plan[n] = ins
         dead.add(f)
-        created[0] = True
+        replaced[f] = n
         return n
 
     for a in order:
@@ -266,7 +267,7 @@ def _fold_negations(order: list[Atom], plan: Plan, readers: dict, outs: set) -> 
         if ins is not None:
             plan[a] = ins
             dead.add(x)
-    return dead, created[0]
+    return dead, replaced
 
 
 def lower(outputs: list[Atom], inputs: list[Atom] | None = None) -> Tape:
@@ -326,11 +327,11 @@ def _lower(outputs: list[Atom], inputs: list[Atom] | None) -> Tape:
         changed |= rewrite(order, plan, readers, outs)
     if changed:
         order, readers = _needed(roots, plan)
-    dead, created = _fold_negations(order, plan, readers, outs)
-    if created:
-        order, readers = _needed(roots, plan)
-    elif dead:
-        order = [a for a in order if a not in dead]
+    dead, replaced = _fold_negations(order, plan, readers, outs)
+    if dead:
+        # a new negated atom takes the place of the operand it replaces: its own operands
+        # come before that place and its one reader after it, so the order stays valid
+        order = [replaced.get(a, a) for a in order if a not in dead or a in replaced]
 
     syms = {x for a in order for x in plan[a][1] if x.op == "sym"} | {a for a in outputs if a.op == "sym"}
     in_index = {a: k for k, a in enumerate(inputs)}
