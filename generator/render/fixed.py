@@ -7,7 +7,6 @@ outside its declared range), else 0.
 """
 from __future__ import annotations
 
-import math
 from decimal import Decimal, getcontext
 
 from ..passes.fixedpoint import COS_TAYLOR, SIN_TAYLOR, FixedProgram
@@ -35,14 +34,16 @@ def _lit64(v: int) -> str:
     return f"INT64_C({v})"
 
 
-def render_fixed(sched: Schedule, fx: FixedProgram, ctx: dict) -> dict[str, str]:
-    p = ctx["prefix"]
+def fixed_statements(sched: Schedule, fx: FixedProgram, p: str, in_ref, out_ref) -> tuple[list[str], list[str], dict]:
+    """The statements of a fixed-point kernel, shared by the c-fixed and HLS renderers:
+    (declarations, body, which helpers are used). in_ref(k) / out_ref(k) spell the k-th
+    input and output (`in[k]`, `out[k]` in c-fixed; `in_k`, `*out_k` in HLS C)."""
     slot = sched.slot
     by_dst = {ins.dst: ins for ins in fx.instrs}
 
     def var(o) -> str:
         kind, v = o
-        return f"w{slot[v]}" if kind == "t" else f"in[{v}]"
+        return f"w{slot[v]}" if kind == "t" else in_ref(v)
 
     def wide(o, shift: int) -> str:
         """operand as int64 multiplied by 2^shift (rounded if shift < 0)"""
@@ -56,9 +57,9 @@ def render_fixed(sched: Schedule, fx: FixedProgram, ctx: dict) -> dict[str, str]
     body: list[str] = []
     for k, o in sched.direct:
         if o[0] == "c":
-            body.append(f"out[{k}] = INT32_C({round(o[1] * 2.0 ** fx.out_bits[k])});")
+            body.append(f"{out_ref(k)} = INT32_C({round(o[1] * 2.0 ** fx.out_bits[k])});")
         else:
-            body.append(f"out[{k}] = {var(o)};")
+            body.append(f"{out_ref(k)} = {var(o)};")
     used = {"div": False, "sqrt": False, "trig": False}
     for ins in sched.order:
         f = by_dst[ins.dst]
@@ -66,9 +67,7 @@ def render_fixed(sched: Schedule, fx: FixedProgram, ctx: dict) -> dict[str, str]
         op = f.op
         d = f"w{slot[ins.dst[0]]}"
         if op in ("add", "sub"):
-            terms = []
-            for o, (kind, v) in zip(f.args, pr["align"]):
-                terms.append(_lit64(v) if kind == "lit" else wide(o, v))
+            terms = [_lit64(v) if kind == "lit" else wide(o, v) for o, (kind, v) in zip(f.args, pr["align"])]
             sign = " + " if op == "add" else " - "
             body.append(f"{d} = {p}_sat({p}_rsh({sign.join(terms)}, {pr['s']}), &ovf);")
         elif op == "neg":
@@ -95,22 +94,27 @@ def render_fixed(sched: Schedule, fx: FixedProgram, ctx: dict) -> dict[str, str]
             body.append(f"{d} = {p}_sqrt({wide(f.args[0], pr['k'])}, &ovf);")
         elif op in ("sin", "cos", "sincos"):
             used["trig"] = True
-            tmp_s, tmp_c = "ts", "tc"
-            body.append(f"{p}_sincos({var(f.args[0])}, {pr['fx']}, &{tmp_s}, &{tmp_c});")
-            picks = {"sin": [tmp_s], "cos": [tmp_c], "sincos": [tmp_s, tmp_c]}[op]
+            body.append(f"{p}_sincos({var(f.args[0])}, {pr['fx']}, &ts, &tc);")
+            picks = {"sin": ["ts"], "cos": ["tc"], "sincos": ["ts", "tc"]}[op]
             for dst, src, fo in zip(ins.dst, picks, pr["fo"]):
                 body.append(f"w{slot[dst]} = {p}_sat({p}_rsh({src}, {30 - fo}), &ovf);")
         else:  # the planner rejects anything else first
             raise AssertionError(op)
         for dd in ins.dst:
             for k in sched.stores.get(dd, ()):
-                body.append(f"out[{k}] = w{slot[dd]};")
+                body.append(f"{out_ref(k)} = w{slot[dd]};")
 
     names = [f"w{i}" for i in range(sched.n_slots)]
     decls = [f"int32_t {', '.join(names[i:i + 12])};" for i in range(0, len(names), 12)]
     decls.append("uint32_t ovf = 0u;")
     if used["trig"]:
         decls.append("int32_t ts, tc;")
+    return decls, body, used
+
+
+def render_fixed(sched: Schedule, fx: FixedProgram, ctx: dict) -> dict[str, str]:
+    p = ctx["prefix"]
+    decls, body, used = fixed_statements(sched, fx, p, lambda k: f"in[{k}]", lambda k: f"out[{k}]")
     body.append("if (ovf) return 1;")
     support = render_template("c/fixed.c.j2", p=p, div=used["div"], sqrt=used["sqrt"],
                               trig=trig_constants() if used["trig"] else None)
@@ -118,6 +122,3 @@ def render_fixed(sched: Schedule, fx: FixedProgram, ctx: dict) -> dict[str, str]
     c_text = render_template("c/kernel.c.j2", **common, includes=[], support=support, decls=decls, body=body)
     h_text = render_template("c/kernel.h.j2", **common)
     return {ctx["header"]: h_text, ctx["source"]: c_text}
-
-
-_ = math
