@@ -24,7 +24,8 @@ import numpy as np
 
 from mbforge.examples import load
 from mbforge.hil.hostlib import load_kernel
-from mbforge.ir import Evaluator, topo
+from mbforge.ir import Evaluator
+from mbforge.ir.graph import translate
 from mbforge.kernels.builders import build_kernel
 from mbforge.pipeline import generate
 
@@ -36,30 +37,8 @@ def to_sx(roots, syms):
     import casadi as ca
 
     fn = {"sqrt": ca.sqrt, "sin": ca.sin, "cos": ca.cos, "tan": ca.tan, "exp": ca.exp, "log": ca.log,
-          "abs": ca.fabs}
-    memo = dict(syms)
-    for a in topo(roots):
-        if a in memo:
-            continue
-        op, x = a.op, [memo.get(y) for y in a.args]
-        if op == "const":
-            r = ca.SX(a.value)
-        elif op == "add":
-            r = x[0] + x[1]
-        elif op == "mul":
-            r = x[0] * x[1]
-        elif op == "div":
-            r = x[0] / x[1]
-        elif op == "neg":
-            r = -x[0]
-        elif op == "pow":
-            r = x[0] ** a.value
-        elif op == "atan2":
-            r = ca.atan2(x[0], x[1])
-        else:
-            r = fn[op](x[0])
-        memo[a] = r
-    return [memo[r] for r in roots]
+          "abs": ca.fabs, "atan2": ca.atan2}
+    return translate(roots, ca.SX, syms.__getitem__, fn)
 
 
 def casadi_solve_kernel(A, b, inputs, u_index, name: str, real: str = "float"):

@@ -71,3 +71,32 @@ def gc_paused():
     finally:
         if was:
             gc.enable()
+
+
+def translate(roots, const, symbol, funcs) -> list:
+    """The atoms `roots` rebuilt in another algebra (sympy, CasADi SX, ...): constants by
+    const(value), symbols by symbol(atom), + - * / and integer powers by the algebra's
+    operators, everything else by funcs[op](*arguments) (sqrt, sin, ..., atan2)."""
+    memo: dict = {}
+    for a in topo(roots):
+        op = a.op
+        if op == "const":
+            r = const(a.value)
+        elif op == "sym":
+            r = symbol(a)
+        else:
+            x = [memo[y] for y in a.args]
+            if op == "add":
+                r = x[0] + x[1]
+            elif op == "mul":
+                r = x[0] * x[1]
+            elif op == "div":
+                r = x[0] / x[1]
+            elif op == "neg":
+                r = -x[0]
+            elif op == "pow":
+                r = x[0] ** a.value
+            else:
+                r = funcs[op](*x)
+        memo[a] = r
+    return [memo[r] for r in roots]

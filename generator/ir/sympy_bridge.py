@@ -8,7 +8,7 @@ import sympy as sp
 
 from .atom import (ONE, Atom, ExpressionError, abs_, add, atan2, const, cos, div, exp, log, mul,
                    power, sin, sqrt, symbol, tan)
-from .graph import topo
+from .graph import translate
 
 _FUNCS = {sp.sin: sin, sp.cos: cos, sp.tan: tan, sp.exp: exp, sp.log: log, sp.Abs: abs_}
 
@@ -75,35 +75,19 @@ def from_sympy(expr, symbols: dict | None = None) -> Atom:
 
 
 _TO = {"sin": sp.sin, "cos": sp.cos, "tan": sp.tan, "exp": sp.exp, "log": sp.log, "abs": sp.Abs,
-       "sqrt": sp.sqrt}
+       "sqrt": sp.sqrt, "atan2": sp.atan2}
+
+
+def _sympy_const(v: float):
+    return sp.Integer(int(v)) if v.is_integer() else sp.Float(v)
 
 
 def to_sympy(root: Atom, symbols: dict | None = None):
     """The sympy expression of an atom; `symbols` maps atom symbols to sympy symbols."""
     symbols = symbols or {}
-    memo: dict[Atom, object] = {}
-    for a in topo([root]):
-        op = a.op
-        if op == "const":
-            v = a.value
-            r = sp.Integer(int(v)) if v.is_integer() else sp.Float(v)
-        elif op == "sym":
-            r = symbols.get(a) or sp.Symbol(a.value.name, real=True)
-        else:
-            x = [memo[y] for y in a.args]
-            if op == "add":
-                r = x[0] + x[1]
-            elif op == "mul":
-                r = x[0] * x[1]
-            elif op == "div":
-                r = x[0] / x[1]
-            elif op == "neg":
-                r = -x[0]
-            elif op == "pow":
-                r = x[0] ** a.value
-            elif op == "atan2":
-                r = sp.atan2(x[0], x[1])
-            else:
-                r = _TO[op](x[0])
-        memo[a] = r
-    return memo[root]
+
+    def sym(a):
+        s = symbols.get(a)
+        return s if s is not None else sp.Symbol(a.value.name, real=True)
+
+    return translate([root], _sympy_const, sym, _TO)[0]
