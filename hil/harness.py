@@ -142,18 +142,24 @@ def check_pair(device_m: Manifest, ref_m: Manifest, kernel_dir, ref_dir) -> None
                            f"kernel {device_m.n_in}/{device_m.n_out}")
 
 
+def _companion(kernel_dir, name: str, key: str, what: str) -> np.ndarray:
+    """The array `key` of a JSON file beside the manifest (the domain or the motion)."""
+    path = Path(kernel_dir) / name
+    try:
+        return np.array(json.loads(path.read_text())[key], dtype=np.float64)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise HarnessError(f"{what} file {path}: {e}") from None
+
+
 def input_vectors(m: Manifest, kernel_dir: Path, n: int, seed: int) -> np.ndarray:
     """n random vectors inside the kernel's domain (its boxes, when the manifest names a
     domain file, else the declared ranges), then the motion vectors if any."""
     rng = np.random.default_rng(seed)
     if m.domain:
-        path = Path(kernel_dir) / m.domain
-        try:
-            boxes = np.array(json.loads(path.read_text())["boxes"], dtype=np.float64)
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise HarnessError(f"domain file {path}: {e}") from None
+        boxes = _companion(kernel_dir, m.domain, "boxes", "domain")
         if boxes.ndim != 3 or boxes.shape[1:] != (m.n_in, 2):
-            raise HarnessError(f"domain file {path}: boxes of shape {boxes.shape[1:]}, kernel takes {m.n_in} inputs")
+            raise HarnessError(f"domain file {Path(kernel_dir) / m.domain}: boxes of shape {boxes.shape[1:]}, "
+                               f"kernel takes {m.n_in} inputs")
         pick = boxes[rng.integers(0, len(boxes), n)]
         lo, hi = pick[:, :, 0], pick[:, :, 1]
     else:
@@ -161,13 +167,10 @@ def input_vectors(m: Manifest, kernel_dir: Path, n: int, seed: int) -> np.ndarra
         lo, hi = ranges[:, 0], ranges[:, 1]
     X = lo + (hi - lo) * rng.random((n, m.n_in))
     if m.motion:
-        path = Path(kernel_dir) / m.motion
-        try:
-            motion = np.array(json.loads(path.read_text())["vectors"], dtype=np.float64)
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise HarnessError(f"motion file {path}: {e}") from None
+        motion = _companion(kernel_dir, m.motion, "vectors", "motion")
         if motion.size and motion.reshape(len(motion), -1).shape[1] != m.n_in:
-            raise HarnessError(f"motion file {path}: vectors of {motion.shape[-1]} values, kernel takes {m.n_in}")
+            raise HarnessError(f"motion file {Path(kernel_dir) / m.motion}: vectors of {motion.shape[-1]} values, "
+                               f"kernel takes {m.n_in}")
         X = np.vstack([X, motion.reshape(-1, m.n_in)]) if motion.size else X
     return X
 
