@@ -36,13 +36,14 @@ def order_for_pressure(tape: Tape) -> list[Instr]:
     n = len(instrs)
     ops = [tuple(dict.fromkeys(a[1] for a in ins.args if a[0] == "t")) for ins in instrs]
     ndst = [len(ins.dst) for ins in instrs]
-    readers: dict[int, list[int]] = {}
+    nt = len(tape.atoms)  # temps are numbered 0 .. nt-1
+    readers: list[list[int]] = [[] for _ in range(nt)]
     for k, vs in enumerate(ops):
         for v in vs:
-            readers.setdefault(v, []).append(k)
-    remaining = {v: len(r) for v, r in readers.items()}
+            readers[v].append(k)
+    remaining = [len(r) for r in readers]
     waiting = [len(vs) for vs in ops]
-    born: dict[int, int] = {}  # value -> step at which it was computed
+    born = [0] * nt  # value -> step at which it was computed
 
     def score(k: int) -> tuple:
         kills = 0
@@ -66,9 +67,7 @@ def order_for_pressure(tape: Tape) -> list[Instr]:
         k = sc[2]
         if done[k]:
             continue
-        fresh = score(k)
-        if fresh != sc:  # a stale entry (priorities only improve): re-queue it
-            push(heap, fresh)
+        if score(k) != sc:  # stale: priorities only improve, the better entry is queued
             continue
         done[k] = True
         order.append(instrs[k])
@@ -83,7 +82,7 @@ def order_for_pressure(tape: Tape) -> list[Instr]:
                         break
         for d in instrs[k].dst:
             born[d] = step
-            for r in readers.get(d, ()):
+            for r in readers[d]:
                 waiting[r] -= 1
                 if waiting[r] == 0:
                     push(heap, score(r))
