@@ -23,16 +23,17 @@ import jinja2
 from mbforge import __version__
 from mbforge.hil import protocol as P
 from mbforge.manifest import MANIFEST_NAME, Manifest, ManifestError
+from mbforge.targets import BOARDS
 
 FIRMWARE_VERSION = f"mbforge-fw {__version__}"
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 KERNEL_SUBDIR = "src/kernel"
 RECORD = "mbforge-project.json"  # what was generated, so stale files can be removed
-ENVIRONMENTS = ("emulated_f405", "nucleo_f446re")
+ENVIRONMENTS = tuple(BOARDS)
 EXTRA_SCRIPT = "mbf_ststm32_link.py"
 
 C_REAL = {"double": "double", "float": "float", "int32": "int32_t"}
-CPU_HZ = 168_000_000  # netduinoplus2 in QEMU; the Nucleo's PLL is set to the same
+CPU_HZ = BOARDS["emulated_f405"].cpu_hz  # the Nucleo's PLL is set to the same (targets.BOARDS)
 RX_BUFFER = 1024  # device receive ring, bytes (a power of two)
 DEFAULT_BAUD = 115200
 CALIB_MAX_ITERATIONS = 4_000_000  # 8e6 instructions: wraps the 24-bit SysTick at shift 5 (tested)

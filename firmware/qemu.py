@@ -25,10 +25,12 @@ import time
 import weakref
 from pathlib import Path
 
+from mbforge.targets import BOARDS
+
 QEMU = "qemu-system-arm"
-MACHINE = "netduinoplus2"
+MACHINE = BOARDS["emulated_f405"].qemu_machine
 ICOUNT_SHIFT = 5
-CPU_HZ = 168_000_000
+CPU_HZ = BOARDS["emulated_f405"].cpu_hz
 TICKS_PER_INSTRUCTION = CPU_HZ * 2**ICOUNT_SHIFT / 1e9  # the expected value; CALIB measures it
 
 

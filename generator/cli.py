@@ -52,7 +52,10 @@ def _register_generate(sub) -> None:
     p = sub.add_parser("generate", help="generate a kernel's C, header and manifest")
     p.add_argument("model", help="a shipped example (e.g. fourbar) or a .py file with build()")
     p.add_argument("--kernel", default="equations", choices=sorted(BUILDERS))
-    p.add_argument("--target", default="c-double", choices=TARGETS)
+    from .targets import TARGETS as INFO
+
+    p.add_argument("--target", default="c-double", choices=TARGETS,
+                   help="; ".join(f"{n}: {t.use}" for n, t in INFO.items()))
     p.add_argument("--prefix", default=None, help="prefix of emitted C symbols (default: model name)")
     p.add_argument("--params", default="fold", choices=("fold", "runtime"),
                    help="model parameters as constants (fold) or as a runtime input port `params`")

@@ -27,10 +27,11 @@ from .render.fixed import render_fixed
 from .render.hls import render_hls
 from .render.verilog import render_rtl
 from .schedule import schedule
+from .targets import TARGETS as TARGET_INFO
 
-TARGETS = (*DIALECTS, "c-fixed", "hls-c", "verilog")
-REAL = {**{name: d.real for name, d in DIALECTS.items()}, "c-fixed": "int32", "hls-c": "int32", "verilog": "int32"}
-FIXED_TARGETS = ("c-fixed", "hls-c", "verilog")  # one fixed-point plan, three renderers
+TARGETS = tuple(TARGET_INFO)
+REAL = {name: t.real for name, t in TARGET_INFO.items()}
+FIXED_TARGETS = tuple(name for name, t in TARGET_INFO.items() if t.fixed)  # one plan, three renderers
 MOTION_NAME = "motion.json"
 DOMAIN_NAME = "domain.json"
 
