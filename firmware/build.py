@@ -7,8 +7,10 @@ the environment the generated platformio.ini expects:
   PLATFORMIO_CORE_DIR    <home>/core (holds the offline tool-scons)
 with <home> = mbforge.firmware.offline.default_home(). These are set only for the child
 process; the generated files never contain them (they stay byte-identical everywhere).
-The official `nucleo_f446re` environment needs the PlatformIO registry; here it fails
-with PlatformIO's own message.
+The environments are the boards of mbforge.targets.BOARDS: the emulated ones
+(emulated_f405, emulated_an385) build offline with the local dev-platform into
+program.elf; the official `nucleo_f446re` environment needs the PlatformIO registry (here
+it fails with PlatformIO's own message) and names its output firmware.elf.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import time
 from pathlib import Path
 
 from mbforge.firmware import offline
+from mbforge.firmware.project import ENVIRONMENTS, FIRMWARE
 
 PIO_TIMEOUT = 600.0
 
@@ -69,15 +72,22 @@ def offline_environment(home: Path | None = None) -> dict[str, str]:
     return env
 
 
+def _check_env(env: str) -> None:
+    if env not in FIRMWARE:
+        raise BuildError(f"unknown environment {env!r}: the project has {', '.join(ENVIRONMENTS)}")
+
+
 def elf_path(project_dir: str | Path, env: str = "emulated_f405") -> Path:
-    # a platform with no uploader names its output program.elf (ststm32: firmware.elf)
-    name = "program.elf" if env == "emulated_f405" else "firmware.elf"
+    _check_env(env)
+    # mbforge's local platform has no uploader and names its output program.elf (ststm32: firmware.elf)
+    name = "program.elf" if FIRMWARE[env].pio_board else "firmware.elf"
     return Path(project_dir) / ".pio" / "build" / env / name
 
 
 def build(project_dir: str | Path, env: str = "emulated_f405", *, home: Path | None = None,
           verbose: bool = False, timeout: float = PIO_TIMEOUT) -> Path:
     project_dir = Path(project_dir).resolve()
+    _check_env(env)
     if not (project_dir / "platformio.ini").is_file():
         raise BuildError(f"no platformio.ini in {project_dir}: generate the project first (mbforge firmware)")
     cmd = [str(pio_executable()), "run", "-d", str(project_dir), "-e", env]

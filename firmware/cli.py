@@ -5,7 +5,8 @@ import argparse
 import sys
 
 from mbforge.firmware.build import BuildError, build
-from mbforge.firmware.project import DEFAULT_BAUD, ENVIRONMENTS, ProjectError, generate_project
+from mbforge.firmware.project import DEFAULT_BAUD, ENVIRONMENTS, ProjectError, generate_project, load_manifest
+from mbforge.targets import BOARDS
 
 
 def register(subparsers) -> None:
@@ -18,8 +19,19 @@ def register(subparsers) -> None:
     p.add_argument("--baud", type=int, default=DEFAULT_BAUD, help="UART baud rate of the real board")
     p.add_argument("--build", action="store_true", help="build after generating (pio run)")
     p.add_argument("--env", default="emulated_f405", choices=ENVIRONMENTS,
-                   help="environment to build with --build (nucleo_f446re needs the PlatformIO registry)")
+                   help="environment to build with --build (nucleo_f446re needs the PlatformIO registry; "
+                        "emulated_an385 is a Cortex-M3 without FPU, for c-fixed kernels)")
     p.set_defaults(func=run_command)
+
+
+def soft_float_note(real: str, env: str) -> str | None:
+    """A float or double kernel on a core without an FPU runs, in software floating point
+    (libgcc's, IEEE-correct): say so, and name the target meant for such cores."""
+    board = BOARDS[env]
+    if board.fpu is None and real in ("float", "double"):
+        return (f"note: {env} ({board.cpu}) has no FPU: this {real} kernel runs in software floating "
+                f"point (correct, but many instructions per operation); c-fixed is the target for this core")
+    return None
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -27,6 +39,9 @@ def run_command(args: argparse.Namespace) -> int:
         out = generate_project(args.kernel, args.out, baud=args.baud)
         print(f"project written to {out}")
         if args.build:
+            note = soft_float_note(load_manifest(args.kernel).real, args.env)
+            if note:
+                print(note, file=sys.stderr)
             elf = build(out, args.env)
             print(f"built {elf}")
     except (ProjectError, BuildError) as e:

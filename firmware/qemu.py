@@ -1,37 +1,53 @@
-"""Run a firmware ELF in QEMU's netduinoplus2 (STM32F405) with USART2 on a TCP socket.
+"""Run a firmware ELF in QEMU, the board's link UART on a TCP socket.
 
-    with Emulator(elf) as emu:
+    with Emulator(elf) as emu:        # the board the ELF was built for (else emulated_f405)
         link = Link(emu.url)          # socket://127.0.0.1:PORT
+    Emulator(elf, board="emulated_an385")
+
+The board (an emulated entry of mbforge.targets.BOARDS) gives the QEMU machine, the
+`-serial` index of the link UART, the clock and the -icount shift:
+  emulated_f405   -M netduinoplus2 (STM32F405, Cortex-M4F, 168 MHz), USART2 = serial 1
+  emulated_an385  -M mps2-an385 (Cortex-M3, no FPU, 25 MHz), UART0 = serial 0
+Every firmware mbforge generates names its environment in a section that is not loaded
+(.mbf.board); `board_of_elf` reads it, so an ELF starts on its own machine. An ELF
+without that section runs as emulated_f405 (the default); a `board` that contradicts the
+ELF's is refused.
 
 Invariants:
 - QEMU is always killed when the context exits, exceptions included (and, as a last
   resort, when the object is garbage-collected or Python exits, via weakref.finalize): no orphan processes.
 - Start-up has a deadline: QEMU must report that it listens within `start_timeout`
   seconds, else EmulatorError with its stderr.
-- `-icount shift=ICOUNT_SHIFT` makes virtual time a function of the instruction count,
-  so SysTick counts are deterministic. The processor clock is 168 MHz, so one
-  instruction is 2**shift ns = 0.168 * 2**shift SysTick ticks (5.376 at shift 5; the
-  firmware's CALIB request measures it, see mbforge.hil.harness).
-- Serial 0 (USART1) is discarded; serial 1 (USART2, the board link) is a TCP server
+- `-icount shift=S` makes virtual time a function of the instruction count, so SysTick
+  counts are deterministic. One instruction is 2**S ns, i.e. cpu_hz * 2**S / 1e9
+  SysTick ticks: 5.376 on emulated_f405 (168 MHz, S = 5), 3.2 on emulated_an385 (25 MHz,
+  S = 7; at S = 5 a tick would be 1.25 instructions, too coarse to count them). The
+  firmware's CALIB request measures it, see mbforge.hil.harness.
+- The serials before the link UART's are discarded; the link UART's is a TCP server
   that waits for one client before the guest starts, so no byte is sent to nobody.
 """
 from __future__ import annotations
 
 import shutil
 import socket
+import struct
 import subprocess
 import tempfile
 import time
 import weakref
 from pathlib import Path
 
-from mbforge.targets import BOARDS
+from mbforge.targets import BOARDS, Board
 
 QEMU = "qemu-system-arm"
-MACHINE = BOARDS["emulated_f405"].qemu_machine
-ICOUNT_SHIFT = 5
-CPU_HZ = BOARDS["emulated_f405"].cpu_hz
+DEFAULT_BOARD = "emulated_f405"
+EMULATED_BOARDS = tuple(env for env, b in BOARDS.items() if b.qemu_machine)
+# the default board's values
+MACHINE = BOARDS[DEFAULT_BOARD].qemu_machine
+ICOUNT_SHIFT = BOARDS[DEFAULT_BOARD].icount_shift
+CPU_HZ = BOARDS[DEFAULT_BOARD].cpu_hz
 TICKS_PER_INSTRUCTION = CPU_HZ * 2**ICOUNT_SHIFT / 1e9  # the expected value; CALIB measures it
+BOARD_SECTION = ".mbf.board"
 
 
 class EmulatorError(RuntimeError):
@@ -44,14 +60,49 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def qemu_command(elf: Path, port: int, icount_shift: int = ICOUNT_SHIFT) -> list[str]:
+def emulated_board(env: str) -> Board:
+    """The entry of targets.BOARDS for an environment QEMU can run; EmulatorError if none."""
+    b = BOARDS.get(env)
+    if b is None or not b.qemu_machine:
+        raise EmulatorError(f"{env!r} is not an emulated board: QEMU runs {', '.join(EMULATED_BOARDS)}")
+    return b
+
+
+def board_of_elf(elf: str | Path) -> str | None:
+    """The environment named by the ELF's .mbf.board section; None if the file is not a
+    32-bit little-endian ELF or has no such section (never raises)."""
+    try:
+        data = Path(elf).read_bytes()
+        if data[:6] != b"\x7fELF\x01\x01":
+            return None
+        shoff, = struct.unpack_from("<I", data, 0x20)
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x2E)
+
+        def section(i: int) -> tuple[int, int, int]:  # (name offset, file offset, size)
+            name, _type, _flags, _addr, offset, size = struct.unpack_from("<IIIIII", data, shoff + i * shentsize)
+            return name, offset, size
+
+        _, strtab, _ = section(shstrndx)
+        want = BOARD_SECTION.encode() + b"\0"
+        for i in range(shnum):
+            name, offset, size = section(i)
+            if data[strtab + name:strtab + name + len(want)] == want:
+                return data[offset:offset + size].split(b"\0", 1)[0].decode("ascii") or None
+    except (OSError, struct.error, UnicodeDecodeError):
+        return None
+    return None
+
+
+def qemu_command(elf: Path, port: int, icount_shift: int | None = None, board: str = DEFAULT_BOARD) -> list[str]:
+    b = emulated_board(board)
+    shift = b.icount_shift if icount_shift is None else icount_shift
     return [
-        QEMU, "-M", MACHINE, "-nographic", "-monitor", "none",
-        "-serial", "null",
+        QEMU, "-M", b.qemu_machine, "-nographic", "-monitor", "none",
+        *["-serial", "null"] * b.qemu_serial,
         # nodelay: the guest writes byte by byte; with Nagle and delayed ACKs each reply
         # would wait ~40 ms
         "-serial", f"tcp:127.0.0.1:{port},server=on,wait=on,nodelay=on",
-        "-icount", f"shift={icount_shift}",
+        "-icount", f"shift={shift}",
         "-kernel", str(elf),
     ]
 
@@ -66,10 +117,17 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 class Emulator:
-    def __init__(self, elf: str | Path, *, icount_shift: int = ICOUNT_SHIFT,
+    def __init__(self, elf: str | Path, *, board: str | None = None, icount_shift: int | None = None,
                  start_timeout: float = 10.0, port: int | None = None):
+        """board: an emulated environment of targets.BOARDS; None: the one the ELF names,
+        else emulated_f405. icount_shift: None for the board's."""
         self.elf = Path(elf)
-        self.icount_shift = icount_shift
+        self.elf_board = board_of_elf(self.elf)
+        self.board = board or self.elf_board or DEFAULT_BOARD
+        b = emulated_board(self.board)
+        self.machine = b.qemu_machine
+        self.cpu_hz = b.cpu_hz
+        self.icount_shift = b.icount_shift if icount_shift is None else icount_shift
         self.start_timeout = start_timeout
         self.port = port
         self.proc: subprocess.Popen | None = None
@@ -84,7 +142,10 @@ class Emulator:
 
     @property
     def ticks_per_instruction(self) -> float:
-        return CPU_HZ * 2**self.icount_shift / 1e9
+        return self.cpu_hz * 2**self.icount_shift / 1e9
+
+    def command(self, port: int) -> list[str]:
+        return qemu_command(self.elf, port, self.icount_shift, self.board)
 
     def start(self) -> "Emulator":
         if not self.elf.is_file():
@@ -92,6 +153,10 @@ class Emulator:
         with open(self.elf, "rb") as f:
             if f.read(4) != b"\x7fELF":
                 raise EmulatorError(f"{self.elf} is not an ELF file")
+        if self.elf_board and self.elf_board != self.board:
+            raise EmulatorError(f"{self.elf} was built for {self.elf_board} "
+                                f"({BOARDS[self.elf_board].qemu_machine if self.elf_board in BOARDS else 'unknown'}), "
+                                f"not {self.board} ({self.machine}): drop the board or build for it")
         if shutil.which(QEMU) is None:
             raise EmulatorError(f"{QEMU} not found: install qemu-system-arm (scripts/bootstrap.sh does)")
         last = ""
@@ -100,7 +165,7 @@ class Emulator:
             port = fixed or free_port()
             self._log = tempfile.TemporaryFile(mode="w+b")
             t0 = time.monotonic()
-            proc = subprocess.Popen(qemu_command(self.elf, port, self.icount_shift),
+            proc = subprocess.Popen(self.command(port),
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                     stderr=self._log, start_new_session=True)
             self.proc, self.port = proc, port
@@ -114,7 +179,7 @@ class Emulator:
             if fixed or "Address already in use" not in last:
                 break
         raise EmulatorError(f"QEMU did not start within {self.start_timeout:.0f} s "
-                            f"({' '.join(qemu_command(self.elf, self.port or 0, self.icount_shift))}): "
+                            f"({' '.join(self.command(self.port or 0))}): "
                             f"{last.strip() or 'no output'}")
 
     def _wait_listening(self, t0: float) -> bool:

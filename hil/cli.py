@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from mbforge.firmware.qemu import Emulator, EmulatorError
+from mbforge.firmware.qemu import EMULATED_BOARDS, Emulator, EmulatorError
 from mbforge.hil.harness import HarnessError, run
 from mbforge.hil.hostlib import HostLibError
 from mbforge.hil.link import LinkError
@@ -25,7 +25,12 @@ def register(subparsers) -> None:
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--port", help="serial port or URL: /dev/ttyACM0, socket://127.0.0.1:PORT")
     where.add_argument("--emulate", metavar="ELF",
-                       help="start this firmware in QEMU (netduinoplus2) and talk to it")
+                       help="start this firmware in QEMU and talk to it; the machine is the one of the "
+                            "board the ELF was built for (emulated_f405: netduinoplus2, "
+                            "emulated_an385: mps2-an385)")
+    p.add_argument("--board", choices=EMULATED_BOARDS, default=None,
+                   help="with --emulate: the board to emulate, checked against the ELF's "
+                        "(default: the ELF's; emulated_f405 for an ELF that names none)")
     p.add_argument("--kernel", required=True, help="the device kernel's directory (manifest.json)")
     p.add_argument("--reference", required=True, help="c-double kernel directory of the same model and kernel")
     p.add_argument("--vectors", type=int, default=1000, help="random input vectors (default 1000)")
@@ -44,11 +49,14 @@ def register(subparsers) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    if args.board and not args.emulate:
+        print("mbforge hil: error: --board goes with --emulate (a --port is already a board)", file=sys.stderr)
+        return 2
     try:
         with contextlib.ExitStack() as stack:
             port = args.port
             if args.emulate:
-                port = stack.enter_context(Emulator(args.emulate)).url
+                port = stack.enter_context(Emulator(args.emulate, board=args.board)).url
             report = run(port, args.kernel, args.reference, vectors=args.vectors, seed=args.seed,
                          tol=args.tol, host_model=args.host_model, timeout=args.timeout,
                          window=args.window, baudrate=args.baud)

@@ -23,8 +23,9 @@ outputs must also equal a host build of the same reduced-precision C bit for bit
 Work per call: the device's overhead-corrected counter ticks. With SysTick (the
 emulated board under -icount) they are turned into instructions: the CALIB request
 times a loop of a known instruction count at two lengths and the slope gives ticks per
-instruction (0.168 * 2**shift at 168 MHz: 5.376 at shift 5); instructions =
-round(ticks / slope). With DWT they are processor cycles. Calls whose count wrapped
+instruction (cpu_hz * 2**shift / 1e9: 5.376 on emulated_f405, 168 MHz at shift 5; 3.2 on
+emulated_an385, 25 MHz at shift 7); instructions = round(ticks / slope), exact while a
+tick is less than half an instruction. With DWT they are processor cycles. Calls whose count wrapped
 (raw ticks 0xFFFFFFFF) are left out of the statistics and counted as counter_overflows.
 """
 from __future__ import annotations

@@ -33,12 +33,20 @@ class Board:
     link: str  # the UART the host talks to
     counter: str  # what times a kernel call: SysTick (QEMU -icount) or DWT cycles
     qemu_machine: str | None  # None: a real board
+    # emulated boards only: which of QEMU's `-serial` options (0 = the first) is the link
+    # UART, and the `-icount shift` (one instruction = 2**shift ns of virtual time)
+    qemu_serial: int | None = None
+    icount_shift: int | None = None
 
 
 BOARDS: dict[str, Board] = {b.env: b for b in (
     Board("emulated_f405", "STM32F405RG", "cortex-m4", "fpv4-sp-d16", 168_000_000, "USART2", "SysTick",
-          "netduinoplus2"),
+          "netduinoplus2", qemu_serial=1, icount_shift=5),
     # the Nucleo's PLL is set to the emulated board's clock, so both count alike
     Board("nucleo_f446re", "STM32F446RE", "cortex-m4", "fpv4-sp-d16", 168_000_000, "USART2 (ST-LINK VCP)", "DWT",
           None),
+    # Arm's MPS2 FPGA image AN385: a Cortex-M3, no FPU (float and double run in software);
+    # UART0 is QEMU's first serial. 25 MHz x 2**7 ns = 3.2 SysTick ticks per instruction.
+    Board("emulated_an385", "MPS2 AN385", "cortex-m3", None, 25_000_000,
+          "UART0 (CMSDK APB UART)", "SysTick", "mps2-an385", qemu_serial=0, icount_shift=7),
 )}

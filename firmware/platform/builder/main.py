@@ -4,7 +4,9 @@ Invariants (each one was a real failure mode, see shared/notes/offline-toolchain
 - the linker script reaches the link once, via LDSCRIPT_PATH (PlatformIO adds `-T`
   itself; a second `-T` redeclares the memory regions and initialised data reads 0);
 - the machine flags (-mcpu/-mthumb/-mfpu/-mfloat-abi) are in LINKFLAGS as well as
-  CCFLAGS, so the hard-float multilib of libc/libm/libgcc is linked;
+  CCFLAGS, so the multilib of libc/libm/libgcc that matches the float ABI is linked:
+  hard float on a board with "fpu", else -mfloat-abi=soft (Cortex-M3: no FPU, float
+  and double in software);
 - there is no uploader, so the program is $BUILD_DIR/program.elf.
 """
 import os
@@ -18,6 +20,8 @@ machine = ["-mcpu=%s" % board.get("build.cpu"), "-mthumb"]
 if board.get("build.fpu", ""):
     machine += ["-mfpu=%s" % board.get("build.fpu"),
                 "-mfloat-abi=%s" % board.get("build.float_abi", "hard")]
+else:
+    machine += ["-mfloat-abi=%s" % board.get("build.float_abi", "soft")]
 
 env.Replace(
     AR="arm-none-eabi-ar",
