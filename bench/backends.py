@@ -38,7 +38,7 @@ class MbforgeBackend:
     def zero(self, e):
         return isinstance(e, self.ir.Atom) and e is self.ir.ZERO or (not isinstance(e, self.ir.Atom) and e == 0)
 
-    def joint(self, builder, target="c-double"):
+    def joint(self, builder, target="c-double", schedule="pressure"):
         ir = self.ir
         from mbforge.kernels import InPort, Kernel, OutPort
         from mbforge.pipeline import generate
@@ -61,7 +61,7 @@ class MbforgeBackend:
                                         InPort("t", [eqs.t], ranges)],
                    [OutPort.vector("Phi", phi), OutPort.sparse("Phi_q", J), OutPort.vector("Phi_t", phi_t),
                     OutPort.vector("gamma", gamma), OutPort.sparse("M", M), OutPort.vector("Q", Q)])
-        plan = generate(k, target, prefix="mbf_" + eqs.name)
+        plan = generate(k, target, prefix="mbf_" + eqs.name, options={"schedule": schedule})
         dt = time.perf_counter() - t0
         m = plan.manifest
         atoms = len(ir.topo(k.output_atoms))
@@ -226,5 +226,15 @@ def generic_chain(B, n):
     return chain_tip(B, n)
 
 
-BACKENDS = {"mbforge": MbforgeBackend, "casadi": CasadiBackend, "sympy": SympyBackend}
+class MbforgeFastBackend(MbforgeBackend):
+    """mbforge with the depth-first schedule (no register-pressure scheduling)."""
+
+    name = "mbforge-fast"
+
+    def joint(self, builder, target="c-double", schedule="fast"):
+        return super().joint(builder, target, schedule)
+
+
+BACKENDS = {"mbforge": MbforgeBackend, "mbforge-fast": MbforgeFastBackend, "casadi": CasadiBackend,
+            "sympy": SympyBackend}
 _ = math

@@ -37,7 +37,8 @@ def cmd_generate(args) -> int:
 
     model = load_model(args.model)
     kernel = build_kernel(model.equations(), args.kernel)
-    plan = generate(kernel, args.target, prefix=args.prefix, options={"params": args.params})
+    plan = generate(kernel, args.target, prefix=args.prefix,
+                    options={"params": args.params, "schedule": args.schedule})
     out = plan.write(args.out)
     m = plan.manifest
     print(f"{m.function} ({m.target}): {m.n_in} inputs, {m.n_out} outputs, "
@@ -59,6 +60,8 @@ def _register_generate(sub) -> None:
     p.add_argument("--prefix", default=None, help="prefix of emitted C symbols (default: model name)")
     p.add_argument("--params", default="fold", choices=("fold", "runtime"),
                    help="model parameters as constants (fold) or as a runtime input port `params`")
+    p.add_argument("--schedule", default="pressure", choices=("pressure", "fast"),
+                   help="pressure: order for few live values (default); fast: depth-first, quicker to generate")
     p.add_argument("--out", required=True, type=Path)
     p.set_defaults(func=cmd_generate)
 

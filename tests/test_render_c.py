@@ -151,3 +151,18 @@ def test_every_kernel_generates_and_compiles_warning_free(model, kernel, tmp_pat
         flags = STRICT + (["-Wdouble-promotion"] if target == "c-float32" else [])
         cmd = ["gcc", *flags, "-fsyntax-only" if big else "-c", str(src), "-o", str(tmp_path / "k.o")]
         subprocess.run([c for c in cmd if not (big and c in ("-o", str(tmp_path / "k.o")))], check=True)
+
+
+def test_schedule_option_changes_order_not_results(fourbar, tmp_path):
+    """The depth-first schedule computes the same operations in another order: the same
+    bits; an unknown schedule is refused by name."""
+    from mbforge.pipeline import GenerateError
+
+    generate(fourbar, "c-float32", options={"schedule": "fast"}).write(tmp_path / "fast")
+    generate(fourbar, "c-float32").write(tmp_path / "pressure")
+    X = _inputs(fourbar, 5000).astype(np.float32)
+    a, _ = load_kernel(tmp_path / "fast")(X)
+    b, _ = load_kernel(tmp_path / "pressure")(X)
+    assert (a.view(np.uint32) == b.view(np.uint32)).all()
+    with pytest.raises(GenerateError, match="schedule='quick'"):
+        generate(fourbar, "c-double", options={"schedule": "quick"})
