@@ -9,14 +9,14 @@ import re
 import signal
 import struct
 import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 # the frame makers and input sampler of the emulated_f405 tests, reused as they are
-from test_firmware_qemu import BAD_FRAMES, good_eval_frame, random_inputs
+from test_firmware_qemu import (BAD_FRAMES, check_bad_frame, check_empty_frames,
+                                check_pipelined_requests, random_inputs)
 
 from mbforge.firmware import offline
 from mbforge.firmware.build import build
@@ -218,37 +218,16 @@ def test_calibration_and_instruction_counts_are_exact_and_deterministic(link, el
 
 
 def test_pipelined_requests_lose_and_repeat_nothing(link, manifest):
-    X = random_inputs(manifest, 120, seed=2)
-    a = link.eval_many(X, window=1)
-    before = link.stats.stray_replies
-    b = link.eval_many(X, window=8)  # the receive ring holds several requests at once
-    assert np.array_equal(a.outputs.view(np.uint32), b.outputs.view(np.uint32))
-    assert link.stats.stray_replies == before
+    check_pipelined_requests(link, manifest)
 
 
 @pytest.mark.parametrize("name", sorted(BAD_FRAMES))
 def test_bad_frame_gets_one_error_then_next_frame_is_answered(link, name):
-    make, code, seq_known = BAD_FRAMES[name]
-    bad_seq, good_seq = link.next_seq(), link.next_seq()
-    link.send_bytes(make(bad_seq) + good_eval_frame(good_seq))
-    deadline = time.monotonic() + 3.0
-    err = link.read_frame(deadline, f"the ERROR reply to {name}")
-    assert err.type == P.ERROR
-    got_code, got_seq = P.ERROR_PAYLOAD.unpack(err.payload)
-    if code is not None:
-        assert got_code == code, P.ERROR_NAMES.get(got_code)
-    if seq_known:
-        assert got_seq == bad_seq == err.seq
-    reply = link.read_frame(deadline, f"the EVAL reply after {name}")
-    assert (reply.type, reply.seq) == (P.EVAL_REPLY, good_seq)
-    assert np.frombuffer(reply.payload[12:], np.float32).tolist() == [5.0, 0.5, -1.0]
+    check_bad_frame(link, name)
 
 
 def test_empty_frames_get_no_reply(link):
-    seq = link.next_seq()
-    link.send_bytes(b"\x00" * 10 + good_eval_frame(seq))
-    reply = link.read_frame(time.monotonic() + 3.0, "EVAL after empty frames")
-    assert (reply.type, reply.seq) == (P.EVAL_REPLY, seq)
+    check_empty_frames(link)
 
 
 def test_fixed_fourbar_kinematics_is_bit_exact_and_within_bound(fourbar):

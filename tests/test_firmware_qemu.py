@@ -113,13 +113,19 @@ def test_calibration_gives_ticks_per_instruction(link, emulator):
     assert round(work / slope) == 17
 
 
-def test_pipelined_requests_lose_and_repeat_nothing(link, manifest):
+def check_pipelined_requests(link, manifest):
+    """Several requests in flight: the same results as one at a time, nothing stray.
+    (Shared with the other emulated boards' tests.)"""
     X = random_inputs(manifest, 120, seed=2)
     a = link.eval_many(X, window=1)
     before = link.stats.stray_replies
-    b = link.eval_many(X, window=8)
+    b = link.eval_many(X, window=8)  # the receive ring holds several requests at once
     assert np.array_equal(a.outputs.view(np.uint32), b.outputs.view(np.uint32))
     assert link.stats.stray_replies == before
+
+
+def test_pipelined_requests_lose_and_repeat_nothing(link, manifest):
+    check_pipelined_requests(link, manifest)
 
 
 def good_eval_frame(seq):
@@ -156,8 +162,9 @@ BAD_FRAMES = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(BAD_FRAMES))
-def test_bad_frame_gets_one_error_then_next_frame_is_answered(link, name):
+def check_bad_frame(link, name):
+    """One bad frame of kind `name` gets one ERROR reply; the good frame after it is
+    answered normally. (Shared with the other emulated boards' tests.)"""
     make, code, seq_known = BAD_FRAMES[name]
     bad_seq, good_seq = link.next_seq(), link.next_seq()
     link.send_bytes(make(bad_seq) + good_eval_frame(good_seq))
@@ -174,11 +181,20 @@ def test_bad_frame_gets_one_error_then_next_frame_is_answered(link, name):
     assert np.frombuffer(reply.payload[12:], np.float32).tolist() == [5.0, 0.5, -1.0]
 
 
-def test_empty_frames_get_no_reply(link):
+@pytest.mark.parametrize("name", sorted(BAD_FRAMES))
+def test_bad_frame_gets_one_error_then_next_frame_is_answered(link, name):
+    check_bad_frame(link, name)
+
+
+def check_empty_frames(link):
     seq = link.next_seq()
     link.send_bytes(b"\x00" * 10 + good_eval_frame(seq))
     reply = link.read_frame(time.monotonic() + 3.0, "EVAL after empty frames")
     assert (reply.type, reply.seq) == (P.EVAL_REPLY, seq)
+
+
+def test_empty_frames_get_no_reply(link):
+    check_empty_frames(link)
 
 
 def test_device_error_names_the_code(link):
