@@ -42,7 +42,7 @@ class MbforgeBackend:
         ir = self.ir
         from mbforge.kernels import InPort, Kernel, OutPort
         from mbforge.pipeline import generate
-        from mbforge.render.templates import render_template  # noqa: F401  (import cost, not timed)
+        from mbforge.backends.render import render_template  # noqa: F401  (import cost, not timed)
         import jinja2.compiler, jinja2.lexer, jinja2.parser  # noqa: E401,F401  (jinja imports these lazily)
 
         t0 = time.perf_counter()
@@ -73,7 +73,9 @@ class MbforgeBackend:
         t0 = time.perf_counter()
         th, p = generic_chain(self, n)
         J = ir.jacobian(p, th)
-        ops = ir.op_counts(J.values())["total"]
+        from mbforge.lower import op_counts
+
+        ops = op_counts(J.values())["total"]
         return time.perf_counter() - t0, ops
 
 

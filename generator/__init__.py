@@ -3,8 +3,9 @@
     model (Python API)      mbforge.model      coordinates, constraints, bodies, forces
       -> equations (atoms)  mbforge.ir         interned atoms, d/dq, d/dt, subs, evaluator
       -> kernel             mbforge.kernels    what a device computes, as ports over atoms
-      -> tape, schedule     mbforge.ir.tape, mbforge.schedule
-      -> render(target)     mbforge.render     one renderer per target
+      -> tape, schedule     mbforge.lower      one tape, scheduled for registers or depth
+      -> analyses           mbforge.analysis   ranges, float and fixed error bounds, Q formats
+      -> backend(target)    mbforge.backends   one backend per target
       -> plan of files      mbforge.pipeline   {name: text} + manifest.json, then written
       -> build              mbforge.firmware   PlatformIO projects, QEMU
       -> verify             mbforge.hil        serial harness against the double reference

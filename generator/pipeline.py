@@ -15,18 +15,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import __version__
-from .ir import lower, subs, topo
+from .ir import subs, topo
+from .lower import lower
 from .ir.graph import gc_paused
 from .kernels import InPort, Kernel, OutPort
 from .manifest import MANIFEST_NAME, Group, Manifest
-from .passes.fixedpoint import bound_over_boxes
-from .passes.floaterror import float32_bounds
-from .passes.ranges import analyse_domain
-from .render.c import DIALECTS, render_c
-from .render.fixed import render_fixed
-from .render.hls import render_hls
-from .render.verilog import render_rtl
-from .schedule import schedule
+from .analysis.fixedpoint import bound_over_boxes
+from .analysis.floaterror import float32_bounds
+from .analysis.ranges import analyse_domain
+from .backends.c import DIALECTS, render_c
+from .backends.fixed.c import render_fixed
+from .backends.hls import render_hls
+from .backends.rtl.verilog import render_rtl
+from .lower.schedule import schedule
 from .targets import TARGETS as TARGET_INFO
 
 TARGETS = tuple(TARGET_INFO)

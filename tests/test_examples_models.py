@@ -121,7 +121,7 @@ def test_forward_dynamics_under_gravity_10s(build):
 
 # ---- mbforge simulate ----------------------------------------------------------------------------
 def _simulate(argv):
-    from mbforge.model import cli
+    from mbforge.reference import cli
 
     ap = argparse.ArgumentParser()
     cli.register(ap.add_subparsers(dest="command"))

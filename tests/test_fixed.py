@@ -4,12 +4,13 @@ import pytest
 
 from mbforge.examples import load
 from mbforge.hil import hostlib
-from mbforge.ir import Evaluator, ExpressionError, atan2, cos, lower, sin, sqrt, symbol
+from mbforge.ir import Evaluator, ExpressionError, atan2, cos, sin, sqrt, symbol
+from mbforge.lower import lower
 from mbforge.kernels import InPort, Kernel, OutPort
 from mbforge.kernels.builders import build_kernel
 from mbforge.manifest import Manifest
-from mbforge.passes.fixedpoint import TRIG_ERROR
-from mbforge.passes.ranges import analyse
+from mbforge.analysis.fixedpoint import TRIG_ERROR
+from mbforge.analysis.ranges import analyse
 from mbforge.pipeline import generate
 
 pytestmark = pytest.mark.host
@@ -170,8 +171,8 @@ def test_gappa_proves_the_polynomial_bounds_independently():
     every polynomial output; each lies within mbforge's bound."""
     import shutil
 
-    from mbforge.passes import gappa
-    from mbforge.passes.fixedpoint import plan_fixed
+    from mbforge.analysis import gappa
+    from mbforge.analysis.fixedpoint import plan_fixed
 
     if shutil.which("gappa") is None:
         pytest.skip("gappa not installed")
@@ -188,9 +189,9 @@ def test_gappa_proves_the_polynomial_bounds_independently():
 def test_interpreter_is_bit_exact_with_the_c(kernel, tmp_path):
     """The numpy interpreter of fixed-point programs gives the bits of the compiled C."""
     from mbforge.hil.harness import input_vectors
-    from mbforge.passes.fixedpoint import bound_over_boxes
-    from mbforge.passes.fixedsim import simulate
-    from mbforge.passes.ranges import analyse_domain
+    from mbforge.analysis.fixedpoint import bound_over_boxes
+    from mbforge.backends.fixed.interp import simulate
+    from mbforge.analysis.ranges import analyse_domain
 
     k = build_kernel(load("fourbar").equations(), kernel)
     generate(k, "c-fixed").write(tmp_path)

@@ -14,13 +14,13 @@ from hdl_kernels import fourbar_equations, functions_kernel  # noqa: E402
 
 from mbforge.examples import load
 from mbforge.hil import hostlib
-from mbforge.hwschedule import LATENCY, default_units, pipeline, shared
-from mbforge.ir import lower
+from mbforge.backends.rtl.schedule import LATENCY, default_units, pipeline, shared
+from mbforge.lower import lower
 from mbforge.kernels.builders import build_kernel
 from mbforge.manifest import Manifest
-from mbforge.passes.fixedpoint import plan_fixed
-from mbforge.passes.hwops import evaluate, lower_hw
-from mbforge.passes.ranges import analyse_domain
+from mbforge.analysis.fixedpoint import plan_fixed
+from mbforge.backends.rtl.lower import evaluate, lower_hw
+from mbforge.analysis.ranges import analyse_domain
 from mbforge.pipeline import GenerateError, generate
 
 pytestmark = pytest.mark.host

@@ -159,7 +159,7 @@ def test_forward_and_reverse_jacobians_agree():
 
 def test_chain_jacobian_picks_reverse_mode_and_stays_linear():
     """Tip of a planar chain: 2 outputs, n angles. Reverse mode keeps the Jacobian O(n)."""
-    from mbforge.ir import op_counts
+    from mbforge.lower import op_counts
 
     def tip_jacobian_ops(n):
         th = [symbol(f"chain_th{k}", "q") for k in range(n)]

@@ -7,7 +7,7 @@ import pytest
 from mbforge.examples import load
 from mbforge.ir import Evaluator
 from mbforge.kernels.builders import build_kernel
-from mbforge.model.solve import Dynamics, Kinematics
+from mbforge.reference.solvers import Dynamics, Kinematics
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,8 @@ from mbforge.examples import _stewart as S
 from mbforge.examples import load
 from mbforge.examples import stewart as ST
 from mbforge.hil import hostlib
-from mbforge.ir import Evaluator, lower
+from mbforge.ir import Evaluator
+from mbforge.lower import lower
 from mbforge.kernels.builders import build_kernel
 from mbforge.manifest import Manifest
 from mbforge.model import Dynamics, ModelError
@@ -160,9 +161,9 @@ def test_float32_c_within_1e5_of_double(compiled, reference):
 def test_fixed_point_within_the_manifest_bounds(kernel, tmp_path):
     """The fixed-point program (the bit-exact interpreter of the c-fixed C) against double
     at the same quantized inputs, along the motion and at random points of the domain."""
-    from mbforge.passes.fixedpoint import bound_over_boxes
-    from mbforge.passes.fixedsim import simulate
-    from mbforge.passes.ranges import analyse_domain
+    from mbforge.analysis.fixedpoint import bound_over_boxes
+    from mbforge.backends.fixed.interp import simulate
+    from mbforge.analysis.ranges import analyse_domain
 
     generate(kernel, "c-fixed").write(tmp_path)
     m = Manifest.load(tmp_path)

@@ -11,7 +11,7 @@ from mbforge.ir import ZERO, atan2, cos, jacobian, sin
 from mbforge.model import Dynamics, Kinematics, Model
 from mbforge.model.frames import quat_from_matrix, rotation_np
 from mbforge.model.natural import NaturalBody2D, NaturalBody3D, Point, point, point_on_line2d, unit_vector
-from mbforge.model.numeric import Compiled
+from mbforge.reference.numeric import Compiled
 
 G = 9.81
 

@@ -4,7 +4,7 @@ import pytest
 
 from mbforge.examples import load
 from mbforge.ir import ONE, Evaluator, div, symbol
-from mbforge.model.numeric import Compiled, EvaluationError
+from mbforge.reference.numeric import Compiled, EvaluationError
 
 
 @pytest.mark.parametrize("name", ["stewart", "slidercrank_disc"])

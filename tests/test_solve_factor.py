@@ -1,4 +1,4 @@
-"""Straight-line sparse solves over atoms (mbforge.passes.solve), checked against
+"""Straight-line sparse solves over atoms (mbforge.linalg.factor), checked against
 numpy.linalg.solve on the evaluated matrices: LU with generation-time pivots, LDL^T with
 minimum-degree order, predicted fill, 2 x 2 pivot blocks and the errors for pivots that
 vanish within the declared ranges."""
@@ -7,8 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from mbforge.ir import ONE, ZERO, Evaluator, Sparse, cos, lower, op_counts, sin, symbols, topo
-from mbforge.passes.solve import (LDLFactor, LUFactor, Samples, SingularPivotError, SolveError, factor_ldlt,
+from mbforge.ir import ONE, ZERO, Evaluator, Sparse, cos, sin, symbols, topo
+
+from mbforge.lower import lower, op_counts
+from mbforge.linalg.factor import (LDLFactor, LUFactor, Samples, SingularPivotError, SolveError, factor_ldlt,
                                   factor_lu, minimum_degree, symbolic_ldlt)
 
 P = symbols("sv_a sv_b sv_c")

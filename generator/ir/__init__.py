@@ -5,9 +5,8 @@
     derive.py    d/dx, d/dt and Jacobians without expansion
     subs.py      substitution without expansion
     linalg.py    vectors, small matrices, sparse matrices and Jacobians
-    tape.py      lowering to the instructions renderers print (op counts come from here)
     evaluate.py  the numpy double-precision reference
-    inspect.py   text, dumps, op counts
+    inspect.py   text and dumps
     sympy_bridge.py  atoms from and to sympy
 """
 from .atom import (ONE, TWO, ZERO, Atom, ExpressionError, Symbol, abs_, add, as_atom, atan2,
@@ -17,16 +16,15 @@ from .derive import derivatives, diff, time_derivative
 from .evaluate import Evaluator, evaluate
 from .graph import flatten, topo
 from .linalg import Sparse, cross, dot, identity, jacobian, matmul, matvec, skew, transpose, vadd, vec, vscale, vsub
-from .inspect import dump, op_counts, to_text
+from .inspect import dump, to_text
 from .subs import subs, substitute_all
 from .sympy_bridge import from_sympy, to_sympy
-from .tape import Tape, lower
 
 __all__ = [
     "ONE", "TWO", "ZERO", "Atom", "ExpressionError", "Symbol", "abs_", "add", "as_atom",
     "atan2", "atom_count", "const", "cos", "div", "exp", "log", "mul", "neg", "power", "sin",
     "sqrt", "sub", "symbol", "symbols", "tan", "derivatives", "diff", "jacobian",
-    "time_derivative", "Evaluator", "evaluate", "flatten", "topo", "dump", "op_counts",
-    "to_text", "subs", "substitute_all", "from_sympy", "to_sympy", "Tape", "lower", "Sparse", "cross", "dot", "matmul",
+    "time_derivative", "Evaluator", "evaluate", "flatten", "topo", "dump",
+    "to_text", "subs", "substitute_all", "from_sympy", "to_sympy", "Sparse", "cross", "dot", "matmul",
     "matvec", "skew", "transpose", "vadd", "vec", "vscale", "vsub", "identity",
 ]

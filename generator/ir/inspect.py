@@ -1,4 +1,4 @@
-"""Reading graphs: infix text of an expression, a one-atom-per-line dump, op counts."""
+"""Reading graphs: infix text of an expression and a one-atom-per-line dump."""
 from __future__ import annotations
 
 from typing import Iterable
@@ -85,11 +85,3 @@ def dump(roots: Iterable[Atom], names: list[str] | None = None) -> str:
         lines.append(f"{label} = {ids[r]}")
     return "\n".join(lines) + "\n"
 
-
-def op_counts(roots: Iterable[Atom]) -> dict[str, int]:
-    """Operations by kind to compute `roots` after dead-atom elimination, counted on the
-    same lowering the C renderers print (negations folded into subtractions, integer
-    powers as multiplications, sin/cos of one argument as one sincos)."""
-    from .tape import lower
-
-    return lower(list(roots), inputs=None).counts()

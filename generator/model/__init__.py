@@ -14,7 +14,7 @@ reference solvers.
 from .bodies import Body, Body2D, Body3D, Ground
 from .equations import Equations
 from .model import Model, ModelError
-from .solve import (AssemblyError, Dynamics, DynamicsError, Kinematics, RedundantConstraintsWarning,
+from ..reference.solvers import (AssemblyError, Dynamics, DynamicsError, Kinematics, RedundantConstraintsWarning,
                     SingularJacobianError, Trajectory)
 
 __all__ = ["Equations", "Model", "ModelError", "AssemblyError", "Kinematics", "Dynamics", "DynamicsError",

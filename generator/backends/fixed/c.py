@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from decimal import Decimal, getcontext
 
-from ..passes.fixedpoint import COS_TAYLOR, SIN_TAYLOR, FixedProgram
-from ..schedule import Schedule
-from .templates import render_template
+from ...analysis.fixedpoint import COS_TAYLOR, SIN_TAYLOR, FixedProgram
+from ...lower.schedule import Schedule
+from ..render import render_template
 
 _PI = "3.14159265358979323846264338327950288419716939937510582097494459"
 

@@ -13,10 +13,10 @@ as mbforge's Verilog kernel (render.verilog).
 """
 from __future__ import annotations
 
-from ..passes.fixedpoint import FixedProgram
-from ..schedule import Schedule
-from .fixed import fixed_statements, trig_constants
-from .templates import render_template
+from ..analysis.fixedpoint import FixedProgram
+from ..lower.schedule import Schedule
+from .fixed.c import fixed_statements, trig_constants
+from .render import render_template
 
 
 def render_hls(sched: Schedule, fx: FixedProgram, ctx: dict) -> dict[str, str]:

@@ -12,8 +12,8 @@ import math
 import numpy as np
 
 from ..ir.atom import ExpressionError
-from ..schedule import Schedule
-from .templates import render_template
+from ..lower.schedule import Schedule
+from .render import render_template
 
 # What each instruction looks like; {0}, {1} are operands, {p} the prefix.
 _INFIX = {"add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "div": "{0} / {1}", "neg": "-{0}"}

@@ -25,7 +25,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from .passes.hwops import HwProgram
+from .lower import HwProgram
 
 # clocks from operands to result register, per operator (hdl/templates/ops.v.j2 for the
 # iterative ones: division 1 + 17 + 1, square root 16 + 1, reduction 3)

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
-from pathlib import Path
 
 import jinja2
-
-TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
 
 
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
@@ -24,9 +21,11 @@ def _bytecode_cache() -> jinja2.BytecodeCache | None:
 
 
 @lru_cache(maxsize=None)
-def _env(root: str) -> jinja2.Environment:
+def _env(package: str) -> jinja2.Environment:
+    # PackageLoader finds the templates through the installed package (importlib), so a
+    # non-editable install renders exactly what the source tree does
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(root),
+        loader=jinja2.PackageLoader(package, "templates"),
         bytecode_cache=_bytecode_cache(),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
@@ -36,5 +35,6 @@ def _env(root: str) -> jinja2.Environment:
     )
 
 
-def render_template(name: str, root: Path = TEMPLATE_DIR, **ctx) -> str:
-    return _env(str(root)).get_template(name).render(**ctx)
+def render_template(name: str, package: str = "mbforge.backends", **ctx) -> str:
+    """Render `templates/<name>` of `package` (StrictUndefined)."""
+    return _env(package).get_template(name).render(**ctx)

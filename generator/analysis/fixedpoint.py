@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..ir.atom import ExpressionError
-from ..ir.tape import Tape
+from ..lower.tape import Tape
 from .ranges import Interval, Ranges
 
 WORD = 32

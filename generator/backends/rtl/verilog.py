@@ -28,11 +28,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..hwschedule import LATENCY, PipeSchedule, SharedSchedule, default_units, pipeline, shared
-from ..passes.hwops import HwProgram, trig_constants
-from .templates import render_template
+from .schedule import LATENCY, PipeSchedule, SharedSchedule, default_units, pipeline, shared
+from .lower import HwProgram, trig_constants
+from ..render import render_template
 
-HDL_TEMPLATES = Path(__file__).resolve().parent.parent.parent / "hdl" / "templates"
 VARIANTS = ("pipelined", "shared")
 
 
@@ -94,7 +93,7 @@ def _ops_file(ctx: dict, top: str, hp: HwProgram) -> str:
     t = trig_constants()
     trig = dict(t, c_lit=lit(t["two_over_pi_q24"], 32), hi_lit=lit(t["pio2_hi_q29"], 32),
                 lo_lit=lit(t["pio2_lo_q60"], 32))
-    return render_template("ops.v.j2", root=HDL_TEMPLATES, version=ctx["version"], top=top,
+    return render_template("verilog/ops.v.j2", version=ctx["version"], top=top,
                            prefix=ctx["prefix"], lat=LATENCY, div=bool(counts.get("div")),
                            sqrt=bool(counts.get("sqrt")), trig=trig if counts.get("tred") else None)
 
@@ -436,7 +435,7 @@ def render_verilog(hp: HwProgram, ctx: dict, options: dict) -> tuple[dict[str, s
 
 def render_rtl(fx, sched, ctx: dict, options: dict) -> tuple[dict[str, str], list[str], list[str]]:
     """The `verilog` target: (files, sources, headers) for the pipeline's manifest."""
-    from ..passes.hwops import lower_hw
+    from .lower import lower_hw
 
     hp = lower_hw(fx, order=sched.order)
     files, desc = render_verilog(hp, ctx, options)

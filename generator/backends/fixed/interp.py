@@ -1,6 +1,6 @@
 """A bit-exact interpreter of fixed-point programs, vectorised with numpy int64.
 
-It implements the semantics of mbforge.passes.fixedpoint instruction by instruction, the
+It implements the semantics of mbforge.analysis.fixedpoint instruction by instruction, the
 same bits as the c-fixed C (tests compare the two), without a C compiler: useful where
 compiling a big kernel takes minutes, and to look at every intermediate value.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .fixedpoint import FixedProgram
+from ...analysis.fixedpoint import FixedProgram
 
 I32_MAX = np.int64(2**31 - 1)
 I32_MIN = np.int64(-(2**31))
@@ -78,7 +78,7 @@ def _sincos(x: np.ndarray, fx: int, c: dict) -> tuple[np.ndarray, np.ndarray]:
 def simulate(fx: FixedProgram, X, keep: bool = False):
     """Run the program on int32 inputs X [N, n_in]. Returns (Y [N, n_out] int32 values as
     int64, status [N] (1 where something saturated)) and, with keep, {temp: values}."""
-    from ..render.fixed import trig_constants
+    from .c import trig_constants
 
     X = np.asarray(X, dtype=np.int64)
     if X.ndim == 1:

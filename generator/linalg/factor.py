@@ -64,7 +64,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir import ONE, ZERO, Atom, Evaluator, ExpressionError, Sparse, add, as_atom, div, mul, op_counts, sub
+from ..ir import ONE, ZERO, Atom, Evaluator, ExpressionError, Sparse, add, as_atom, div, mul, sub
+
+from ..lower import op_counts
 from ..ir.graph import gc_paused
 
 DEFAULT_THRESHOLD = 0.1  # worst-case |pivot| / max |entry| of its active column
@@ -252,7 +254,9 @@ class _Factor:
         velocities). Helper values of the lowering count with the latest of their operands."""
         from collections import Counter
 
-        from ..ir import lower, topo
+        from ..ir import topo
+
+        from ..lower import lower
 
         mat = [a for a in self.A.values() if a.args]
         fac = self.factor_atoms()

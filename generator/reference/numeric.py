@@ -65,7 +65,7 @@ class Compiled:
             name[a] = v
         lines.append(f" return _array([{', '.join(name[a] for a in self.outputs)}], dtype=_float)")
         env = dict(_ENV)
-        exec(compile("\n".join(lines), "<mbforge.model.numeric>", "exec"), env)  # noqa: S102
+        exec(compile("\n".join(lines), "<mbforge.reference.numeric>", "exec"), env)  # noqa: S102
         self._f = env["_f"]
         self.n_out = len(self.outputs)
 

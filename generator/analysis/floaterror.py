@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from ..ir.atom import ExpressionError
-from ..ir.tape import Tape
+from ..lower.tape import Tape
 from .ranges import Ranges
 
 U = 2.0 ** -24

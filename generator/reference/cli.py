@@ -53,7 +53,7 @@ def _load(spec: str, motion: str | None):
 
 def cmd_simulate(args) -> int:
     from ..cli import CLIError
-    from .solve import AssemblyError, DynamicsError
+    from .solvers import AssemblyError, DynamicsError
 
     model, tag = _load(args.model, args.motion)
     if args.points < 2:
@@ -69,7 +69,7 @@ def cmd_simulate(args) -> int:
 def simulate(model, out: Path, points: int = 251, t_end: float | None = None, tag: str | None = None) -> dict:
     """Run the reference simulation of `model` and write <name>[_tag].csv and .png in `out`.
     Returns {"csv": path, "png": path, "columns": [...], "data": array, "summary": str}."""
-    from .solve import Dynamics, Kinematics
+    from .solvers import Dynamics, Kinematics
 
     eqs = model.equations()
     lo, hi = eqs.ranges[eqs.t]
@@ -89,7 +89,7 @@ def simulate(model, out: Path, points: int = 251, t_end: float | None = None, ta
         mode = "kinematics" + (" + inverse dynamics" if U is not None else "")
     else:
         if not isinstance(kin, Dynamics):
-            from .solve import DynamicsError
+            from .solvers import DynamicsError
 
             raise DynamicsError(f"{eqs.model}: has free degrees of freedom but no inertia: nothing to simulate")
         dt = (hi - lo) / (points - 1)

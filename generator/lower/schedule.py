@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from .ir.tape import Instr, Tape
+from .tape import Instr, Tape
 
 
 @dataclass

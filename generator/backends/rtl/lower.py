@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..ir.atom import ExpressionError
-from .fixedpoint import COS_TAYLOR, SIN_TAYLOR, FixedProgram
+from ...ir.atom import ExpressionError
+from ...analysis.fixedpoint import COS_TAYLOR, SIN_TAYLOR, FixedProgram
 
 ONE_Q30 = 1 << 30
 INT32_MAX, INT32_MIN = (1 << 31) - 1, -(1 << 31)
@@ -41,7 +41,7 @@ KIND_FU = {"add": "add", "mul": "mul", "div": "div", "sqrt": "sqrt", "tred": "tr
 
 
 def trig_constants() -> dict:
-    from ..render.fixed import trig_constants as tc
+    from ..fixed.c import trig_constants as tc
 
     return tc()
 

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 
 from ..ir.atom import ExpressionError
-from ..ir.tape import Tape
+from ..lower.tape import Tape
 
 _TINY = 1e-300
 MAX_TERMS = 64  # affine forms keep this many noise terms; the rest are merged into one

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .equations import Equations
+from ..model.equations import Equations
 from .numeric import Compiled, EvaluationError
 
 

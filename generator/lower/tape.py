@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .atom import Atom, ExpressionError, add, const, mul, neg, power, sub
-from .graph import gc_paused, topo
+from ..ir.atom import Atom, ExpressionError, add, const, mul, neg, power, sub
+from ..ir.graph import gc_paused, topo
 
 UNARY = ("neg", "sqrt", "sin", "cos", "tan", "exp", "log", "abs")
 
@@ -372,3 +372,10 @@ def _lower(outputs: list[Atom], inputs: list[Atom] | None) -> Tape:
         ref[a] = ("t", i)
     tape.outputs = [operand(a) for a in outputs]
     return tape
+
+
+def op_counts(roots) -> dict[str, int]:
+    """Operations by kind to compute `roots` after dead-atom elimination, counted on the
+    same lowering the C renderers print (negations folded into subtractions, integer
+    powers as multiplications, sin/cos of one argument as one sincos)."""
+    return lower(list(roots), inputs=None).counts()

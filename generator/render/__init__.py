@@ -1,1 +1,0 @@
-"""Renderers: one per target, from a schedule to the text of files."""
