@@ -5,7 +5,8 @@ the environment the generated platformio.ini expects:
   MBFORGE_PLATFORM_DIR   firmware/platform (mbforge's local dev-platform)
   MBFORGE_TOOLCHAIN_DIR  <home>/toolchain-gccarmnoneeabi (Debian's arm-none-eabi-*)
   PLATFORMIO_CORE_DIR    <home>/core (holds the offline tool-scons)
-with <home> = mbforge.firmware.offline.default_home(). These are set only for the child
+with <home> = mbforge.firmware.offline.default_home() (filled by scripts/bootstrap.sh, or
+by `python -m mbforge.firmware.offline` for an installed mbforge). These are set only for the child
 process; the generated files never contain them (they stay byte-identical everywhere).
 The environments are the boards of mbforge.targets.BOARDS: the emulated ones
 (emulated_f405, emulated_an385) build offline with the local dev-platform into
@@ -21,7 +22,8 @@ import time
 from pathlib import Path
 
 from mbforge.firmware import offline
-from mbforge.firmware.project import ENVIRONMENTS, FIRMWARE
+from mbforge.firmware.project import ENVIRONMENTS
+from mbforge.targets import BOARDS
 
 PIO_TIMEOUT = 600.0
 
@@ -48,6 +50,7 @@ def offline_environment(home: Path | None = None) -> dict[str, str]:
     home = Path(home) if home else offline.default_home()
     core = home / "core"
     toolchain = home / "toolchain-gccarmnoneeabi"
+
     missing = [str(p) for p in (core / "packages" / "tool-scons" / ".piopm",
                                 toolchain / "package.json",
                                 toolchain / "bin" / "arm-none-eabi-gcc",
@@ -55,7 +58,8 @@ def offline_environment(home: Path | None = None) -> dict[str, str]:
                if not p.exists()]
     if missing:
         raise BuildError("offline PlatformIO pieces missing (" + ", ".join(missing)
-                         + "): run scripts/bootstrap.sh")
+                         + "): run scripts/bootstrap.sh in a checkout, or `python -m mbforge.firmware.offline`"
+                         " for an installed mbforge")
     env = dict(os.environ)
     env.update({
         "MBFORGE_PLATFORM_DIR": str(offline.PLATFORM_DIR),
@@ -73,14 +77,14 @@ def offline_environment(home: Path | None = None) -> dict[str, str]:
 
 
 def _check_env(env: str) -> None:
-    if env not in FIRMWARE:
+    if env not in BOARDS:
         raise BuildError(f"unknown environment {env!r}: the project has {', '.join(ENVIRONMENTS)}")
 
 
 def elf_path(project_dir: str | Path, env: str = "emulated_f405") -> Path:
     _check_env(env)
     # mbforge's local platform has no uploader and names its output program.elf (ststm32: firmware.elf)
-    name = "program.elf" if FIRMWARE[env].pio_board else "firmware.elf"
+    name = "program.elf" if BOARDS[env].pio_board else "firmware.elf"
     return Path(project_dir) / ".pio" / "build" / env / name
 
 

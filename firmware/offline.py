@@ -5,12 +5,21 @@ be fetched, so we build both locally (facts in shared/notes/offline-toolchain.md
   <home>/core/packages/tool-scons/   PyPI's SCons as a PlatformIO package (.piopm included,
                                      without it PlatformIO tries the network)
   <home>/toolchain-gccarmnoneeabi/   bin/ symlinks to Debian's /usr/bin/arm-none-eabi-*
-The dev-platform for emulated boards is not copied: it lives in firmware/platform and
-is referenced as symlink://. Idempotent: existing, up-to-date pieces are left alone.
+The dev-platform for emulated boards is not copied: it is package data of mbforge.firmware
+(firmware/platform, found through importlib.resources, so an installed mbforge has it too)
+and is referenced as symlink://. Its board manifests (platform/boards/*.json) are the
+records of mbforge.targets.BOARDS in PlatformIO's form (Board.board_manifest; a test
+checks they agree). Idempotent: existing, up-to-date pieces are left alone.
+
+<home> is MBFORGE_PIO_HOME if set; else <checkout>/.mbforge-pio when mbforge runs from its
+source checkout (the editable install scripts/bootstrap.sh makes); else, for an installed
+mbforge, $XDG_CACHE_HOME/mbforge/pio (~/.cache/mbforge/pio). The package directory itself
+is never written.
 """
 from __future__ import annotations
 
 import argparse
+import importlib.resources
 import json
 import os
 import shutil
@@ -18,17 +27,34 @@ import sys
 from pathlib import Path
 
 SCONS_VERSION = "4.41101.0"  # PlatformIO's spelling of SCons 4.11.1
-PACKAGE_ROOT = Path(__file__).resolve().parent
+# a real directory: PlatformIO reads the dev-platform from disk (mbforge is never zipped)
+PACKAGE_ROOT = Path(str(importlib.resources.files("mbforge.firmware")))
 PLATFORM_DIR = PACKAGE_ROOT / "platform"
 TOOLCHAIN_PREFIX = "arm-none-eabi-"
 
 
+class OfflineError(RuntimeError):
+    """A piece of the offline set-up cannot be made here (no SCons, no cross compiler)."""
+
+
+def source_checkout() -> Path | None:
+    """The checkout this package runs from (an editable install), else None."""
+    root = PACKAGE_ROOT.parent
+    if PACKAGE_ROOT.name == "firmware" and (root / "pyproject.toml").is_file() and (root / "generator").is_dir():
+        return root
+    return None
+
+
 def default_home() -> Path:
-    """Where the offline pieces live: MBFORGE_PIO_HOME, else <checkout>/.mbforge-pio."""
+    """Where the offline pieces live (see the module's docstring)."""
     env = os.environ.get("MBFORGE_PIO_HOME")
     if env:
         return Path(env).resolve()
-    return PACKAGE_ROOT.parent / ".mbforge-pio"
+    checkout = source_checkout()
+    if checkout is not None:
+        return checkout / ".mbforge-pio"
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "mbforge" / "pio"
 
 
 def _write_if_changed(path: Path, text: str) -> None:
@@ -37,7 +63,10 @@ def _write_if_changed(path: Path, text: str) -> None:
 
 
 def layout_scons(core: Path) -> Path:
-    import SCons  # the PyPI wheel, installed by the bootstrap
+    try:
+        import SCons  # the PyPI wheel, installed by the bootstrap (the `offline` extra)
+    except ImportError:
+        raise OfflineError("SCons is not installed: pip install 'mbforge[offline]' (scripts/bootstrap.sh does)") from None
 
     pkg = core / "packages" / "tool-scons"
     src = Path(SCons.__file__).resolve().parent
@@ -67,7 +96,7 @@ def layout_scons(core: Path) -> Path:
 def layout_toolchain(home: Path) -> Path:
     gcc = shutil.which(TOOLCHAIN_PREFIX + "gcc")
     if gcc is None:
-        raise SystemExit("arm-none-eabi-gcc not found: install gcc-arm-none-eabi (scripts/bootstrap.sh does)")
+        raise OfflineError("arm-none-eabi-gcc not found: install gcc-arm-none-eabi (scripts/bootstrap.sh does)")
     bindir = Path(gcc).resolve().parent
     pkg = home / "toolchain-gccarmnoneeabi"
     (pkg / "bin").mkdir(parents=True, exist_ok=True)
@@ -99,7 +128,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--root", type=Path, help="checkout whose .mbforge-pio/ to fill")
     args = ap.parse_args(argv)
     home = (args.root / ".mbforge-pio") if args.root else None
-    print(f"[bootstrap] offline PlatformIO pieces in {layout(home)}")
+    try:
+        print(f"[bootstrap] offline PlatformIO pieces in {layout(home)}")
+    except OfflineError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

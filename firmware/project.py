@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import posixpath
-from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
@@ -27,7 +26,6 @@ from mbforge.manifest import MANIFEST_NAME, Manifest, ManifestError
 from mbforge.targets import BOARDS, Board
 
 FIRMWARE_VERSION = f"mbforge-fw {__version__}"
-TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 KERNEL_SUBDIR = "src/kernel"
 RECORD = "mbforge-project.json"  # what was generated, so stale files can be removed
 EXTRA_SCRIPT = "mbf_ststm32_link.py"
@@ -36,52 +34,9 @@ C_REAL = {"double": "double", "float": "float", "int32": "int32_t"}
 RX_BUFFER = 1024  # device receive ring, bytes (a power of two)
 DEFAULT_BAUD = 115200
 CALIB_MAX_ITERATIONS = 4_000_000  # 8e6 instructions: wraps the 24-bit SysTick on every emulated board (tested)
-
-
-@dataclass(frozen=True)
-class BoardFirmware:
-    """How the firmware is built for one environment of targets.BOARDS (the board's
-    cpu, fpu, clock and counter come from there)."""
-    pio_board: str | None  # board of mbforge's local dev-platform; None: the official ststm32
-    ldscript: str  # in the generated project
-    uart: str  # link UART driver in src/mbf_board.c: "stm32_usart" or "cmsdk_uart"
-    num_irq: int  # external interrupts in the vector table
-    link_irq: int  # the link UART's receive interrupt
-    irq_handler: str
-
-
-FIRMWARE: dict[str, BoardFirmware] = {
-    "emulated_f405": BoardFirmware("netduinoplus2_qemu", "ld/stm32f405rg.ld", "stm32_usart", 82, 38,
-                                   "USART2_IRQHandler"),
-    "nucleo_f446re": BoardFirmware(None, "ld/stm32f446re.ld", "stm32_usart", 97, 38, "USART2_IRQHandler"),
-    # AN385: UARTn RX interrupt 2n, TX 2n + 1 (UART0 RX is IRQ 0, checked in QEMU), 32 IRQs
-    "emulated_an385": BoardFirmware("mps2_an385_qemu", "ld/mps2_an385.ld", "cmsdk_uart", 32, 0,
-                                    "UART0RX_IRQHandler"),
-}
-if set(FIRMWARE) != set(BOARDS):  # a board in targets.BOARDS needs its firmware description
-    raise RuntimeError(f"firmware environments {sorted(FIRMWARE)} differ from targets.BOARDS {sorted(BOARDS)}")
-ENVIRONMENTS = tuple(BOARDS)
+ENVIRONMENTS = tuple(BOARDS)  # one PlatformIO environment per board record
 CPU_HZ = BOARDS["emulated_f405"].cpu_hz  # the Nucleo's PLL is set to the same (targets.BOARDS)
-
-# (output, template values) of the linker scripts
-LINKER_SCRIPTS = (
-    ("ld/stm32f405rg.ld", {"chip": "STM32F405RG", "code_origin": 0x08000000, "flash_kb": 1024,
-                           "ram_kb": 128,
-                           "code_note": "flash at 0x08000000 (aliased at 0, where the core\n"
-                                        " * fetches the vector table at reset)"}),
-    ("ld/stm32f446re.ld", {"chip": "STM32F446RE", "code_origin": 0x08000000, "flash_kb": 512,
-                           "ram_kb": 128,
-                           "code_note": "flash at 0x08000000 (aliased at 0, where the core\n"
-                                        " * fetches the vector table at reset)"}),
-    # QEMU and the MPS2 board load the image into SSRAM1, so "FLASH" is RAM here too
-    ("ld/mps2_an385.ld", {"chip": "MPS2 AN385", "code_origin": 0x00000000, "flash_kb": 4096,
-                          "ram_kb": 4096,
-                          "code_note": "ZBT SSRAM1 at 0 (the image, vector table first: the\n"
-                                       " * core fetches it there at reset)"}),
-)
 STACK_BYTES = 4096
-if {fw.ldscript for fw in FIRMWARE.values()} - {out for out, _ in LINKER_SCRIPTS}:
-    raise RuntimeError("an environment's linker script is not generated (LINKER_SCRIPTS)")
 
 
 class ProjectError(RuntimeError):
@@ -89,16 +44,21 @@ class ProjectError(RuntimeError):
 
 
 def _board_values(b: Board) -> dict:
-    fw = FIRMWARE[b.env]
     return {"env": b.env, "macro": "MBF_BOARD_" + b.env.upper(), "mcu": b.mcu, "cpu": b.cpu, "fpu": b.fpu,
             "cpu_hz": b.cpu_hz, "link": b.link, "counter": b.counter, "qemu_machine": b.qemu_machine,
-            "pio_board": fw.pio_board, "ldscript": fw.ldscript, "uart": fw.uart, "num_irq": fw.num_irq,
-            "link_irq": fw.link_irq, "irq_handler": fw.irq_handler}
+            "pio_board": b.pio_board, "ldscript": b.ldscript, "uart": b.uart, "num_irq": b.num_irq,
+            "link_irq": b.link_irq, "irq_handler": b.irq_handler}
+
+
+def _linker_values(b: Board) -> dict:
+    return {"chip": b.mcu, "code_origin": b.code_origin, "flash_kb": b.flash_kb, "ram_kb": b.ram_kb,
+            "code_note": b.code_note}
 
 
 def _env() -> jinja2.Environment:
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+        # through the package (importlib), so an installed mbforge finds its templates
+        loader=jinja2.PackageLoader("mbforge.firmware", "templates"),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -180,10 +140,10 @@ def plan_project(kernel_dir: str | Path, baud: int = DEFAULT_BAUD) -> dict[str, 
 
     plan["platformio.ini"] = render("platformio.ini.j2")
     plan[EXTRA_SCRIPT] = render("mbf_ststm32_link.py.j2")
-    for out, chip in LINKER_SCRIPTS:
-        plan[out] = render("ld/cortex_m.ld.j2", **chip)
-    for tpl in sorted((TEMPLATE_DIR / "src").glob("*.j2")):
-        plan[f"src/{tpl.stem}"] = render(f"src/{tpl.name}")
+    for board in BOARDS.values():  # one linker script per board record
+        plan[board.ldscript] = render("ld/cortex_m.ld.j2", **_linker_values(board))
+    for tpl in env.list_templates(filter_func=lambda t: t.startswith("src/") and t.endswith(".j2")):
+        plan[tpl.removesuffix(".j2")] = render(tpl)
     record = {"generator": FIRMWARE_VERSION, "kernel": m.function, "digest": m.digest,
               "environments": list(ENVIRONMENTS), "files": sorted(plan)}
     plan[RECORD] = (json.dumps(record, indent=1, sort_keys=True) + "\n").encode()

@@ -37,11 +37,10 @@ import time
 import weakref
 from pathlib import Path
 
-from mbforge.targets import BOARDS, Board
+from mbforge.targets import BOARDS, EMULATED_BOARDS, Board
 
 QEMU = "qemu-system-arm"
 DEFAULT_BOARD = "emulated_f405"
-EMULATED_BOARDS = tuple(env for env, b in BOARDS.items() if b.qemu_machine)
 # the default board's values
 MACHINE = BOARDS[DEFAULT_BOARD].qemu_machine
 ICOUNT_SHIFT = BOARDS[DEFAULT_BOARD].icount_shift
@@ -63,7 +62,7 @@ def free_port() -> int:
 def emulated_board(env: str) -> Board:
     """The entry of targets.BOARDS for an environment QEMU can run; EmulatorError if none."""
     b = BOARDS.get(env)
-    if b is None or not b.qemu_machine:
+    if b is None or not b.emulated:
         raise EmulatorError(f"{env!r} is not an emulated board: QEMU runs {', '.join(EMULATED_BOARDS)}")
     return b
 

@@ -25,6 +25,9 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
 
 @dataclass(frozen=True)
 class Board:
+    """Everything about one board, in one record: the firmware generator (mbforge.firmware.
+    project), the offline dev-platform's board manifests (firmware/platform/boards/, checked
+    against board_manifest() by a test), the QEMU runner and the CLIs read it from here."""
     env: str  # PlatformIO environment of the generated project
     mcu: str
     cpu: str
@@ -32,21 +35,81 @@ class Board:
     cpu_hz: int
     link: str  # the UART the host talks to
     counter: str  # what times a kernel call: SysTick (QEMU -icount) or DWT cycles
-    qemu_machine: str | None  # None: a real board
-    # emulated boards only: which of QEMU's `-serial` options (0 = the first) is the link
-    # UART, and the `-icount shift` (one instruction = 2**shift ns of virtual time)
+    # memory map (the generated linker script): code at code_origin, RAM at 0x20000000
+    code_origin: int
+    flash_kb: int
+    ram_kb: int
+    code_note: str  # what the code region is, for the linker script's header
+    # firmware: the link UART's driver in src/mbf_board.c ("stm32_usart" or "cmsdk_uart"),
+    # the vector table's external interrupts and the link UART's receive interrupt
+    uart: str
+    num_irq: int
+    link_irq: int
+    irq_handler: str
+    ldscript: str  # in the generated project
+    # PlatformIO: the board id of mbforge's local dev-platform (None: the official ststm32
+    # platform's board of the same name as env), and that board manifest's mcu/name/url
+    pio_board: str | None
+    pio_mcu: str | None = None
+    pio_name: str | None = None
+    pio_url: str | None = None
+    # emulated boards only: QEMU's machine, which of its `-serial` options (0 = the first)
+    # is the link UART, and the `-icount shift` (one instruction = 2**shift ns of virtual time)
+    qemu_machine: str | None = None  # None: a real board
     qemu_serial: int | None = None
     icount_shift: int | None = None
 
+    @property
+    def emulated(self) -> bool:
+        return self.qemu_machine is not None
+
+    def board_manifest(self) -> dict | None:
+        """The PlatformIO board manifest (boards/<pio_board>.json) of the local dev-platform;
+        None for a board of the official platform."""
+        if self.pio_board is None:
+            return None
+        build = {"cpu": self.cpu, "f_cpu": f"{self.cpu_hz}L", "mcu": self.pio_mcu,
+                 "float_abi": "hard" if self.fpu else "soft"}
+        if self.fpu:
+            build["fpu"] = self.fpu
+        return {"build": build, "frameworks": [], "name": self.pio_name,
+                "upload": {"maximum_ram_size": self.ram_kb * 1024, "maximum_size": self.flash_kb * 1024},
+                "url": self.pio_url, "vendor": "mbforge"}
+
+
+_STM32_FLASH = "flash at 0x08000000 (aliased at 0, where the core\n * fetches the vector table at reset)"
 
 BOARDS: dict[str, Board] = {b.env: b for b in (
-    Board("emulated_f405", "STM32F405RG", "cortex-m4", "fpv4-sp-d16", 168_000_000, "USART2", "SysTick",
-          "netduinoplus2", qemu_serial=1, icount_shift=5),
+    Board(env="emulated_f405", mcu="STM32F405RG", cpu="cortex-m4", fpu="fpv4-sp-d16", cpu_hz=168_000_000,
+          link="USART2", counter="SysTick",
+          code_origin=0x08000000, flash_kb=1024, ram_kb=128, code_note=_STM32_FLASH,
+          uart="stm32_usart", num_irq=82, link_irq=38, irq_handler="USART2_IRQHandler",
+          ldscript="ld/stm32f405rg.ld",
+          pio_board="netduinoplus2_qemu", pio_mcu="stm32f405rgt6",
+          pio_name="STM32F405 (Cortex-M4F) as emulated by qemu-system-arm -M netduinoplus2",
+          pio_url="https://www.qemu.org/docs/master/system/arm/stm32.html",
+          # USART2 is QEMU's second serial on netduinoplus2
+          qemu_machine="netduinoplus2", qemu_serial=1, icount_shift=5),
     # the Nucleo's PLL is set to the emulated board's clock, so both count alike
-    Board("nucleo_f446re", "STM32F446RE", "cortex-m4", "fpv4-sp-d16", 168_000_000, "USART2 (ST-LINK VCP)", "DWT",
-          None),
+    Board(env="nucleo_f446re", mcu="STM32F446RE", cpu="cortex-m4", fpu="fpv4-sp-d16", cpu_hz=168_000_000,
+          link="USART2 (ST-LINK VCP)", counter="DWT",
+          code_origin=0x08000000, flash_kb=512, ram_kb=128, code_note=_STM32_FLASH,
+          uart="stm32_usart", num_irq=97, link_irq=38, irq_handler="USART2_IRQHandler",
+          ldscript="ld/stm32f446re.ld",
+          pio_board=None),
     # Arm's MPS2 FPGA image AN385: a Cortex-M3, no FPU (float and double run in software);
     # UART0 is QEMU's first serial. 25 MHz x 2**7 ns = 3.2 SysTick ticks per instruction.
-    Board("emulated_an385", "MPS2 AN385", "cortex-m3", None, 25_000_000,
-          "UART0 (CMSDK APB UART)", "SysTick", "mps2-an385", qemu_serial=0, icount_shift=7),
+    # QEMU and the MPS2 board load the image into SSRAM1, so "flash" is RAM here too.
+    # UARTn RX interrupt is 2n, TX 2n + 1 (UART0 RX is IRQ 0, checked in QEMU), 32 IRQs.
+    Board(env="emulated_an385", mcu="MPS2 AN385", cpu="cortex-m3", fpu=None, cpu_hz=25_000_000,
+          link="UART0 (CMSDK APB UART)", counter="SysTick",
+          code_origin=0x00000000, flash_kb=4096, ram_kb=4096,
+          code_note="ZBT SSRAM1 at 0 (the image, vector table first: the\n * core fetches it there at reset)",
+          uart="cmsdk_uart", num_irq=32, link_irq=0, irq_handler="UART0RX_IRQHandler",
+          ldscript="ld/mps2_an385.ld",
+          pio_board="mps2_an385_qemu", pio_mcu="an385",
+          pio_name="Arm MPS2 AN385 (Cortex-M3, no FPU) as emulated by qemu-system-arm -M mps2-an385",
+          pio_url="https://www.qemu.org/docs/master/system/arm/mps2.html",
+          qemu_machine="mps2-an385", qemu_serial=0, icount_shift=7),
 )}
+EMULATED_BOARDS: tuple[str, ...] = tuple(env for env, b in BOARDS.items() if b.emulated)
