@@ -3,7 +3,6 @@
 coordinates with Euler parameters vs 24 relative coordinates)."""
 import functools
 import math
-import time
 
 import numpy as np
 import pytest
@@ -66,13 +65,11 @@ def test_equation_counts_and_names():
     assert rel.B.nnz == 6 and all(a.is_const and a.value == 1.0 for a in rel.B.values())
 
 
-def test_building_the_98_coordinate_equations_is_fast():
-    t0 = time.perf_counter()
+def test_the_98_coordinate_equations_build_in_full():
+    # (how fast they build is measured by bench/engine.py, not asserted here)
     eqs = load("stewart", motion="yaw").equations()
     eqs.phi_q, eqs.gamma, eqs.phi_t  # noqa: B018 (built lazily)
-    elapsed = time.perf_counter() - t0
     assert eqs.M.nnz > 0 and len(eqs.Q) == 98
-    assert elapsed < 1.0, f"building took {elapsed:.3f} s"
 
 
 # ---- closed forms ----------------------------------------------------------------------------------

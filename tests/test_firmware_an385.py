@@ -1,82 +1,42 @@
-"""The emulated_an385 board: `pio run -e emulated_an385` (Cortex-M3, -mfloat-abi=soft), run
-in QEMU's mps2-an385 (a Cortex-M3 with no FPU, 25 MHz, CMSDK UART0 as the first serial)
-over a real TCP socket. The toy float kernel checks the link, the frame checks and soft
-float; the four-bar kinematics in c-fixed goes through the harness and both CLIs.
-Builds and emulators are shared by the module; every test has a deadline (SIGALRM)."""
+"""The emulated_an385 board's particulars: `pio run -e emulated_an385` (Cortex-M3,
+-mfloat-abi=soft) run in QEMU's mps2-an385 (a Cortex-M3 with no FPU, 25 MHz, CMSDK UART0 as
+the first serial). The link, frame, calibration and bit-exactness checks it shares with
+the other emulated boards are in test_firmware_qemu.py (parametrised over the board
+records); here: the ELF is soft float on the AN385 memory map, the sources refuse a
+hard-float build, and the four-bar kinematics in c-fixed goes through the harness and
+both CLIs. Builds are shared by the session (conftest.toy_firmware); every test has a
+deadline (conftest.deadline)."""
 import configparser
 import json
 import re
-import signal
 import struct
 import subprocess
-from pathlib import Path
 
-import numpy as np
 import pytest
+from conftest import TOY
 
-# the frame makers and input sampler of the emulated_f405 tests, reused as they are
-from test_firmware_qemu import (BAD_FRAMES, check_bad_frame, check_empty_frames,
-                                check_pipelined_requests, random_inputs)
-
-from mbforge.firmware import offline
 from mbforge.firmware.build import build
 from mbforge.firmware.cli import main as firmware_cli
 from mbforge.firmware.project import generate_project
-from mbforge.firmware.qemu import Emulator, EmulatorError, board_of_elf, qemu_command
-from mbforge.hil import protocol as P
+from mbforge.firmware.qemu import Emulator
 from mbforge.hil.cli import main as hil_cli
-from mbforge.hil.hostlib import load_kernel
-from mbforge.hil.link import Link
-from mbforge.manifest import Manifest
 from mbforge.targets import BOARDS
 
-pytestmark = pytest.mark.firmware
-TOY = Path(__file__).parent / "fixtures" / "toy"
+pytestmark = [pytest.mark.firmware, pytest.mark.usefixtures("deadline")]
 ENV = "emulated_an385"
-DEADLINE = 60
 TICKS_PER_INSTRUCTION = 25e6 * 2**7 / 1e9  # 3.2: 25 MHz, -icount shift=7
 
 
-@pytest.fixture(autouse=True)
-def deadline():
-    def expired(*_):
-        raise TimeoutError(f"test exceeded its {DEADLINE} s deadline")
-
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(DEADLINE)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
+@pytest.fixture(scope="module")
+def toy_project(toy_firmware):
+    return toy_firmware(ENV)[0]
 
 
 @pytest.fixture(scope="module")
-def toy_project(tmp_path_factory):
-    return generate_project(TOY, tmp_path_factory.mktemp("toy_an385") / "proj")
-
-
-@pytest.fixture(scope="module")
-def elf(toy_project):
-    path = build(toy_project, ENV)
-    assert path == toy_project / ".pio" / "build" / ENV / "program.elf"
+def elf(toy_firmware):
+    project, path = toy_firmware(ENV)
+    assert path == project / ".pio" / "build" / ENV / "program.elf"
     return path
-
-
-@pytest.fixture(scope="module")
-def emulator(elf):
-    with Emulator(elf) as emu:  # the machine comes from the ELF
-        yield emu
-
-
-@pytest.fixture(scope="module")
-def link(emulator):
-    with Link(emulator.url, timeout=3.0) as link:
-        link.hello()
-        yield link
-
-
-@pytest.fixture(scope="module")
-def manifest():
-    return Manifest.load(TOY)
 
 
 @pytest.fixture(scope="module")
@@ -100,33 +60,17 @@ def tool(name, elf, *args):
                           text=True, check=True).stdout
 
 
-def test_the_board_is_data_and_picks_the_machine(elf, toy_project):
+def test_the_board_record_is_a_cortex_m3_without_fpu(toy_project):
     b = BOARDS[ENV]
+    assert (b.cpu, b.fpu, b.cpu_hz, b.counter, b.qemu_machine, b.qemu_serial, b.icount_shift) == (
+        "cortex-m3", None, 25_000_000, "SysTick", "mps2-an385", 0, 7)
+    assert b.cpu_hz * 2**b.icount_shift / 1e9 == pytest.approx(TICKS_PER_INSTRUCTION)
     ini = configparser.ConfigParser(interpolation=None)
     ini.read(toy_project / "platformio.ini")
     env = ini[f"env:{ENV}"]
     assert (env["board"], env["board_build.ldscript"]) == ("mps2_an385_qemu", "ld/mps2_an385.ld")
     assert "-DMBF_BOARD_EMULATED_AN385" in env["build_flags"] and "-DMBF_COUNTER_SYSTICK" in env["build_flags"]
-    board_json = json.loads((offline.PLATFORM_DIR / "boards" / "mps2_an385_qemu.json").read_text())["build"]
-    assert (board_json["cpu"], board_json["float_abi"], "fpu" in board_json) == ("cortex-m3", "soft", False)
-    assert (b.cpu, b.fpu, b.cpu_hz, b.counter, b.qemu_machine) == ("cortex-m3", None, 25_000_000, "SysTick",
-                                                                    "mps2-an385")
-    cmd = qemu_command(elf, 4321, board=ENV)
-    assert cmd[cmd.index("-M") + 1] == "mps2-an385" and "shift=7" in cmd
-    # UART0 is QEMU's first serial on mps2-an385: the link is the only -serial
-    assert [cmd[i + 1] for i, a in enumerate(cmd) if a == "-serial"] == [
-        "tcp:127.0.0.1:4321,server=on,wait=on,nodelay=on"]
-    # the default board is unchanged: netduinoplus2, USART2 = the second serial
-    f405 = qemu_command(elf, 4321)
-    assert f405[f405.index("-M") + 1] == "netduinoplus2" and f405.count("-serial") == 2 and "shift=5" in f405
-    assert board_of_elf(elf) == ENV
-    emu = Emulator(elf)
-    assert (emu.board, emu.machine, emu.icount_shift) == (ENV, "mps2-an385", 7)
-    assert emu.ticks_per_instruction == pytest.approx(TICKS_PER_INSTRUCTION)
-    with pytest.raises(EmulatorError, match="built for emulated_an385.*not emulated_f405"):
-        Emulator(elf, board="emulated_f405").start()
-    with pytest.raises(EmulatorError, match="not an emulated board"):
-        Emulator(elf, board="nucleo_f446re")
+    assert b.board_manifest()["build"]["float_abi"] == "soft" and "fpu" not in b.board_manifest()["build"]
 
 
 def test_the_elf_is_cortex_m3_soft_float_on_the_an385_memory_map(elf):
@@ -174,60 +118,6 @@ def test_sources_are_warning_free_and_refuse_a_hard_float_build(toy_project, tmp
     bad = subprocess.run(["arm-none-eabi-gcc", *flags, "-mcpu=cortex-m4", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard",
                           "-c", str(src / "main.c"), "-o", str(tmp_path / "main.o")], capture_output=True, text=True)
     assert bad.returncode != 0 and "this board has no FPU" in bad.stderr
-
-
-def test_hello_reports_the_manifest_and_the_25_mhz_clock(link, manifest):
-    h = link.hello()
-    assert h.digest == manifest.digest
-    assert (h.protocol, h.real, h.n_in, h.n_out) == (P.PROTOCOL_VERSION, "float", 3, 3)
-    assert h.counter == "SysTick" and h.counter_hz == 25_000_000
-    assert h.firmware.startswith("mbforge-fw")
-
-
-def test_soft_float_eval_equals_host_build_bit_for_bit(link, manifest):
-    X = random_inputs(manifest, 300, seed=11)
-    X[0] = [1.0, 2.0, 3.0]
-    dev = link.eval_many(X)
-    host_y, host_status = load_kernel(TOY)(X)
-    assert np.array_equal(dev.outputs.view(np.uint32), host_y.view(np.uint32))
-    assert np.array_equal(dev.status, host_status)
-    assert dev.outputs[0].tolist() == [5.0, 0.5, -1.0]
-
-
-def test_calibration_and_instruction_counts_are_exact_and_deterministic(link, elf, manifest):
-    (i0, t0), (i1, t1) = link.calibrate(10_000), link.calibrate(110_000)
-    assert (i0, i1) == (20_000, 220_000)
-    slope = (t1 - t0) / (i1 - i0)
-    assert slope == pytest.approx(TICKS_PER_INSTRUCTION, rel=1e-6)
-    # 24-bit SysTick: 5.24e6 instructions at 3.2 ticks each
-    instructions, ticks = link.calibrate(2_500_000)
-    assert instructions == 5_000_000 and ticks == pytest.approx(16_000_000, abs=100)
-    assert link.calibrate(3_000_000) == (6_000_000, 0xFFFFFFFF)
-    # soft float takes input-dependent paths, so compare vector by vector, across boots
-    X = random_inputs(manifest, 40, seed=5)
-    first = link.eval_many(X, window=1)
-    assert first.work.min() > 0 and (first.ticks > first.work).all()
-    # a tick is less than half an instruction: every count is a whole number of them
-    frac = first.work / slope - np.rint(first.work / slope)
-    assert np.abs(frac).max() <= 1 / slope + 1e-9
-    again = link.eval_many(X, window=4)
-    with Emulator(elf) as emu2, Link(emu2.url, timeout=3.0) as other:
-        second = other.eval_many(X, window=4)
-    for run in (again, second):
-        assert np.array_equal(first.work, run.work) and np.array_equal(first.ticks, run.ticks)
-
-
-def test_pipelined_requests_lose_and_repeat_nothing(link, manifest):
-    check_pipelined_requests(link, manifest)
-
-
-@pytest.mark.parametrize("name", sorted(BAD_FRAMES))
-def test_bad_frame_gets_one_error_then_next_frame_is_answered(link, name):
-    check_bad_frame(link, name)
-
-
-def test_empty_frames_get_no_reply(link):
-    check_empty_frames(link)
 
 
 def test_fixed_fourbar_kinematics_is_bit_exact_and_within_bound(fourbar):

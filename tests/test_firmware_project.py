@@ -3,18 +3,22 @@ nucleo_f446re sources compiled and linked with Debian's toolchain and the F446 f
 (the official ststm32 platform cannot be fetched here)."""
 import configparser
 import json
+import os
 import re
 import shutil
 import struct
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from mbforge.firmware import build as fw_build
+from mbforge.firmware import offline
 from mbforge.firmware.cli import main as firmware_cli
 from mbforge.firmware.project import EXTRA_SCRIPT, ProjectError, generate_project, plan_project
 from mbforge.hil import protocol as P
+from mbforge.targets import BOARDS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TOY = FIXTURES / "toy"
@@ -25,16 +29,47 @@ def tree(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_generation_is_deterministic(tmp_path):
+def test_generation_is_deterministic_across_processes_and_places(tmp_path):
     a = tree(generate_project(TOY, tmp_path / "a"))
-    # a copy of the kernel elsewhere, generated into a deeper folder: same bytes
+    # a copy of the kernel elsewhere, generated into a deeper folder by a fresh process with
+    # another hash seed: same bytes
     shutil.copytree(TOY, tmp_path / "elsewhere" / "toy")
-    b = tree(generate_project(tmp_path / "elsewhere" / "toy", tmp_path / "x" / "y" / "b"))
+    code = "import sys; from mbforge.firmware.project import generate_project; generate_project(*sys.argv[1:])"
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "elsewhere" / "toy"), str(tmp_path / "x" / "y" / "b")],
+                   check=True, env=dict(os.environ, PYTHONHASHSEED="4711"))
+    b = tree(tmp_path / "x" / "y" / "b")
     assert a == b
     assert "platformio.ini" in a and "src/kernel/toy.c" in a and "src/mbf_config.h" in a
     for name, data in a.items():
         text = data.decode()
         assert str(tmp_path) not in text and "/work/" not in text, name
+
+
+@pytest.mark.parametrize("env", sorted(BOARDS))
+def test_each_board_record_drives_its_environment_and_linker_script(env):
+    """One record per board (mbforge.targets.BOARDS): platformio.ini, the linker script,
+    mbf_board.h and the dev-platform's board manifest all say what the record says."""
+    b = BOARDS[env]
+    plan = plan_project(TOY)
+    ini = configparser.ConfigParser(interpolation=None)
+    ini.read_string(plan["platformio.ini"].decode())
+    section = ini[f"env:{env}"]
+    assert section["board"] == (b.pio_board or env) and section["board_build.ldscript"] == b.ldscript
+    assert f"-DMBF_BOARD_{env.upper()}" in section["build_flags"]
+    assert f"-DMBF_COUNTER_{b.counter.upper()}" in section["build_flags"]
+    ld = plan[b.ldscript].decode()
+    assert f"FLASH (rx)  : ORIGIN = 0x{b.code_origin:08X}, LENGTH = {b.flash_kb}K" in ld
+    assert f"RAM   (rwx) : ORIGIN = 0x20000000, LENGTH = {b.ram_kb}K" in ld
+    board_h = plan["src/mbf_board.h"].decode()
+    assert f"#define MBF_CPU_HZ            {b.cpu_hz}u" in board_h and b.irq_handler in board_h
+    if b.pio_board:  # the local dev-platform's manifest is the record's, in PlatformIO's form
+        manifest = offline.PLATFORM_DIR / "boards" / f"{b.pio_board}.json"
+        assert json.loads(manifest.read_text()) == b.board_manifest(), (
+            f"{manifest} differs from targets.BOARDS[{env!r}]; write it as "
+            f"{json.dumps(b.board_manifest(), indent=2, sort_keys=True)}")
+    # every manifest of the dev-platform belongs to a record
+    pio_boards = {x.pio_board for x in BOARDS.values() if x.pio_board}
+    assert {p.stem for p in (offline.PLATFORM_DIR / "boards").glob("*.json")} == pio_boards
 
 
 def test_generated_files_carry_the_header_and_kernel_files_are_copied(tmp_path):

@@ -1,51 +1,46 @@
-"""The toy kernel's firmware, built by `pio run -e emulated_f405` and run in QEMU
-(netduinoplus2), talked to over a real TCP socket. One build and one emulator are
-shared by the module; every test has a deadline (SIGALRM) on top of the link's own."""
+"""The toy kernel's firmware on every emulated board of mbforge.targets.BOARDS, built by
+`pio run -e ENV` and run in QEMU (the board's machine), talked to over a real TCP socket.
+The checks that are the same on every board are one set, parametrised over the board
+records (the expected clock, machine and ticks per instruction come from the record);
+tests of one board's particulars stay with that board (emulated_f405 here,
+emulated_an385 in test_firmware_an385.py). One build per board is shared by the session
+(conftest.toy_firmware), one emulator per board by the module; every test has a deadline
+(conftest.deadline) on top of the link's own."""
 import random
-import signal
+import socket
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import TOY
 
-from mbforge.firmware.build import build
-from mbforge.firmware.project import generate_project
-from mbforge.firmware.qemu import Emulator, EmulatorError
+from mbforge.firmware.qemu import Emulator, EmulatorError, board_of_elf, qemu_command
 from mbforge.hil import cobs
 from mbforge.hil import protocol as P
 from mbforge.hil.hostlib import load_kernel
 from mbforge.hil.link import DeviceError, DigestMismatch, Link
 from mbforge.manifest import Manifest
+from mbforge.targets import BOARDS, EMULATED_BOARDS
 
-pytestmark = pytest.mark.firmware
-TOY = Path(__file__).parent / "fixtures" / "toy"
-DEADLINE = 60
+pytestmark = [pytest.mark.firmware, pytest.mark.usefixtures("deadline")]
 
 
-@pytest.fixture(autouse=True)
-def deadline():
-    def expired(*_):
-        raise TimeoutError(f"test exceeded its {DEADLINE} s deadline")
-
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(DEADLINE)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
+@pytest.fixture(scope="module", params=EMULATED_BOARDS)
+def board(request):
+    return BOARDS[request.param]
 
 
 @pytest.fixture(scope="module")
-def elf(tmp_path_factory):
-    project = generate_project(TOY, tmp_path_factory.mktemp("toy_fw") / "proj")
-    path = build(project, "emulated_f405")
-    assert path.name == "program.elf"
+def elf(board, toy_firmware):
+    _, path = toy_firmware(board.env)
+    assert path.name == "program.elf" and path.parent.name == board.env
     return path
 
 
 @pytest.fixture(scope="module")
-def emulator(elf):
-    with Emulator(elf) as emu:
+def emulator(elf, board):
+    with Emulator(elf) as emu:  # the machine comes from the ELF
+        assert (emu.board, emu.machine) == (board.env, board.qemu_machine)
         yield emu
 
 
@@ -61,17 +56,39 @@ def manifest():
     return Manifest.load(TOY)
 
 
+def ticks_per_instruction(board) -> float:
+    return board.cpu_hz * 2**board.icount_shift / 1e9
+
+
 def random_inputs(m, n, seed):
     r = np.array(m.input_ranges())
     rng = np.random.default_rng(seed)
     return (r[:, 0] + (r[:, 1] - r[:, 0]) * rng.random((n, m.n_in))).astype(np.float32)
 
 
-def test_hello_reports_the_manifest(link, manifest):
+# ---- every emulated board -------------------------------------------------------------------------
+def test_qemu_command_and_elf_follow_the_board_record(board, elf):
+    assert board_of_elf(elf) == board.env
+    cmd = qemu_command(elf, 4321, board=board.env)
+    assert cmd[cmd.index("-M") + 1] == board.qemu_machine and f"shift={board.icount_shift}" in cmd
+    # the serials before the link UART's are discarded; the link UART's is the TCP server
+    serials = [cmd[i + 1] for i, a in enumerate(cmd) if a == "-serial"]
+    assert serials == ["null"] * board.qemu_serial + ["tcp:127.0.0.1:4321,server=on,wait=on,nodelay=on"]
+    emu = Emulator(elf)
+    assert (emu.board, emu.machine, emu.icount_shift) == (board.env, board.qemu_machine, board.icount_shift)
+    assert emu.ticks_per_instruction == pytest.approx(ticks_per_instruction(board))
+    other = next(env for env in EMULATED_BOARDS if env != board.env)
+    with pytest.raises(EmulatorError, match=f"built for {board.env}.*not {other}"):
+        Emulator(elf, board=other).start()
+    with pytest.raises(EmulatorError, match="not an emulated board"):
+        Emulator(elf, board="nucleo_f446re")
+
+
+def test_hello_reports_the_manifest_and_the_boards_clock(link, manifest, board):
     h = link.hello()
     assert h.digest == manifest.digest
     assert (h.protocol, h.real, h.n_in, h.n_out) == (P.PROTOCOL_VERSION, "float", 3, 3)
-    assert h.counter == "SysTick" and h.counter_hz == 168_000_000
+    assert h.counter == board.counter == "SysTick" and h.counter_hz == board.cpu_hz
     assert h.firmware.startswith("mbforge-fw")
     link.check_digest(manifest.digest)
     with pytest.raises(DigestMismatch, match="refusing to compare"):
@@ -90,42 +107,41 @@ def test_eval_equals_host_build_bit_for_bit(link, manifest):
     assert single.status == 0 and np.array_equal(single.outputs.view(np.uint32), host_y[5].view(np.uint32))
 
 
-def test_work_count_is_deterministic_and_nonzero(link, elf, manifest):
-    X = random_inputs(manifest, 50, seed=5)
-    first = link.eval_many(X, window=1)
-    assert first.work.min() > 0
-    assert len(set(first.work.tolist())) == 1 and len(set(first.ticks.tolist())) == 1
-    assert first.ticks[0] > first.work[0]  # raw ticks include the call overhead
-    with Emulator(elf) as emu2, Link(emu2.url, timeout=3.0) as other:
-        second = other.eval_many(X, window=4)
-        assert np.array_equal(first.work, second.work) and np.array_equal(first.ticks, second.ticks)
-
-
-def test_calibration_gives_ticks_per_instruction(link, emulator):
+def test_calibration_gives_the_boards_ticks_per_instruction(link, board):
+    tpi = ticks_per_instruction(board)  # 5.376 on emulated_f405, 3.2 on emulated_an385
     (i0, t0), (i1, t1) = link.calibrate(10_000), link.calibrate(110_000)
     assert (i0, i1) == (20_000, 220_000)
-    slope = (t1 - t0) / (i1 - i0)
-    assert slope == pytest.approx(emulator.ticks_per_instruction, rel=1e-4)  # 0.168 * 2**5
-    # 3.5e6 iterations = 7e6 instructions = 37.6e6 ticks: more than SysTick's 24 bits
-    assert link.calibrate(3_500_000) == (7_000_000, 0xFFFFFFFF)
-    # toy_affine is 19 instructions, the empty kernel subtracted as overhead is 2
-    work = link.eval(np.zeros(3, np.float32)).work
-    assert round(work / slope) == 17
+    assert (t1 - t0) / (i1 - i0) == pytest.approx(tpi, rel=1e-6)
+    # a CALIB loop is 2 instructions per iteration; SysTick counts 24 bits: just below
+    # that a count is exact, just above it saturates
+    below, above = int(0.9 * 2**23 / tpi), int(1.1 * 2**23 / tpi)
+    instructions, ticks = link.calibrate(below)
+    assert instructions == 2 * below and ticks == pytest.approx(2 * below * tpi, abs=100)
+    assert link.calibrate(above) == (2 * above, 0xFFFFFFFF)
 
 
-def check_pipelined_requests(link, manifest):
-    """Several requests in flight: the same results as one at a time, nothing stray.
-    (Shared with the other emulated boards' tests.)"""
+def test_work_counts_are_whole_instructions_and_the_same_on_every_boot(link, elf, manifest, board):
+    X = random_inputs(manifest, 40, seed=5)
+    first = link.eval_many(X, window=1)
+    assert first.work.min() > 0 and (first.ticks > first.work).all()  # raw ticks include the call overhead
+    # a tick is less than an instruction: every count is a whole number of instructions
+    per = first.work / ticks_per_instruction(board)
+    assert np.abs(per - np.rint(per)).max() <= 1 / ticks_per_instruction(board) + 1e-9
+    again = link.eval_many(X, window=4)
+    with Emulator(elf) as emu2, Link(emu2.url, timeout=3.0) as other:
+        second = other.eval_many(X, window=4)
+    for run in (again, second):  # vector by vector: soft float takes input-dependent paths
+        assert np.array_equal(first.work, run.work) and np.array_equal(first.ticks, run.ticks)
+
+
+def test_pipelined_requests_lose_and_repeat_nothing(link, manifest):
+    """Several requests in flight: the same results as one at a time, nothing stray."""
     X = random_inputs(manifest, 120, seed=2)
     a = link.eval_many(X, window=1)
     before = link.stats.stray_replies
     b = link.eval_many(X, window=8)  # the receive ring holds several requests at once
     assert np.array_equal(a.outputs.view(np.uint32), b.outputs.view(np.uint32))
     assert link.stats.stray_replies == before
-
-
-def test_pipelined_requests_lose_and_repeat_nothing(link, manifest):
-    check_pipelined_requests(link, manifest)
 
 
 def good_eval_frame(seq):
@@ -162,9 +178,8 @@ BAD_FRAMES = {
 }
 
 
-def check_bad_frame(link, name):
-    """One bad frame of kind `name` gets one ERROR reply; the good frame after it is
-    answered normally. (Shared with the other emulated boards' tests.)"""
+@pytest.mark.parametrize("name", sorted(BAD_FRAMES))
+def test_bad_frame_gets_one_error_then_next_frame_is_answered(link, name):
     make, code, seq_known = BAD_FRAMES[name]
     bad_seq, good_seq = link.next_seq(), link.next_seq()
     link.send_bytes(make(bad_seq) + good_eval_frame(good_seq))
@@ -181,20 +196,11 @@ def check_bad_frame(link, name):
     assert np.frombuffer(reply.payload[12:], np.float32).tolist() == [5.0, 0.5, -1.0]
 
 
-@pytest.mark.parametrize("name", sorted(BAD_FRAMES))
-def test_bad_frame_gets_one_error_then_next_frame_is_answered(link, name):
-    check_bad_frame(link, name)
-
-
-def check_empty_frames(link):
+def test_empty_frames_get_no_reply(link):
     seq = link.next_seq()
     link.send_bytes(b"\x00" * 10 + good_eval_frame(seq))
     reply = link.read_frame(time.monotonic() + 3.0, "EVAL after empty frames")
     assert (reply.type, reply.seq) == (P.EVAL_REPLY, seq)
-
-
-def test_empty_frames_get_no_reply(link):
-    check_empty_frames(link)
 
 
 def test_device_error_names_the_code(link):
@@ -202,22 +208,37 @@ def test_device_error_names_the_code(link):
         link.request(P.EVAL, b"\x00\x00", what="EVAL")
 
 
-def test_emulator_is_killed_on_exception(elf):
+# ---- emulated_f405 (Cortex-M4F): what holds there only ---------------------------------------------
+@pytest.fixture(scope="module")
+def f405_elf(toy_firmware):
+    return toy_firmware("emulated_f405")[1]
+
+
+def test_f405_toy_kernel_costs_17_instructions_whatever_the_input(f405_elf):
+    """With the FPU the toy kernel takes one path: every vector costs the same."""
+    with Emulator(f405_elf) as emu, Link(emu.url, timeout=3.0) as link:
+        X = random_inputs(Manifest.load(TOY), 50, seed=5)
+        run = link.eval_many(X, window=1)
+        assert len(set(run.work.tolist())) == 1 and len(set(run.ticks.tolist())) == 1
+        # toy_affine is 19 instructions, the empty kernel subtracted as overhead is 2
+        assert round(link.eval(np.zeros(3, np.float32)).work / emu.ticks_per_instruction) == 17
+
+
+# ---- the emulator's life cycle (one board suffices: no board data involved) ------------------------
+def test_emulator_is_killed_on_exception(f405_elf):
     with pytest.raises(RuntimeError, match="boom"):
-        with Emulator(elf) as emu:
+        with Emulator(f405_elf) as emu:
             proc = emu.proc
             raise RuntimeError("boom")
     assert proc.poll() is not None
 
 
-def test_emulator_reports_a_qemu_that_does_not_start(elf):
-    import socket
-
+def test_emulator_reports_a_qemu_that_does_not_start(f405_elf):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        emu = Emulator(elf, port=port, start_timeout=5)
+        emu = Emulator(f405_elf, port=port, start_timeout=5)
         with pytest.raises(EmulatorError, match="QEMU did not start.*Address already in use"):
             emu.start()
         assert not emu.alive()

@@ -2,14 +2,11 @@
 the host kernel library it is built on."""
 import json
 import shutil
-import signal
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from mbforge.firmware.build import build
-from mbforge.firmware.project import generate_project
 from mbforge.firmware.qemu import Emulator
 from mbforge.hil import hostlib
 from mbforge.hil.cli import main as hil_cli
@@ -19,22 +16,12 @@ FIXTURES = Path(__file__).parent / "fixtures"
 TOY, TOY_DOUBLE, TOY_WRONG = FIXTURES / "toy", FIXTURES / "toy_double", FIXTURES / "toy_double_wrong"
 
 
-@pytest.fixture(autouse=True)
-def deadline():
-    def expired(*_):
-        raise TimeoutError("test exceeded its 60 s deadline")
-
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(60)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
+pytestmark = pytest.mark.usefixtures("deadline")  # conftest.deadline
 
 
 @pytest.fixture(scope="module")
-def device(tmp_path_factory):
-    elf = build(generate_project(TOY, tmp_path_factory.mktemp("hil") / "proj"))
-    with Emulator(elf) as emu:
+def device(toy_firmware):
+    with Emulator(toy_firmware("emulated_f405")[1]) as emu:
         yield emu.url
 
 

@@ -1,0 +1,48 @@
+"""Fixtures shared by the test files.
+
+- `deadline`: a per-test SIGALRM deadline (DEADLINE s) on top of the link's own time-outs,
+  so a firmware or emulator test that hangs fails instead of stalling the suite. Modules
+  that talk to a device use it with `pytest.mark.usefixtures("deadline")`.
+- `toy_firmware(env)`: the toy kernel's (tests/fixtures/toy) PlatformIO project and its
+  ELF built for one board of mbforge.targets.BOARDS, built once per session and board
+  and shared by every module that needs it (a test may regenerate it, identically, never edit it).
+"""
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TOY = FIXTURES / "toy"
+DEADLINE = 60  # seconds per test
+
+
+@pytest.fixture
+def deadline():
+    def expired(*_):
+        raise TimeoutError(f"test exceeded its {DEADLINE} s deadline")
+
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(DEADLINE)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+@pytest.fixture(scope="session")
+def toy_firmware(tmp_path_factory):
+    """toy_firmware(env) -> (project dir, ELF): the toy kernel's firmware for one board."""
+    from mbforge.firmware.build import build
+    from mbforge.firmware.project import generate_project
+
+    built: dict[str, tuple[Path, Path]] = {}
+
+    def get(env: str) -> tuple[Path, Path]:
+        if env not in built:
+            project = generate_project(TOY, tmp_path_factory.mktemp(f"toy_{env}") / "proj")
+            built[env] = (project, build(project, env))
+        return built[env]
+
+    return get
