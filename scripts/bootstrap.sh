@@ -2,7 +2,8 @@
 # Idempotent set-up for a fresh Debian 12 machine with no internet but the Debian and
 # PyPI registries. Safe to run again: every step checks before it acts.
 #   1. Debian packages (cross toolchain, QEMU, Icarus, yosys, gappa)
-#   2. .venv with mbforge (editable) and its test, bench and HDL extras
+#   2. .venv with mbforge (editable) and its test, bench and HDL extras, and the build
+#      backend (for the offline wheel build of tests/test_install.py)
 #   3. .pio/ : an offline PlatformIO core dir (tool-scons from PyPI's scons, the Debian
 #      toolchain as a PlatformIO package). The dev-platform itself stays in firmware/.
 set -euo pipefail
@@ -40,6 +41,17 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     "$venv/bin/pip" install -q --disable-pip-version-check -e ".[test,bench,hdl,offline]" \
         2> >(grep -v "^WARNING: Location" >&2)
     echo "$want" >"$stamp"
+fi
+
+# The build backend ([build-system] requires) in the venv too, so a wheel of mbforge can be
+# built with --no-build-isolation and no registry (tests/test_install.py does).
+backend="$("$venv/bin/python" -c 'import tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))')"
+backend_stamp="$venv/.mbforge-build-backend"
+if [ ! -f "$backend_stamp" ] || [ "$(cat "$backend_stamp")" != "$backend" ]; then
+    say "installing the build backend ($backend) into $venv"
+    # shellcheck disable=SC2086  # one requirement per word
+    "$venv/bin/pip" install -q --disable-pip-version-check $backend 2> >(grep -v "^WARNING: Location" >&2)
+    echo "$backend" >"$backend_stamp"
 fi
 
 # ---- 3. offline PlatformIO pieces -----------------------------------------------------
