@@ -109,9 +109,8 @@ def test_pipelined_latency_is_the_critical_path_and_shared_respects_unit_limits(
 def test_verilog_generation_is_deterministic_and_checks_options(tmp_path):
     k = functions_kernel()
     for variant in ("pipelined", "shared"):
+        # (same bytes from a fresh process: test_determinism.py, test_install.py)
         a = generate(k, "verilog", options={"variant": variant, "multipliers": 2})
-        b = generate(k, "verilog", options={"variant": variant, "multipliers": 2})
-        assert a.files == b.files and a.manifest.digest == b.manifest.digest
         rtl = json.loads(a.files["rtl.json"])
         assert rtl["top"] == "hk_functions_hw" and rtl["variant"] == variant
         assert a.manifest.sources == ["hk_functions_hw.v", "hk_functions_hw_ops.v"]

@@ -108,9 +108,7 @@ def test_generated_c_matches_the_reference(fourbar, tmp_path):
     R = Evaluator(k.output_atoms, syms)(X)
     assert not status.any()
     np.testing.assert_allclose(Y, R, rtol=1e-12, atol=1e-12)
-    # same model, same options: byte-identical files, also from a kernel built afresh
-    again = generate(build_kernel(load("fourbar").equations(), "kinematics"), "c-double")
-    assert again.files == plan.files and again.manifest.to_json() == plan.manifest.to_json()
+    # (same bytes from a fresh process: test_install.py, test_determinism.py)
 
 
 def test_gamma_uses_the_solved_velocities(fourbar):
