@@ -35,6 +35,11 @@ RX_BUFFER = 1024  # device receive ring, bytes (a power of two)
 DEFAULT_BAUD = 115200
 CALIB_MAX_ITERATIONS = 4_000_000  # 8e6 instructions: wraps the 24-bit SysTick on every emulated board (tested)
 ENVIRONMENTS = tuple(BOARDS)  # one PlatformIO environment per board record
+# the boards built with the official ststm32 platform (pio_board None) share one extra
+# script that gives the link their FPU flags: one such board, with an FPU, is supported
+_STSTM32 = [b for b in BOARDS.values() if b.pio_board is None]
+if len(_STSTM32) != 1 or not _STSTM32[0].fpu:
+    raise RuntimeError("targets.BOARDS must have exactly one board of the official platform, with an FPU")
 CPU_HZ = BOARDS["emulated_f405"].cpu_hz  # the Nucleo's PLL is set to the same (targets.BOARDS)
 STACK_BYTES = 4096
 
@@ -139,7 +144,7 @@ def plan_project(kernel_dir: str | Path, baud: int = DEFAULT_BAUD) -> dict[str, 
         return env.get_template(template).render(**values, **extra).encode()
 
     plan["platformio.ini"] = render("platformio.ini.j2")
-    plan[EXTRA_SCRIPT] = render("mbf_ststm32_link.py.j2")
+    plan[EXTRA_SCRIPT] = render("mbf_ststm32_link.py.j2", ststm32=_board_values(_STSTM32[0]))
     for board in BOARDS.values():  # one linker script per board record
         plan[board.ldscript] = render("ld/cortex_m.ld.j2", **_linker_values(board))
     for tpl in env.list_templates(filter_func=lambda t: t.startswith("src/") and t.endswith(".j2")):
