@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from conftest import TOY
 
+from mbforge.firmware.project import CALIB_MAX_ITERATIONS
 from mbforge.firmware.qemu import Emulator, EmulatorError, board_of_elf, qemu_command
 from mbforge.hil import cobs
 from mbforge.hil import protocol as P
@@ -118,6 +119,8 @@ def test_calibration_gives_the_boards_ticks_per_instruction(link, board):
     instructions, ticks = link.calibrate(below)
     assert instructions == 2 * below and ticks == pytest.approx(2 * below * tpi, abs=100)
     assert link.calibrate(above) == (2 * above, 0xFFFFFFFF)
+    # the firmware's longest loop saturates SysTick on every board (so CALIB can show it)
+    assert link.calibrate(CALIB_MAX_ITERATIONS) == (2 * CALIB_MAX_ITERATIONS, 0xFFFFFFFF)
 
 
 def test_work_counts_are_whole_instructions_and_the_same_on_every_boot(link, elf, manifest, board):
