@@ -134,6 +134,12 @@ def test_installed_mbforge_builds_firmware_with_its_own_dev_platform(installed, 
     env = clean_env("6", MBFORGE_PIO_HOME=str(home),
                     PATH=f"{installed}{os.pathsep}{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
     run([installed / "python", "-m", "mbforge.firmware.offline"], cwd=outside, env=env)
+    package = installed.parent / "lib"
+
+    def files() -> dict[str, bytes]:  # (byte code caches aside)
+        return {k: v for k, v in tree(package).items() if "__pycache__" not in k}
+
+    before = files()
     kernel = ROOT / "tests" / "fixtures" / "toy"
     out = run([installed / "mbforge", "firmware", "--kernel", kernel, "--out", outside / "toy_fw", "--build",
                "--env", "emulated_an385"], cwd=outside, env=env, timeout=600).stdout
@@ -143,3 +149,5 @@ def test_installed_mbforge_builds_firmware_with_its_own_dev_platform(installed, 
     link = json.loads((home / "core" / "platforms" / "platform.pio-link").read_text())
     uri = link["spec"]["uri"]
     assert uri.startswith("symlink://") and Path(uri.removeprefix("symlink://")).is_relative_to(installed.parent)
+    # and nothing was written into the installed package (PlatformIO only reads it)
+    assert files() == before
