@@ -34,10 +34,9 @@ from pathlib import Path
 import numpy as np
 
 from mbforge.hil import hostlib
-from mbforge.hil.compare import (DEFAULT_TOL, SCALE_FLOOR, CompareError, GroupResult,  # noqa: F401
-                                 compare, compare_groups)
+from mbforge.hil.compare import CompareError, GroupResult, compare, compare_groups
 from mbforge.hil.compare import check_pair as _check_pair
-from mbforge.hil.link import CALIB_ITERATIONS, TICKS_OVERFLOW, Link, LinkDevice, LinkError, calibrate  # noqa: F401
+from mbforge.hil.link import TICKS_OVERFLOW, Link, LinkDevice, LinkError, calibrate
 from mbforge.hil.vectors import VectorError, draw, from_raw, to_raw
 from mbforge.manifest import Manifest
 
