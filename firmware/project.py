@@ -22,7 +22,7 @@ import jinja2
 
 from mbforge import __version__
 from mbforge.hil import protocol as P
-from mbforge.manifest import MANIFEST_NAME, Manifest, ManifestError
+from mbforge.manifest import C_REAL, MANIFEST_NAME, Manifest, ManifestError, load_dir
 from mbforge.targets import BOARDS, Board
 
 FIRMWARE_VERSION = f"mbforge-fw {__version__}"
@@ -30,7 +30,6 @@ KERNEL_SUBDIR = "src/kernel"
 RECORD = "mbforge-project.json"  # what was generated, so stale files can be removed
 EXTRA_SCRIPT = "mbf_ststm32_link.py"
 
-C_REAL = {"double": "double", "float": "float", "int32": "int32_t"}
 RX_BUFFER = 1024  # device receive ring, bytes (a power of two)
 DEFAULT_BAUD = 115200
 CALIB_MAX_ITERATIONS = 4_000_000  # 8e6 instructions: wraps the 24-bit SysTick on every emulated board (tested)
@@ -91,13 +90,10 @@ def _kernel_file(name: str) -> str:
 
 
 def load_manifest(kernel_dir: str | Path) -> Manifest:
-    kernel_dir = Path(kernel_dir)
-    if not (kernel_dir / MANIFEST_NAME).is_file():
-        raise ProjectError(f"no {MANIFEST_NAME} in {kernel_dir}: is it a generated kernel directory?")
     try:
-        return Manifest.load(kernel_dir)
+        return load_dir(kernel_dir)
     except ManifestError as e:
-        raise ProjectError(f"{kernel_dir}: {e}") from None
+        raise ProjectError(str(e)) from None
 
 
 def plan_project(kernel_dir: str | Path, baud: int = DEFAULT_BAUD) -> dict[str, bytes]:

@@ -9,6 +9,9 @@ in storage order; entries not listed are structural zeros. For fixed-point kerne
 
 Invariants: offsets are contiguous and in order; `size` == prod(shape) for dense groups
 and == len(pattern) for sparse ones; n_in/n_out are the sums of the sizes.
+
+`load_dir` is the one way a consumer (firmware project, host library, harness, HDL
+benches) opens a kernel folder; `C_REAL` is the C type of each real kind.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from pathlib import Path
 FORMAT = "mbforge-kernel/1"
 REAL_KINDS = ("double", "float", "int32")
 MANIFEST_NAME = "manifest.json"
+C_REAL = {"double": "double", "float": "float", "int32": "int32_t"}  # the kernel's C type per real kind
 
 
 class ManifestError(ValueError):
@@ -151,6 +155,18 @@ class Manifest:
             else:
                 names += [f"{g.name}[{k}]" for k in range(g.size)]
         return names
+
+
+def load_dir(kernel_dir: str | Path) -> Manifest:
+    """The manifest of a generated kernel folder; ManifestError names the folder when it
+    is not one (no manifest.json) or its manifest is malformed."""
+    kernel_dir = Path(kernel_dir)
+    if not (kernel_dir / MANIFEST_NAME).is_file():
+        raise ManifestError(f"no {MANIFEST_NAME} in {kernel_dir}: is it a generated kernel directory?")
+    try:
+        return Manifest.load(kernel_dir)
+    except ManifestError as e:
+        raise ManifestError(f"{kernel_dir}: {e}") from None
 
 
 def _prod(shape) -> int:

