@@ -181,3 +181,36 @@ def test_bad_choices_are_named():
         mbforge.linearize(m, q={"xB": 0.6}, coordinates=["zz"])
     with pytest.raises(mbforge.LinearizationError, match="no actuator called 'motor'"):
         mbforge.linearize(m, q={"xB": 0.6}, u={"motor": 1.0})
+
+
+def test_spatial_closed_loops_with_the_drivers_left_out():
+    """The Stewart platform in relative coordinates (24 coordinates, 3-D loops): its drivers
+    are left out (the six leg forces take their place): 6 independent coordinates."""
+    from mbforge.examples import load
+    from mbforge.reference.linearize import Linearizer
+
+    L = Linearizer(load("stewart_relative"))
+    assert L.drivers == "drop"
+    lin = L.at(u=[300.0, 310.0, 290.0, 305.0, 295.0, 300.0])
+    assert lin.A.shape == (12, 12) and lin.B.shape == (12, 6)
+    A, B = finite_differences(L.dyn, lin, h=1e-6)
+    scale = max(1.0, np.max(np.abs(A)))
+    np.testing.assert_allclose(lin.A, A, rtol=0, atol=1e-7 * scale)
+    np.testing.assert_allclose(lin.B, B, rtol=0, atol=1e-7 * max(1.0, np.max(np.abs(B))))
+
+
+def test_drivers_kept_or_dropped():
+    m = cart_pole("cpk")
+    m.drive(m.q[0] - 0.2 * sin(m.t), "shake")
+    kept = mbforge.linearize(m, q={"cpk_thp": 1.4}, t=0.3, drivers="keep")
+    assert kept.coordinates == ["cpk_thp"] and kept.B.shape == (2, 1)
+    # the driver moves the cart: at t = 0.3 its velocity is 0.2 cos(0.3)
+    assert kept.qd[0] == pytest.approx(0.2 * math.cos(0.3), abs=1e-14)
+    d = Dynamics(m.equations())
+    A, B = finite_differences(d, kept)
+    np.testing.assert_allclose(kept.A, A, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(kept.B, 0.0, atol=1e-14)  # the driver absorbs the push
+    dropped = mbforge.linearize(m, q={"cpk_xc": 0.0, "cpk_thp": math.pi / 2}, coordinates=["cpk_xc", "cpk_thp"])
+    np.testing.assert_allclose(dropped.A, _closed_form(True)[0], atol=1e-12)
+    with pytest.raises(mbforge.LinearizationError, match="drivers='off': must be one of auto, keep, drop"):
+        mbforge.linearize(m, drivers="off")

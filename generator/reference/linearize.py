@@ -18,7 +18,9 @@ Invariants:
 * The operating point is made consistent as Dynamics.position / velocity(fixed=...) do:
   the given coordinates (velocities) are held, the others solved for. It need not be an
   equilibrium: `xdot` is the state derivative there (the affine term of the model).
-* Driven (time-dependent) models are linearized at the time `t` (a frozen-time model).
+* Driving constraints are kept (then the model is linearized at the time `t`, frozen) or
+  left out when the model has actuators (they take the drivers' place, as in the
+  forward-dynamics kernel): `drivers=`.
 * Parameters are at their values (the reference solvers' `nominal` equations).
 """
 from __future__ import annotations
@@ -68,12 +70,33 @@ class Linearization:
         return bool(np.max(np.abs(self.xdot), initial=0.0) < 1e-9)
 
 
+DRIVERS = ("auto", "keep", "drop")
+
+
+def _without_drivers(eqs):
+    """The equations with the driving constraints left out (the actuators take their
+    place, as in the forward-dynamics kernel)."""
+    import dataclasses
+
+    rows = eqs.kinematic_rows
+    return dataclasses.replace(eqs, phi=[eqs.phi[i] for i in rows], phi_names=[eqs.phi_names[i] for i in rows],
+                               driving=[False] * len(rows), _phi_q=None, _phi_t=None, _gamma=None,
+                               _explicit_rates=None)
+
+
 class Linearizer:
     """The derivative atoms of one model's equations, compiled once; `at(...)` linearizes
     about an operating point."""
 
-    def __init__(self, model_or_equations):
+    def __init__(self, model_or_equations, drivers: str = "auto"):
         eqs = model_or_equations.equations() if hasattr(model_or_equations, "equations") else model_or_equations
+        if drivers not in DRIVERS:
+            raise LinearizationError(f"{eqs.model}: drivers={drivers!r}: must be one of {', '.join(DRIVERS)}")
+        if drivers == "auto":
+            drivers = "drop" if eqs.actuator_names else "keep"
+        self.drivers = drivers
+        if drivers == "drop" and any(eqs.driving):
+            eqs = _without_drivers(eqs)
         self.dyn = dyn = Dynamics(eqs)  # raises for a model without inertia
         eqs = dyn.eqs  # nominal
         self.eqs = eqs
@@ -282,7 +305,8 @@ class Linearizer:
             extra={"position_map": Tq, "velocity_map": V})
 
 
-def linearize(model, q=None, qd=None, u=None, t: float = 0.0, coordinates=None, velocities=None) -> Linearization:
+def linearize(model, q=None, qd=None, u=None, t: float = 0.0, coordinates=None, velocities=None,
+              drivers: str = "auto") -> Linearization:
     """A, B (and C, D for the model's outputs) of the forward dynamics of `model` (a Model or
     its Equations) about the operating point.
 
@@ -298,5 +322,9 @@ def linearize(model, q=None, qd=None, u=None, t: float = 0.0, coordinates=None, 
        default: chosen at the point by QR with column pivoting of Phi_q and of the
        non-holonomic rows (the best-conditioned choice); velocities are always rates of
        independent coordinates unless given.
+    drivers: "keep" the driving constraints (a frozen-time linearization of the driven
+       system, as Dynamics.forward integrates it), "drop" them (the actuators take their
+       place, as in the forward-dynamics kernel), or "auto" (default): drop them when the
+       model has actuators, keep them otherwise.
     """
-    return Linearizer(model).at(q=q, qd=qd, u=u, t=t, coordinates=coordinates, velocities=velocities)
+    return Linearizer(model, drivers=drivers).at(q=q, qd=qd, u=u, t=t, coordinates=coordinates, velocities=velocities)
