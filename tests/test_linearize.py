@@ -214,3 +214,11 @@ def test_drivers_kept_or_dropped():
     np.testing.assert_allclose(dropped.A, _closed_form(True)[0], atol=1e-12)
     with pytest.raises(mbforge.LinearizationError, match="drivers='off': must be one of auto, keep, drop"):
         mbforge.linearize(m, drivers="off")
+
+
+def test_unknown_names_in_the_operating_point():
+    m = fourbar(driven=False)
+    with pytest.raises(mbforge.LinearizationError, match="fourbar_free: q: no coordinate called 'xQ'"):
+        mbforge.linearize(m, q={"xQ": 0.6})
+    with pytest.raises(mbforge.LinearizationError, match="fourbar_free: qd: no coordinate called 'xB_dot'"):
+        mbforge.linearize(m, q={"xB": 0.6}, qd={"xB_dot": 0.1})

@@ -161,7 +161,8 @@ class Linearizer:
 
                 out.append(_index_of(self.eqs, k))
             except KeyError as e:
-                raise LinearizationError(f"{self.eqs.model}: {what}: {e.args[0]}") from None
+                msg = str(e.args[0]).removeprefix(f"{self.eqs.model}: ")
+                raise LinearizationError(f"{self.eqs.model}: {what}: {msg}") from None
         if len(set(out)) != len(out):
             raise LinearizationError(f"{self.eqs.model}: {what} names a coordinate twice")
         return out
@@ -218,6 +219,9 @@ class Linearizer:
         # positions: a mapping holds the given coordinates (the others from the model's guess),
         # a full vector is a starting point projected onto the constraints
         q0 = np.array([eqs.guess.get(s, 0.0) for s in eqs.q])
+        for what, given in (("q", q), ("qd", qd)):
+            if isinstance(given, dict):
+                self._names_to_index(list(given), what)  # one clear error for an unknown name
         if isinstance(q, dict):
             qpos = dyn.position(t, q0, fixed={k: float(v) for k, v in q.items()})
         else:

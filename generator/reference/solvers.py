@@ -548,10 +548,10 @@ class Dynamics(Kinematics):
         where qd.Q + E_q.qd leaves only the non-conservative applied forces (gravity and
         springs cancel their potential, the velocity terms of Q the change of T through q)
         and -lambda.b is the power of the rheonomic constraints (drivers)."""
-        from ..ir import add, diff, jacobian, mul
-
         eqs = self.eqs
         if self._power is None:
+            from ..ir import add, diff, jacobian, mul
+
             E = add(eqs.T, eqs.V)
             p = diff(E, eqs.t)
             for (_, j), a in jacobian([E], eqs.q).entries.items():
