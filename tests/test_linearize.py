@@ -8,7 +8,7 @@ import pytest
 
 import mbforge
 from mbforge.examples.fourbar import build as fourbar
-from mbforge.ir import cos, sin
+from mbforge.ir import sin
 from mbforge.model import Dynamics, Model
 
 from test_reference_fixes import sled_with_trailer
