@@ -11,3 +11,12 @@
       -> verify             mbforge.hil        serial harness against the double reference
 """
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # mbforge.linearize without importing numpy/scipy with the package
+    if name in ("linearize", "Linearization", "LinearizationError"):
+        from .reference import linearize as _lin
+
+        return getattr(_lin, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

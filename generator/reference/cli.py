@@ -96,7 +96,7 @@ def simulate(model, out: Path, points: int = 251, t_end: float | None = None, ta
         traj = kin.forward(hi, t0=lo, dt=dt)
         Q, QD, U = traj.Q, traj.QD, None
         mode = "forward dynamics"
-        note = f"; energy drift {traj.drift:.2e} of max T, constraint residual {traj.residual:.1e}"
+        note = f"; {traj.energy_report()}, constraint residual {traj.residual:.1e}"
     outs = kin.outputs(times, Q, QD)
     if not outs:
         outs = {s.value.name: Q[:, j] for j, s in enumerate(eqs.q)}

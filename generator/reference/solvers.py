@@ -4,14 +4,17 @@
   corrections, as in the thesis), optionally with user-fixed coordinates; then velocity and
   acceleration from the linear problems A qd = b and A qdd = g, A = [Phi_q; C] (holonomic
   and non-holonomic rows). Redundant equations are handled by the pseudoinverse and
-  reported once (RedundantConstraintsWarning, `Kinematics.redundant`); a Jacobian that
+  reported once (RedundantConstraintsWarning, `Kinematics.redundant`; for a position solved
+  with fixed coordinates, once per set of fixed coordinates, over the holonomic rows only,
+  without changing the model's finding); a Jacobian that
   leaves velocities undetermined raises SingularJacobianError naming the coordinates that
   the lost rank lets move.
 * Dynamics (a Kinematics): inverse dynamics [Phi_kin_q^T, C^T, -B] [lambda; mu; u] =
   Q - M qdd (actuator forces and Lagrange multipliers); forward dynamics
   [M A^T; A 0] [qdd; lambda] = [Q + B u; g] integrated with scipy's solve_ivp, the state
-  projected onto the position and velocity constraints after every output interval; and
-  the energy T + V along a trajectory.
+  projected onto the position and velocity constraints at every output time (the dt grid
+  and t_end); and the energy T + V along a trajectory, as a balance against the work of the
+  non-conservative forces, actuators and drivers when there is any.
 
 The equations are evaluated by `numeric.Compiled` (straight-line Python over floats, the
 same operations as the numpy reference evaluator of mbforge.ir, faster at one point).
@@ -123,6 +126,8 @@ class Kinematics:
         self._acc = Compiled(eqs.gamma + (eqs.nh_gamma if eqs.nh else []), eqs.q + eqs.qd + [eqs.t])
         self.redundant: list[str] | None = None  # filled in at the first assembled configuration
         self.redundancy_report = ""
+        self._fixed_redundant: dict[tuple[int, ...], list[str]] = {}  # the same, per set of fixed coordinates
+        self._phi_name_set = set(eqs.phi_names)
 
     # ---- evaluation ------------------------------------------------------------------------
     def _eval_pos(self, q, t):
@@ -172,6 +177,12 @@ class Kinematics:
         if self.m == 0:
             return q
         m = self.m
+        # LU once this set of free coordinates is known to have no redundant equation (the
+        # first call of each set goes through the pseudoinverse, which also works far away)
+        key = tuple(sorted(fx))
+        known = self.redundant if not fx else self._fixed_redundant.get(key)
+        if known is not None and not fx:
+            known = [r for r in known if r in self._phi_name_set]
         converged = 0
         for _ in range(max_iter):
             phi, J, _ = self._eval_pos(q, t)
@@ -182,7 +193,7 @@ class Kinematics:
                 if converged == 2:  # one more step after convergence, for full precision
                     break
             Jf = J[:m][:, free]
-            f = _Factor(Jf) if self.redundant == [] else None
+            f = _Factor(Jf) if known == [] else None
             # the pseudoinverse is the inverse for a square, regular Jacobian: use LU then
             dq = f.solve(phi) if f is not None and f.ok else np.linalg.lstsq(Jf, phi, rcond=1e-12)[0]
             q[free] -= dq
@@ -195,20 +206,26 @@ class Kinematics:
                    if not abs(phi[i]) < tol]
             raise AssemblyError(f"{self.eqs.model}: position problem at t={t} did not close after "
                                 f"{max_iter} iterations; residual {res:.3g} in {', '.join(bad)}")
-        if self.redundant is None:
-            self._check_redundancy(J[:, free], t)
+        if not fx:
+            if self.redundant is None:
+                self.redundant = self._check_redundancy(J, self.row_names, t)
+        elif key not in self._fixed_redundant:
+            # velocity constraints do not constrain positions: holonomic rows only, and the
+            # finding belongs to this set of fixed coordinates, not to the model
+            self._fixed_redundant[key] = self._check_redundancy(
+                J[:m][:, free], self.row_names[:m], t,
+                f" with {', '.join(self.names[j] for j in sorted(fx))} fixed")
         return q
 
-    def _check_redundancy(self, A: np.ndarray, t: float) -> None:
-        """Report equations that depend on the others at this configuration (once)."""
+    def _check_redundancy(self, A: np.ndarray, row_names: list[str], t: float, where: str = "") -> list[str]:
+        """The equations that depend on the others at this configuration (warned once per
+        model, or once per set of fixed coordinates: `where`)."""
         if A.shape[0] == 0:
-            self.redundant = []
-            return
+            return []
         s = np.linalg.svd(A, compute_uv=False)
         r = _rank(s)
         if r == A.shape[0]:
-            self.redundant = []
-            return
+            return []
         basis = np.zeros((0, A.shape[1]))
         red = []
         for i in range(A.shape[0]):
@@ -219,12 +236,13 @@ class Kinematics:
             else:
                 red.append(i)
         U = np.linalg.svd(A)[0]
-        group = _names_in(U[:, r:], self.row_names, limit=12)
-        self.redundant = [self.row_names[i] for i in red]
+        group = _names_in(U[:, r:], row_names, limit=12)
+        names = [row_names[i] for i in red]
         self.redundancy_report = (
-            f"{self.eqs.model}: {len(red)} redundant equation(s) at t={t}: {', '.join(self.redundant)} "
+            f"{self.eqs.model}: {len(red)} redundant equation(s) at t={t}{where}: {', '.join(names)} "
             f"(rank {r} of {A.shape[0]}; the dependent set is {group}); the pseudoinverse handles them")
         warnings.warn(self.redundancy_report, RedundantConstraintsWarning, stacklevel=3)
+        return names
 
     # ---- velocity and acceleration --------------------------------------------------------------
     def _solve(self, A: np.ndarray, b: np.ndarray, free: np.ndarray, t: float, what: str,
@@ -332,9 +350,45 @@ class Trajectory:
     vresidual: float
     E: np.ndarray | None = None
     T: np.ndarray | None = None
-    drift: float | None = None  # max |E - E0| / max T
-    drift_abs: float | None = None
+    drift: float | None = None  # max |E - E0 - W| / max T: the error of the energy balance
+    drift_abs: float | None = None  # max |E - E0 - W|
     stats: dict = field(default_factory=dict)
+    # W: the work done since t0 by the non-conservative forces, the actuators and the drivers
+    # (None when the run has none: then E is a first integral and drift is the plain drift)
+    W: np.ndarray | None = None
+
+    @property
+    def balance(self) -> bool:
+        """True when the energy report is a balance (E - E0 against W), False when the plain
+        drift of a conservative run."""
+        return self.W is not None
+
+    def energy_report(self) -> str:
+        """One line for the energy: the plain drift of a conservative run, or the residual of
+        the balance E - E0 = W of a run with work done on the system."""
+        if self.drift is None:
+            return ""
+        if self.W is None:
+            return f"energy drift {self.drift:.2e} of max T"
+        dE = float(self.E[-1] - self.E[0])
+        return (f"energy balance residual {self.drift:.2e} of max T (T + V changed by {dE:.6g}, the work of "
+                f"non-conservative forces, actuators and drivers {float(self.W[-1]):.6g})")
+
+
+def _grid(t0: float, t_end: float, dt: float, model: str) -> np.ndarray:
+    """The output times of `forward`: t0 + k dt for every k with t0 + k dt <= t_end, then
+    t_end itself unless it is one of them (within 1e-9 dt)."""
+    if not (np.isfinite(dt) and dt > 0):
+        raise DynamicsError(f"{model}: the output interval dt must be positive, got {dt}")
+    if not t_end >= t0:
+        raise DynamicsError(f"{model}: the end time {t_end} is before the start time {t0}")
+    k = int(np.floor((t_end - t0) / dt + 1e-9))
+    times = t0 + dt * np.arange(k + 1)
+    if t_end - times[-1] > 1e-9 * dt:
+        times = np.append(times, t_end)
+    else:
+        times[-1] = t_end
+    return times
 
 
 class Dynamics(Kinematics):
@@ -355,6 +409,7 @@ class Dynamics(Kinematics):
         inputs = eqs.q + eqs.qd + [eqs.t]
         self._dyn = Compiled(eqs.M.values() + list(eqs.Q) + eqs.B.values(), inputs)
         self._energy = Compiled([eqs.T, eqs.V], inputs) if eqs.T is not None else None
+        self._power = None  # built when a run needs the energy balance
         # inverse dynamics: the kinematic rows when there are actuators, else every row
         self.inverse_rows = eqs.kinematic_rows if self.n_act else list(range(self.m))
         self.inverse_names = ([eqs.phi_names[i] for i in self.inverse_rows] + list(eqs.nh_names))
@@ -474,10 +529,72 @@ class Dynamics(Kinematics):
         T, V = self._energy(np.concatenate([q, qd, [t]]))
         return float(T), float(V)
 
+    def _works(self, u) -> bool:
+        """Whether T + V can change along a run: non-conservative forces, actuators that act,
+        drivers or anything else that depends on time."""
+        eqs = self.eqs
+        if self._energy is None:
+            return False
+        tdep = 0
+        for a in list(eqs.phi) + list(eqs.nh) + list(eqs.Q) + [eqs.T, eqs.V]:
+            tdep |= a.mask
+        return (not eqs.conservative or (self.n_act > 0 and u is not None)
+                or bool(tdep & eqs.t.mask))
+
+    def power(self, t: float, q, qd, u=None) -> float:
+        """The power of the non-conservative forces, actuators and drivers, dE/dt with
+        E = T + V. From M qdd = Q + B u - A^T lambda and A qd = b:
+            dE/dt = qd.(Q + B u) + E_q.qd + E_t - lambda.b
+        where qd.Q + E_q.qd leaves only the non-conservative applied forces (gravity and
+        springs cancel their potential, the velocity terms of Q the change of T through q)
+        and -lambda.b is the power of the rheonomic constraints (drivers)."""
+        eqs = self.eqs
+        if self._power is None:
+            from ..ir import add, diff, jacobian, mul
+
+            E = add(eqs.T, eqs.V)
+            p = diff(E, eqs.t)
+            for (_, j), a in jacobian([E], eqs.q).entries.items():
+                p = add(p, mul(a, eqs.qd[j]))
+            for j, a in enumerate(eqs.Q):
+                p = add(p, mul(a, eqs.qd[j]))
+            self._power = Compiled([p], eqs.q + eqs.qd + [eqs.t])
+        q, qd = np.asarray(q, float), np.asarray(qd, float)
+        P = float(self._power(np.concatenate([q, qd, [t]]))[0])
+        if self.n_act:
+            _, _, B = self._eval_dyn(t, q, qd)
+            P += float(qd @ (B @ self._u(u, t, q, qd)))
+        if self.m + self.m_nh:
+            _, lam = self.accelerations(t, q, qd, u)
+            _, _, b = self._eval_pos(q, t)
+            P -= float(lam @ b)
+        return P
+
+    def _work(self, sol, u) -> float:
+        """The integral of `power` over one segment of solve_ivp, by 5-point Gauss-Legendre on
+        each of its steps over the dense output (exact to the integrator's accuracy)."""
+        x, w = np.polynomial.legendre.leggauss(5)
+        n = self.n
+        W = 0.0
+        for a, b in zip(sol.t[:-1], sol.t[1:]):
+            h = 0.5 * (b - a)
+            for xi, wi in zip(x, w):
+                tk = a + h * (xi + 1.0)
+                y = sol.sol(tk)
+                W += wi * h * self.power(tk, y[:n], y[n:], u)
+        return W
+
     def forward(self, t_end: float, q0=None, qd0=None, t0: float = 0.0, u=None, dt: float = 0.02,
                 rtol: float = 1e-10, atol: float = 1e-12, method: str = "DOP853") -> Trajectory:
         """Integrate from (q0, qd0) at t0 to t_end; the state is projected onto the constraints
-        every `dt` (the output interval). u: actuator forces (array or callable (t, q, qd))."""
+        at every output time. The output times are t0 + k dt for every k with t0 + k dt <=
+        t_end, then t_end itself when it is not one of them. u: actuator forces (array or
+        callable (t, q, qd)).
+
+        The energy: E = T + V at the output times; when work is done on the system (non-
+        conservative forces, actuators with u given, drivers or time-dependent terms) W is
+        the work since t0 (the integral of `power`) and `drift` is the residual of the
+        balance max |E - E0 - W| / max T; otherwise `drift` is the plain max |E - E0| / max T."""
         from scipy.integrate import solve_ivp
 
         n = self.n
@@ -493,15 +610,16 @@ class Dynamics(Kinematics):
             qdd, _ = self.accelerations(t, y[:n], y[n:], u)
             return np.concatenate([y[n:], qdd])
 
-        times = np.arange(t0, t_end + 0.5 * dt, dt)
-        times[-1] = t_end
+        times = _grid(t0, t_end, dt, self.eqs.model)
         T_, Q, QD = [t0], [q], [qd]
         res = vres = 0.0
         y = np.concatenate([q, qd])
         h = None
+        works = self._works(u)
+        W = [0.0]
         for a, b in zip(times[:-1], times[1:]):
             sol = solve_ivp(rhs, (a, b), y, method=method, rtol=rtol, atol=atol,
-                            first_step=None if h is None else min(h, b - a))
+                            first_step=None if h is None else min(h, b - a), dense_output=works)
             if not sol.success:
                 raise DynamicsError(f"{self.eqs.model}: integration failed at t={sol.t[-1]}: {sol.message}")
             if len(sol.t) > 1:
@@ -511,6 +629,8 @@ class Dynamics(Kinematics):
             res = max(res, float(np.max(np.abs(phi), initial=0.0)))
             if A.shape[0]:
                 vres = max(vres, float(np.max(np.abs(A @ qde - bb))))
+            if works:
+                W.append(W[-1] + self._work(sol, u))
             qe, qde = self.project(b, qe, qde)
             y = np.concatenate([qe, qde])
             T_.append(b)
@@ -522,7 +642,8 @@ class Dynamics(Kinematics):
             ev = np.array([self.energy(t, q_, qd_) for t, q_, qd_ in zip(traj.t, traj.Q, traj.QD)])
             traj.T = ev[:, 0]
             traj.E = ev[:, 0] + ev[:, 1]
-            traj.drift_abs = float(np.max(np.abs(traj.E - traj.E[0])))
+            traj.W = np.array(W) if works else None
+            traj.drift_abs = float(np.max(np.abs(traj.E - traj.E[0] - (traj.W if works else 0.0))))
             scale = float(np.max(traj.T))
             traj.drift = traj.drift_abs / scale if scale > 0 else traj.drift_abs
         return traj

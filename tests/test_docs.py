@@ -1,0 +1,63 @@
+"""Every ```python block in docs/*.md runs: the blocks of one file in order, in one
+namespace, in a fresh interpreter (so a page cannot lean on another page's state or on
+this test process). A block may be skipped only when the line right above it is
+`<!-- docs-test: skip (reason) -->` with a reason."""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
+SKIP = re.compile(r"<!--\s*docs-test:\s*skip\s*\((?P<reason>[^)]*)\)\s*-->\s*$")
+
+
+def blocks(text: str) -> list[tuple[int, str]]:
+    """(line number, code) of each block to run; raises for a skip marker without a reason."""
+    out = []
+    for mt in FENCE.finditer(text):
+        line = text.count("\n", 0, mt.start()) + 1
+        before = text[:mt.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        if "docs-test" in before:
+            skip = SKIP.search(before)
+            if not skip or not skip.group("reason").strip():
+                raise AssertionError(f"line {line}: a skipped block needs `<!-- docs-test: skip (reason) -->`")
+            continue
+        out.append((line, mt.group(1)))
+    return out
+
+
+def pages() -> list[Path]:
+    return sorted(DOCS.glob("*.md"))
+
+
+def test_the_docs_exist():
+    names = {p.name for p in pages()}
+    assert {"model-api.md", "linearize.md", "kernels.md"} <= names
+
+
+@pytest.mark.parametrize("page", pages(), ids=lambda p: p.name)
+def test_python_blocks_run(page, tmp_path):
+    code = blocks(page.read_text())
+    if not code:
+        pytest.skip(f"{page.name} has no python blocks")
+    # one script; each block is announced so that a failure names its line in the page
+    script = "\n".join(f"print('--- {page.name}:{line}', flush=True)\n{body}" for line, body in code)
+    (tmp_path / "page.py").write_text(script)
+    # the pages call `mbforge` as a reader would: the one installed next to this interpreter
+    env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    r = subprocess.run([sys.executable, str(tmp_path / "page.py")], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=600, env=env)
+    if r.returncode:
+        last = [ln for ln in r.stdout.splitlines() if ln.startswith("--- ")][-1:]
+        pytest.fail(f"block at {last[0][4:] if last else page.name} failed:\n{r.stderr[-3000:]}")
+
+
+def test_the_runner_sees_blocks_and_reasons():
+    page = "text\n```python\nx = 1\n```\n<!-- docs-test: skip (needs a board) -->\n```python\nboom\n```\n"
+    assert blocks(page) == [(2, "x = 1\n")]
+    with pytest.raises(AssertionError, match="needs `<!-- docs-test"):
+        blocks("<!-- docs-test: skip () -->\n```python\nboom\n```\n")
