@@ -15,7 +15,7 @@ import pytest
 from mbforge.ir import ZERO, Evaluator, Sparse, const, cos, sin
 from mbforge.kernels.builders import KernelError, build_kernel, weighted_cost
 from mbforge.model import Model
-from mbforge.linalg.factor import Samples
+from mbforge.linalg import Samples
 from mbforge.pipeline import generate
 
 G = 9.81

@@ -9,7 +9,7 @@ from mbforge.examples import load
 from mbforge.ir import Evaluator, subs
 from mbforge.kernels.builders import KernelError, build_kernel
 from mbforge.model import Kinematics, Model
-from mbforge.linalg.factor import Samples
+from mbforge.linalg import Samples
 from mbforge.pipeline import generate
 
 

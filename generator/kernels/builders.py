@@ -21,7 +21,7 @@ Invariants of every kernel built here:
 * every input symbol has a declared range (the model's; for an actuator input without a
   declared range, the envelope of the inverse-dynamics forces along the driven motion,
   widened, and the kernel's `extra["derived_ranges"]` says so);
-* linear solves are straight-line atoms (mbforge.linalg.factor) with pivots fixed at
+* linear solves are straight-line atoms (mbforge.linalg) with pivots fixed at
   generation time, checked at consistent configurations (kernels.samples); one
   factorization serves every right-hand side of a kernel; `extra["solves"]` holds the
   factor objects, `extra["report"]` their reports (pivots, fill, op counts) and
@@ -39,7 +39,7 @@ from ..ir import ZERO, Atom, Evaluator, ExpressionError, Sparse, add, as_atom, d
 
 from ..lower import op_counts
 from ..model import Equations, Kinematics, ModelError
-from ..linalg.factor import Samples, SingularPivotError, factor_ldlt, factor_lu
+from ..linalg import Samples, SingularPivotError, factor_ldlt, factor_lu
 from . import InPort, Kernel, OutPort, covers, tube
 from .samples import kernel_samples
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Evaluator, Sparse
-from ..linalg.factor import Samples
+from ..linalg import Samples
 
 SAMPLE_TIMES = 160  # points of the driven motion at which pivots are checked
 NEWTON_TOL = 1e-10
