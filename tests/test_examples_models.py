@@ -211,3 +211,17 @@ def test_cli_reports_a_bad_model_file_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith("mbforge generate: error: model file ") and "syntax error at line 1" in err
     assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("module", ["mbforge.reference.solvers", "mbforge.reference.cli", "mbforge.demo",
+                                    "mbforge.hdl.cli", "mbforge.kernels.builders", "mbforge.examples"])
+def test_modules_import_alone_and_commands_without_the_cli(module):
+    """Each imports first in a fresh interpreter (an import cycle through a package's
+    __init__ fails exactly there), and a subcommand never imports the CLI that registers it."""
+    import subprocess
+    import sys
+
+    code = f"import sys, {module}; print('mbforge.cli' in sys.modules)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "False"
