@@ -27,6 +27,9 @@ from mbforge.hil.hostlib import load_kernel
 from mbforge.ir import Evaluator
 from mbforge.ir.graph import translate
 from mbforge.kernels.builders import build_kernel
+from mbforge.kernels.common import LinearSystem
+from mbforge.kernels.dynamics import inverse_dynamics_system
+from mbforge.kernels.reduced import reduced_system
 from mbforge.pipeline import generate
 
 from .cbuild import CKernel
@@ -74,11 +77,21 @@ def casadi_solve_kernel(A, b, inputs, u_index, name: str, real: str = "float"):
     return CKernel("casadi", src, len(inputs), len(u_index)), f
 
 
-def casadi_for(kernel, name: str, real: str = "float"):
-    """The CasADi counterpart of an mbforge inverse-dynamics kernel: same system, same
-    inputs (the factor keeps its matrix and right-hand side)."""
-    F = next(iter(kernel.extra["solves"].values()))
-    return casadi_solve_kernel(F.A, F.rhs, kernel.input_symbols, F.u_index, name, real)
+def solved_system(eqs, kernel) -> LinearSystem:
+    """The linear system an inverse-dynamics kernel of `eqs` solves, rebuilt by its
+    formulation (atoms are interned: the very matrix and right-hand side the kernel
+    factored; for the reduced kernel, of the formulation it kept)."""
+    if kernel.name == "inverse-dynamics":
+        return inverse_dynamics_system(eqs)[0]
+    if kernel.name == "inverse-dynamics-reduced":
+        return reduced_system(eqs, kernel.info.method)
+    raise SystemExit(f"{kernel.name}: not an inverse-dynamics kernel, no linear system to hand to CasADi")
+
+
+def casadi_for(system: LinearSystem, kernel, name: str, real: str = "float"):
+    """The CasADi counterpart of an mbforge inverse-dynamics kernel: the system it solves
+    (solved_system), the same inputs, the actuator forces out."""
+    return casadi_solve_kernel(system.matrix, system.rhs, kernel.input_symbols, system.forces, name, real)
 
 
 class _Rd:
@@ -98,15 +111,14 @@ def main(argv=None) -> int:
     eqs = load(args.model).equations()
     t0 = time.perf_counter()
     k = build_kernel(eqs, args.kernel)
-    if not hasattr(next(iter(k.extra["solves"].values())), "rhs"):
-        raise SystemExit(f"{args.kernel}: the kernel keeps no linear system to hand to CasADi")
     # the forces only: CasADi's function returns u, so mbforge's kernel is trimmed alike
     k.outputs = [p for p in k.outputs if p.name == "u"]
     k.domain = None
     plan = generate(k, "c-float32")
     t_mb = time.perf_counter() - t0
+    system = solved_system(eqs, k)  # CasADi starts from the system, as mbforge's factorization does
     t0 = time.perf_counter()
-    ck, f = casadi_for(k, "cas_idyn")
+    ck, f = casadi_for(system, k, "cas_idyn")
     t_ca = time.perf_counter() - t0
 
     class _R:
@@ -144,7 +156,7 @@ def main(argv=None) -> int:
 
     dplan = generate(k, "c-double")
     mk = mbforge_kernel(_Rd(dplan))
-    cd, _ = casadi_for(k, "cas_idyn_d", real="double")
+    cd, _ = casadi_for(system, k, "cas_idyn_d", real="double")
     print(f"\nhost (gcc -O2, double): {'engine':<8} {'ns/call':>9} {'instr/call':>11}")
     with tempfile.TemporaryDirectory() as tmp:
         for e, kk in (("mbforge", mk), ("casadi", cd)):

@@ -2,36 +2,14 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 from pathlib import Path
 
-
-class CLIError(Exception):
-    """A user error reported as one line, exit status 2."""
-
-
-def load_model(spec: str):
-    """A Model from a shipped example's name or from a Python file defining build()."""
-    from .examples import EXAMPLES, load
-
-    if spec in EXAMPLES:
-        return load(spec)
-    path = Path(spec)
-    if path.suffix == ".py":
-        if not path.exists():
-            raise CLIError(f"model file {spec} does not exist")
-        mod_spec = importlib.util.spec_from_file_location(f"mbforge_user_{path.stem}", path)
-        mod = importlib.util.module_from_spec(mod_spec)
-        mod_spec.loader.exec_module(mod)
-        build = getattr(mod, "build", None)
-        if build is None:
-            raise CLIError(f"model file {spec} defines no build() returning a Model")
-        return build()
-    raise CLIError(f"no example called {spec!r} and not a .py file; examples: {', '.join(sorted(EXAMPLES))}")
+from .errors import CLIError
 
 
 def cmd_generate(args) -> int:
+    from .examples import load_model
     from .kernels.builders import build_kernel
     from .pipeline import generate
 

@@ -9,7 +9,6 @@ reference within tolerance and bit for bit with the host build of the same float
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ def run_demo(out: Path, model_name: str = "fourbar", kernel_name: str = "equatio
     from mbforge.firmware.qemu import Emulator
     from mbforge.hil.harness import run
 
-    from .cli import load_model
+    from .examples import load_model
     from .kernels.builders import build_kernel
     from .pipeline import generate
 
@@ -90,8 +89,3 @@ def register(sub) -> None:
     p.add_argument("--json", type=Path, default=None, help="also write the report as JSON")
     p.set_defaults(func=cmd_demo)
 
-
-if __name__ == "__main__":  # pragma: no cover
-    from .cli import main
-
-    sys.exit(main(["demo", *sys.argv[1:]]))

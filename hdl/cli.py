@@ -15,7 +15,7 @@ import numpy as np
 
 
 def cmd_hdl(args) -> int:
-    from mbforge.cli import load_model
+    from mbforge.examples import load_model
     from mbforge.hil import hostlib
     from mbforge.kernels.builders import build_kernel
     from mbforge.pipeline import generate

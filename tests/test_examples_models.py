@@ -159,9 +159,69 @@ def test_simulate_names_files_after_the_default_motion(tmp_path):
 
 
 def test_simulate_reports_bad_options():
-    from mbforge.cli import CLIError
+    from mbforge.examples import ModelFileError
 
-    with pytest.raises(CLIError, match="example 'stewart' has no motion 'surge'; its motions: heave, yaw"):
+    with pytest.raises(ModelFileError, match="example 'stewart' has no motion 'surge'; its motions: heave, yaw"):
         _simulate(["stewart", "--motion", "surge", "--out", "/tmp/unused"])
-    with pytest.raises(CLIError, match="example 'fourbar' has no motions to choose from"):
+    with pytest.raises(ModelFileError, match="example 'fourbar' has no motions to choose from"):
         _simulate(["fourbar", "--motion", "heave", "--out", "/tmp/unused"])
+
+
+BAD_FILES = {
+    "missing.py": (None, r"model file \S*missing.py does not exist"),
+    "nobuild.py": ("X = 1\n", r"model file \S*nobuild.py defines no build\(\) returning a Model"),
+    "syntax.py": ("def build(:\n", r"model file \S*syntax.py: syntax error at line 1"),
+    "raises.py": ("import math\n\ndef build():\n    return math.nope\n",
+                  r"model file \S*raises.py: build\(\) failed: AttributeError: .*nope.* \(line 4\)"),
+    "notmodel.py": ("def build():\n    return 3\n", r"model file \S*notmodel.py: build\(\) returned int, not a Model"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_FILES))
+def test_load_model_names_the_file_and_the_problem(tmp_path, name):
+    from mbforge.examples import ModelFileError, load_model
+    from mbforge.model import ModelError
+
+    text, pattern = BAD_FILES[name]
+    if text is not None:
+        (tmp_path / name).write_text(text)
+    with pytest.raises(ModelFileError, match=pattern) as e:
+        load_model(str(tmp_path / name))
+    assert isinstance(e.value, ModelError) and "\n" not in str(e.value)
+
+
+def test_load_model_by_name_and_by_file(tmp_path):
+    from mbforge.examples import ModelFileError, load_model
+
+    assert load_model("stewart", "yaw").name == "stewart"
+    with pytest.raises(ModelFileError, match="no example called 'nope' and not a .py file; examples: fourbar"):
+        load_model("nope")
+    f = tmp_path / "mine.py"
+    f.write_text("from mbforge.examples import fourbar\n\ndef build():\n    return fourbar.build()\n")
+    assert load_model(str(f)).name == "fourbar"
+    with pytest.raises(ModelFileError, match="--motion applies to shipped examples only"):
+        load_model(str(f), "yaw")
+
+
+def test_cli_reports_a_bad_model_file_in_one_line(tmp_path, capsys):
+    from mbforge.cli import main
+
+    (tmp_path / "syntax.py").write_text("def build(:\n")
+    assert main(["generate", str(tmp_path / "syntax.py"), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("mbforge generate: error: model file ") and "syntax error at line 1" in err
+    assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("module", ["mbforge.reference.solvers", "mbforge.reference.cli", "mbforge.demo",
+                                    "mbforge.hdl.cli", "mbforge.kernels.builders", "mbforge.examples"])
+def test_modules_import_alone_and_commands_without_the_cli(module):
+    """Each imports first in a fresh interpreter (an import cycle through a package's
+    __init__ fails exactly there), and a subcommand never imports the CLI that registers it."""
+    import subprocess
+    import sys
+
+    code = f"import sys, {module}; print('mbforge.cli' in sys.modules)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "False"

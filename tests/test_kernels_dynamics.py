@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 from mbforge.ir import ZERO, Evaluator, Sparse, const, cos, sin
-from mbforge.kernels.builders import KernelError, build_kernel, weighted_cost
+from mbforge.kernels.builders import KernelError, build_kernel
+from mbforge.kernels.cost import weighted_cost
 from mbforge.model import Model
-from mbforge.linalg.factor import Samples
+from mbforge.linalg import Samples
 from mbforge.pipeline import generate
 
 G = 9.81
@@ -108,12 +109,12 @@ def test_ports(model):
     assert [p.name for p in inv.inputs] == ["q", "qd", "qdd", "t"]
     assert [p.name for p in inv.outputs] == ["u", "lambda"]
     # the actuator input has a range: derived from the forces along the motion
-    assert fwd.extra["derived_ranges"] == ["u_motor"]
+    assert fwd.info.derived_ranges == ["u_motor"]
     lo, hi = fwd.inputs[3].ranges[0]
     assert lo < 0 < hi
     for k in (fwd, inv):
         assert k.motion and all(len(v) == len(k.input_symbols) for v in k.motion)
-        F = next(iter(k.extra["solves"].values()))
+        F = next(iter(k.info.solves.values()))
         assert F.min_pivot > 0.1 and F.min_relative_pivot > 0.05
 
 
@@ -177,7 +178,7 @@ def test_symmetric_and_lu_kkt_agree_and_the_cheaper_is_kept():
     a = build_kernel(eqs, "forward-dynamics", method="ldlt")
     b = build_kernel(eqs, "forward-dynamics", method="lu")
     c = build_kernel(eqs, "forward-dynamics")
-    assert a.extra["solves"]["KKT"].kind == "LDL^T" and b.extra["solves"]["KKT"].kind == "LU"
+    assert a.info.solves["KKT"].kind == "LDL^T" and b.info.solves["KKT"].kind == "LU"
     X = box_points(a, 100, 5)
     ya = Evaluator(a.output_atoms, a.input_symbols)(X)
     yb = Evaluator(b.output_atoms, b.input_symbols)(X)
@@ -293,7 +294,7 @@ def test_non_holonomic_rows_join_the_solves():
     dyn = dataclasses.replace(eqs, M=Sparse((3, 3), {(0, 0): 2.0, (1, 1): 2.0, (2, 2): 0.3}),
                               Q=[const(0.4), ZERO, -0.2 * eqs.qd[2]], driving=[True, True])
     fwd = build_kernel(dyn, "forward-dynamics")
-    assert fwd.extra["multipliers"] == ["lambda_blade"]
+    assert fwd.info.multipliers == ["lambda_blade"]
     P = box_points(fwd, 60, 9)
     Yf = Evaluator(fwd.output_atoms, fwd.input_symbols)(P)
     for p, yrow in zip(P, Yf):

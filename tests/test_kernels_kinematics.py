@@ -9,7 +9,7 @@ from mbforge.examples import load
 from mbforge.ir import Evaluator, subs
 from mbforge.kernels.builders import KernelError, build_kernel
 from mbforge.model import Kinematics, Model
-from mbforge.linalg.factor import Samples
+from mbforge.linalg import Samples
 from mbforge.pipeline import generate
 
 
@@ -28,12 +28,12 @@ def test_ports_and_report(fourbar):
     eqs, k = fourbar
     assert [p.name for p in k.inputs] == ["q", "t"] and [p.name for p in k.outputs] == ["qd", "qdd", "Phi"]
     assert all(len(p.ranges) == len(p.symbols) for p in k.inputs)
-    F = k.extra["solves"]["Phi_q"]
+    F = k.info.solves["Phi_q"]
     # the crank's [xB yB; sin -cos] rows change sign over a revolution: one 2 x 2 block,
     # whose determinant (-2 on the motion) stays far from zero
     assert F.blocks == 1 and F.min_pivot == pytest.approx(2.0, rel=1e-9)
     assert F.divisions == 3 and F.fill == 0
-    assert "2x2 block" in k.extra["report"] and "'crank_angle'" in k.extra["report"]
+    assert "2x2 block" in k.info.report and "'crank_angle'" in k.info.report
 
 
 def test_motion_points_match_the_reference(fourbar):
@@ -118,7 +118,7 @@ def test_gamma_uses_the_solved_velocities(fourbar):
     from mbforge.ir import topo
 
     assert not any(a.is_symbol and a.value.kind == "qd" for a in topo(qdd))
-    F = k.extra["solves"]["Phi_q"]
+    F = k.info.solves["Phi_q"]
     qd = F.solve(eqs.beta)
     assert all(a is b for a, b in zip(F.solve(subs(eqs.gamma, dict(zip(eqs.qd, qd)))), qdd))
 
@@ -134,7 +134,7 @@ def test_not_fully_driven_is_an_error():
 
 def test_divisor_ranges_stay_away_from_zero_on_the_motion(fourbar):
     eqs, k = fourbar
-    dr = k.extra["divisor_ranges"]
+    dr = k.info.divisor_ranges()
     assert len(dr) == 3
     X = np.array(k.motion)
     for d, lo, hi in dr:

@@ -21,7 +21,7 @@ def test_kinematics_kernel(stewart):
     eqs = stewart
     n = len(eqs.q)
     k = build_kernel(eqs, "kinematics")
-    F = k.extra["solves"]["Phi_q"]
+    F = k.info.solves["Phi_q"]
     assert F.min_relative_pivot > 0.1 and F.divisions < n  # constant pivots need no division
     X = np.array(k.motion)[::4]
     Y = Evaluator(k.output_atoms, k.input_symbols)(X)

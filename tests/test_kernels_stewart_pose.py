@@ -122,12 +122,12 @@ def test_kernel_ports_and_size(kernel):
     assert [p.name for p in kernel.inputs] == ["q", "qd", "qdd"]
     assert [s.value.name for s in kernel.input_symbols[:7]] == [f"plat_{c}" for c in ST.COORDS]
     assert len(kernel.input_symbols) == 21 and [p.name for p in kernel.outputs] == ["u"]
-    assert kernel.extra["method"] == "projected"
+    assert kernel.info.method == "projected"
     tape = lower(kernel.output_atoms, kernel.input_symbols)
     ops = tape.counts()
     assert ops["total"] < FULL_STATE_OPS and ops.get("div", 0) <= 40, ops
-    assert kernel.extra["solves"]["G"].min_relative_pivot > 0.3
-    print(f"\ninverse-dynamics-reduced: {ops}\n{kernel.extra['report']}")
+    assert kernel.info.solves["G"].min_relative_pivot > 0.3
+    print(f"\ninverse-dynamics-reduced: {ops}\n{kernel.info.report}")
 
 
 def test_kernel_equals_the_98_coordinate_reference(kernel, reference):
@@ -221,7 +221,7 @@ def test_reduced_kernel_of_a_small_model_equals_the_full_state_kernel():
     assert [s.value.name for s in eqs.independent] == ["th1"]
     assert not eqs.explicit[eqs.q[9]].mask & eqs.q[6].mask  # x3's form has x2 substituted
     k = build_kernel(eqs, "inverse-dynamics-reduced")
-    assert k.extra["method"] == "projected" and len(k.input_symbols) == 3
+    assert k.info.method == "projected" and len(k.input_symbols) == 3
     full = build_kernel(eqs, "inverse-dynamics")
     n = len(eqs.q)
     Xf = np.array(full.motion)

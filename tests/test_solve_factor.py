@@ -1,4 +1,4 @@
-"""Straight-line sparse solves over atoms (mbforge.linalg.factor), checked against
+"""Straight-line sparse solves over atoms (mbforge.linalg), checked against
 numpy.linalg.solve on the evaluated matrices: LU with generation-time pivots, LDL^T with
 minimum-degree order, predicted fill, 2 x 2 pivot blocks and the errors for pivots that
 vanish within the declared ranges."""
@@ -10,8 +10,8 @@ import pytest
 from mbforge.ir import ONE, ZERO, Evaluator, Sparse, cos, sin, symbols, topo
 
 from mbforge.lower import lower, op_counts
-from mbforge.linalg.factor import (LDLFactor, LUFactor, Samples, SingularPivotError, SolveError, factor_ldlt,
-                                  factor_lu, minimum_degree, symbolic_ldlt)
+from mbforge.linalg import (LDLFactor, LUFactor, Samples, SingularPivotError, SolveError, factor_ldlt, factor_lu,
+                            minimum_degree, symbolic_ldlt)
 
 P = symbols("sv_a sv_b sv_c")
 RANGES = {P[0]: (0.0, 1.0), P[1]: (-1.0, 1.0), P[2]: (0.5, 2.0)}

@@ -9,7 +9,6 @@ the actuator forces; forward runs add T, V and E = T + V.
 """
 from __future__ import annotations
 
-import inspect
 import re
 from pathlib import Path
 
@@ -31,28 +30,16 @@ def register(subparsers) -> None:
 def _load(spec: str, motion: str | None):
     """(model, motion tag): an example (with its motion; the default one when not given)
     or a .py file."""
-    from ..cli import CLIError
-    from ..examples import EXAMPLES, load, module, motions
+    from ..examples import EXAMPLES, default_motion, load_model
 
-    if spec in EXAMPLES:
-        offered = motions(spec)
-        if motion is None:
-            default = inspect.signature(module(spec).build).parameters.get("motion")
-            return load(spec), (default.default if default is not None else None)
-        if not offered:
-            raise CLIError(f"example {spec!r} has no motions to choose from (drop --motion)")
-        if motion not in offered:
-            raise CLIError(f"example {spec!r} has no motion {motion!r}; its motions: {', '.join(offered)}")
-        return load(spec, motion=motion), motion
-    if motion is not None:
-        raise CLIError("--motion applies to shipped examples only")
-    from ..cli import load_model
-
-    return load_model(spec), None
+    model = load_model(spec, motion)
+    if spec in EXAMPLES and motion is None:
+        motion = default_motion(spec)
+    return model, motion
 
 
 def cmd_simulate(args) -> int:
-    from ..cli import CLIError
+    from ..errors import CLIError
     from .solvers import AssemblyError, DynamicsError
 
     model, tag = _load(args.model, args.motion)

@@ -23,11 +23,14 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..model.equations import Equations
 from .numeric import Compiled, EvaluationError
+
+if TYPE_CHECKING:  # annotations only: mbforge.model re-exports these solvers, a run-time import would be a cycle
+    from ..model.equations import Equations
 
 
 class AssemblyError(RuntimeError):

@@ -1,0 +1,126 @@
+"""The shipped examples by name, and models by name or by file for every command that takes
+a MODEL argument.
+
+`EXAMPLES` maps each example's name to its module; `load(name, **options)` builds one.
+`load_model(spec, motion=None)` returns a Model from a shipped example's name or from a
+Python file that defines `build()`. Every failure to get a Model (unknown name, missing or
+broken file, no build(), build() not returning a Model, a motion the example does not
+offer) raises ModelFileError: one line naming the file or example and what is wrong, which
+the CLI prints as is. Errors the model itself raises while it is built (ModelError,
+ExpressionError) pass through unchanged: they name the model and the part.
+
+This module sits with the examples, below every command: the CLI, `simulate`, `demo` and
+`hdl` import it; it imports nothing of theirs.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+from pathlib import Path
+
+from ..ir import ExpressionError
+from ..model.model import Model, ModelError
+
+
+class ModelFileError(ModelError):
+    """No Model could be had from what was named (an example name or a .py file)."""
+
+
+EXAMPLES = {
+    "fourbar": "mbforge.examples.fourbar",
+    "slidercrank": "mbforge.examples.slidercrank",
+    "pendulum_block": "mbforge.examples.pendulum_block",
+    "slidercrank_disc": "mbforge.examples.slidercrank_disc",
+    "stewart": "mbforge.examples.stewart",
+    "stewart_relative": "mbforge.examples.stewart_relative",
+}
+
+
+def module(name: str):
+    try:
+        mod = EXAMPLES[name]
+    except KeyError:
+        raise KeyError(f"no example called {name!r}; known: {', '.join(sorted(EXAMPLES))}") from None
+    return importlib.import_module(mod)
+
+
+def motions(name: str) -> tuple[str, ...]:
+    """The prescribed motions an example offers (empty if it has one or none)."""
+    return tuple(getattr(module(name), "MOTIONS", ()))
+
+
+def load(name: str, **options) -> Model:
+    """The Model of a shipped example (options go to its build(), e.g. motion="yaw")."""
+    mod = module(name)
+    params = inspect.signature(mod.build).parameters
+    bad = [k for k in options if k not in params]
+    if bad:
+        raise TypeError(f"example {name!r} takes no option {', '.join(bad)}; its options: "
+                        f"{', '.join(params) or 'none'}")
+    return mod.build(**options)
+
+
+def default_motion(name: str) -> str | None:
+    """The motion an example's build() takes when none is given (None if it takes none)."""
+    p = inspect.signature(module(name).build).parameters.get("motion")
+    return p.default if p is not None else None
+
+
+def load_model(spec: str, motion: str | None = None) -> Model:
+    """The Model of a shipped example (with `motion`, for examples that offer several) or of
+    a Python file defining build()."""
+    if spec in EXAMPLES:
+        if motion is None:
+            return load(spec)
+        offered = motions(spec)
+        if not offered:
+            raise ModelFileError(f"example {spec!r} has no motions to choose from (drop --motion)")
+        if motion not in offered:
+            raise ModelFileError(f"example {spec!r} has no motion {motion!r}; its motions: {', '.join(offered)}")
+        return load(spec, motion=motion)
+    path = Path(spec)
+    if path.suffix != ".py":
+        raise ModelFileError(f"no example called {spec!r} and not a .py file; examples: "
+                             f"{', '.join(sorted(EXAMPLES))}")
+    if motion is not None:
+        raise ModelFileError(f"model file {spec}: --motion applies to shipped examples only")
+    if not path.is_file():
+        raise ModelFileError(f"model file {spec} does not exist")
+    return _from_file(path, spec)
+
+
+def _from_file(path: Path, spec: str) -> Model:
+    mod_spec = importlib.util.spec_from_file_location(f"mbforge_user_{path.stem}", path)
+    mod = importlib.util.module_from_spec(mod_spec)
+    try:
+        mod_spec.loader.exec_module(mod)
+    except (ModelError, ExpressionError):
+        raise
+    except SyntaxError as e:
+        raise ModelFileError(f"model file {spec}: syntax error at line {e.lineno}: {e.msg}") from None
+    except Exception as e:  # the user's module failed on import: say where, not a traceback
+        raise ModelFileError(f"model file {spec} failed to load: {type(e).__name__}: {e}{_where(e, path)}") from None
+    build = getattr(mod, "build", None)
+    if not callable(build):
+        raise ModelFileError(f"model file {spec} defines no build() returning a Model")
+    try:
+        model = build()
+    except (ModelError, ExpressionError):
+        raise
+    except Exception as e:
+        raise ModelFileError(f"model file {spec}: build() failed: {type(e).__name__}: {e}{_where(e, path)}") from None
+    if not isinstance(model, Model):
+        raise ModelFileError(f"model file {spec}: build() returned {type(model).__name__}, not a Model")
+    return model
+
+
+def _where(e: BaseException, path: Path) -> str:
+    """' (line N)' of the innermost frame of the user's file in e's traceback, if any."""
+    line = None
+    tb = e.__traceback__
+    while tb is not None:
+        if Path(tb.tb_frame.f_code.co_filename).resolve() == path.resolve():
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return f" (line {line})" if line is not None else ""

@@ -1,0 +1,41 @@
+"""The equations kernel: the model's equations as they are (no solve).
+
+    q, qd, t -> Phi, Phi_q (sparse), Phi_t, gamma [, M (sparse), Q (delta), B (sparse)]
+
+Invariant: the outputs are the Equations' own atoms, in the model's row order.
+"""
+from __future__ import annotations
+
+from ..model.equations import Equations
+from .common import actuators, port
+from .domain import motion_inputs
+from .kernel import Kernel, OutPort
+
+
+def equations_kernel(eqs: Equations) -> Kernel:
+    """Phi, Phi_q, Phi_t and gamma as they are, from q, qd and t; with M (sparse), Q (delta:
+    the generalized forces of the virtual-power principle) and B (sparse) when the model
+    has inertia and actuators."""
+    outputs = [
+        OutPort.vector("Phi", eqs.phi),
+        OutPort.sparse("Phi_q", eqs.phi_q),
+        OutPort.vector("Phi_t", eqs.phi_t),
+        OutPort.vector("gamma", eqs.gamma),
+    ]
+    desc = "constraints Phi, Jacobian Phi_q (sparse), Phi_t and gamma"
+    if eqs.M is not None and eqs.Q is not None:
+        outputs += [OutPort.sparse("M", eqs.M), OutPort.vector("Q", eqs.Q)]
+        desc += ", mass matrix M (sparse) and generalized forces Q (delta)"
+        names, B = actuators(eqs)
+        if names:
+            outputs.append(OutPort.sparse("B", B))
+            desc += ", actuator directions B (sparse)"
+    k = Kernel(
+        model=eqs.model,
+        name="equations",
+        description=desc + " from q, qd, t",
+        inputs=[port("q", eqs, eqs.q), port("qd", eqs, eqs.qd), port("t", eqs, [eqs.t])],
+        outputs=outputs,
+    )
+    k.motion = motion_inputs(eqs, lambda q, qd, qdd, t: [*q, *qd, t])
+    return k

@@ -1,0 +1,113 @@
+"""Kernel, InPort, OutPort: what a device computes, as named input and output ports over
+atoms; KernelInfo: what a builder found out on the way, for reports and checks.
+
+Invariants (checked on construction): every input is a symbol, no symbol is an input
+twice, every domain box has one range per flat input. Everything after the kernels stage
+(lower, analysis, backends, firmware, harness) reads the ports, `motion` and `domain`;
+nothing downstream reads `info`, so two kernels that differ only there generate the
+same files.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir import Atom, ExpressionError, Sparse
+
+
+@dataclass
+class KernelInfo:
+    """What a builder knows about the kernel it built, beyond its ports.
+
+    solves:         the factorizations of its linear solves by name ({"Phi_q": LUFactor},
+                    {"KKT": ...}, {"G": ...}); each keeps its matrix, pivots and samples
+    report:         their report (pivots, fill, op counts; the reduced kernel adds its
+                    choice and the weighted costs)
+    derived_ranges: input symbols whose declared range the builder derived (actuator
+                    inputs without one: the force envelope along the motion)
+    multipliers:    names of the entries of the multipliers output (lambda or mu), if any
+    method:         the formulation chosen among several ("projected" or "full" for the
+                    reduced inverse dynamics; "" where there is one)
+    """
+
+    solves: dict = field(default_factory=dict)
+    report: str = ""
+    derived_ranges: list[str] = field(default_factory=list)
+    multipliers: list[str] = field(default_factory=list)
+    method: str = ""
+
+    def divisor_ranges(self) -> list[tuple[Atom, float, float]]:
+        """(divisor, min, max) of every division of the solves over their samples (see
+        the factors' divisor_ranges): computed on demand, nothing in the pipeline needs it."""
+        return [d for F in self.solves.values() for d in F.divisor_ranges()]
+
+
+@dataclass
+class InPort:
+    name: str
+    symbols: list[Atom]
+    ranges: list[tuple[float, float]]
+
+    @property
+    def shape(self) -> list[int]:
+        return [len(self.symbols)]
+
+
+@dataclass
+class OutPort:
+    name: str
+    shape: list[int]
+    atoms: list[Atom]
+    pattern: list[tuple[int, int]] | None = None  # sparse matrices: stored entries
+
+    @classmethod
+    def vector(cls, name: str, atoms: list[Atom]) -> "OutPort":
+        return cls(name, [len(atoms)], list(atoms))
+
+    @classmethod
+    def sparse(cls, name: str, m: Sparse) -> "OutPort":
+        return cls(name, list(m.shape), m.values(), m.pattern)
+
+
+@dataclass
+class Kernel:
+    model: str
+    name: str
+    inputs: list[InPort]
+    outputs: list[OutPort]
+    description: str = ""
+    # input vectors along a driven motion, for verification
+    motion: list[list[float]] | None = None
+    # where the kernel is meant to run, when that is much smaller than the box of the
+    # declared ranges: a union of boxes (each [(lo, hi)] per flat input). Range analysis
+    # (fixed-point formats, error bounds, pivots) and test vectors use it; None = the box.
+    domain: list[list[tuple[float, float]]] | None = None
+    info: KernelInfo = field(default_factory=KernelInfo)
+
+    def __post_init__(self):
+        seen: set[Atom] = set()
+        for p in self.inputs:
+            for s in p.symbols:
+                if not s.is_symbol:
+                    raise ExpressionError(f"kernel {self.name}: input {p.name} holds {s}, not a symbol")
+                if s in seen:
+                    raise ExpressionError(f"kernel {self.name}: symbol {s} appears twice among the inputs")
+                seen.add(s)
+
+        if self.domain is not None:
+            n = sum(len(p.symbols) for p in self.inputs)
+            for k, box in enumerate(self.domain):
+                if len(box) != n:
+                    raise ExpressionError(f"kernel {self.name}: domain box {k} has {len(box)} ranges for {n} inputs")
+
+    @property
+    def input_ranges(self) -> list[tuple[float, float]]:
+        """The declared range of every flat input."""
+        return [r for p in self.inputs for r in p.ranges]
+
+    @property
+    def input_symbols(self) -> list[Atom]:
+        return [s for p in self.inputs for s in p.symbols]
+
+    @property
+    def output_atoms(self) -> list[Atom]:
+        return [a for p in self.outputs for a in p.atoms]

@@ -1,0 +1,52 @@
+"""The kinematics kernel of a fully driven model.
+
+    q, t -> qd, qdd, Phi:   A qd = b,  A qdd = g,  A = [Phi_q; C]
+
+A square (holonomic rows, driving ones included, then non-holonomic rows). Invariants:
+one LU (pivots fixed at generation time on consistent configurations along the driven
+motion) serves both solves; qdd is a function of (q, t) alone (gamma's velocities are the
+solved ones); the position residual Phi is an output, for monitoring.
+"""
+from __future__ import annotations
+
+from ..ir import subs
+from ..linalg import factor_lu
+from ..model.equations import Equations
+from .common import KernelError, names, nh_rows, port, stack_rows
+from .domain import kernel_samples, motion_domain, motion_inputs
+from .kernel import Kernel, KernelInfo, OutPort
+
+
+def kinematics_kernel(eqs: Equations, samples=None) -> Kernel:
+    """qd and qdd of a fully driven model from q and t: A qd = b and A qdd = g with
+    A = [Phi_q; C] square (holonomic rows, driving ones included, then non-holonomic
+    rows), one LU (pivots fixed at generation time) shared by both solves; the position
+    residual Phi is an output too, for monitoring."""
+    n = len(eqs.q)
+    C, nh_beta, nh_gamma, nh_names = nh_rows(eqs)
+    A = stack_rows([eqs.phi_q, C], n)
+    row_names = list(eqs.phi_names) + nh_names
+    if A.shape[0] != n:
+        raise KernelError(f"{eqs.model}: the kinematics kernel needs a fully driven model (as many equations as "
+                          f"coordinates): it has {A.shape[0]} equations ({', '.join(row_names)}) for {n} "
+                          f"coordinates ({', '.join(names(eqs.q))})")
+    if samples is None:
+        samples = kernel_samples(eqs, None, "constraint")
+    F = factor_lu(A, samples, row_names=row_names, col_names=names(eqs.q), label=f"{eqs.model} Phi_q")
+    qd = F.solve(list(eqs.beta) + nh_beta)
+    # gamma depends on the velocities: substitute the solved ones, so qdd is a function of
+    # (q, t) alone and shares the factorization and the velocity atoms
+    g = subs(list(eqs.gamma) + nh_gamma, dict(zip(eqs.qd, qd)))
+    qdd = F.solve(g)
+    k = Kernel(
+        model=eqs.model,
+        name="kinematics",
+        description="velocities qd and accelerations qdd of the driven motion from q, t "
+                    "(straight-line sparse LU of Phi_q, pivots fixed at generation time); position residual Phi",
+        inputs=[port("q", eqs, eqs.q), port("t", eqs, [eqs.t])],
+        outputs=[OutPort.vector("qd", qd), OutPort.vector("qdd", qdd), OutPort.vector("Phi", eqs.phi)],
+        info=KernelInfo(solves={"Phi_q": F}, report=F.report(qd, qdd)),
+    )
+    k.motion = motion_inputs(eqs, lambda q, qd_, qdd_, t: [*q, t])
+    k.domain = motion_domain(eqs, lambda q, qd_, qdd_, t: [*q, t])
+    return k

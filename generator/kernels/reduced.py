@@ -1,0 +1,312 @@
+"""The reduced inverse-dynamics kernel: actuator forces from the independent coordinates of
+a model whose other coordinates are explicit (closed forms, Model.explicit).
+
+    inverse-dynamics-reduced  z, zd, zdd [, t] -> u [, mu | lambda]
+
+e.g. the Stewart platform's 7 platform coordinates. Two formulations (`reduced_system`):
+"projected", the equations of motion projected on z, [R^T B, -Psi_z^T] [u; mu] =
+R^T (M qdd - Q) with R = dq/dz never formed, and "full", every coordinate's equation of
+motion with q, qd, qdd substituted; "auto" builds both and keeps the cheaper.
+
+Invariants: the closed forms are checked to satisfy every kinematic constraint at all
+the samples the pivots are chosen at (KernelError naming the constraints otherwise); one
+LU, pivots fixed at generation time; one reciprocal per distinct denominator in the
+outputs; `info.method` says which formulation was kept, `info.report` both costs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir import ZERO, Atom, Evaluator, Sparse, add, diff, mul, neg, sub, subs, symbol
+from ..ir.derive import adjoints
+from ..linalg import Samples, factor_lu
+from ..lower import op_counts
+from ..model.equations import Equations
+from .common import KernelError, LinearSystem, actuators, constraint_rows, names, need_inertia, port, subs_sparse
+from .cost import weighted_cost
+from .domain import DOMAIN_STEPS, independent_box_samples, kernel_samples, motion_domain, motion_inputs
+from .kernel import Kernel, KernelInfo, OutPort
+from .rewrite import share_reciprocals
+
+REDUCED_METHODS = ("auto", "projected", "full")
+EXPLICIT_TOL = 1e-8  # largest |constraint| accepted at the samples, through the closed forms
+
+
+@dataclass
+class Reduction:
+    """What both formulations share: the actuators, the independent symbols and their
+    rates, the substitution of the dependent coordinates (smap), the constraints among the
+    independent coordinates alone (psi rows), and M qdd - Q over every coordinate."""
+
+    act_names: list[str]
+    B: Sparse
+    z: list[Atom]
+    zd: list[Atom]
+    zdd: list[Atom]
+    smap: dict
+    psi: list[int]
+    others: list[int]  # kinematic rows the closed forms must satisfy (checked at the samples)
+    f_full: list[Atom]
+
+    @property
+    def u_names(self) -> list[str]:
+        return [f"u_{a}" for a in self.act_names]
+
+
+def reduction(eqs: Equations) -> Reduction:
+    need_inertia(eqs, "inverse-dynamics-reduced")
+    explicit = getattr(eqs, "explicit", None) or {}
+    if not explicit:
+        raise KernelError(f"{eqs.model}: the inverse-dynamics-reduced kernel needs explicit (closed-form) "
+                          "dependent coordinates (Model.explicit); the model has none")
+    if getattr(eqs, "nh", None):
+        raise KernelError(f"{eqs.model}: inverse-dynamics-reduced does not handle non-holonomic constraints "
+                          f"({', '.join(eqs.nh_names)}); use inverse-dynamics")
+    act_names, B = actuators(eqs)
+    if not act_names:
+        raise KernelError(f"{eqs.model}: inverse-dynamics-reduced needs actuators (their forces are the output)")
+    z = list(eqs.independent)
+    smap = eqs.explicit_map(2)
+    ps = list(getattr(eqs, "params", []) or [])
+    free = eqs.t.mask
+    for s in z + ps:
+        free |= s.mask
+    kin = eqs.kinematic_rows
+    psi = [i for i in kin if not eqs.phi[i].mask & ~free]
+    others = [i for i in kin if i not in set(psi)]
+    f_full = getattr(eqs, "inertial", None)  # M qdd - Q, body by body in Newton-Euler form where possible
+    if f_full is None:
+        f_full = [sub(m, q_) for m, q_ in zip(eqs.M.matvec(eqs.qdd), eqs.Q)]
+    return Reduction(act_names, B, z, eqs.independent_qd, eqs.independent_qdd, smap, psi, others, f_full)
+
+
+def _samples(eqs: Equations, red: Reduction, samples: Samples | None) -> Samples:
+    """Samples over (z, t, params): the given ones, or the driven motion, configurations of
+    the kinematic manifold near it and random points of the independent coordinates'
+    declared ranges projected on psi; checked to satisfy every other kinematic constraint
+    through the closed forms."""
+    z = red.z
+    ps = list(getattr(eqs, "params", []) or [])
+    if samples is None:
+        full = kernel_samples(eqs, eqs.kinematic_rows, "kinematic constraint")
+        pos = {s: k for k, s in enumerate(full.inputs)}
+        cols = [pos[s] for s in z + [eqs.t] + ps]
+        samples = Samples(z + [eqs.t] + ps, full.points[:, cols],
+                          full.what + " (their independent coordinates)")
+        extra = independent_box_samples(eqs, z, red.psi, ps)
+        if len(extra):
+            samples = samples + Samples(samples.inputs, extra,
+                                        f"{len(extra)} random points of the declared ranges of the independent "
+                                        "coordinates" + (" projected on their constraints" if red.psi else ""))
+    phi_x = eqs.explicit_phi()
+    if red.others:
+        atoms = [phi_x[i] for i in red.others]
+        res = np.atleast_2d(Evaluator(atoms, samples.inputs)(samples.points))
+        worst = np.max(np.abs(res), axis=0)
+        bad = [(eqs.phi_names[i], float(w)) for i, w in zip(red.others, worst) if not w <= EXPLICIT_TOL]
+        if bad:
+            raise KernelError(f"{eqs.model}: the explicit coordinates do not satisfy "
+                              + ", ".join(f"{n} (|residual| up to {w:.3g})" for n, w in bad[:6])
+                              + f" at the {len(samples)} sample configurations")
+    return samples
+
+
+def _transposed_jacobian_products(exprs, xs, weights_list) -> list[list[Atom]]:
+    """[J^T w for w in weights_list], J = d exprs / d xs, by one reverse sweep over
+    sum_i w_i exprs_i with placeholder weights (linear in them), then the weights
+    substituted: the virtual power of the dependent coordinates' forces along each
+    independent coordinate, without forming J."""
+    mask = 0
+    for x in xs:
+        mask |= x.mask
+    terms = [(i, e) for i, e in enumerate(exprs) if e.mask & mask]
+    place = [symbol(f"mbf_reduced_w{i}", "input") for i, _ in terms]
+    s = ZERO
+    for w, (_, e) in zip(place, terms):
+        s = add(s, mul(w, e))
+    adj = adjoints(s, mask) if s is not ZERO else {}
+    g = [adj.get(x, ZERO) for x in xs]
+    out = []
+    for weights in weights_list:
+        out.append(subs(g, {w: weights[i] for w, (i, _) in zip(place, terms)}))
+    return out
+
+
+@dataclass
+class Formulation:
+    """One reduced formulation: its system, the solve's label, the names of its
+    multipliers and a phrase for the kernel's description."""
+
+    system: LinearSystem
+    label: str
+    multipliers: list[str]
+    what: str
+
+
+def _projected(eqs: Equations, red: Reduction) -> Formulation:
+    z, smap, psi, act_names = red.z, red.smap, red.psi, red.act_names
+    n = len(eqs.q)
+    na = len(act_names)
+    idx = {s: j for j, s in enumerate(eqs.q)}
+    dep = eqs.dependent
+    pos = [eqs.explicit[s] for s in dep]
+    f = subs(red.f_full, smap)
+    Bs = subs_sparse(red.B, smap)
+    cols = [[ZERO] * n for _ in range(na)]
+    for (i, k), a in Bs.entries.items():
+        cols[k][i] = a
+    weights = [[f[idx[s]] for s in dep]] + [[c[idx[s]] for s in dep] for c in cols]
+    prods = _transposed_jacobian_products(pos, z, weights)
+    rhs = [add(f[idx[s]], g) for s, g in zip(z, prods[0])]
+    entries = {}
+    for k in range(na):
+        for j, s in enumerate(z):
+            a = add(cols[k][idx[s]], prods[1 + k][j])
+            if a is not ZERO:
+                entries[(j, k)] = a
+    for l, i in enumerate(psi):
+        for j, s in enumerate(z):
+            d = diff(eqs.phi[i], s)
+            if d is not ZERO:
+                entries[(j, na + l)] = neg(d)
+    G = Sparse((len(z), na + len(psi)), entries)
+    mu_names = [f"mu_{eqs.phi_names[i]}" for i in psi]
+    system = LinearSystem(G, rhs, [f"virtual power along {s}" for s in names(z)], red.u_names + mu_names,
+                          list(range(na)))
+    return Formulation(system, f"{eqs.model} [R^T B, -Psi_z^T]", mu_names,
+                       f"equations of motion projected on them (R^T, {len(z)} x {len(z)})")
+
+
+def _full(eqs: Equations, red: Reduction) -> Formulation:
+    n = len(eqs.q)
+    na = len(red.act_names)
+    A, _, cnames, rows = constraint_rows(eqs, kinematic_only=True)
+    r = A.shape[0]
+    if r + na != n:
+        raise KernelError(f"{eqs.model}: inverse dynamics needs as many unknowns as coordinates: {r} multipliers "
+                          f"and {na} actuators for {n} coordinates")
+    As, Bs = subs_sparse(A, red.smap), subs_sparse(red.B, red.smap)
+    entries = {(j, i): a for (i, j), a in As.entries.items()}
+    for (i, k), a in Bs.entries.items():
+        entries[(i, r + k)] = neg(a)
+    G = Sparse((n, n), entries)
+    lam_names = [f"lambda_{c}" for c in cnames]
+    rhs = [neg(a) for a in subs(red.f_full, red.smap)]
+    system = LinearSystem(G, rhs, [f"motion of {q}" for q in names(eqs.q)], lam_names + red.u_names,
+                          list(range(r, r + na)))
+    return Formulation(system, f"{eqs.model} [Phi_kin_q^T, -B] (explicit coordinates)", lam_names,
+                       f"every coordinate's equation of motion ({n} x {n})")
+
+
+def reduced_system(eqs: Equations, method: str) -> LinearSystem:
+    """The linear system of the "projected" or "full" formulation (unknowns [u; mu] or
+    [lambda; u]), as the kernel factors it: for comparisons with other solvers."""
+    build = {"projected": _projected, "full": _full}.get(method)
+    if build is None:
+        raise KernelError(f"inverse-dynamics-reduced: no formulation {method!r} (projected, full)")
+    return build(eqs, reduction(eqs)).system
+
+
+def reduced_inverse_dynamics_kernel(eqs: Equations, samples=None, method: str = "auto",
+                                    multipliers: bool = False, domain_steps: int = DOMAIN_STEPS) -> Kernel:
+    """Actuator forces u from the independent coordinates z of a model whose other
+    coordinates are explicit (Model.explicit), and their rates zd, zdd: the dependent q,
+    qd, qdd are substituted from the closed forms and their chain-rule derivatives.
+
+    method "projected": the equations of motion M qdd + Phi^T lambda = Q + B u projected
+    on the independent coordinates through the velocity transformation qd = R zd,
+    R = dq/dz (never formed: R^T v comes from one reverse sweep over the closed forms):
+        [R^T B, -Psi_z^T] [u; mu] = R^T (M qdd - Q),
+    Psi the constraints among the independent coordinates alone (the Stewart platform's
+    Euler normalisation), mu their multipliers combined with those of the constraints the
+    closed forms satisfy only where Psi = 0 (equal to Psi's own when they satisfy them
+    everywhere). The other multipliers drop out: R spans the motions the constraints
+    allow. A system of n_z = n_act + n_psi rows (7 for the Stewart platform).
+    method "full": [Phi_kin_q^T, -B] [lambda; u] = Q - M qdd over every coordinate, as
+    the inverse-dynamics kernel, with q, qd, qdd substituted (all multipliers available).
+    "auto" (default): both, keeping the one whose kernel costs less (weighted_cost).
+    Both solve with a straight-line LU, pivots fixed at generation time on consistent
+    samples over (z, t, params): the driven motion, configurations of the kinematic
+    manifold near it, and random points of the independent coordinates' declared ranges
+    projected on Psi (the closed forms are checked to satisfy every other kinematic
+    constraint at all of them). Every division by one denominator becomes a product with
+    one shared reciprocal (kernels.rewrite.share_reciprocals). multipliers=True adds the multipliers
+    output (mu or lambda). domain_steps: boxes of the tube around the driven motion
+    (`domain`, where range analysis, fixed-point formats and error bounds apply); fewer
+    boxes generate faster and give looser bounds, the same C for float targets."""
+    if method not in REDUCED_METHODS:
+        raise KernelError(f"inverse-dynamics-reduced: method {method!r} is not one of {', '.join(REDUCED_METHODS)}")
+    red = reduction(eqs)
+    samples = _samples(eqs, red, samples)
+    z, zd, zdd, act_names, psi = red.z, red.zd, red.zdd, red.act_names, red.psi
+    nz, na = len(z), len(act_names)
+    tried = {}
+    if method in ("auto", "projected"):
+        if nz != na + len(psi):
+            if method == "projected":
+                raise KernelError(
+                    f"{eqs.model}: the projected inverse dynamics needs as many independent coordinates as "
+                    f"actuators plus constraints among them: {nz} ({', '.join(names(z))}) for {na} actuators "
+                    f"and {len(psi)} constraints ({', '.join(eqs.phi_names[i] for i in psi) or 'none'})")
+        else:
+            tried["projected"] = _solve(_projected(eqs, red), samples)
+    if method in ("auto", "full"):
+        try:
+            tried["full"] = _solve(_full(eqs, red), samples)
+        except KernelError:
+            if method == "full" or not tried:
+                raise
+    if not tried:
+        raise KernelError(f"{eqs.model}: no reduced inverse-dynamics formulation applies")
+    cost, shared = {}, {}
+    for key, (F, x, _, _) in tried.items():
+        keep = x if multipliers else x[:na]
+        shared[key] = share_reciprocals(keep)
+        cost[key] = weighted_cost(shared[key])
+    chosen = min(cost, key=lambda k: (cost[k], k != "projected"))
+    F, x, mult_names, what = tried[chosen]
+    uu, mult = shared[chosen][:na], shared[chosen][na:]
+    outputs = [OutPort.vector("u", uu)]
+    if multipliers:
+        outputs.append(OutPort.vector("mu" if chosen == "projected" else "lambda", mult))
+    t_needed = any(a.mask & eqs.t.mask for p in outputs for a in p.atoms)
+    inputs = [port("q", eqs, z), port("qd", eqs, zd), port("qdd", eqs, zdd)]
+    if t_needed:
+        inputs.append(port("t", eqs, [eqs.t]))
+    ops = op_counts([a for p in outputs for a in p.atoms])
+    report = (F.report(x if multipliers else x[:na])
+              + f"\n  kernel ({chosen}, divisions by one denominator shared): {ops['total']} operations ("
+              + ", ".join(f"{a} {b}" for a, b in sorted(ops.items()) if a != "total") + ")"
+              + "".join(f"\n  weighted cost {key}: {c}" for key, c in sorted(cost.items())))
+    k = Kernel(
+        model=eqs.model,
+        name="inverse-dynamics-reduced",
+        description=f"actuator forces u{' and multipliers' if multipliers else ''} from the independent "
+                    f"coordinates {', '.join(names(z))}, their rates and accelerations (dependent coordinates "
+                    f"in closed form; {what}; straight-line LU, pivots fixed at generation time)",
+        inputs=inputs,
+        outputs=outputs,
+        info=KernelInfo(solves={"G": F}, report=report, multipliers=mult_names if multipliers else [],
+                        method=chosen),
+    )
+    zi = [eqs.q.index(s) for s in z]
+
+    def row(q, qd, qdd, t):
+        return [*(q[j] for j in zi), *(qd[j] for j in zi), *(qdd[j] for j in zi)] + ([t] if t_needed else [])
+
+    k.motion = motion_inputs(eqs, row)
+    k.domain = motion_domain(eqs, row, domain_steps)
+    return k
+
+
+def _solve(form: Formulation, samples: Samples):
+    """(factor, solution as [u; multipliers], multiplier names, description phrase)."""
+    s = form.system
+    F = factor_lu(s.matrix, samples, row_names=s.row_names, col_names=s.col_names, label=form.label)
+    x = F.solve(s.rhs)
+    if s.forces and s.forces[0] > 0:  # [lambda; u]: reorder to [u; lambda]
+        r = s.forces[0]
+        x = x[r:] + x[:r]
+    return F, x, form.multipliers, form.what
