@@ -7,28 +7,10 @@ outside its declared range), else 0.
 """
 from __future__ import annotations
 
-from decimal import Decimal, getcontext
-
-from ...analysis.fixedpoint import COS_TAYLOR, SIN_TAYLOR, FixedProgram
+from ...analysis.fixedpoint import FixedProgram
 from ...lower.schedule import Schedule
 from ..render import render_template
-
-_PI = "3.14159265358979323846264338327950288419716939937510582097494459"
-
-
-def trig_constants() -> dict:
-    getcontext().prec = 60
-    pio2 = Decimal(_PI) / 2
-    hi = int((pio2 * (1 << 29)).to_integral_value())
-    lo = int(((pio2 - Decimal(hi) / (1 << 29)) * (1 << 60)).to_integral_value())
-    return {
-        "two_over_pi_q24": int((2 / Decimal(_PI) * (1 << 24)).to_integral_value()),
-        "pio2_hi_q29": hi,
-        "pio2_lo_q60": lo,
-        "sin": [round(c * 2 ** 30) for c in SIN_TAYLOR],
-        "cos": [round(c * 2 ** 30) for c in COS_TAYLOR],
-    }
-
+from .ops import trig_constants
 
 def _lit64(v: int) -> str:
     return f"INT64_C({v})"

@@ -1,9 +1,9 @@
 """Verilog from a fixed-point program: a pipelined or a resource-shared kernel.
 
-    FixedProgram -> HwProgram (passes.hwops) -> cycle schedule (hwschedule) -> Verilog
+    FixedProgram -> HwProgram (backends.fixed.ops) -> cycle schedule (rtl.schedule) -> Verilog
 
 Files: `<function>_hw.v` (the kernel), `<function>_hw_ops.v` (its operators, from
-hdl/templates/ops.v.j2), `rtl.json` (ports, latency, interval, units, registers). The
+templates/verilog/ops.v.j2, pipelines as deep as the op table's latencies), `rtl.json` (ports, latency, interval, units, registers). The
 kernel's ports are those Vitis HLS gives the HLS-ready C's top function `<function>_hw`
 (block protocol ap_ctrl_hs, scalar inputs ap_none, outputs with _ap_vld, the status as
 ap_return), so one bench drives either:
@@ -28,8 +28,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .schedule import LATENCY, PipeSchedule, SharedSchedule, default_units, pipeline, shared
-from .lower import HwProgram, trig_constants
+from ..fixed.ops import DIV_STAGES, LATENCY, OPS, SQRT_STAGES, HwProgram, trig_constants
+from .schedule import PipeSchedule, SharedSchedule, default_units, pipeline, shared
 from ..render import render_template
 
 VARIANTS = ("pipelined", "shared")
@@ -94,7 +94,8 @@ def _ops_file(ctx: dict, top: str, hp: HwProgram) -> str:
     trig = dict(t, c_lit=lit(t["two_over_pi_q24"], 32), hi_lit=lit(t["pio2_hi_q29"], 32),
                 lo_lit=lit(t["pio2_lo_q60"], 32))
     return render_template("verilog/ops.v.j2", version=ctx["version"], top=top,
-                           prefix=ctx["prefix"], lat=LATENCY, div=bool(counts.get("div")),
+                           prefix=ctx["prefix"], lat=LATENCY, div_stages=DIV_STAGES, sqrt_stages=SQRT_STAGES,
+                           div=bool(counts.get("div")),
                            sqrt=bool(counts.get("sqrt")), trig=trig if counts.get("tred") else None)
 
 
