@@ -240,7 +240,7 @@ OPS: dict[str, OpDef] = {o.kind: o for o in (
     # digit recurrence, two root bits per stage: 16 + 1
     OpDef("sqrt", _sqrt, 17, "sqrt", "sqrt"),
     OpDef("tred", _tred, 3, "sincos", "trig_reduce"),
-    OpDef("tsel", _tsel, 1, "sincos", None),
+    OpDef("tsel", _tsel, 1, "sat", None),
 )}
 
 LATENCY = {k: o.latency for k, o in OPS.items()}
@@ -353,19 +353,25 @@ def lower_hw(fx: FixedProgram, order=None) -> HwProgram:
         note = repr(tape.atoms[ins.dst[0]])[:120]
         d = ins.dst[0]
         if op in ("add", "sub"):
-            srcs, sh, sg, lit = [], [], [], 0
+            srcs, sh, sg, lit, at = [], [], [], 0, None
             for pos, (o, (kind, v)) in enumerate(zip(a, pr["align"])):
                 sign = -1 if (op == "sub" and pos == 1) else 1
                 if kind == "lit":
                     lit += sign * v
+                    at = pos
                 else:
                     srcs.append(r(o))
                     sh.append(v)
                     sg.append(sign)
-            h = new("add", srcs, {"sh": sh, "sign": sg, "lit": lit, "s": pr["s"]}, note=note)
+            # form and lit_at: the instruction as written (a + b, a - b, where the literal
+            # stands), for printers that keep its shape; the value does not depend on them
+            p = {"sh": sh, "sign": sg, "lit": lit, "s": pr["s"], "form": op}
+            if at is not None:
+                p["lit_at"] = at
+            h = new("add", srcs, p, note=note)
             ref[d] = ("h", h.id, 0)
         elif op == "neg":
-            h = new("add", [r(a[0])], {"sh": [0], "sign": [-1], "lit": 0, "s": 0}, note=note)
+            h = new("add", [r(a[0])], {"sh": [0], "sign": [-1], "lit": 0, "s": 0, "form": "neg"}, note=note)
             ref[d] = ("h", h.id, 0)
         elif op == "mul":
             if "lit" in pr:
@@ -378,7 +384,9 @@ def lower_hw(fx: FixedProgram, order=None) -> HwProgram:
             num, den = a
             k = pr["k"]
             if "lit" in pr:
-                h = new("div", [r(den)], {"nlit": rsh_int(pr["lit"], -k), "k": 0}, note=note)
+                # nlit is the numerator; lit and lk its literal and shift (how the C spells it)
+                h = new("div", [r(den)], {"nlit": rsh_int(pr["lit"], -k), "k": 0, "lit": pr["lit"], "lk": k},
+                        note=note)
             else:
                 h = new("div", [r(num), r(den)], {"k": k}, note=note)
             ref[d] = ("h", h.id, 0)
@@ -390,18 +398,20 @@ def lower_hw(fx: FixedProgram, order=None) -> HwProgram:
             t = new("tred", [r(a[0])], {"sh": 29 - pr["fx"], "kw": b["kw"]}, flag=False, nres=2,
                     note=f"reduce {note}", widths=(32, 2))
             r30, q = ("h", t.id, 0), ("h", t.id, 1)
-            z = ("h", new("mul", [r30, r30], {"s": 30}, flag=False, note="z = r^2").id, 0)
+            # the polynomial's ops carry "of": the reduction they belong to (the C computes
+            # them inside its sincos helper, in int64)
+            z = ("h", new("mul", [r30, r30], {"s": 30, "of": t.id}, flag=False, note="z = r^2").id, 0)
             polys = {}
             for name in ("sin", "cos"):
                 coefs = TRIG[name]
-                m = new("mul", [z], {"lit": coefs[-1], "s": 30}, flag=False, note=f"{name} horner")
+                m = new("mul", [z], {"lit": coefs[-1], "s": 30, "of": t.id}, flag=False, note=f"{name} horner")
                 acc = ("h", m.id, 0)
                 for c in list(coefs[-2::-1]) + [ONE_Q30]:
-                    s_ = new("add", [acc], {"sh": [0], "sign": [1], "lit": c, "s": 0}, flag=False,
+                    s_ = new("add", [acc], {"sh": [0], "sign": [1], "lit": c, "s": 0, "of": t.id}, flag=False,
                              note=f"{name} horner")
                     acc = ("h", s_.id, 0)
                     if c != ONE_Q30 or name == "sin":
-                        m = new("mul", [z if c != ONE_Q30 else r30, acc], {"s": 30}, flag=False,
+                        m = new("mul", [z if c != ONE_Q30 else r30, acc], {"s": 30, "of": t.id}, flag=False,
                                 note=f"{name} horner")
                         acc = ("h", m.id, 0)
                 polys[name] = acc
