@@ -109,10 +109,14 @@ def _comment(note: str) -> str:
     return note.replace("*/", "* /").replace("\n", " ")[:110]
 
 
-def render_pipelined(hp: HwProgram, ps: PipeSchedule, ctx: dict, top: str) -> list[str]:
+def _head(ctx: dict, top: str, hp: HwProgram, variant: str) -> dict:
+    """What templates/verilog/head.v.j2 (ports, functions) needs."""
+    return dict(version=ctx["version"], model=ctx["model"], kernel=ctx["kernel"], digest=ctx["digest"],
+                variant=variant, top=top, n_in=hp.n_in, n_out=len(hp.outputs))
+
+
+def render_pipelined(hp: HwProgram, ps: PipeSchedule, ctx: dict, top: str) -> str:
     L = ps.latency
-    out = _header(ctx, top, hp, "pipelined")
-    out.append(FUNCTIONS)
 
     def tap(ref, t):
         d = t - ps.ready[ref]
@@ -120,99 +124,51 @@ def render_pipelined(hp: HwProgram, ps: PipeSchedule, ctx: dict, top: str) -> li
         return _name(ref) if d == 0 else f"{_name(ref)}_d{d}"
 
     flags: dict[int, list[str]] = {}
-    body: list[str] = []
+    ops: list[dict] = []
     for op in hp.ops:
         t = ps.start[op.id]
         h = _name(("h", op.id, 0))
         src = [tap(s, t) for s in op.srcs]
         p = op.p
-        body.append(f"    // h{op.id} {op.kind} @{t}: {_comment(op.note)}")
-        if op.kind in ("add", "mul", "tsel"):
-            body.append(f"    reg  [31:0] {h};")
-            if op.kind == "add":
-                terms = [("- " if sg < 0 else "+ ") + _align(s_, sh) for s_, sh, sg in zip(src, p["sh"], p["sign"])]
-                if p["lit"]:
-                    terms.append("+ " + lit(p["lit"], 64))
-                x = " ".join(terms).lstrip("+ ")
-                if x.startswith("- "):
-                    x = lit(0, 64) + " " + x
-                body.append(f"    wire signed [63:0] {h}_x = {x};")
-                y = _rsh(f"{h}_x", p["s"])
-            elif op.kind == "mul":
-                b = lit(p["lit"], 32) if "lit" in p else f"$signed({src[1]})"
-                body.append(f"    reg  signed [63:0] {h}_p;")
-                body.append(f"    always @(posedge ap_clk) {h}_p <= $signed({src[0]}) * {b};")
-                y = _rsh(f"{h}_p", p["s"])
+        o = {"kind": op.kind, "h": h, "flag": op.flag, "comment": f"h{op.id} {op.kind} @{t}: {_comment(op.note)}",
+             "module": OPS[op.kind].verilog}
+        if op.kind == "add":
+            terms = [("- " if sg < 0 else "+ ") + _align(s_, sh) for s_, sh, sg in zip(src, p["sh"], p["sign"])]
+            if p["lit"]:
+                terms.append("+ " + lit(p["lit"], 64))
+            x = " ".join(terms).lstrip("+ ")
+            o["x"] = lit(0, 64) + " " + x if x.startswith("- ") else x
+            o["y"] = _rsh(f"{h}_x", p["s"])
+        elif op.kind == "mul":
+            o.update(a=src[0], b=lit(p["lit"], 32) if "lit" in p else f"$signed({src[1]})", y=_rsh(f"{h}_p", p["s"]))
+        elif op.kind == "tsel":
+            sv, cv, q = src
+            if p["which"] == "sin":
+                o["sel"] = f"{q} == 2'd0 ? {sv} : {q} == 2'd1 ? {cv} : {q} == 2'd2 ? 32'd0 - {sv} : 32'd0 - {cv}"
             else:
-                sv, cv, q = src
-                if p["which"] == "sin":
-                    sel = f"{q} == 2'd0 ? {sv} : {q} == 2'd1 ? {cv} : {q} == 2'd2 ? 32'd0 - {sv} : 32'd0 - {cv}"
-                else:
-                    sel = f"{q} == 2'd0 ? {cv} : {q} == 2'd1 ? 32'd0 - {sv} : {q} == 2'd2 ? 32'd0 - {cv} : {sv}"
-                body.append(f"    wire [31:0] {h}_s = {sel};")
-                y = _rsh(f"sx({h}_s)", p["sh"])
-            body.append(f"    wire signed [63:0] {h}_y = {y};")
-            if op.flag:
-                body.append(f"    reg         {h}_o;")
-                body.append(f"    always @(posedge ap_clk) begin {h} <= sat32({h}_y); {h}_o <= ovf32({h}_y); end")
-            else:
-                body.append(f"    always @(posedge ap_clk) {h} <= sat32({h}_y);")
+                o["sel"] = f"{q} == 2'd0 ? {cv} : {q} == 2'd1 ? 32'd0 - {sv} : {q} == 2'd2 ? 32'd0 - {cv} : {sv}"
+            o["y"] = _rsh(f"sx({h}_s)", p["sh"])
         elif op.kind in ("div", "sqrt"):
-            if "nlit" in p:
-                n = lit(p["nlit"], 64)
-            else:
-                n = _align(src[0], p["k"])
-            body.append(f"    wire [31:0] {h};")
-            body.append(f"    wire        {h}_o;")
-            body.append(f"    wire signed [63:0] {h}_n = {n};")
-            if op.kind == "div":
-                body.append(f"    {top}_div u_{h} (.clk(ap_clk), .n({h}_n), .d({src[-1]}), .q({h}), .ovf({h}_o));")
-            else:
-                body.append(f"    {top}_sqrt u_{h} (.clk(ap_clk), .n({h}_n), .q({h}), .ovf({h}_o));")
+            o["n"] = lit(p["nlit"], 64) if "nlit" in p else _align(src[0], p["k"])
+            o["d"] = src[-1]
         elif op.kind == "tred":
-            body.append(f"    wire [31:0] {h};")
-            body.append(f"    wire [1:0]  {h}_1;")
-            body.append(f"    {top}_trig_reduce #(.KW({p['kw']})) u_{h} (.clk(ap_clk), .x({src[0]}), "
-                        f".sh({lit(p['sh'], 8)}), .r30({h}), .q({h}_1));")
+            o.update(kw=p["kw"], x=src[0], sh=lit(p["sh"], 8))
         else:
             raise AssertionError(op.kind)
+        ops.append(o)
         if op.flag:
             flags.setdefault(t + ps.lat[op.kind], []).append(f"{h}_o")
-
-    out += body
-    # delay lines
-    out.append("    // delay lines")
+    delays = []
     for ref, d in ps.depth.items():
         if d <= 0:
             continue
-        w = 32 if ref[0] == "in" else hp.ops[ref[1]].widths[ref[2]]
         base = _name(ref)
         names = [f"{base}_d{j}" for j in range(1, d + 1)]
-        out.append(f"    reg  [{w - 1}:0] {', '.join(names)};")
-        chain = " ".join(f"{names[j]} <= {base if j == 0 else names[j - 1]};" for j in range(d))
-        out.append(f"    always @(posedge ap_clk) begin {chain} end")
-    # control: valid bits travel with the data, the overflow flag is gathered on the way
-    out.append("    // control")
-    out.append(f"    reg  [{L}:1] vld;")
-    shift = "ap_start" if L == 1 else f"{{vld[{L - 1}:1], ap_start}}"
-    out.append(f"    always @(posedge ap_clk) vld <= ap_rst ? {L}'d0 : {shift};")
-    for c in range(1, L + 1):
-        prev = f"ovf_r{c}" if c > 1 else "1'b0"
-        fl = " | ".join([prev] + flags.get(c, []))
-        out.append(f"    wire ovf_c{c} = {fl};")
-        if c < L:
-            out.append(f"    reg  ovf_r{c + 1};")
-            out.append(f"    always @(posedge ap_clk) ovf_r{c + 1} <= ovf_c{c};")
-    out.append(f"    assign ap_ready = ap_start;")
-    out.append(f"    assign ap_done = vld[{L}];")
-    out.append(f"    assign ap_idle = ~ap_start & ~(|vld);")
-    out.append(f"    assign ap_return = {{31'd0, ovf_c{L}}};")
-    for k, o in enumerate(hp.outputs):
-        v = lit(o[1], 32) if o[0] == "c" else tap(o, L)
-        out.append(f"    assign out_{k} = {v};")
-        out.append(f"    assign out_{k}_ap_vld = ap_done;")
-    out.append("endmodule")
-    return out
+        delays.append({"width": 32 if ref[0] == "in" else hp.ops[ref[1]].widths[ref[2]], "names": names,
+                       "chain": " ".join(f"{names[j]} <= {base if j == 0 else names[j - 1]};" for j in range(d))})
+    outputs = [lit(o[1], 32) if o[0] == "c" else tap(o, L) for o in hp.outputs]
+    return render_template("verilog/pipelined.v.j2", **_head(ctx, top, hp, "pipelined"), ops=ops, delays=delays,
+                           L=L, flags=flags, outputs=outputs)
 
 
 def render_shared(hp: HwProgram, ss: SharedSchedule, ctx: dict, top: str) -> list[str]:
@@ -393,7 +349,7 @@ def render_shared(hp: HwProgram, ss: SharedSchedule, ctx: dict, top: str) -> lis
         out.append(f"    assign out_{k} = {v};")
         out.append(f"    assign out_{k}_ap_vld = ap_done;")
     out.append("endmodule")
-    return out
+    return "\n".join(out) + "\n"
 
 
 def check_options(options: dict) -> dict:
@@ -419,17 +375,17 @@ def render_verilog(hp: HwProgram, ctx: dict, options: dict) -> tuple[dict[str, s
             "protocol": "ap_ctrl_hs", "hw_ops": counts, "operator_latency": dict(LATENCY)}
     if o["variant"] == "pipelined":
         ps = pipeline(hp)
-        lines = render_pipelined(hp, ps, ctx, top)
+        text = render_pipelined(hp, ps, ctx, top)
         desc.update(latency=ps.latency, interval=1, critical_path=ps.latency, schedule_policy=ps.policy,
                     delay_line_bits=ps.delay_bits,
                     multipliers=counts.get("mul", 0), registers=None)
     else:
         units = default_units(hp, o["multipliers"], o["adders"])
         ss = shared(hp, units)
-        lines = render_shared(hp, ss, ctx, top)
+        text = render_shared(hp, ss, ctx, top)
         desc.update(latency=ss.cycles + 1, interval=ss.cycles + 2, cycles=ss.cycles, units=units,
                     multipliers=units.get("mul", 0), registers=ss.n_regs)
-    files = {f"{top}.v": "\n".join(lines) + "\n", f"{top}_ops.v": _ops_file(ctx, top, hp),
+    files = {f"{top}.v": text, f"{top}_ops.v": _ops_file(ctx, top, hp),
              "rtl.json": json.dumps(desc, indent=1, sort_keys=True) + "\n"}
     return files, desc
 
