@@ -33,6 +33,11 @@ the ops are
           sv, cv, -sv, -cv; cos: cv, -sv, -cv, sv for q = 0..3), wrapped to int32 (the
           C's cast), then sat(rsh(., sh)) with sh = 30 - frac bits of the result
 
+Besides the values they need, add ops keep "form" (add, sub or neg) and "lit_at" (where the
+literal stood) and a division by a literal keeps "lit" and "lk" (the literal and its
+shift): how the tape wrote the instruction, for printers that keep its text (the c-fixed
+C); the value never depends on them.
+
 A tape instruction is one op, except neg (add with sign -1) and sin/cos/sincos: their
 reduction (tred), the Horner polynomials of TRIG on mul and add ops (z = r30^2 >> 30, then
 c_i + z p) and one tsel per result. The c-fixed C keeps the polynomial in int64 without
@@ -228,7 +233,7 @@ class OpDef:
     kind: str
     evaluate: Callable  # (op, operand values, N, ovf or None) -> [result arrays]
     latency: int  # clocks from operands to the result register of its hardware operator
-    c_helper: str | None  # the C helper <prefix>_<c_helper> that implements it (None: inline)
+    c_helper: str  # the C helper <prefix>_<c_helper> its statement calls (fixed.c.j2, hls/ops.c.j2)
     verilog: str | None  # the Verilog operator module <top>_<verilog> (None: inline)
 
 
