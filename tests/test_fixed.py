@@ -200,8 +200,13 @@ def test_interpreter_is_bit_exact_with_the_c(kernel, tmp_path):
     per_box: list = []
     fx = bound_over_boxes(tape, analyse_domain(tape, k.domain or [k.input_ranges], per_box=per_box), per_box)
     Xi = hostlib.to_raw(m, input_vectors(m, tmp_path, 30000, 5), "inputs")
+    # and any int32 words, out of range and saturating (each op's edge words are in
+    # test_fixed_ops.py)
+    wild = np.random.default_rng(6).integers(-2 ** 31, 2 ** 31, size=(20000, Xi.shape[1])).astype(np.int32)
+    Xi = np.vstack([Xi, wild, np.zeros((1, Xi.shape[1]), dtype=np.int32)])
     Yc, sc = hostlib.load_kernel(tmp_path)(Xi)
     Ys, ss = simulate(fx, Xi)
+    assert (sc == 1).any()
     assert (Yc.astype(np.int64) == Ys).all() and (sc == ss).all()
 
 

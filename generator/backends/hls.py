@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from ..analysis.fixedpoint import FixedProgram
 from ..lower.schedule import Schedule
-from .fixed.c import fixed_statements, trig_constants
+from .fixed.c import fixed_statements
+from .fixed.ops import trig_constants
 from .render import render_template
 
 

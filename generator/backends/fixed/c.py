@@ -1,34 +1,16 @@
 """Fixed-point C (int32 words) from a schedule and its fixed-point plan.
 
-Each instruction is printed with the shifts and integer literals the plan fixed, through
-small static helpers (saturation, rounding shift, division, square root, sin/cos) that
+The op set (backends.fixed.ops) is printed op by op with the shifts and integer literals
+the plan fixed, through small static helpers (saturation, rounding shift, division, square root, sin/cos) that
 are emitted only when used. The kernel returns 1 if any result saturated (an input
 outside its declared range), else 0.
 """
 from __future__ import annotations
 
-from decimal import Decimal, getcontext
-
-from ...analysis.fixedpoint import COS_TAYLOR, SIN_TAYLOR, FixedProgram
+from ...analysis.fixedpoint import FixedProgram
 from ...lower.schedule import Schedule
 from ..render import render_template
-
-_PI = "3.14159265358979323846264338327950288419716939937510582097494459"
-
-
-def trig_constants() -> dict:
-    getcontext().prec = 60
-    pio2 = Decimal(_PI) / 2
-    hi = int((pio2 * (1 << 29)).to_integral_value())
-    lo = int(((pio2 - Decimal(hi) / (1 << 29)) * (1 << 60)).to_integral_value())
-    return {
-        "two_over_pi_q24": int((2 / Decimal(_PI) * (1 << 24)).to_integral_value()),
-        "pio2_hi_q29": hi,
-        "pio2_lo_q60": lo,
-        "sin": [round(c * 2 ** 30) for c in SIN_TAYLOR],
-        "cos": [round(c * 2 ** 30) for c in COS_TAYLOR],
-    }
-
+from .ops import OPS, lower_hw, trig_constants
 
 def _lit64(v: int) -> str:
     return f"INT64_C({v})"
@@ -37,73 +19,89 @@ def _lit64(v: int) -> str:
 def fixed_statements(sched: Schedule, fx: FixedProgram, p: str, in_ref, out_ref) -> tuple[list[str], list[str], dict]:
     """The statements of a fixed-point kernel, shared by the c-fixed and HLS renderers:
     (declarations, body, which helpers are used). in_ref(k) / out_ref(k) spell the k-th
-    input and output (`in[k]`, `out[k]` in c-fixed; `in_k`, `*out_k` in HLS C)."""
+    input and output (`in[k]`, `out[k]` in c-fixed; `in_k`, `*out_k` in HLS C).
+
+    The statements print the op set (backends.fixed.ops) in the schedule's order, one op
+    per statement through the helper its table entry names, except the sin/cos
+    polynomial: its ops (marked "of" their reduction) are the sincos helper's body, in
+    int64, and the reduction prints as one call of it."""
+    hp = lower_hw(fx, order=sched.order)
     slot = sched.slot
-    by_dst = {ins.dst: ins for ins in fx.instrs}
+    temp_of = {ref: t for t, ref in hp.temps.items()}
+    helper = {k: f"{p}_{o.c_helper}" for k, o in OPS.items()}
+    rsh, sat = f"{p}_rsh", helper["add"]
 
-    def var(o) -> str:
-        kind, v = o
-        return f"w{slot[v]}" if kind == "t" else in_ref(v)
+    def var(ref) -> str:
+        return f"w{slot[temp_of[ref]]}" if ref[0] == "h" else in_ref(ref[1])
 
-    def wide(o, shift: int) -> str:
-        """operand as int64 multiplied by 2^shift (rounded if shift < 0)"""
-        x = f"(int64_t){var(o)}"
+    def wide(x: str, shift: int) -> str:
+        """x as int64 multiplied by 2^shift (rounded if shift < 0)"""
         if shift == 0:
             return x
         if shift > 0:
             return f"{x} * ((int64_t)1 << {shift})"
-        return f"{p}_rsh({x}, {-shift})"
+        return f"{rsh}({x}, {-shift})"
+
+    def add(op) -> str:
+        pr = op.p
+        if pr.get("form") == "neg":
+            return f"{p}_neg({var(op.srcs[0])}, &ovf)"
+        terms = [wide(f"(int64_t){var(s_)}", sh) for s_, sh in zip(op.srcs, pr["sh"])]
+        if "lit_at" in pr:  # a sub's literal second is written with its own sign
+            terms.insert(pr["lit_at"], _lit64(-pr["lit"] if pr["form"] == "sub" and pr["lit_at"] == 1 else pr["lit"]))
+        sign = " - " if pr["form"] == "sub" else " + "
+        return f"{sat}({rsh}({sign.join(terms)}, {pr['s']}), &ovf)"
+
+    def mul(op) -> str:
+        if "lit" in op.p:
+            prod = f"(int64_t){var(op.srcs[0])} * INT32_C({op.p['lit']})"
+        else:
+            prod = f"(int64_t){var(op.srcs[0])} * {var(op.srcs[1])}"
+        return f"{sat}({rsh}({prod}, {op.p['s']}), &ovf)"
+
+    def div(op) -> str:
+        pr = op.p
+        if "nlit" in pr:
+            n, k = _lit64(pr["lit"]), pr["lk"]
+            if k:
+                n = f"{n} * ((int64_t)1 << {k})" if k > 0 else f"{rsh}({n}, {-k})"
+            return f"{helper['div']}({n}, {var(op.srcs[0])}, &ovf)"
+        return f"{helper['div']}({wide(f'(int64_t){var(op.srcs[0])}', pr['k'])}, {var(op.srcs[1])}, &ovf)"
+
+    def sqrt(op) -> str:
+        return f"{helper['sqrt']}({wide(f'(int64_t){var(op.srcs[0])}', op.p['k'])}, &ovf)"
+
+    def tsel(op) -> str:
+        return f"{sat}({rsh}({'ts' if op.p['which'] == 'sin' else 'tc'}, {op.p['sh']}), &ovf)"
+
+    value = {"add": add, "mul": mul, "div": div, "sqrt": sqrt, "tsel": tsel}
 
     body: list[str] = []
     for k, o in sched.direct:
         if o[0] == "c":
             body.append(f"{out_ref(k)} = INT32_C({round(o[1] * 2.0 ** fx.out_bits[k])});")
         else:
-            body.append(f"{out_ref(k)} = {var(o)};")
-    used = {"div": False, "sqrt": False, "trig": False}
-    for ins in sched.order:
-        f = by_dst[ins.dst]
-        pr = f.params
-        op = f.op
-        d = f"w{slot[ins.dst[0]]}"
-        if op in ("add", "sub"):
-            terms = [_lit64(v) if kind == "lit" else wide(o, v) for o, (kind, v) in zip(f.args, pr["align"])]
-            sign = " + " if op == "add" else " - "
-            body.append(f"{d} = {p}_sat({p}_rsh({sign.join(terms)}, {pr['s']}), &ovf);")
-        elif op == "neg":
-            body.append(f"{d} = {p}_neg({var(f.args[0])}, &ovf);")
-        elif op == "mul":
-            if "lit" in pr:
-                x = f.args[1] if pr["const_first"] else f.args[0]
-                prod = f"(int64_t){var(x)} * INT32_C({pr['lit']})"
-            else:
-                prod = f"(int64_t){var(f.args[0])} * {var(f.args[1])}"
-            body.append(f"{d} = {p}_sat({p}_rsh({prod}, {pr['s']}), &ovf);")
-        elif op == "div":
-            used["div"] = True
-            num, den = f.args
-            k = pr["k"]
-            if "lit" in pr:
-                n = _lit64(pr["lit"]) if k == 0 else (f"{_lit64(pr['lit'])} * ((int64_t)1 << {k})" if k > 0
-                                                      else f"{p}_rsh({_lit64(pr['lit'])}, {-k})")
-            else:
-                n = wide(num, k)
-            body.append(f"{d} = {p}_div({n}, {var(den)}, &ovf);")
-        elif op == "sqrt":
-            used["sqrt"] = True
-            body.append(f"{d} = {p}_sqrt({wide(f.args[0], pr['k'])}, &ovf);")
-        elif op in ("sin", "cos", "sincos"):
-            used["trig"] = True
-            body.append(f"{p}_sincos({var(f.args[0])}, {pr['fx']}, &ts, &tc);")
-            picks = {"sin": ["ts"], "cos": ["tc"], "sincos": ["ts", "tc"]}[op]
-            for dst, src, fo in zip(ins.dst, picks, pr["fo"]):
-                body.append(f"w{slot[dst]} = {p}_sat({p}_rsh({src}, {30 - fo}), &ovf);")
-        else:  # the planner rejects anything else first
-            raise AssertionError(op)
-        for dd in ins.dst:
-            for k in sched.stores.get(dd, ()):
-                body.append(f"{out_ref(k)} = w{slot[dd]};")
+            body.append(f"{out_ref(k)} = {var(('in', o[1]))};")  # direct: an input or a constant
+    stores: list[int] = []  # temps whose stores are due (a sincos stores after both results)
+    for i, op in enumerate(hp.ops):
+        if "of" in op.p:
+            continue
+        if op.kind == "tred":
+            body.append(f"{helper['tred']}({var(op.srcs[0])}, {29 - op.p['sh']}, &ts, &tc);")
+        else:
+            t = temp_of[("h", op.id, 0)]
+            body.append(f"w{slot[t]} = {value[op.kind](op)};")
+            stores.append(t)
+        nxt = hp.ops[i + 1] if i + 1 < len(hp.ops) else None
+        if op.kind == "tsel" and nxt is not None and nxt.kind == "tsel" and nxt.srcs[2] == op.srcs[2]:
+            continue
+        for t in stores:
+            for k in sched.stores.get(t, ()):
+                body.append(f"{out_ref(k)} = w{slot[t]};")
+        stores = []
 
+    counts = hp.counts()
+    used = {"div": "div" in counts, "sqrt": "sqrt" in counts, "trig": "tred" in counts}
     names = [f"w{i}" for i in range(sched.n_slots)]
     decls = [f"int32_t {', '.join(names[i:i + 12])};" for i in range(0, len(names), 12)]
     decls.append("uint32_t ovf = 0u;")

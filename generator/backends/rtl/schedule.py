@@ -1,9 +1,10 @@
-"""Cycle schedules of a hardware program (passes.hwops) for the two RTL variants.
+"""Cycle schedules of a hardware program (backends.fixed.ops) for the two RTL variants.
 
 Cycle 0 is the cycle in which a kernel's inputs are on its ports (the accept cycle of the
 pipelined variant, the first busy cycle of the shared one). An operator issued in cycle t
 reads its operands during t; its result is in the operator's output register from cycle
-t + LATENCY[kind] on (for one cycle: the operators are free-running pipelines).
+t + LATENCY[kind] on (for one cycle: the operators are free-running pipelines). LATENCY is
+the op table's (backends.fixed.ops.OPS), from which ops.v.j2's pipelines are generated.
 
 * `pipeline`: every operator its own instance, a new input vector every clock. Each op
   starts as soon as its operands are ready (ASAP) or as late as its readers allow (ALAP),
@@ -25,11 +26,8 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from .lower import HwProgram
+from ..fixed.ops import LATENCY, HwProgram  # noqa: F401 (LATENCY: the op table's, re-exported)
 
-# clocks from operands to result register, per operator (hdl/templates/ops.v.j2 for the
-# iterative ones: division 1 + 17 + 1, square root 16 + 1, reduction 3)
-LATENCY = {"add": 1, "mul": 2, "div": 19, "sqrt": 17, "tred": 3, "tsel": 1}
 CLASSES = ("mul", "add", "div", "sqrt", "tred", "tsel")
 
 
