@@ -137,10 +137,13 @@ def test_simulate_stewart_writes_csv_and_png(tmp_path, capsys):
         rows = list(csv.reader(f))
     header = rows[0]
     assert header[:7] == ["t", "x", "y", "z", "roll", "pitch", "yaw"]
-    assert header[7:] == [f"L{k}" for k in range(1, 7)] + [f"L{k}_d" for k in range(1, 7)] + \
-        [f"f{k}" for k in range(1, 7)]
+    n_q = 24  # stewart_relative's coordinates: q, qd and qdd of each follow the outputs
+    outs = [f"L{k}" for k in range(1, 7)] + [f"L{k}_d" for k in range(1, 7)]
+    assert header[7:19] == outs
+    assert [h.split(".")[0] for h in header[19:19 + 3 * n_q]] == ["q"] * n_q + ["qd"] * n_q + ["qdd"] * n_q
+    assert header[19 + 3 * n_q:] == [f"f{k}" for k in range(1, 7)]
     data = np.array(rows[1:], dtype=float)
-    assert data.shape == (11, 25)
+    assert data.shape == (11, 1 + 18 + 3 * n_q + 6)
     assert np.allclose(data[:, 6], math.pi / 18 * np.sin(5 * data[:, 0]), atol=1e-10)
     png = tmp_path / "stewart_relative_yaw.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -150,7 +153,69 @@ def test_simulate_free_model_runs_forward_dynamics(tmp_path, capsys):
     assert _simulate(["pendulum_block", "--out", str(tmp_path), "--points", "21", "--t-end", "2"]) == 0
     assert "forward dynamics" in capsys.readouterr().out
     header = (tmp_path / "pendulum_block.csv").read_text().splitlines()[0].split(",")
-    assert header == ["t", "swing_angle", "bob_x", "bob_y", "T", "E", "V"]
+    qs = ["xb", "yb", "thb", "xp", "yp", "thp"]
+    assert header == ["t", "swing_angle", "bob_x", "bob_y"] + [f"{p}.{q}" for p in ("q", "qd", "qdd") for q in qs] + \
+        ["T", "E", "V"]
+
+
+def test_simulate_a_free_mechanism_from_a_given_velocity(tmp_path, capsys):
+    """Forward dynamics from a non-zero, consistent velocity: the given rates are held, the
+    others solved from the constraints; the CSV's qd columns start there and the energy at
+    t0 is the kinetic energy of that state; leaving a declared range is warned, with the
+    first time it happens."""
+    assert _simulate(["pendulum_block", "--out", str(tmp_path), "--points", "41", "--t-end", "2",
+                      "--qd0", "thp=6", "--qd0", "xb=0", "--q0", "xb=0.1"]) == 0
+    cap = capsys.readouterr()
+    assert "forward dynamics from a given state" in cap.out
+    assert "warning: acceleration thp left its declared range (-16, 16) at t=0 " in cap.err
+    rows = (tmp_path / "pendulum_block.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    first = dict(zip(header, map(float, rows[1].split(","))))
+    assert first["qd.thp"] == pytest.approx(6.0) and first["qd.xb"] == pytest.approx(0.0)
+    assert first["q.xb"] == pytest.approx(0.1)
+    assert first["T"] > 1.0  # moving from the start, not at rest
+
+
+def test_simulate_rejects_bad_initial_states():
+    from mbforge.errors import CLIError
+
+    with pytest.raises(CLIError, match="--qd0: pendulum_block has no coordinate swing; its coordinates: xb"):
+        _simulate(["pendulum_block", "--out", "/tmp/unused", "--qd0", "swing=3"])
+    with pytest.raises(CLIError, match="--q0 'xb': expected NAME=NUMBER"):
+        _simulate(["pendulum_block", "--out", "/tmp/unused", "--q0", "xb"])
+    with pytest.raises(CLIError, match="fully driven: its motion is prescribed"):
+        _simulate(["fourbar", "--out", "/tmp/unused", "--qd0", "xB=1"])
+
+
+def test_model_files_take_options_and_import_their_neighbours(tmp_path, capsys):
+    """build(**options) gets --set values (read as Python literals); the file's folder is
+    importable while it loads; an unknown option is one clear error."""
+    from mbforge.examples import ModelFileError, load_model, parse_options
+
+    (tmp_path / "pend_params.py").write_text("LENGTH = 0.5\n")
+    (tmp_path / "pend.py").write_text(
+        "from mbforge.model import Model\n"
+        "from mbforge.ir import sin\n"
+        "import pend_params\n"
+        "def build(length=pend_params.LENGTH, name='pend'):\n"
+        "    m = Model(name)\n"
+        "    th = m.coordinate('th', range=(-2, 2))\n"
+        "    m.drive(th - 0.3 * sin(m.t), 'swing')\n"
+        "    m.output('tip_x', length * sin(th))\n"
+        "    return m\n")
+    opts = parse_options(["length=2.0", "name='other'"])
+    assert opts == {"length": 2.0, "name": "other"}
+    assert load_model(str(tmp_path / "pend.py"), options=opts).name == "other"
+    with pytest.raises(ModelFileError, match=r"build\(\) takes no option lenght \(--set\); its options: length, name"):
+        load_model(str(tmp_path / "pend.py"), options={"lenght": 1})
+    with pytest.raises(ModelFileError, match="example 'fourbar' takes no option speed"):
+        load_model("fourbar", options={"speed": 1})
+    assert _simulate([str(tmp_path / "pend.py"), "--set", "length=2", "--out", str(tmp_path / "o"),
+                      "--points", "5"]) == 0
+    rows = (tmp_path / "o" / "pend.csv").read_text().splitlines()
+    h = rows[0].split(",")
+    last = dict(zip(h, map(float, rows[-1].split(","))))
+    assert last["tip_x"] == pytest.approx(2.0 * math.sin(last["q.th"]))
 
 
 def test_simulate_names_files_after_the_default_motion(tmp_path):

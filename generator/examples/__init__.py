@@ -5,6 +5,7 @@ Each module has `build(**options) -> Model`; models with several prescribed moti
 example's name or a .py file defining build(); failures raise ModelFileError, a
 ModelError) live in loader.py.
 """
-from .loader import EXAMPLES, ModelFileError, default_motion, load, load_model, module, motions
+from .loader import EXAMPLES, ModelFileError, default_motion, load, load_model, module, motions, parse_options
 
-__all__ = ["EXAMPLES", "ModelFileError", "default_motion", "load", "load_model", "module", "motions"]
+__all__ = ["EXAMPLES", "ModelFileError", "default_motion", "load", "load_model", "module", "motions",
+           "parse_options"]

@@ -14,9 +14,11 @@ This module sits with the examples, below every command: the CLI, `simulate`, `d
 """
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import inspect
+import sys
 from pathlib import Path
 
 from ..ir import ExpressionError
@@ -67,18 +69,47 @@ def default_motion(name: str) -> str | None:
     return p.default if p is not None else None
 
 
-def load_model(spec: str, motion: str | None = None) -> Model:
+def parse_options(pairs) -> dict:
+    """`--set key=value` pairs as build() options: values read as Python literals (numbers,
+    True/False/None, strings in quotes, tuples), anything else as a plain string."""
+    out: dict = {}
+    for pair in pairs or ():
+        key, eq, text = pair.partition("=")
+        key = key.strip()
+        if not eq or not key.isidentifier():
+            raise ModelFileError(f"--set {pair!r}: expected KEY=VALUE with KEY a Python name")
+        try:
+            out[key] = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            out[key] = text
+    return out
+
+
+def _check_options(build, options: dict, what: str) -> None:
+    params = inspect.signature(build).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    known = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    bad = [k for k in options if k not in known]
+    if bad:
+        raise ModelFileError(f"{what} takes no option {', '.join(bad)} (--set); its options: "
+                             f"{', '.join(known) or 'none'}")
+
+
+def load_model(spec: str, motion: str | None = None, options: dict | None = None) -> Model:
     """The Model of a shipped example (with `motion`, for examples that offer several) or of
-    a Python file defining build()."""
+    a Python file defining build(); `options` go to build() as keyword arguments (`--set`)."""
+    options = dict(options or {})
     if spec in EXAMPLES:
+        _check_options(module(spec).build, options, f"example {spec!r}")
         if motion is None:
-            return load(spec)
+            return load(spec, **options)
         offered = motions(spec)
         if not offered:
             raise ModelFileError(f"example {spec!r} has no motions to choose from (drop --motion)")
         if motion not in offered:
             raise ModelFileError(f"example {spec!r} has no motion {motion!r}; its motions: {', '.join(offered)}")
-        return load(spec, motion=motion)
+        return load(spec, motion=motion, **options)
     path = Path(spec)
     if path.suffix != ".py":
         raise ModelFileError(f"no example called {spec!r} and not a .py file; examples: "
@@ -87,12 +118,26 @@ def load_model(spec: str, motion: str | None = None) -> Model:
         raise ModelFileError(f"model file {spec}: --motion applies to shipped examples only")
     if not path.is_file():
         raise ModelFileError(f"model file {spec} does not exist")
-    return _from_file(path, spec)
+    return _from_file(path, spec, options)
 
 
-def _from_file(path: Path, spec: str) -> Model:
+def _from_file(path: Path, spec: str, options: dict) -> Model:
     mod_spec = importlib.util.spec_from_file_location(f"mbforge_user_{path.stem}", path)
     mod = importlib.util.module_from_spec(mod_spec)
+    # the file's folder is importable while it loads and builds, so a model can import a
+    # module next to it (its parameters, a shared body library)
+    folder = str(path.resolve().parent)
+    sys.path.insert(0, folder)
+    try:
+        return _build_from(mod, mod_spec, path, spec, options)
+    finally:
+        try:
+            sys.path.remove(folder)
+        except ValueError:
+            pass
+
+
+def _build_from(mod, mod_spec, path: Path, spec: str, options: dict) -> Model:
     try:
         mod_spec.loader.exec_module(mod)
     except (ModelError, ExpressionError):
@@ -104,8 +149,9 @@ def _from_file(path: Path, spec: str) -> Model:
     build = getattr(mod, "build", None)
     if not callable(build):
         raise ModelFileError(f"model file {spec} defines no build() returning a Model")
+    _check_options(build, options, f"model file {spec}: build()")
     try:
-        model = build()
+        model = build(**options)
     except (ModelError, ExpressionError):
         raise
     except Exception as e:

@@ -1,18 +1,25 @@
-"""`mbforge simulate MODEL [--motion M] --out DIR`: the double-precision reference run of a
-model, written as CSV and PNG plots.
+"""`mbforge simulate MODEL [--motion M] [--set K=V] [--q0 NAME=V] [--qd0 NAME=V] --out DIR`:
+the double-precision reference run of a model, written as CSV and PNG plots.
 
 A fully driven model is simulated kinematically (position, velocity and acceleration at
 each time, no integration) and, when it has inertia and actuators, by inverse dynamics;
-a model with free degrees of freedom is integrated forward from its assembled guess at
-rest. Columns: t, then the model's outputs (its coordinates if it declares none), then
-the actuator forces; forward runs add T, V and E = T + V.
+a model with free degrees of freedom is integrated forward (scipy's solve_ivp, `--method`,
+`--rtol`, `--atol`) from a consistent state: the coordinates and rates given with `--q0`
+and `--qd0` are held and the others solved from the constraints (from the model's guesses
+and rest when nothing is given). Columns: t, the model's outputs, then q.<name>, qd.<name>
+and qdd.<name> for every coordinate, the actuator forces, and for forward runs T, E and
+V = E - T. A warning names the first time a coordinate, rate or acceleration leaves its
+declared range (range, vrange, arange).
 """
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
+
+METHODS = ("DOP853", "RK45", "Radau", "BDF", "LSODA")
 
 
 def register(subparsers) -> None:
@@ -21,41 +28,114 @@ def register(subparsers) -> None:
     p.add_argument("model", help="a shipped example (e.g. stewart) or a .py file with build()")
     p.add_argument("--motion", default=None, help="prescribed motion of examples that offer several "
                                                   "(stewart: heave, yaw, roll, pitch)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="set",
+                   help="an option of the model's build() (repeatable), e.g. --set length=0.3")
     p.add_argument("--out", required=True, type=Path, help="output folder")
     p.add_argument("--points", type=int, default=251, help="number of output times (default 251)")
     p.add_argument("--t-end", type=float, default=None, help="end time (default: the model's time range)")
+    p.add_argument("--q0", action="append", default=[], metavar="NAME=VALUE",
+                   help="initial value of a coordinate, held while the others are solved from the "
+                        "constraints (repeatable; forward dynamics)")
+    p.add_argument("--qd0", action="append", default=[], metavar="NAME=VALUE",
+                   help="initial rate of a coordinate, held while the others are solved from the "
+                        "velocity constraints (repeatable; forward dynamics; the rest start at 0)")
+    p.add_argument("--method", default="DOP853", choices=METHODS, help="integrator (scipy solve_ivp; default DOP853)")
+    p.add_argument("--rtol", type=float, default=1e-10, help="integrator relative tolerance (default 1e-10)")
+    p.add_argument("--atol", type=float, default=1e-12, help="integrator absolute tolerance (default 1e-12)")
     p.set_defaults(func=cmd_simulate)
 
 
-def _load(spec: str, motion: str | None):
+def _load(spec: str, motion: str | None, options: dict):
     """(model, motion tag): an example (with its motion; the default one when not given)
     or a .py file."""
     from ..examples import EXAMPLES, default_motion, load_model
 
-    model = load_model(spec, motion)
+    model = load_model(spec, motion, options)
     if spec in EXAMPLES and motion is None:
         motion = default_motion(spec)
     return model, motion
 
 
+def _pairs(items, flag: str) -> dict[str, float]:
+    from ..errors import CLIError
+
+    out = {}
+    for item in items:
+        name, eq, text = item.partition("=")
+        try:
+            value = float(text)
+        except ValueError:
+            value = None
+        if not eq or not name or value is None or not np.isfinite(value):
+            raise CLIError(f"{flag} {item!r}: expected NAME=NUMBER")
+        out[name.strip()] = value
+    return out
+
+
 def cmd_simulate(args) -> int:
     from ..errors import CLIError
+    from ..examples import parse_options
     from .solvers import AssemblyError, DynamicsError
 
-    model, tag = _load(args.model, args.motion)
+    model, tag = _load(args.model, args.motion, parse_options(args.set))
     if args.points < 2:
         raise CLIError("--points must be at least 2")
+    for flag in ("rtol", "atol"):
+        v = getattr(args, flag)
+        if not (np.isfinite(v) and v > 0):
+            raise CLIError(f"--{flag} must be a positive number, got {v}")
     try:
-        result = simulate(model, args.out, points=args.points, t_end=args.t_end, tag=tag)
+        result = simulate(model, args.out, points=args.points, t_end=args.t_end, tag=tag,
+                          q0=_pairs(args.q0, "--q0"), qd0=_pairs(args.qd0, "--qd0"),
+                          method=args.method, rtol=args.rtol, atol=args.atol)
     except (AssemblyError, DynamicsError) as e:
         raise CLIError(str(e)) from None
+    for w in result["warnings"]:
+        print(f"mbforge simulate: warning: {w}", file=sys.stderr)
     print(result["summary"])
     return 0
 
 
-def simulate(model, out: Path, points: int = 251, t_end: float | None = None, tag: str | None = None) -> dict:
+def _initial_state(kin, eqs, t0: float, q0: dict, qd0: dict):
+    """A consistent (q, qd) at t0 holding the named values: positions by Newton from the
+    guesses with the given coordinates fixed, then rates with the given ones fixed."""
+    from ..errors import CLIError
+
+    names = [s.value.name for s in eqs.q]
+    for flag, given in (("--q0", q0), ("--qd0", qd0)):
+        bad = [n for n in given if n not in names]
+        if bad:
+            raise CLIError(f"{flag}: {eqs.model} has no coordinate {', '.join(bad)}; its coordinates: "
+                           f"{', '.join(names)}")
+    q = np.array([q0.get(n, eqs.guess.get(s, 0.0)) for n, s in zip(names, eqs.q)], float)
+    if q0:
+        q = kin.position(t0, q, fixed=list(q0))
+    # no rates given: rest, which `forward` projects onto the velocity constraints
+    qd = kin.velocity(t0, q, fixed=dict(qd0)) if qd0 else np.zeros(len(names))
+    return q, qd
+
+
+def _range_warnings(eqs, times, Q, QD, QDD) -> list[str]:
+    """The first time each coordinate, rate or acceleration leaves its declared range."""
+    out = []
+    for kind, data, syms in (("coordinate", Q, eqs.q), ("rate", QD, eqs.qd), ("acceleration", QDD, eqs.qdd)):
+        for j, (q, s) in enumerate(zip(eqs.q, syms)):
+            lo, hi = eqs.ranges[s]
+            bad = np.nonzero((data[:, j] < lo) | (data[:, j] > hi))[0]
+            if bad.size:
+                i = int(bad[0])
+                out.append(f"{kind} {q.value.name} left its declared range ({lo:g}, {hi:g}) at t={times[i]:.6g} "
+                           f"(value {data[i, j]:.6g})")
+    return out
+
+
+def simulate(model, out: Path, points: int = 251, t_end: float | None = None, tag: str | None = None,
+             q0: dict | None = None, qd0: dict | None = None, method: str = "DOP853", rtol: float = 1e-10,
+             atol: float = 1e-12) -> dict:
     """Run the reference simulation of `model` and write <name>[_tag].csv and .png in `out`.
-    Returns {"csv": path, "png": path, "columns": [...], "data": array, "summary": str}."""
+    Returns {"csv": path, "png": path, "columns": [...], "data": array, "summary": str,
+    "warnings": [str]}."""
+    from ..errors import CLIError
     from .solvers import Dynamics, Kinematics
 
     eqs = model.equations()
@@ -67,11 +147,13 @@ def simulate(model, out: Path, points: int = 251, t_end: float | None = None, ta
     cols: dict[str, np.ndarray] = {"t": times}
     note = ""
     if driven:
+        if q0 or qd0:
+            raise CLIError(f"{eqs.model} is fully driven: its motion is prescribed, --q0/--qd0 do not apply")
         if isinstance(kin, Dynamics) and eqs.actuator_names:
             r = kin.inverse_motion(times)
-            Q, QD, U = r["Q"], r["QD"], r["U"]
+            Q, QD, QDD, U = r["Q"], r["QD"], r["QDD"], r["U"]
         else:
-            Q, QD, _ = kin.motion(times)
+            Q, QD, QDD = kin.motion(times)
             U = None
         mode = "kinematics" + (" + inverse dynamics" if U is not None else "")
     else:
@@ -80,14 +162,16 @@ def simulate(model, out: Path, points: int = 251, t_end: float | None = None, ta
 
             raise DynamicsError(f"{eqs.model}: has free degrees of freedom but no inertia: nothing to simulate")
         dt = (hi - lo) / (points - 1)
-        traj = kin.forward(hi, t0=lo, dt=dt)
+        qs, qds = _initial_state(kin, eqs, lo, q0 or {}, qd0 or {})
+        traj = kin.forward(hi, q0=qs, qd0=qds, t0=lo, dt=dt, method=method, rtol=rtol, atol=atol)
         Q, QD, U = traj.Q, traj.QD, None
-        mode = "forward dynamics"
+        QDD = np.array([kin.accelerations(float(t), q, qd)[0] for t, q, qd in zip(traj.t, Q, QD)])
+        mode = "forward dynamics" + (" from a given state" if q0 or qd0 else "")
         note = f"; {traj.energy_report()}, constraint residual {traj.residual:.1e}"
-    outs = kin.outputs(times, Q, QD)
-    if not outs:
-        outs = {s.value.name: Q[:, j] for j, s in enumerate(eqs.q)}
-    cols.update(outs)
+    cols.update(kin.outputs(times, Q, QD))
+    for prefix, data in (("q", Q), ("qd", QD), ("qdd", QDD)):
+        for j, s in enumerate(eqs.q):
+            cols[f"{prefix}.{s.value.name}"] = data[:, j]
     if U is not None:
         for k, name in enumerate(eqs.actuator_names):
             cols[name] = U[:, k]
@@ -97,6 +181,7 @@ def simulate(model, out: Path, points: int = 251, t_end: float | None = None, ta
         cols["T"] = traj.T
         cols["E"] = traj.E
         cols["V"] = traj.E - traj.T
+    warnings = _range_warnings(eqs, times, Q, QD, QDD)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     stem = model.name + (f"_{tag}" if tag else "")
@@ -105,9 +190,14 @@ def simulate(model, out: Path, points: int = 251, t_end: float | None = None, ta
     csv = out / f"{stem}.csv"
     np.savetxt(csv, data, delimiter=",", header=",".join(names), comments="", fmt="%.12g")
     png = out / f"{stem}.png"
-    _plot(png, f"{stem}: {mode}", names, data)
+    # the plot shows the outputs (the coordinates when the model declares none), forces and
+    # energies; rates and accelerations are in the CSV
+    shown = [n for n in names if not n.startswith(("qd.", "qdd."))]
+    if any(not n.startswith("q.") for n in shown[1:] if n not in eqs.actuator_names and n not in ("T", "E", "V")):
+        shown = [n for n in shown if not n.startswith("q.")]
+    _plot(png, f"{stem}: {mode}", shown, data[:, [names.index(n) for n in shown]])
     summary = (f"{stem}: {mode}, {points} points over [{lo:g}, {hi:g}] s{note} -> {csv}, {png}")
-    return {"csv": csv, "png": png, "columns": names, "data": data, "summary": summary}
+    return {"csv": csv, "png": png, "columns": names, "data": data, "summary": summary, "warnings": warnings}
 
 
 def _plot(path: Path, title: str, names: list[str], data: np.ndarray) -> None:
