@@ -82,6 +82,10 @@ def test_a_name_is_used_once_in_a_model():
     m.parameter("k", 1.0)
     with pytest.raises(ModelError, match="dup: 'k' is defined twice"):
         m.parameter("k", 2.0)
+    m.parameter("z_dd", 1.0)
+    with pytest.raises(ModelError, match=r"dup: coordinate 'z': the name 'z_dd' is taken \(by a symbol of kind 'param'\)"):
+        m.coordinate("z")
+    assert "z" not in m.scope and [s.value.name for s in m.q] == ["x"]  # nothing half made
 
 
 def test_a_dropped_model_frees_its_atoms():

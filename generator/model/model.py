@@ -95,13 +95,14 @@ class Model:
                 raise ModelError(f"{self.name}: coordinate {name!r} has an empty {what} {r!r}")
         if not range[0] <= guess <= range[1]:
             raise ModelError(f"{self.name}: coordinate {name!r}: guess {guess} is outside its range {range!r}")
+        for n in (name, name + "_d", name + "_dd"):  # all three free before any is made
+            if n in self.scope:
+                raise ModelError(f"{self.name}: coordinate {name!r}: the name {n!r} is taken "
+                                 f"(by a symbol of kind {self.scope.get(n).value.kind!r})")
         self._names.add(name)
-        try:
-            q = self.scope.new(name, "q")
-            qd = self.scope.new(name + "_d", "qd")
-            qdd = self.scope.new(name + "_dd", "qdd")
-        except ExpressionError as e:
-            raise ModelError(f"{self.name}: coordinate {name!r}: {e}") from None
+        q = self.scope.new(name, "q")
+        qd = self.scope.new(name + "_d", "qd")
+        qdd = self.scope.new(name + "_dd", "qdd")
         self.q.append(q)
         self.qd.append(qd)
         self.qdd.append(qdd)
