@@ -22,7 +22,8 @@ is one object (`a*b is b*a`). Invariants:
   unique among live symbols (a dead symbol's bit is reused), so masks are exact; which bit
   a symbol gets depends on the process and must never decide an order.
 * The intern table holds atoms weakly: an atom lives as long as something (a model, an
-  expression using it, a caller) refers to it. Atoms never form reference cycles.
+  expression using it, a caller) refers to it, and then is one object. Atoms never form
+  reference cycles, so they are freed as soon as the last reference goes.
 * This module imports only ops.py and text.py of the IR; the sympy bridge registers itself
   as a converter (register_converter) instead of being imported here.
 """
@@ -146,20 +147,32 @@ class Atom:
         raise TypeError("an Atom has no truth value (compare with `is`, or test .is_const)")
 
 
-# structural key (op, [value,] *args) -> weak reference to the atom. The key holds the
-# arguments (the atom keeps them alive anyway); the entry goes when the atom dies.
-_table: dict[tuple, weakref.KeyedRef] = {}
-_KeyedRef = weakref.KeyedRef
+# Intern table: (op, [value,] id of each argument) -> weak reference to the atom. While an
+# atom lives its arguments live, so their ids in its key are theirs; once an argument
+# dies every atom over it is dead too, so an entry whose ids were reused by new objects
+# only ever holds a dead reference, which a lookup overwrites. Dead entries are swept
+# when the table has doubled since the last sweep (amortised O(1) per atom, and no
+# callback per freed atom: those cost more than the sweeps).
+_table: dict[tuple, weakref.ref] = {}
+_ref = weakref.ref
+_SWEEP_MIN = 1 << 16
+_sweep_at = _SWEEP_MIN
 
 
-def _gone(ref, _table=_table) -> None:
-    k = ref.key
-    if _table.get(k) is ref:  # a newer atom may hold the key already
+def _sweep() -> None:
+    global _sweep_at
+    for k in [k for k, r in _table.items() if r() is None]:
         del _table[k]
+    _sweep_at = max(_SWEEP_MIN, 2 * len(_table))
 
 
 def _intern(op: str, args: tuple, value=None, vkey: int = 0) -> Atom:
-    k = (op, *args) if value is None else (op, value, *args)
+    if value is not None:
+        k = (op, value, id(args[0]))
+    elif len(args) == 2:
+        k = (op, id(args[0]), id(args[1]))
+    else:
+        k = (op, id(args[0]))
     r = _table.get(k)
     if r is not None:
         a = r()
@@ -170,17 +183,18 @@ def _intern(op: str, args: tuple, value=None, vkey: int = 0) -> Atom:
         mask |= x.mask
     if len(args) == 1:
         key = _mix(_OPKEY[op], vkey, args[0].key)
-    elif len(args) == 2:
-        key = _mix(_OPKEY[op], vkey, args[0].key, args[1].key)
     else:
-        key = _mix(_OPKEY[op], vkey)
+        key = _mix(_OPKEY[op], vkey, args[0].key, args[1].key)
     a = Atom(op, args, value, key, mask)
-    _table[k] = _KeyedRef(a, _gone, k)
+    _table[k] = _ref(a)
+    if len(_table) > _sweep_at:
+        _sweep()
     return a
 
 
 def atom_count() -> int:
     """How many distinct atoms are alive in this process (for benchmarks)."""
+    _sweep()
     return len(_table)
 
 
@@ -198,7 +212,7 @@ def const(v) -> Atom:
         if a is not None:
             return a
     a = Atom("const", (), v, _mix(_OPKEY["const"], hash(v)), 0)
-    _table[k] = _KeyedRef(a, _gone, k)
+    _table[k] = _ref(a)
     return a
 
 
