@@ -10,7 +10,6 @@ order, outputs returned as a numpy array in the given order.
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from ..ir import OPS, Atom, ExpressionError, flatten, topo
