@@ -145,3 +145,15 @@ def test_generated_code_does_not_depend_on_other_models_in_the_process():
         outs[mode] = r.stdout
     assert outs["alone"].count("\n") >= 3
     assert outs["alone"] == outs["after"]
+
+
+def test_expressions_mixing_two_models_still_intern():
+    """Same-named symbols of two models have equal keys and text; the order of a sum of both
+    is still one atom whichever way it is written."""
+    a, b = crank("a", 1.0), crank("b", 2.0)
+    xa, xb = a.q[0], b.q[0]
+    assert xa + xb is xb + xa and xa * xb is xb * xa
+    big_a, big_b = a.phi[0], b.phi[0]
+    for _ in range(40):  # a deep shared graph: the tie-break walks each atom once
+        big_a, big_b = big_a * (big_a + xa), big_b * (big_b + xb)
+    assert big_a + big_b is big_b + big_a

@@ -365,9 +365,12 @@ def _first(a: Atom, b: Atom) -> bool:
 def _scope_serials(a: Atom) -> tuple:
     """The scopes of a's symbols, left to right. Only reached when one expression mixes
     two models' same-named symbols, which no single model's generated code does."""
-    out, stack = [], [a]
-    while stack:
+    out, stack, seen = [], [a], set()
+    while stack:  # depth first, left to right, each shared atom once
         x = stack.pop()
+        if x in seen:
+            continue
+        seen.add(x)
         if x.op == "sym":
             out.append(x.value.serial)
         stack.extend(reversed(x.args))
