@@ -20,6 +20,48 @@ TINY = 2.0 ** -126  # smallest normal float
 TRIG_ULPS = 2.0
 
 
+# One rule per tape instruction: (operands, result magnitude, e, ranges) -> error bound of
+# the result, where e(operand) is the operand's own bound; math.inf when none holds.
+def _rounded(pre: float, res: float) -> float:
+    return pre + U * (res + pre) + TINY
+
+
+def _e_add(a, res, e, ranges):
+    return _rounded(e(a[0]) + e(a[1]), res)
+
+
+def _e_neg(a, res, e, ranges):
+    return e(a[0])
+
+
+def _e_mul(a, res, e, ranges):
+    ea, eb = e(a[0]), e(a[1])
+    return _rounded(ranges.of(a[0]).mag * eb + ranges.of(a[1]).mag * ea + ea * eb, res)
+
+
+def _e_div(a, res, e, ranges):
+    den = ranges.of(a[1])
+    lo = 0.0 if den.contains_zero() else min(abs(den.lo), abs(den.hi))
+    if lo <= e(a[1]):
+        return math.inf
+    return _rounded((e(a[0]) + res * e(a[1])) / (lo - e(a[1])), res)
+
+
+def _e_sqrt(a, res, e, ranges):
+    x = ranges.of(a[0])
+    ex = e(a[0])
+    lo = max(x.lo, 0.0)
+    return _rounded(ex / (math.sqrt(lo) + math.sqrt(lo - ex)) if lo > ex else math.sqrt(ex), res)
+
+
+def _e_trig(a, res, e, ranges):  # every destination (sin and cos of sincos) alike
+    return e(a[0]) + TRIG_ULPS * U * 1.0 + TINY
+
+
+_RULES = {"add": _e_add, "sub": _e_add, "neg": _e_neg, "mul": _e_mul, "div": _e_div, "sqrt": _e_sqrt,
+          "sin": _e_trig, "cos": _e_trig, "sincos": _e_trig}
+
+
 def float32_bounds(tape: Tape, ranges: Ranges) -> list[float]:
     err: dict[int, float] = {}
 
@@ -31,9 +73,6 @@ def float32_bounds(tape: Tape, ranges: Ranges) -> list[float]:
             return abs(float(v)) * U  # the literal is the nearest float
         return 0.0
 
-    def mag(o) -> float:
-        return ranges.of(o).mag
-
     for ins in tape.instrs:
         op, a = ins.op, ins.args
         d = ins.dst[0]
@@ -42,34 +81,12 @@ def float32_bounds(tape: Tape, ranges: Ranges) -> list[float]:
             for dd in ins.dst:
                 err[dd] = math.inf
             continue
-        if op in ("add", "sub"):
-            pre = e(a[0]) + e(a[1])
-            err[d] = pre + U * (res + pre) + TINY
-        elif op == "neg":
-            err[d] = e(a[0])
-        elif op == "mul":
-            ea, eb = e(a[0]), e(a[1])
-            pre = mag(a[0]) * eb + mag(a[1]) * ea + ea * eb
-            err[d] = pre + U * (res + pre) + TINY
-        elif op == "div":
-            den = ranges.of(a[1])
-            lo = 0.0 if den.contains_zero() else min(abs(den.lo), abs(den.hi))
-            if lo <= e(a[1]):
-                err[d] = math.inf
-                continue
-            pre = (e(a[0]) + res * e(a[1])) / (lo - e(a[1]))
-            err[d] = pre + U * (res + pre) + TINY
-        elif op == "sqrt":
-            x = ranges.of(a[0])
-            ex = e(a[0])
-            lo = max(x.lo, 0.0)
-            pre = ex / (math.sqrt(lo) + math.sqrt(lo - ex)) if lo > ex else math.sqrt(ex)
-            err[d] = pre + U * (res + pre) + TINY
-        elif op in ("sin", "cos", "sincos"):
-            for dd in ins.dst:
-                err[dd] = e(a[0]) + TRIG_ULPS * U * 1.0 + TINY
-        else:
+        rule = _RULES.get(op)
+        if rule is None:
             raise ExpressionError(f"float32 error bound: no rule for {op!r}")
+        bound = rule(a, res, e, ranges)
+        for dd in ins.dst:  # sincos: both results have the bound
+            err[dd] = bound
     out = []
     for o in tape.outputs:
         out.append(e(o) if o[0] != "c" else abs(float(o[1])) * U)

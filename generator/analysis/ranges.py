@@ -281,6 +281,60 @@ class Ranges:
 UNBOUNDED = Interval(-math.inf, math.inf)
 
 
+# ---- one rule per tape instruction: (instr, [(interval, affine) per operand], where, noise,
+# strict) -> [(interval, affine) per destination], or None for "unbounded" -----------------------
+def _r_add(ins_, args, where, noise, strict):
+    (ia, aa), (ib, ab) = args
+    return [(i_add(ia, ib), a_lin(aa, ab, 1.0, noise))]
+
+
+def _r_sub(ins_, args, where, noise, strict):
+    (ia, aa), (ib, ab) = args
+    return [(i_sub(ia, ib), a_lin(aa, ab, -1.0, noise))]
+
+
+def _r_neg(ins_, args, where, noise, strict):
+    (ia, aa), = args
+    return [(Interval(-ia.hi, -ia.lo), a_scale(aa, -1.0, noise))]
+
+
+def _r_mul(ins_, args, where, noise, strict):
+    if ins_.args[0] == ins_.args[1]:
+        (ia, aa), _ = args
+        return [(i_sqr(ia), a_sqr(aa, noise))]
+    (ia, aa), (ib, ab) = args
+    if ins_.args[0][0] == "c":
+        af = a_scale(ab, ins_.args[0][1], noise)
+    elif ins_.args[1][0] == "c":
+        af = a_scale(aa, ins_.args[1][1], noise)
+    else:
+        af = a_mul(aa, ab, noise)
+    return [(i_mul(ia, ib), af)]
+
+
+def _r_div(ins_, args, where, noise, strict):
+    (ia, aa), (ib, ab) = args
+    if not strict and ib.contains_zero():
+        return None
+    return [(i_div(ia, ib, where), a_mul(aa, a_recip(ab, ib, noise), noise))]
+
+
+def _r_sqrt(ins_, args, where, noise, strict):
+    return [(i_sqrt(args[0][0], where), a_sqrt(args[0][1], args[0][0], noise))]
+
+
+def _trig(fn):
+    return lambda ins_, args, where, noise, strict: [(i_trig(args[0][0], fn), a_trig(args[0][1], args[0][0], fn, noise))]
+
+
+def _r_sincos(ins_, args, where, noise, strict):
+    return [(i_trig(args[0][0], fn), a_trig(args[0][1], args[0][0], fn, noise)) for fn in ("sin", "cos")]
+
+
+_RULES = {"add": _r_add, "sub": _r_sub, "neg": _r_neg, "mul": _r_mul, "div": _r_div, "sqrt": _r_sqrt,
+          "sin": _trig("sin"), "cos": _trig("cos"), "sincos": _r_sincos}
+
+
 def analyse(tape: Tape, input_ranges: list[tuple[float, float]], strict: bool = True) -> Ranges:
     """Enclosures of every temp. strict: a divisor (or radicand) whose range reaches 0
     (or is negative) is an error naming the atom; otherwise the result is unbounded, and
@@ -312,50 +366,18 @@ def analyse(tape: Tape, input_ranges: list[tuple[float, float]], strict: bool = 
             for d in ins_.dst:
                 ivs[d], afs[d] = UNBOUNDED, Affine(0.0, {}, math.inf)
             continue
-        if op in ("add", "sub"):
-            (ia, aa), (ib, ab) = args
-            iv = i_add(ia, ib) if op == "add" else i_sub(ia, ib)
-            af = a_lin(aa, ab, 1.0 if op == "add" else -1.0, noise)
-        elif op == "neg":
-            (ia, aa), = args
-            iv, af = Interval(-ia.hi, -ia.lo), a_scale(aa, -1.0, noise)
-        elif op == "mul" and ins_.args[0] == ins_.args[1]:
-            (ia, aa), _ = args
-            iv, af = i_sqr(ia), a_sqr(aa, noise)
-        elif op == "mul":
-            (ia, aa), (ib, ab) = args
-            iv = i_mul(ia, ib)
-            if ins_.args[0][0] == "c":
-                af = a_scale(ab, ins_.args[0][1], noise)
-            elif ins_.args[1][0] == "c":
-                af = a_scale(aa, ins_.args[1][1], noise)
-            else:
-                af = a_mul(aa, ab, noise)
-        elif op == "div":
-            (ia, aa), (ib, ab) = args
-            if not strict and ib.contains_zero():
-                ivs[ins_.dst[0]], afs[ins_.dst[0]] = UNBOUNDED, Affine(0.0, {}, math.inf)
-                continue
-            iv = i_div(ia, ib, where)
-            af = a_mul(aa, a_recip(ab, ib, noise), noise)
-        elif op == "sqrt":
-            iv = i_sqrt(args[0][0], where)
-            af = a_sqrt(args[0][1], args[0][0], noise)
-        elif op in ("sin", "cos"):
-            iv = i_trig(args[0][0], op)
-            af = a_trig(args[0][1], args[0][0], op, noise)
-        elif op == "sincos":
-            for d, fn in zip(ins_.dst, ("sin", "cos")):
-                iv_ = i_trig(args[0][0], fn)
-                af_ = a_trig(args[0][1], args[0][0], fn, noise)
-                ivs[d], afs[d] = iv_ & af_.interval(), af_
-            continue
-        else:
+        rule = _RULES.get(op)
+        if rule is None:
             raise ExpressionError(f"range analysis has no rule for {op!r} ({where})")
-        # keep the tighter of the two, and let the affine form know it
-        tight = iv & af.interval()
-        ivs[ins_.dst[0]] = tight
-        afs[ins_.dst[0]] = af
+        res = rule(ins_, args, where, noise, strict)
+        if res is None:  # a divisor reaching 0 (not strict): unbounded from here on
+            for d in ins_.dst:
+                ivs[d], afs[d] = UNBOUNDED, Affine(0.0, {}, math.inf)
+            continue
+        for d, (iv, af) in zip(ins_.dst, res):
+            # keep the tighter of the two, and let the affine form know it
+            ivs[d] = iv & af.interval()
+            afs[d] = af
     return Ranges(ivs, ins)
 
 

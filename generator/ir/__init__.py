@@ -1,6 +1,8 @@
 """mbforge's atomized expression graph.
 
-    atom.py      interned atoms and their canonicalising constructors
+    ops.py       the op table: arity, evaluation, derivative rules, text spelling per op
+    atom.py      interned atoms, their canonicalising constructors, symbol scopes
+    text.py      infix text (from the op table; atom.py prints and orders with it)
     graph.py     iterative traversal
     derive.py    d/dx, d/dt and Jacobians without expansion
     subs.py      substitution without expansion
@@ -9,9 +11,10 @@
     inspect.py   text and dumps
     sympy_bridge.py  atoms from and to sympy
 """
-from .atom import (ONE, TWO, ZERO, Atom, ExpressionError, Symbol, abs_, add, as_atom, atan2,
-                   atom_count, const, cos, div, exp, log, mul, neg, power, sin, sqrt, sub,
+from .atom import (DEFAULT_SCOPE, ONE, TWO, ZERO, Atom, ExpressionError, Scope, Symbol, abs_, add, as_atom,
+                   atan2, atom_count, const, cos, div, exp, log, mul, neg, power, sin, sqrt, sub,
                    symbol, symbols, tan)
+from .ops import OPS, Op
 from .derive import derivatives, diff, time_derivative
 from .evaluate import Evaluator, evaluate
 from .graph import flatten, topo
@@ -21,7 +24,7 @@ from .subs import subs, substitute_all
 from .sympy_bridge import from_sympy, to_sympy
 
 __all__ = [
-    "ONE", "TWO", "ZERO", "Atom", "ExpressionError", "Symbol", "abs_", "add", "as_atom",
+    "DEFAULT_SCOPE", "OPS", "Op", "Scope", "ONE", "TWO", "ZERO", "Atom", "ExpressionError", "Symbol", "abs_", "add", "as_atom",
     "atan2", "atom_count", "const", "cos", "div", "exp", "log", "mul", "neg", "power", "sin",
     "sqrt", "sub", "symbol", "symbols", "tan", "derivatives", "diff", "jacobian",
     "time_derivative", "Evaluator", "evaluate", "flatten", "topo", "dump",

@@ -4,44 +4,39 @@ Every operation goes through a constructor that canonicalises its arguments, fol
 constants and looks the result up in one intern table, so that an expression built twice
 is one object (`a*b is b*a`). Invariants:
 
-* `Atom.op` is one of OPS; `args` are atoms; `value` is the float of a constant or the
-  Symbol of a symbol, else None.
+* `Atom.op` is a key of `ops.OPS` (the op table); `args` are atoms; `value` is the float of
+  a constant, the Symbol of a symbol, the exponent of a power, else None.
 * Constants are finite floats; -0.0 is stored as 0.0.
 * Commutative arguments are ordered by `key`, a structural hash that depends only on the
-  expression (never on the process, the creation order or PYTHONHASHSEED), so generated
-  code is byte-identical from run to run.
+  expression (never on the process, the creation order, PYTHONHASHSEED or the other models
+  in the process), so generated code is byte-identical from run to run. A symbol's key is
+  its name's: two scopes' same-named symbols are distinct atoms with equal keys, ordered by
+  their text and then by scope only where one expression mixes them.
 * Negations are pushed outwards (`(-a)*b -> -(a*b)`, `-2*x -> -(2*x)`) and a difference
   keeps its earlier operand positive (`y - x -> -(x - y)`), so `-(a*b)` and `x - y` share
   atoms with `a*b` and `y - x`.
+* Symbols belong to a Scope (each Model owns one; `symbol()` uses the default scope): one
+  atom per name within a scope, distinct atoms across scopes.
 * `mask` is the set of free symbols as a bit mask (bit = Symbol.index); passes use it to
-  skip sub-graphs that do not depend on what they differentiate or substitute.
+  skip sub-graphs that do not depend on what they differentiate or substitute. Bits are
+  unique among live symbols (a dead symbol's bit is reused), so masks are exact; which bit
+  a symbol gets depends on the process and must never decide an order.
+* The intern table holds atoms weakly: an atom lives as long as something (a model, an
+  expression using it, a caller) refers to it, and then is one object. Atoms never form
+  reference cycles, so they are freed as soon as the last reference goes.
+* This module imports only ops.py and text.py of the IR; the sympy bridge registers itself
+  as a converter (register_converter) instead of being imported here.
 """
 from __future__ import annotations
 
 import hashlib
+import heapq
 import math
+import weakref
 from dataclasses import dataclass
 
-# The op table as data: name -> (arity, commutative). Evaluation, derivatives and the
-# spelling per target live with their passes and renderers.
-OPS: dict[str, tuple[int, bool]] = {
-    "const": (0, False),
-    "sym": (0, False),
-    "add": (2, True),
-    "mul": (2, True),
-    "neg": (1, False),
-    "div": (2, False),
-    "pow": (1, False),  # integer power; the exponent is `value`
-    "sqrt": (1, False),
-    "sin": (1, False),
-    "cos": (1, False),
-    "tan": (1, False),
-    "atan2": (2, False),
-    "exp": (1, False),
-    "log": (1, False),
-    "abs": (1, False),
-}
-FUNCTIONS = ("sqrt", "sin", "cos", "tan", "exp", "log", "abs")
+from .ops import FUNCTIONS, OPS  # noqa: F401  (FUNCTIONS: the one-argument functions, re-exported)
+from .text import to_text
 
 
 class ExpressionError(ValueError):
@@ -55,9 +50,11 @@ SYMBOL_KINDS = ("q", "qd", "qdd", "t", "param", "input")
 class Symbol:
     name: str
     kind: str
-    index: int  # bit position in masks; creation order within the process
+    index: int  # bit position in masks: unique among live symbols, process-dependent
     default: float | None = None  # parameters: value used when folded in
     range: tuple[float, float] | None = None  # parameters: where a runtime value may lie
+    scope: str = ""  # name of the owning scope ("" for the default scope)
+    serial: int = 0  # the owning scope's creation number (0: default); settles ties only
 
     def __repr__(self) -> str:
         return self.name
@@ -144,38 +141,60 @@ class Atom:
         return self.op == "sym"
 
     def __repr__(self) -> str:
-        from .inspect import to_text
-
         return to_text(self)
 
     def __bool__(self):
         raise TypeError("an Atom has no truth value (compare with `is`, or test .is_const)")
 
 
-_table: dict[tuple, Atom] = {}
-_symbols: dict[str, Atom] = {}
+# Intern table: (op, [value,] id of each argument) -> weak reference to the atom. While an
+# atom lives its arguments live, so their ids in its key are theirs; once an argument
+# dies every atom over it is dead too, so an entry whose ids were reused by new objects
+# only ever holds a dead reference, which a lookup overwrites. Dead entries are swept
+# when the table has doubled since the last sweep (amortised O(1) per atom, and no
+# callback per freed atom: those cost more than the sweeps).
+_table: dict[tuple, weakref.ref] = {}
+_ref = weakref.ref
+_SWEEP_MIN = 1 << 16
+_sweep_at = _SWEEP_MIN
+
+
+def _sweep() -> None:
+    global _sweep_at
+    for k in [k for k, r in _table.items() if r() is None]:
+        del _table[k]
+    _sweep_at = max(_SWEEP_MIN, 2 * len(_table))
 
 
 def _intern(op: str, args: tuple, value=None, vkey: int = 0) -> Atom:
-    k = (op, *args) if value is None else (op, value, *args)
-    a = _table.get(k)
-    if a is None:
-        mask = 0
-        for x in args:
-            mask |= x.mask
-        if len(args) == 1:
-            key = _mix(_OPKEY[op], vkey, args[0].key)
-        elif len(args) == 2:
-            key = _mix(_OPKEY[op], vkey, args[0].key, args[1].key)
-        else:
-            key = _mix(_OPKEY[op], vkey)
-        a = Atom(op, args, value, key, mask)
-        _table[k] = a
+    if value is not None:
+        k = (op, value, id(args[0]))
+    elif len(args) == 2:
+        k = (op, id(args[0]), id(args[1]))
+    else:
+        k = (op, id(args[0]))
+    r = _table.get(k)
+    if r is not None:
+        a = r()
+        if a is not None:
+            return a
+    mask = 0
+    for x in args:
+        mask |= x.mask
+    if len(args) == 1:
+        key = _mix(_OPKEY[op], vkey, args[0].key)
+    else:
+        key = _mix(_OPKEY[op], vkey, args[0].key, args[1].key)
+    a = Atom(op, args, value, key, mask)
+    _table[k] = _ref(a)
+    if len(_table) > _sweep_at:
+        _sweep()
     return a
 
 
 def atom_count() -> int:
-    """How many distinct atoms this process holds (for benchmarks)."""
+    """How many distinct atoms are alive in this process (for benchmarks)."""
+    _sweep()
     return len(_table)
 
 
@@ -187,10 +206,13 @@ def const(v) -> Atom:
     if v == 0.0:
         v = 0.0  # -0.0 -> 0.0
     k = ("const", v)
-    a = _table.get(k)
-    if a is None:
-        a = Atom("const", (), v, _mix(_OPKEY["const"], hash(v)), 0)
-        _table[k] = a
+    r = _table.get(k)
+    if r is not None:
+        a = r()
+        if a is not None:
+            return a
+    a = Atom("const", (), v, _mix(_OPKEY["const"], hash(v)), 0)
+    _table[k] = _ref(a)
     return a
 
 
@@ -199,29 +221,116 @@ ONE = const(1.0)
 TWO = const(2.0)
 
 
-def symbol(name: str, kind: str = "input", default: float | None = None, range=None) -> Atom:
-    """The symbol called `name` (one atom per name; its kind must not change)."""
-    if kind not in SYMBOL_KINDS:
-        raise ExpressionError(f"symbol {name!r}: kind {kind!r} is not one of {SYMBOL_KINDS}")
-    a = _symbols.get(name)
-    if a is not None:
+# ---- symbols and their scopes ----------------------------------------------------------------
+_free_bits: list[int] = []  # mask bits of dead symbols, smallest first (keeps masks short)
+_next_bit = 0
+_scope_count = 0
+
+
+def _take_bit() -> int:
+    global _next_bit
+    if _free_bits:
+        return heapq.heappop(_free_bits)
+    _next_bit += 1
+    return _next_bit - 1
+
+
+def _release_bit(i: int) -> None:
+    heapq.heappush(_free_bits, i)
+
+
+class Scope:
+    """The symbols of one model (or of free-standing expressions): one atom per name.
+
+    Two scopes may use the same name; their atoms are distinct (expressions tell the models
+    apart) but print and order alike, so one model's generated code does not depend on which
+    other models exist in the process. A scope keeps its symbols alive, nothing more.
+    """
+
+    def __init__(self, name: str = ""):
+        global _scope_count
+        self.name = name
+        _scope_count += 1
+        self.serial = _scope_count if name else 0
+        self._symbols: dict[str, Atom] = {}
+
+    def __repr__(self) -> str:
+        return f"Scope({self.name!r}, {len(self._symbols)} symbols)"
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._symbols
+
+    def __len__(self) -> int:
+        return len(self._symbols)
+
+    def get(self, name: str) -> Atom | None:
+        """The symbol called `name` in this scope, or None."""
+        return self._symbols.get(name)
+
+    def names(self) -> list[str]:
+        return list(self._symbols)
+
+    def symbol(self, name: str, kind: str = "input", default: float | None = None, range=None) -> Atom:
+        """The symbol called `name` (made on first use; its kind and value must not change)."""
+        _check_kind(name, kind)
+        a = self._symbols.get(name)
+        if a is None:
+            return self._create(name, kind, default, range)
         s = a.value
         if s.kind != kind:
             raise ExpressionError(f"symbol {name!r} already exists with kind {s.kind!r}, not {kind!r}")
         if default is not None and s.default is not None and float(default) != s.default:
             raise ExpressionError(f"parameter {name!r} already exists with value {s.default}, not {default}")
         return a
-    s = Symbol(name, kind, len(_symbols), None if default is None else float(default),
-               None if range is None else (float(range[0]), float(range[1])))
-    a = Atom("sym", (), s, _mix(_OPKEY["sym"], _name_key(name)), 1 << s.index)
-    _symbols[name] = a
-    return a
+
+    def new(self, name: str, kind: str = "input", default: float | None = None, range=None) -> Atom:
+        """A new symbol `name`; an error naming it if this scope has one already."""
+        _check_kind(name, kind)
+        a = self._symbols.get(name)
+        if a is not None:
+            raise ExpressionError(f"the name {name!r} is taken (by a symbol of kind {a.value.kind!r})")
+        return self._create(name, kind, default, range)
+
+    def _create(self, name: str, kind: str, default, range) -> Atom:
+        bit = _take_bit()
+        s = Symbol(name, kind, bit, None if default is None else float(default),
+                   None if range is None else (float(range[0]), float(range[1])), self.name, self.serial)
+        a = Atom("sym", (), s, _mix(_OPKEY["sym"], _name_key(name)), 1 << bit)
+        weakref.finalize(a, _release_bit, bit).atexit = False  # no atom carries the bit then
+        self._symbols[name] = a
+        return a
 
 
-def symbols(names, kind: str = "input") -> list[Atom]:
+def _check_kind(name: str, kind: str) -> None:
+    if kind not in SYMBOL_KINDS:
+        raise ExpressionError(f"symbol {name!r}: kind {kind!r} is not one of {SYMBOL_KINDS}")
+
+
+DEFAULT_SCOPE = Scope()
+
+
+def symbol(name: str, kind: str = "input", default: float | None = None, range=None) -> Atom:
+    """The symbol called `name` in the default scope (one atom per name; its kind must not
+    change). A Model makes its symbols in its own scope (Model.scope)."""
+    return DEFAULT_SCOPE.symbol(name, kind, default, range)
+
+
+def symbols(names, kind: str = "input", scope: Scope | None = None) -> list[Atom]:
     if isinstance(names, str):
         names = names.replace(",", " ").split()
-    return [symbol(n, kind) for n in names]
+    sc = DEFAULT_SCOPE if scope is None else scope
+    return [sc.symbol(n, kind) for n in names]
+
+
+# Converters of foreign expressions (sympy) to atoms, registered by their bridges: this
+# module imports none of them.
+_converters: list = []
+
+
+def register_converter(fn) -> None:
+    """fn(x) -> Atom, or None when x is not its kind of expression; as_atom tries each."""
+    if fn not in _converters:
+        _converters.append(fn)
 
 
 def as_atom(x) -> Atom:
@@ -236,10 +345,10 @@ def as_atom(x) -> Atom:
             return const(float(x))
     except ImportError:  # pragma: no cover
         pass
-    if hasattr(x, "free_symbols") and hasattr(x, "func"):  # a sympy expression
-        from .sympy_bridge import from_sympy
-
-        return from_sympy(x)
+    for conv in _converters:
+        r = conv(x)
+        if r is not None:
+            return r
     raise ExpressionError(f"cannot make an expression from {type(x).__name__} {x!r}")
 
 
@@ -247,9 +356,25 @@ def _first(a: Atom, b: Atom) -> bool:
     """Canonical order of two distinct atoms: True if a goes first."""
     if a.key != b.key:
         return a.key < b.key
-    from .inspect import to_text  # a 61-bit collision: settle it by the printed form
+    ta, tb = to_text(a), to_text(b)  # a 61-bit collision, or same-named symbols of two scopes
+    if ta != tb:
+        return ta < tb
+    return _scope_serials(a) < _scope_serials(b)
 
-    return to_text(a) < to_text(b)
+
+def _scope_serials(a: Atom) -> tuple:
+    """The scopes of a's symbols, left to right. Only reached when one expression mixes
+    two models' same-named symbols, which no single model's generated code does."""
+    out, stack, seen = [], [a], set()
+    while stack:  # depth first, left to right, each shared atom once
+        x = stack.pop()
+        if x in seen:
+            continue
+        seen.add(x)
+        if x.op == "sym":
+            out.append(x.value.serial)
+        stack.extend(reversed(x.args))
+    return tuple(out)
 
 
 def _split(a: Atom) -> tuple[float, Atom]:
@@ -486,3 +611,5 @@ _BUILDERS = {
     "tan": tan, "atan2": atan2, "exp": exp, "log": log, "abs": abs_,
 }
 
+if set(_BUILDERS) | {"pow", "const", "sym"} != set(OPS):  # pragma: no cover
+    raise ImportError("ir/ops.py and the constructors of ir/atom.py name different ops")

@@ -9,12 +9,7 @@ import numpy as np
 
 from .atom import Atom, ExpressionError
 from .graph import flatten, topo
-
-_NP = {
-    "add": np.add, "mul": np.multiply, "div": np.divide, "neg": np.negative,
-    "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos, "tan": np.tan, "atan2": np.arctan2,
-    "exp": np.exp, "log": np.log, "abs": np.abs,
-}
+from .ops import OPS
 
 
 class Evaluator:
@@ -46,10 +41,10 @@ class Evaluator:
                     continue
                 if op == "const":
                     val[a] = np.full(n, a.value)
-                elif op == "pow":
-                    val[a] = val[a.args[0]] ** a.value
+                elif OPS[op].valued:  # pow: the exponent is the atom's value
+                    val[a] = OPS[op].np(val[a.args[0]], a.value)
                 else:
-                    val[a] = _NP[op](*(val[x] for x in a.args))
+                    val[a] = OPS[op].np(*(val[x] for x in a.args))
         Y = np.empty((n, len(self.outputs)))
         for k, a in enumerate(self.outputs):
             Y[:, k] = val[a]

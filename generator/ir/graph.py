@@ -6,6 +6,7 @@ from contextlib import contextmanager
 from typing import Iterable
 
 from .atom import Atom
+from .ops import OPS
 
 
 def topo(roots: Iterable[Atom], mask: int | None = None) -> list[Atom]:
@@ -86,17 +87,12 @@ def translate(roots, const, symbol, funcs) -> list:
             r = symbol(a)
         else:
             x = [memo[y] for y in a.args]
-            if op == "add":
-                r = x[0] + x[1]
-            elif op == "mul":
-                r = x[0] * x[1]
-            elif op == "div":
-                r = x[0] / x[1]
-            elif op == "neg":
-                r = -x[0]
-            elif op == "pow":
-                r = x[0] ** a.value
-            else:
+            o = OPS[op]
+            if o.algebra is None:
                 r = funcs[op](*x)
+            elif o.valued:  # pow
+                r = o.algebra(x[0], a.value)
+            else:
+                r = o.algebra(*x)
         memo[a] = r
     return [memo[r] for r in roots]

@@ -1,23 +1,28 @@
 """Between sympy and atoms: users write force laws and driving functions in sympy, and any
-atom can be read back as a sympy expression (for checks and for printing)."""
+atom can be read back as a sympy expression (for checks and for printing).
+
+Importing this module registers `from_sympy` with `atom.as_atom` (the atoms do not import
+sympy); sympy symbols become symbols of a Scope, the default one unless told."""
 from __future__ import annotations
 
 import math
 
 import sympy as sp
 
-from .atom import (ONE, Atom, ExpressionError, abs_, add, atan2, const, cos, div, exp, log, mul,
-                   power, sin, sqrt, symbol, tan)
+from .atom import (DEFAULT_SCOPE, ONE, Atom, ExpressionError, Scope, abs_, add, atan2, const, cos, div, exp,
+                   log, mul, power, register_converter, sin, sqrt, tan)
 from .graph import translate
 
 _FUNCS = {sp.sin: sin, sp.cos: cos, sp.tan: tan, sp.exp: exp, sp.log: log, sp.Abs: abs_}
 
 
-def from_sympy(expr, symbols: dict | None = None) -> Atom:
+def from_sympy(expr, symbols: dict | None = None, scope: Scope | None = None) -> Atom:
     """Atoms from a sympy expression. Symbols map through `symbols` ({sympy.Symbol: Atom});
-    others become the mbforge symbol of the same name (created as kind 'input')."""
+    others become the symbol of the same name in `scope` (default: the default scope): an
+    existing one keeps its kind, a new one is made as kind 'input'."""
     expr = sp.sympify(expr)
     symbols = symbols or {}
+    scope = DEFAULT_SCOPE if scope is None else scope
     memo: dict = {}
 
     def conv(e):
@@ -26,11 +31,9 @@ def from_sympy(expr, symbols: dict | None = None) -> Atom:
         if e.is_Symbol:
             r = symbols.get(e)
             if r is None:
-                from .atom import _symbols  # an existing symbol keeps its kind
-
-                r = _symbols.get(e.name)
+                r = scope.get(e.name)  # an existing symbol keeps its kind
                 if r is None:
-                    r = symbol(e.name)
+                    r = scope.symbol(e.name)
         elif e.is_Number:
             if not e.is_real:
                 raise ExpressionError(f"complex number {e} in {expr}")
@@ -73,6 +76,15 @@ def from_sympy(expr, symbols: dict | None = None) -> Atom:
 
     return conv(expr)
 
+
+def _convert(x) -> Atom | None:
+    """as_atom's hook: a sympy expression (duck-typed, as sympy objects are), else None."""
+    if hasattr(x, "free_symbols") and hasattr(x, "func"):
+        return from_sympy(x)
+    return None
+
+
+register_converter(_convert)
 
 _TO = {"sin": sp.sin, "cos": sp.cos, "tan": sp.tan, "exp": sp.exp, "log": sp.log, "abs": sp.Abs,
        "sqrt": sp.sqrt, "atan2": sp.atan2}

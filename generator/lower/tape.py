@@ -27,8 +27,7 @@ from dataclasses import dataclass, field
 
 from ..ir.atom import Atom, ExpressionError, add, const, mul, neg, power, sub
 from ..ir.graph import gc_paused, topo
-
-UNARY = ("neg", "sqrt", "sin", "cos", "tan", "exp", "log", "abs")
+from ..ir.ops import OPS
 
 
 @dataclass(frozen=True)
@@ -78,8 +77,8 @@ def _default(a: Atom, plan: Plan) -> None:
             plan[a] = ("mul", (half, half))
         else:
             plan[a] = ("mul", (power(base, n - 1), base))
-    elif op in ("mul", "div", "atan2") or op in UNARY:
-        plan[a] = (op, args)
+    elif op in OPS and OPS[op].arity and not OPS[op].valued:  # mul, div, atan2, neg, sqrt, sin...
+        plan[a] = (op, args)  # one instruction of the same name
     else:
         raise ExpressionError(f"cannot lower {op!r} in {a}")
 

@@ -8,8 +8,10 @@ reference solvers.
     joints.py     joints between bodies of any family
     forces.py     applied forces, spring-dampers, actuators (virtual power)
     equations.py  Equations: what kernels and solvers consume
-    solve.py      Kinematics, Dynamics (inverse, forward, energy)
-    numeric.py    fast one-point evaluation of atom graphs for the solvers
+    errors.py     ModelError (imported by model, joints and relative alike: no cycle)
+
+Kinematics and Dynamics (the numeric reference solvers) live in reference/ and are
+re-exported here. Each Model owns a symbol scope (ir.Scope): names are unique per model.
 """
 from .bodies import Body, Body2D, Body3D, Ground
 from .equations import Equations

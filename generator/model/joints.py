@@ -9,6 +9,7 @@ import math
 
 from ..ir import as_atom, dot, sub
 from .bodies import Body, Body2D
+from .errors import ModelError
 from .frames import cross2, perpendiculars
 
 
@@ -18,8 +19,6 @@ def _eqs(model, exprs, name: str, suffixes) -> list[str]:
         e = as_atom(e)
         if e.is_const:
             if abs(e.value) > 1e-12:
-                from .model import ModelError
-
                 raise ModelError(f"{model.name}: joint {name!r}: equation {s} is the constant {e.value!r}")
             continue
         nm = f"{name}_{s}" if s else name

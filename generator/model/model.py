@@ -7,6 +7,10 @@ and named outputs; `equations()` hands them, atomized, to the kernel builders an
 Names are checked as they are added, so a bad model fails where it is written, with the
 name of the model and of the offending coordinate, equation or body.
 
+Each Model owns a symbol Scope: its coordinates (q, q_d, q_dd), parameters and t are
+symbols of that scope, so two models in one process may use the same names (distinct
+atoms, each parameter with its own model's value). Within a model a name is used once.
+
 The coordinate families are in their own modules and all produce Body objects that joints
 and forces use alike: reference-point bodies (bodies.Body2D, bodies.Body3D with Euler
 parameters), natural coordinates (natural.*) and relative coordinates (relative.Relative).
@@ -15,18 +19,16 @@ from __future__ import annotations
 
 import re
 
-from ..ir import (ONE, ZERO, Atom, ExpressionError, Sparse, add, as_atom, from_sympy, jacobian, sub, subs, symbol,
-                  time_derivative, topo)
+from ..ir import (ONE, ZERO, Atom, ExpressionError, Scope, Sparse, add, as_atom, from_sympy, jacobian, sub, subs,
+                  symbol, time_derivative, topo)
 from . import forces as _forces
 from . import joints as _joints
 from .bodies import Body, Body2D, Body3D, BodyError, Ground
 from .equations import Equations
+from .errors import ModelError
+from .relative import Relative
 
 _IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
-
-
-class ModelError(ValueError):
-    """A mechanism description that is inconsistent (names the model and the part)."""
 
 
 class _Context:
@@ -56,7 +58,8 @@ class Model:
         if not _IDENT.match(name or ""):
             raise ModelError(f"model name {name!r} must be an identifier (it prefixes every emitted C symbol)")
         self.name = name
-        self.t = symbol("t", "t")
+        self.scope = Scope(name)  # the model's symbols: names are unique here, not process-wide
+        self.t = self.scope.new("t", "t")
         self.q: list[Atom] = []
         self.qd: list[Atom] = []
         self.qdd: list[Atom] = []
@@ -92,13 +95,14 @@ class Model:
                 raise ModelError(f"{self.name}: coordinate {name!r} has an empty {what} {r!r}")
         if not range[0] <= guess <= range[1]:
             raise ModelError(f"{self.name}: coordinate {name!r}: guess {guess} is outside its range {range!r}")
+        for n in (name, name + "_d", name + "_dd"):  # all three free before any is made
+            if n in self.scope:
+                raise ModelError(f"{self.name}: coordinate {name!r}: the name {n!r} is taken "
+                                 f"(by a symbol of kind {self.scope.get(n).value.kind!r})")
         self._names.add(name)
-        try:
-            q = symbol(name, "q")
-            qd = symbol(name + "_d", "qd")
-            qdd = symbol(name + "_dd", "qdd")
-        except ExpressionError as e:
-            raise ModelError(f"{self.name}: coordinate {name!r}: {e}") from None
+        q = self.scope.new(name, "q")
+        qd = self.scope.new(name + "_d", "qd")
+        qdd = self.scope.new(name + "_dd", "qdd")
         self.q.append(q)
         self.qd.append(qd)
         self.qdd.append(qdd)
@@ -154,7 +158,7 @@ class Model:
         if not (len(range) == 2 and range[0] <= value <= range[1] and range[0] < range[1]):
             raise ModelError(f"{self.name}: parameter {name!r}: value {value} is not inside its range {range!r}")
         try:
-            p = symbol(name, "param", default=value, range=range)
+            p = self.scope.new(name, "param", default=value, range=range)
         except ExpressionError as e:
             raise ModelError(f"{self.name}: parameter {name!r}: {e}") from None
         self._names.add(name)
@@ -185,9 +189,14 @@ class Model:
 
     def _check_symbols(self, e: Atom, allowed: int, what: str) -> None:
         if e.mask & ~allowed:
-            bad = sorted(a.value.name for a in topo([e]) if a.is_symbol and not a.mask & allowed)
+            bad = sorted(self._foreign(a) for a in topo([e]) if a.is_symbol and not a.mask & allowed)
             raise ModelError(f"{self.name}: {what} depends on {', '.join(bad)}, which are not "
                              "coordinates or parameters of this model (or t)")
+
+    def _foreign(self, s: Atom) -> str:
+        """A symbol of another scope by name, and by model when it has one."""
+        owner = s.value.scope
+        return f"{s.value.name} (of model {owner!r})" if owner else s.value.name
 
     def _new_equation(self, expr, name: str, what: str) -> Atom:
         if not name or not isinstance(name, str):
@@ -281,8 +290,6 @@ class Model:
     def relative(self):
         """The model's trees of bases and points (relative coordinates)."""
         if self._relative is None:
-            from .relative import Relative
-
             self._relative = Relative(self)
         return self._relative
 

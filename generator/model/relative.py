@@ -21,6 +21,7 @@ import numpy as np
 
 from ..ir import ZERO, Atom, add, as_atom, mul, sub, time_derivative
 from .bodies import Body
+from .errors import ModelError
 from .frames import axis_rotation, identity, mm, mt, mv, vconst, vee
 
 
@@ -79,8 +80,6 @@ class Relative:
 
     def _name(self, name: str) -> str:
         if name in self._names:
-            from .model import ModelError
-
             raise ModelError(f"{self.model.name}: relative base or point {name!r} is defined twice")
         self._names.add(name)
         return name
@@ -95,8 +94,6 @@ class Relative:
         """A base at a constant orientation: v_parent = R v_base (R a rotation matrix)."""
         R = np.asarray(R, dtype=float)
         if not np.allclose(R @ R.T, np.eye(3), atol=1e-12):
-            from .model import ModelError
-
             raise ModelError(f"{self.model.name}: fixed base {name!r}: the matrix is not a rotation")
         return Base(self._name(name), parent, [vconst(r) for r in R])
 
@@ -197,8 +194,6 @@ class Relative:
             e = v[k]
             if e.is_const:
                 if abs(e.value) > 1e-12:
-                    from .model import ModelError
-
                     raise ModelError(f"{self.model.name}: loop {name!r}: component {'xyz'[k]} is the constant "
                                      f"{e.value!r}, so the loop cannot close")
                 continue

@@ -10,16 +10,12 @@ order, outputs returned as a numpy array in the given order.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from ..ir import Atom, ExpressionError, flatten, topo
+from ..ir import OPS, Atom, ExpressionError, flatten, topo
 
-_CALL = {"sqrt": "_sqrt", "sin": "_sin", "cos": "_cos", "tan": "_tan", "exp": "_exp", "log": "_log",
-         "abs": "abs", "atan2": "_atan2"}
-_ENV = {"_sqrt": math.sqrt, "_sin": math.sin, "_cos": math.cos, "_tan": math.tan, "_exp": math.exp,
-        "_log": math.log, "_atan2": math.atan2, "_array": np.array, "_float": float}
+# functions of the op table are called as _name(...) with their scalar (math) evaluation
+_ENV = {**{f"_{n}": o.py for n, o in OPS.items() if o.is_function}, "_array": np.array, "_float": float}
 
 
 class EvaluationError(ArithmeticError):
@@ -49,18 +45,15 @@ class Compiled:
                 continue
             v = f"v{len(name)}"
             args = [name[x] for x in a.args]
-            if op == "add":
-                e = f"{args[0]} + {args[1]}"
-            elif op == "mul":
-                e = f"{args[0]} * {args[1]}"
-            elif op == "div":
-                e = f"{args[0]} / {args[1]}"
-            elif op == "neg":
-                e = f"-{args[0]}"
-            elif op == "pow":
-                e = f"{args[0]} ** {a.value}"
-            else:
-                e = f"{_CALL[op]}({', '.join(args)})"
+            o = OPS[op]
+            if o.is_function:
+                e = f"_{op}({', '.join(args)})"
+            elif o.valued:  # pow: Python's ** on floats, as the numpy reference
+                e = f"{args[0]} {o.infix} {a.value}"
+            elif o.arity == 1:  # neg
+                e = f"{o.infix}{args[0]}"
+            else:  # + * / (Python's operators are IEEE double operations)
+                e = f"{args[0]} {o.infix} {args[1]}"
             lines.append(f" {v} = {e}")
             name[a] = v
         lines.append(f" return _array([{', '.join(name[a] for a in self.outputs)}], dtype=_float)")
