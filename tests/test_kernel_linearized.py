@@ -1,0 +1,129 @@
+"""The linearized-dynamics kernel: its generated C (double, host build) against
+mbforge.linearize at consistent operating points (cart-pole in reference-point coordinates,
+a double pendulum in relative coordinates), and its float32 build through `mbforge hil` on
+the emulated board."""
+import math
+
+import numpy as np
+import pytest
+
+import mbforge
+from mbforge.hil.hostlib import load_kernel
+from mbforge.kernels.builders import KernelError, build_kernel
+from mbforge.model import Model
+from mbforge.pipeline import generate
+
+from test_linearize import double_pendulum
+
+G = 9.81
+M_CART, M_POLE, L_COM, I_POLE = 1.3, 0.4, 0.6, 0.05
+
+
+def cart_pole() -> Model:
+    """The cart-pole of test_linearize with a declared range for every position, velocity,
+    acceleration and the push: the kernel's inputs (and test vectors) need them."""
+    m = Model("lkcp_cartpole")
+    xc = m.coordinate("lkcp_xc", range=(-1, 1), vrange=(-2, 2), arange=(-50, 50))
+    yc = m.coordinate("lkcp_yc", range=(-0.01, 0.01), vrange=(-0.01, 0.01), arange=(-1, 1))
+    thc = m.coordinate("lkcp_thc", range=(-0.01, 0.01), vrange=(-0.01, 0.01), arange=(-1, 1))
+    xp = m.coordinate("lkcp_xp", range=(-1, 1), vrange=(-2, 2), arange=(-50, 50))
+    yp = m.coordinate("lkcp_yp", range=(-0.01, 0.01), vrange=(-0.01, 0.01), arange=(-1, 1))
+    thp = m.coordinate("lkcp_thp", guess=math.pi / 2, range=(1.2, 1.9), vrange=(-3, 3), arange=(-99, 99))
+    ground = m.ground(dim=2)
+    cart = m.body2d("cart", xc, yc, thc, mass=M_CART, inertia=0.1)
+    pole = m.body2d("pole", xp, yp, thp, mass=M_POLE, com=(L_COM, 0.0), inertia=I_POLE)
+    m.prismatic2d(ground, (0.0, 0.0), cart, (0.0, 0.0), (0.0, 1.0), "rail")
+    m.revolute2d(cart, (0.0, 0.0), pole, (0.0, 0.0), "pivot")
+    m.gravity((0.0, -G))
+    m.actuator("push", xc)
+    m.output("tip_x", pole.point((2 * L_COM, 0.0))[0])
+    return m
+
+
+def _matrix(kernel, got: np.ndarray, name: str) -> np.ndarray:
+    """The dense matrix `name` from one row of flat kernel outputs."""
+    off = 0
+    for p in kernel.outputs:
+        if p.name == name:
+            X = np.zeros(p.shape)
+            for k, (i, j) in enumerate(p.pattern):
+                X[i, j] = got[off + k]
+            return X
+        off += len(p.atoms)
+    raise KeyError(name)
+
+
+def _check(kernel, hk, lin):
+    X = np.concatenate([lin.q, lin.qd, [lin.t], lin.u])[None]
+    got, status = hk(X)
+    assert status[0] == 0
+    for name, want in (("A", lin.A), ("B", lin.B), ("C", lin.C)):
+        scale = max(1.0, np.max(np.abs(want)))
+        np.testing.assert_allclose(_matrix(kernel, got[0], name), want, rtol=0, atol=1e-10 * scale, err_msg=name)
+
+
+@pytest.fixture(scope="module")
+def cart_pole_kernel(tmp_path_factory):
+    m = cart_pole()
+    k = build_kernel(m.equations(), "linearized-dynamics", coordinates=["lkcp_xc", "lkcp_thp"])
+    d = tmp_path_factory.mktemp("lkcp")
+    generate(k, "c-double").write(d)
+    return m, k, load_kernel(d)
+
+
+@pytest.mark.host
+@pytest.mark.parametrize("point", [
+    ({"lkcp_xc": 0.0, "lkcp_thp": math.pi / 2}, {"lkcp_xc": 0.0, "lkcp_thp": 0.0}, [0.0]),
+    ({"lkcp_xc": 0.3, "lkcp_thp": 1.4}, {"lkcp_xc": 0.5, "lkcp_thp": -1.0}, [2.0]),
+    ({"lkcp_xc": -0.7, "lkcp_thp": 1.85}, {"lkcp_xc": -1.5, "lkcp_thp": 2.5}, [-7.5]),
+])
+def test_cart_pole_kernel_agrees_with_linearize(cart_pole_kernel, point):
+    m, k, hk = cart_pole_kernel
+    q, qd, u = point
+    lin = mbforge.linearize(m, q=q, qd=qd, u=u, coordinates=["lkcp_xc", "lkcp_thp"])
+    assert k.description.count("lkcp_xc, lkcp_thp, lkcp_xc_d, lkcp_thp_d") == 1
+    _check(k, hk, lin)
+
+
+@pytest.mark.host
+def test_cart_pole_upright_is_the_closed_form(cart_pole_kernel):
+    """At the upright equilibrium the kernel gives the textbook A, B (pole angle from vertical)."""
+    from test_linearize import _closed_form
+
+    m, k, hk = cart_pole_kernel
+    q = np.zeros(6)
+    q[5] = math.pi / 2
+    got, _ = hk(np.concatenate([q, np.zeros(6), [0.0], [0.0]])[None])
+    A, B = _closed_form(True)
+    np.testing.assert_allclose(_matrix(k, got[0], "A"), A, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(_matrix(k, got[0], "B"), B, rtol=0, atol=1e-12)
+
+
+@pytest.mark.host
+def test_cart_pole_default_choice_matches_linearize(tmp_path):
+    """Left to itself the kernel picks the coordinates linearize() picks."""
+    m = cart_pole()
+    k = build_kernel(m.equations(), "linearized-dynamics")
+    generate(k, "c-double").write(tmp_path)
+    lin = mbforge.linearize(m, q={"lkcp_xc": 0.2, "lkcp_thp": 1.6}, qd={"lkcp_xc": 0.4, "lkcp_thp": 0.9}, u=[1.0])
+    assert ", ".join(lin.state) in k.description
+    _check(k, load_kernel(tmp_path), lin)
+
+
+@pytest.mark.host
+def test_double_pendulum_kernel_agrees_with_linearize(tmp_path):
+    m = double_pendulum()
+    k = build_kernel(m.equations(), "linearized-dynamics")
+    generate(k, "c-double").write(tmp_path)
+    hk = load_kernel(tmp_path)
+    for a, b, ad, bd, u in [(-1.0, 0.7, 1.3, -0.8, [0.5, -0.2]), (0.3, -2.0, 0.0, 4.0, [-3.0, 1.0]),
+                            (2.5, 1.1, -6.0, 2.0, [0.0, 0.0])]:
+        lin = mbforge.linearize(m, q={"dpl_a": a, "dpl_b": b}, qd={"dpl_a": ad, "dpl_b": bd}, u=u)
+        assert lin.state == ["dpl_a", "dpl_b", "dpl_a_d", "dpl_b_d"]
+        _check(k, hk, lin)
+
+
+def test_bad_coordinate_choice_is_one_clear_error():
+    m = cart_pole()
+    with pytest.raises(KernelError, match="linearized-dynamics: .*the model has 2 here, 1 given"):
+        build_kernel(m.equations(), "linearized-dynamics", coordinates=["lkcp_xc"])
