@@ -127,3 +127,62 @@ def test_bad_coordinate_choice_is_one_clear_error():
     m = cart_pole()
     with pytest.raises(KernelError, match="linearized-dynamics: .*the model has 2 here, 1 given"):
         build_kernel(m.equations(), "linearized-dynamics", coordinates=["lkcp_xc"])
+
+
+@pytest.mark.host
+def test_fixed_point_kernel_within_its_error_bounds(cart_pole_kernel, tmp_path):
+    """c-fixed (and so hls-c / verilog, bit-exact with it): the manifest's error bound of
+    each element holds against the double kernel at the same (quantized) inputs."""
+    from mbforge.hil import hostlib
+    from mbforge.hil.vectors import from_raw, to_raw
+    from mbforge.manifest import Manifest
+
+    m, k, hk = cart_pole_kernel
+    generate(k, "c-fixed").write(tmp_path)
+    man = Manifest.load(tmp_path)
+    rng = np.random.default_rng(3)
+    r = np.array(k.input_ranges)
+    X = r[:, 0] + (r[:, 1] - r[:, 0]) * rng.random((2000, len(r)))
+    raw = to_raw(man, X)
+    Y, status = hostlib.load_kernel(tmp_path)(raw)
+    assert (status == 0).all()
+    got = from_raw(man, Y)
+    want, _ = hk(from_raw(man, raw, "inputs"))
+    bound = np.array([b for p in man.outputs for b in p.error_bound])
+    assert np.max(np.abs(got - want)) > 0  # really fixed point
+    assert np.all(np.abs(got - want) <= bound)
+
+
+@pytest.mark.firmware
+@pytest.mark.slow
+def test_float32_kernel_passes_hil_on_the_emulated_board(tmp_path):
+    """The user's path: a model file, `mbforge generate` (c-float32 and the c-double
+    reference), `mbforge firmware --build`, `mbforge hil --emulate ... --host-model`."""
+    import inspect
+    import json
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "lkcp_model.py").write_text(
+        "import math\nfrom mbforge.model import Model\n\n"
+        f"G = {G}\nM_CART, M_POLE, L_COM, I_POLE = {M_CART}, {M_POLE}, {L_COM}, {I_POLE}\n\n\n"
+        + inspect.getsource(cart_pole) + "\n\ndef build():\n    return cart_pole()\n")
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+
+    def run(*args):
+        r = subprocess.run(["mbforge", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r.stdout
+
+    for t in ("c-float32", "c-double"):
+        run("generate", "lkcp_model.py", "--kernel", "linearized-dynamics", "--target", t, "--out", t)
+    run("firmware", "--kernel", "c-float32", "--out", "fw", "--build")
+    [elf] = (tmp_path / "fw" / ".pio" / "build" / "emulated_f405").glob("*.elf")
+    out = run("hil", "--emulate", str(elf), "--kernel", "c-float32", "--reference", "c-double", "--host-model",
+              "--vectors", "500", "--json", "hil.json")
+    assert "PASS" in out
+    rep = json.loads((tmp_path / "hil.json").read_text())
+    assert rep["passed"] is True and set(rep["outputs"]) == {"A", "B", "C"}
+    assert rep["host_model"]["vectors_mismatched"] == 0
+    assert all(g["max_rel_error"] <= 1e-5 for g in rep["outputs"].values())
