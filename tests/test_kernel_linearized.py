@@ -123,6 +123,49 @@ def test_double_pendulum_kernel_agrees_with_linearize(tmp_path):
         _check(k, hk, lin)
 
 
+@pytest.mark.host
+def test_closed_loop_fourbar_kernel_agrees_with_linearize(tmp_path):
+    """A closed loop (the slider-crank, its driver left out: the crank torque takes its
+    place): the position and velocity maps (Tq, V, G) depend on the state."""
+    from mbforge.examples.slidercrank import build as slidercrank
+
+    m = slidercrank()
+    k = build_kernel(m.equations(), "linearized-dynamics", coordinates="th1")
+    assert set(k.info.solves) == {"KKT", "positions", "velocities"}
+    assert "state (th1, th1_d)" in k.description
+    generate(k, "c-double").write(tmp_path)
+    hk = load_kernel(tmp_path)
+    for th, w, u in [(0.6, 1.0, [1.5]), (2.5, 1.1, [-4.0]), (4.0, 1.05, [0.0])]:
+        lin = mbforge.linearize(m, q={"th1": th}, qd={"th1": w}, u=u, coordinates=["th1"])
+        assert abs(lin.A[1, 0]) > 0.1 and abs(lin.A[1, 1]) > 1e-3
+        _check(k, hk, lin)
+
+
+def test_driven_model_gets_motion_vectors():
+    """A driven model's kernel carries the states of its motion (and the forces that drive
+    it) for the firmware and HIL checks, in the order of its inputs."""
+    from mbforge.examples.slidercrank import build as slidercrank
+
+    m = slidercrank()
+    k = build_kernel(m.equations(), "linearized-dynamics")
+    assert k.motion and all(len(v) == len(k.input_symbols) for v in k.motion)
+    # the force along the motion drives it: forward dynamics there gives the motion's qdd
+    d = mbforge.model.Dynamics(m.equations())
+    v = np.array(k.motion[7])
+    n = len(m.q)
+    qdd, _ = d.accelerations(v[2 * n], v[:n], v[n:2 * n], v[2 * n + 1:])
+    np.testing.assert_allclose(qdd[5], 0.0, atol=1e-8)  # the crank turns at constant speed
+
+
+def test_a_choice_that_fails_somewhere_is_one_clear_error():
+    """The free four-bar swings through the crank's horizontal: with xB independent yB is
+    not determined there."""
+    from mbforge.examples.fourbar import build as fourbar
+
+    with pytest.raises(KernelError, match=r"with xB independent .* coordinates=\.\.\."):
+        build_kernel(fourbar(driven=False).equations(), "linearized-dynamics", coordinates=["xB"])
+
+
 def test_bad_coordinate_choice_is_one_clear_error():
     m = cart_pole()
     with pytest.raises(KernelError, match="linearized-dynamics: .*the model has 2 here, 1 given"):

@@ -39,10 +39,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import ONE, ZERO, Sparse, add, jacobian, mul, neg, subs, symbol
-from ..linalg import factor_lu
+from ..linalg import SingularPivotError, factor_lu
 from ..model.equations import Equations
 from .common import KernelError, actuator_symbols, actuators, constraint_rows, names, need_inertia, nh_rows, port
-from .domain import actuator_ranges, kernel_samples, motion_states
+from .domain import actuator_ranges, inverse_forces, kernel_samples, motion_states
 from .kernel import InPort, Kernel, KernelInfo, OutPort
 
 
@@ -79,6 +79,18 @@ def _solve_columns(F, R) -> list[list]:
 def _sparse_out(name: str, X, rows: int, cols: int) -> OutPort:
     return OutPort.sparse(name, Sparse((rows, cols), {(i, j): X[i][j] for i in range(rows) for j in range(cols)
                                                       if X[i][j] is not ZERO}))
+
+
+def _factor_map(S, samples, rows, cols, label, independent, option):
+    """factor_lu of the dependent columns; a choice of independent coordinates that does not
+    serve over the samples (a natural coordinate of a crank that turns through a full circle
+    has no complement regular everywhere) is one KernelError naming the option to change."""
+    try:
+        return factor_lu(S, samples, row_names=rows, col_names=cols, label=label)
+    except SingularPivotError as e:
+        raise KernelError(f"linearized-dynamics: with {', '.join(independent)} independent the others are not "
+                          f"determined everywhere the kernel runs: {e} Choose other independent {option} "
+                          f"(the kernel option {option}=...)") from None
 
 
 def _choice(eqs: Equations, drivers: str, coordinates, velocities):
@@ -165,8 +177,8 @@ def linearized_dynamics_kernel(eqs: Equations, samples=None, coordinates=None, v
         Tq[j][k] = ONE
     if dp:
         P = Sparse((m, m), {(i, k): Ad[i][j] for i in range(m) for k, j in enumerate(dp) if Ad[i][j] is not ZERO})
-        FP = factor_lu(P, samples, row_names=cnames[:m], col_names=[qn[j] for j in dp],
-                       label=f"{eqs.model} Phi_q[:, dependent]")
+        FP = _factor_map(P, samples, cnames[:m], [qn[j] for j in dp], f"{eqs.model} Phi_q[:, dependent]",
+                         [qn[j] for j in ip], "coordinates")
         S = _solve_columns(FP, [[neg(Ad[i][j]) if Ad[i][j] is not ZERO else ZERO for j in ip] for i in range(m)])
         for k, j in enumerate(dp):
             Tq[j] = S[k]
@@ -178,8 +190,8 @@ def linearized_dynamics_kernel(eqs: Equations, samples=None, coordinates=None, v
     if dv:
         Av = Sparse((nA, nA), {(i, k): Ad[i][j] for i in range(nA) for k, j in enumerate(dv)
                                 if Ad[i][j] is not ZERO})
-        FV = factor_lu(Av, samples, row_names=cnames, col_names=[f"{qn[j]}_d" for j in dv],
-                       label=f"{eqs.model} A[:, dependent velocities]")
+        FV = _factor_map(Av, samples, cnames, [f"{qn[j]}_d" for j in dv],
+                         f"{eqs.model} A[:, dependent velocities]", [f"{qn[j]}_d" for j in iv], "velocities")
         solves["velocities"] = FV
         S = _solve_columns(FV, [[neg(Ad[i][j]) if Ad[i][j] is not ZERO else ZERO for j in iv] for i in range(nA)])
         Aqd = A.matvec(qd)
@@ -215,14 +227,15 @@ def linearized_dynamics_kernel(eqs: Equations, samples=None, coordinates=None, v
         outputs.append(_sparse_out("C", [a + b for a, b in zip(Cz, Cw)], len(h), nz + nw))
 
     motion = motion_states(eqs)
-    uranges, derived = actuator_ranges(eqs, u, constraint_rows(eqs, kinematic_only=True)[0], Bs, motion)
+    A_kin = constraint_rows(eqs, kinematic_only=True)[0]
+    uranges, derived = actuator_ranges(eqs, u, A_kin, Bs, motion)
     inputs = [port("q", eqs, q), port("qd", eqs, qd), port("t", eqs, [eqs.t])]
     if u:
         inputs.append(InPort("u", u, [uranges[s] for s in u]))
     report = (f"state x = ({', '.join(state)}); inputs du = ({', '.join(act_names) or 'none'})"
               + (f"; outputs ({', '.join(out_names)})" if out_names else "") + "\n"
               + "\n".join(F.report() for F in solves.values()))
-    return Kernel(
+    k = Kernel(
         model=eqs.model,
         name="linearized-dynamics",
         description=f"A, B{', C' if out_names else ''} of the forward dynamics in the state "
@@ -232,4 +245,9 @@ def linearized_dynamics_kernel(eqs: Equations, samples=None, coordinates=None, v
         outputs=outputs,
         info=KernelInfo(solves=solves, report=report, derived_ranges=derived, multipliers=lam_names),
     )
+    if motion is not None:  # the states of the driven motion and the forces that drive it, as forward-dynamics
+        times, Q, QD, QDD = motion
+        U = inverse_forces(eqs, A_kin, Bs, times, Q, QD, QDD) if u else np.zeros((len(times), 0))
+        k.motion = [[float(v) for v in (*Q[i], *QD[i], times[i], *U[i])] for i in range(len(times))]
+    return k
 
