@@ -196,28 +196,35 @@ def test_fixed_point_kernel_within_its_error_bounds(cart_pole_kernel, tmp_path):
     assert np.all(np.abs(got - want) <= bound)
 
 
-@pytest.mark.firmware
-@pytest.mark.slow
-def test_float32_kernel_passes_hil_on_the_emulated_board(tmp_path):
-    """The user's path: a model file, `mbforge generate` (c-float32 and the c-double
-    reference), `mbforge firmware --build`, `mbforge hil --emulate ... --host-model`."""
+def _model_file(folder):
+    """The cart-pole as a model file, and a runner of `mbforge` commands in its folder."""
     import inspect
-    import json
     import os
     import subprocess
     import sys
 
-    (tmp_path / "lkcp_model.py").write_text(
+    (folder / "lkcp_model.py").write_text(
         "import math\nfrom mbforge.model import Model\n\n"
         f"G = {G}\nM_CART, M_POLE, L_COM, I_POLE = {M_CART}, {M_POLE}, {L_COM}, {I_POLE}\n\n\n"
         + inspect.getsource(cart_pole) + "\n\ndef build():\n    return cart_pole()\n")
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
 
     def run(*args):
-        r = subprocess.run(["mbforge", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        r = subprocess.run(["mbforge", *args], cwd=folder, env=env, capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, r.stdout + r.stderr
         return r.stdout
 
+    return run
+
+
+@pytest.mark.firmware
+@pytest.mark.slow
+def test_float32_kernel_passes_hil_on_the_emulated_board(tmp_path):
+    """The user's path: a model file, `mbforge generate` (c-float32 and the c-double
+    reference), `mbforge firmware --build`, `mbforge hil --emulate ... --host-model`."""
+    import json
+
+    run = _model_file(tmp_path)
     for t in ("c-float32", "c-double"):
         run("generate", "lkcp_model.py", "--kernel", "linearized-dynamics", "--target", t, "--out", t)
     run("firmware", "--kernel", "c-float32", "--out", "fw", "--build")
@@ -229,3 +236,13 @@ def test_float32_kernel_passes_hil_on_the_emulated_board(tmp_path):
     assert rep["passed"] is True and set(rep["outputs"]) == {"A", "B", "C"}
     assert rep["host_model"]["vectors_mismatched"] == 0
     assert all(g["max_rel_error"] <= 1e-5 for g in rep["outputs"].values())
+
+
+@pytest.mark.hdl
+def test_fixed_point_rtl_on_icarus(tmp_path):
+    """hls-c and verilog follow c-fixed: the pipelined RTL is bit-exact with the c-fixed host
+    model and within the error bounds of the double reference."""
+    out = _model_file(tmp_path)("hdl", "lkcp_model.py", "--kernel", "linearized-dynamics", "--sim", "icarus",
+                                "--no-synth", "--vectors", "200", "--out", "rtl")
+    assert "on icarus: PASS" in out and "bit-exact with the c-fixed host model: True" in out
+    assert "within the manifest's error bounds: True" in out
