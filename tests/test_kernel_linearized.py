@@ -246,3 +246,30 @@ def test_fixed_point_rtl_on_icarus(tmp_path):
                                 "--no-synth", "--vectors", "200", "--out", "rtl")
     assert "on icarus: PASS" in out and "bit-exact with the c-fixed host model: True" in out
     assert "within the manifest's error bounds: True" in out
+
+
+@pytest.mark.slow
+def test_two_processes_write_the_same_bytes(tmp_path):
+    """The choice of coordinates (QR at the guess) and the placeholder symbols of the
+    implicit derivatives leave no trace of hash order in the generated files."""
+    from test_determinism import generate_in_fresh_process
+
+    a = generate_in_fresh_process("slidercrank", "linearized-dynamics", "c-double", tmp_path / "a", "1")
+    b = generate_in_fresh_process("slidercrank", "linearized-dynamics", "c-double", tmp_path / "b", "2")
+    assert a == b and "slidercrank.c" in a
+
+
+def test_model_without_actuators():
+    """pendulum_block: no actuators, so no B and no u input; A against linearize() with the
+    numpy evaluation of the kernel's atoms."""
+    from mbforge.examples import load
+    from mbforge.ir import Evaluator
+
+    m = load("pendulum_block")
+    k = build_kernel(m.equations(), "linearized-dynamics")
+    assert [p.name for p in k.inputs] == ["q", "qd", "t"] and "B" not in [p.name for p in k.outputs]
+    lin = mbforge.linearize(m, qd={c: 0.3 for c in mbforge.linearize(m).coordinates})
+    y = Evaluator(k.output_atoms, k.input_symbols)(np.concatenate([lin.q, lin.qd, [lin.t]])[None])[0]
+    A = _matrix(k, y, "A")
+    assert np.max(np.abs(lin.A)) > 0.1
+    np.testing.assert_allclose(A, lin.A, rtol=0, atol=1e-10 * max(1.0, np.max(np.abs(lin.A))))

@@ -136,7 +136,7 @@ def linearized_dynamics_kernel(eqs: Equations, samples=None, coordinates=None, v
                           f"for {len(dp)} dependent coordinates and {len(dv)} dependent velocities: "
                           "the constraints are redundant (leave the redundant ones out of the model)")
     if samples is None:
-        samples = kernel_samples(eqs, rows if drop else None, "kinematic constraint")
+        samples = kernel_samples(eqs, rows, "kinematic constraint" if drop else "constraint")
 
     # forward dynamics: K [qdd; lambda] = [Q + B u; gamma]
     entries = dict(eqs.M.entries)
