@@ -273,3 +273,25 @@ def test_model_without_actuators():
     A = _matrix(k, y, "A")
     assert np.max(np.abs(lin.A)) > 0.1
     np.testing.assert_allclose(A, lin.A, rtol=0, atol=1e-10 * max(1.0, np.max(np.abs(lin.A))))
+
+
+def test_non_holonomic_model():
+    """A sled towing a trailer (knife edges): 4 independent positions, 2 independent
+    velocities; the velocity map and its derivative G carry the velocity constraints."""
+    from mbforge.ir import Evaluator
+    from test_reference_fixes import sled_with_trailer
+
+    m = sled_with_trailer("lknh")
+    z = ["lknh_sx", "lknh_sy", "lknh_sth", "lknh_tth"]
+    k = build_kernel(m.equations(), "linearized-dynamics", coordinates=z)
+    ev = Evaluator(k.output_atoms, k.input_symbols)
+    for q, qd, u in [({"lknh_sx": 0.2, "lknh_sy": -0.1, "lknh_sth": 0.3, "lknh_tth": -0.4},
+                      {"lknh_sx": 0.8, "lknh_sth": 0.5}, [0.3, -0.1]),
+                     ({"lknh_sx": -0.5, "lknh_sy": 0.4, "lknh_sth": -0.2, "lknh_tth": 0.1},
+                      {"lknh_sx": -0.3, "lknh_sth": 0.9}, [-0.6, 0.2])]:
+        lin = mbforge.linearize(m, q=q, qd=qd, u=u, coordinates=z)
+        assert len(lin.velocities) == 2 and ", ".join(lin.state) in k.description
+        y = ev(np.concatenate([lin.q, lin.qd, [lin.t], lin.u])[None])[0]
+        for name, want in (("A", lin.A), ("B", lin.B)):
+            np.testing.assert_allclose(_matrix(k, y, name), want, rtol=0, atol=1e-10 * max(1.0, np.abs(want).max()))
+        assert np.max(np.abs(lin.A[:4, :4])) > 0.1

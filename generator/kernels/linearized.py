@@ -76,6 +76,10 @@ def _solve_columns(F, R) -> list[list]:
     return [[col[i] for col in cols] for i in range(len(cols[0]))]
 
 
+def _negated(X) -> list[list]:
+    return [[neg(a) if a is not ZERO else ZERO for a in row] for row in X]
+
+
 def _sparse_out(name: str, X, rows: int, cols: int) -> OutPort:
     return OutPort.sparse(name, Sparse((rows, cols), {(i, j): X[i][j] for i in range(rows) for j in range(cols)
                                                       if X[i][j] is not ZERO}))
@@ -204,10 +208,9 @@ def linearized_dynamics_kernel(eqs: Equations, samples=None, coordinates=None, v
         solves["positions"] = FP
 
     # f_q Tq + f_qd G, f_qd V, f_u: one KKT solve per column
-    negate = lambda X: [[neg(a) if a is not ZERO else ZERO for a in row] for row in X]  # noqa: E731
     Rz = [[add(a, b) for a, b in zip(r1, r2)] for r1, r2 in zip(_matmul(Fq, Tq, n, nz), _matmul(Fqd, G, n, nz))]
-    Xz = _solve_columns(FK, negate(Rz))
-    Xw = _solve_columns(FK, negate(_matmul(Fqd, V, n, nw)))
+    Xz = _solve_columns(FK, _negated(Rz))
+    Xw = _solve_columns(FK, _negated(_matmul(Fqd, V, n, nw)))
     Bd = _dense(Bs)
     Xu = _solve_columns(FK, [Bd[i] for i in range(n)] + [[ZERO] * len(u) for _ in range(nA)]) if u else None
     Am = [[G[j][c] for c in range(nz)] + [V[j][c] for c in range(nw)] for j in ip]
