@@ -6,8 +6,8 @@ analysis, backends, firmware, harness) sees only the Kernel and, later, its mani
 
     kernel.py      Kernel, InPort, OutPort; KernelInfo (solves, report, derived ranges)
     builders.py    BUILDERS by name and build_kernel (mbforge.kernels.builders)
-    equations.py, kinematics.py, dynamics.py (forward, inverse), reduced.py: one
-                   formulation each; common.py what they share (ports, rows, KernelError)
+    equations.py, kinematics.py, dynamics.py (forward, inverse), reduced.py, linearized.py:
+                   one formulation each; common.py what they share (ports, rows, KernelError)
     domain.py      where a kernel runs: the driven motion, its tube of boxes, consistent
                    configurations for pivots, actuator force envelopes (numeric, double)
     cost.py        weighted_cost, the choice between formulations and factorizations

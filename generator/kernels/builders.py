@@ -5,6 +5,7 @@
     forward-dynamics          dynamics.py    q, qd, t, u -> qdd, lambda
     inverse-dynamics          dynamics.py    q, qd, qdd, t -> u, lambda
     inverse-dynamics-reduced  reduced.py     z, zd, zdd -> u over independent coordinates
+    linearized-dynamics       linearized.py  q, qd, t, u -> A, B [, C] in independent coordinates
 
 Invariants of every kernel built here:
 * every input symbol has a declared range (the model's; for an actuator input without a
@@ -25,6 +26,7 @@ from .dynamics import forward_dynamics_kernel, inverse_dynamics_kernel
 from .equations import equations_kernel
 from .kernel import Kernel
 from .kinematics import kinematics_kernel
+from .linearized import linearized_dynamics_kernel
 from .reduced import reduced_inverse_dynamics_kernel
 
 BUILDERS = {
@@ -33,6 +35,7 @@ BUILDERS = {
     "forward-dynamics": forward_dynamics_kernel,
     "inverse-dynamics": inverse_dynamics_kernel,
     "inverse-dynamics-reduced": reduced_inverse_dynamics_kernel,
+    "linearized-dynamics": linearized_dynamics_kernel,
 }
 
 __all__ = ["BUILDERS", "KernelError", "build_kernel"]

@@ -1,0 +1,256 @@
+"""The linearized-dynamics kernel: A, B (and C) of the forward dynamics about the state it
+is given, on the device.
+
+    linearized-dynamics  q, qd, t, u -> A, B [, C]     dx/dt = A dx + B du,  dy = C dx
+
+The state x = (z, w) is in independent coordinates, as mbforge.linearize gives it: z are
+n - rank(Phi_q) of the coordinates, w n - rank([Phi_q; C_nh]) of the velocities (rates of
+independent coordinates). They are chosen at generation time, at the model's assembled
+guess, the way linearize() chooses them (QR with column pivoting), or by name with the
+options `coordinates=[...]`, `velocities=[...]`; the kernel's description and
+`info.report` name them, rows and columns of A are in that order.
+
+Inputs: the full consistent state (q, qd), t and the actuator inputs u, not (z, w): the
+dependent coordinates follow from Phi(q, t) = 0, a Newton iteration that has no fixed
+number of steps and cannot be straight-lined, and a controller that linearizes about a
+state it estimates holds the full state anyway (the forward-dynamics kernel takes the
+same inputs). The kernel does not check consistency: at an inconsistent state it returns
+the formulas' values there.
+
+Derivation (the same as linearize(), in atoms): with F(q, qd, u; qdd, lambda) =
+[M qdd + A^T lambda - Q - B u; A qdd - gamma] = 0 and K = [M A^T; A 0],
+    f_q = -K^-1 dF/dq,  f_qd = -K^-1 dF/dqd,  f_u = K^-1 [B; 0]      (rows of qdd),
+the position map dq/dz = Tq (Tq[z] = I, Tq[dep] = -Phi_q[:, dep]^-1 Phi_q[:, z]), the velocity
+map dqd/dw = V (V[w] = I, V[dep] = -A[:, dep]^-1 A[:, w]) and dqd/dz at fixed w,
+G[dep] = A[:, dep]^-1 d(b - A qd)/dq Tq (A qd = b), so that
+    A = [[G[z], V[z]], [(f_q Tq + f_qd G)[w], (f_qd V)[w]]],  B = [[0], [f_u[w]]],
+    C = [dh/dq Tq + dh/dqd G, dh/dqd V]      (D = 0: outputs depend on q, qd, t only).
+
+Invariants: the derivatives are mbforge.ir jacobians of the atomized equations (no finite
+differences); every solve is straight-line (mbforge.linalg), the KKT matrix factored once
+for all right-hand sides, Phi_q[:, dep] and A[:, dep] once each, pivots fixed at
+generation time and checked at consistent configurations (kernels.domain), as the
+forward-dynamics kernel does. Driving constraints are left out when the model has
+actuators and kept otherwise (linearize's drivers="auto"); `drivers=` overrides.
+Outputs are sparse matrices ("A", "B", "C") whose pattern leaves out the structural zeros.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import ONE, ZERO, Sparse, add, jacobian, mul, neg, subs, symbol
+from ..linalg import SingularPivotError, factor_lu
+from ..model.equations import Equations
+from .common import KernelError, actuator_symbols, actuators, constraint_rows, names, need_inertia, nh_rows, port
+from .domain import actuator_ranges, inverse_forces, kernel_samples, motion_states
+from .kernel import InPort, Kernel, KernelInfo, OutPort
+
+
+def _dense(S: Sparse) -> list[list]:
+    X = [[ZERO] * S.shape[1] for _ in range(S.shape[0])]
+    for (i, j), a in S.entries.items():
+        X[i][j] = a
+    return X
+
+
+def _matmul(X, Y, inner: int, cols: int) -> list[list]:
+    """X (rows x inner) times Y (inner x cols), lists of atoms, structural zeros skipped."""
+    out = []
+    for row in X:
+        r = []
+        for c in range(cols):
+            acc = ZERO
+            for k in range(inner):
+                if row[k] is not ZERO and Y[k][c] is not ZERO:
+                    acc = add(acc, mul(row[k], Y[k][c]))
+            r.append(acc)
+        out.append(r)
+    return out
+
+
+def _solve_columns(F, R) -> list[list]:
+    """F^-1 R column by column (R a dense list of rows), as a dense list of rows."""
+    if not R or not R[0]:
+        return [[] for _ in range(F.n)] if R else []
+    cols = [F.solve([row[c] for row in R]) for c in range(len(R[0]))]
+    return [[col[i] for col in cols] for i in range(len(cols[0]))]
+
+
+def _negated(X) -> list[list]:
+    return [[neg(a) if a is not ZERO else ZERO for a in row] for row in X]
+
+
+def _sparse_out(name: str, X, rows: int, cols: int) -> OutPort:
+    return OutPort.sparse(name, Sparse((rows, cols), {(i, j): X[i][j] for i in range(rows) for j in range(cols)
+                                                      if X[i][j] is not ZERO}))
+
+
+def _factor_map(S, samples, rows, cols, label, independent, option):
+    """factor_lu of the dependent columns; a choice of independent coordinates that does not
+    serve over the samples (a natural coordinate of a crank that turns through a full circle
+    has no complement regular everywhere) is one KernelError naming the option to change."""
+    try:
+        return factor_lu(S, samples, row_names=rows, col_names=cols, label=label)
+    except SingularPivotError as e:
+        raise KernelError(f"linearized-dynamics: with {', '.join(independent)} independent the others are not "
+                          f"determined everywhere the kernel runs: {e} Choose other independent {option} "
+                          f"(the kernel option {option}=...)") from None
+
+
+def _choice(eqs: Equations, drivers: str, coordinates, velocities):
+    """(drop drivers?, independent coordinate indices, independent velocity indices) chosen
+    by mbforge.linearize at the model's assembled guess (or checked there, when named)."""
+    from ..reference.linearize import LinearizationError, Linearizer
+
+    try:
+        L = Linearizer(eqs, drivers=drivers)
+        lo, _ = eqs.ranges.get(eqs.t, (0.0, 0.0))
+        lin = L.at(t=float(lo), coordinates=coordinates, velocities=velocities)
+    except LinearizationError as e:
+        raise KernelError(f"linearized-dynamics: {e}") from None
+    qn = names(eqs.q)
+    return (L.drivers == "drop", [qn.index(c) for c in lin.coordinates],
+            [qn.index(v[:-2]) for v in lin.velocities])
+
+
+def linearized_dynamics_kernel(eqs: Equations, samples=None, coordinates=None, velocities=None,
+                               drivers: str = "auto") -> Kernel:
+    """A, B (and C for the model's outputs) of the forward dynamics in independent
+    coordinates (chosen at generation time, or named by `coordinates` / `velocities`) from
+    the full consistent state q, qd, t and the actuator inputs u."""
+    need_inertia(eqs, "linearized-dynamics")
+    if isinstance(coordinates, str):
+        coordinates = [c for c in coordinates.split(",") if c]
+    if isinstance(velocities, str):
+        velocities = [v for v in velocities.split(",") if v]
+    drop, ip, iv = _choice(eqs, drivers, coordinates, velocities)
+    n = len(eqs.q)
+    q, qd = list(eqs.q), list(eqs.qd)
+    A, gamma, cnames, rows = constraint_rows(eqs, kinematic_only=drop)
+    nA = A.shape[0]
+    m = len(rows)  # holonomic rows (the first m of A)
+    beta = [eqs.beta[i] for i in rows] + nh_rows(eqs)[1]
+    act_names, Bs = actuators(eqs)
+    u = actuator_symbols(eqs, act_names)
+    qn = names(q)
+    dp = [j for j in range(n) if j not in ip]
+    dv = [j for j in range(n) if j not in iv]
+    if len(dp) != m or len(dv) != nA:
+        raise KernelError(f"{eqs.model}: linearized-dynamics: {m} holonomic and {nA - m} non-holonomic rows "
+                          f"for {len(dp)} dependent coordinates and {len(dv)} dependent velocities: "
+                          "the constraints are redundant (leave the redundant ones out of the model)")
+    if samples is None:
+        samples = kernel_samples(eqs, rows, "kinematic constraint" if drop else "constraint")
+
+    # forward dynamics: K [qdd; lambda] = [Q + B u; gamma]
+    entries = dict(eqs.M.entries)
+    for (i, j), a in A.entries.items():
+        entries[(n + i, j)] = a
+        entries[(j, n + i)] = a
+    K = Sparse((n + nA, n + nA), entries)
+    lam_names = [f"lambda_{c}" for c in cnames]
+    Bu = Bs.matvec(u) if u else [ZERO] * n
+    FK = factor_lu(K, samples, row_names=[f"motion of {s}" for s in qn] + cnames,
+                   col_names=[f"{s}_dd" for s in qn] + lam_names, label=f"{eqs.model} KKT [M A^T; A 0]")
+    x = FK.solve([add(a, b) for a, b in zip(eqs.Q, Bu)] + list(gamma))
+
+    # the residual F with placeholders for qdd and lambda, differentiated, then the solution put in
+    lam_s = [symbol(f"linearized_lambda_{k}", "input") for k in range(nA)]
+    qdd_s = list(eqs.qdd)
+    Mq = eqs.M.matvec(qdd_s)
+    At_l = [ZERO] * n
+    for (i, j), a in A.entries.items():
+        At_l[j] = add(At_l[j], mul(a, lam_s[i]))
+    Aq = A.matvec(qdd_s)
+    resid = ([add(add(Mq[i], At_l[i]), neg(add(eqs.Q[i], Bu[i]))) for i in range(n)]
+             + [add(Aq[r], neg(gamma[r])) for r in range(nA)])
+    put = dict(zip(qdd_s + lam_s, x))
+
+    def jac(fs, xs):
+        J = jacobian(fs, xs)
+        vals = subs(J.values(), put)
+        return _dense(Sparse(J.shape, dict(zip(J.pattern, vals))))
+
+    Fq, Fqd = jac(resid, q), jac(resid, qd)
+
+    # position map Tq = dq/dz, velocity map V = dqd/dw, G = dqd/dz at fixed w
+    Ad = _dense(A)
+    nz, nw = len(ip), len(iv)
+    Tq = [[ZERO] * nz for _ in range(n)]
+    for k, j in enumerate(ip):
+        Tq[j][k] = ONE
+    if dp:
+        P = Sparse((m, m), {(i, k): Ad[i][j] for i in range(m) for k, j in enumerate(dp) if Ad[i][j] is not ZERO})
+        FP = _factor_map(P, samples, cnames[:m], [qn[j] for j in dp], f"{eqs.model} Phi_q[:, dependent]",
+                         [qn[j] for j in ip], "coordinates")
+        S = _solve_columns(FP, [[neg(Ad[i][j]) if Ad[i][j] is not ZERO else ZERO for j in ip] for i in range(m)])
+        for k, j in enumerate(dp):
+            Tq[j] = S[k]
+    V = [[ZERO] * nw for _ in range(n)]
+    for k, j in enumerate(iv):
+        V[j][k] = ONE
+    G = [[ZERO] * nz for _ in range(n)]
+    solves = {"KKT": FK}
+    if dv:
+        Av = Sparse((nA, nA), {(i, k): Ad[i][j] for i in range(nA) for k, j in enumerate(dv)
+                                if Ad[i][j] is not ZERO})
+        FV = _factor_map(Av, samples, cnames, [f"{qn[j]}_d" for j in dv],
+                         f"{eqs.model} A[:, dependent velocities]", [f"{qn[j]}_d" for j in iv], "velocities")
+        solves["velocities"] = FV
+        S = _solve_columns(FV, [[neg(Ad[i][j]) if Ad[i][j] is not ZERO else ZERO for j in iv] for i in range(nA)])
+        Aqd = A.matvec(qd)
+        Dq = jac([add(b, neg(a)) for b, a in zip(beta, Aqd)], q)
+        S2 = _solve_columns(FV, _matmul(Dq, Tq, n, nz))
+        for k, j in enumerate(dv):
+            V[j] = S[k]
+            G[j] = S2[k]
+    if dp:
+        solves["positions"] = FP
+
+    # f_q Tq + f_qd G, f_qd V, f_u: one KKT solve per column
+    Rz = [[add(a, b) for a, b in zip(r1, r2)] for r1, r2 in zip(_matmul(Fq, Tq, n, nz), _matmul(Fqd, G, n, nz))]
+    Xz = _solve_columns(FK, _negated(Rz))
+    Xw = _solve_columns(FK, _negated(_matmul(Fqd, V, n, nw)))
+    Bd = _dense(Bs)
+    Xu = _solve_columns(FK, [Bd[i] for i in range(n)] + [[ZERO] * len(u) for _ in range(nA)]) if u else None
+    Am = [[G[j][c] for c in range(nz)] + [V[j][c] for c in range(nw)] for j in ip]
+    Am += [[Xz[j][c] for c in range(nz)] + [Xw[j][c] for c in range(nw)] for j in iv]
+    state = [qn[j] for j in ip] + [f"{qn[j]}_d" for j in iv]
+    outputs = [_sparse_out("A", Am, nz + nw, nz + nw)]
+    if u:
+        Bm = [[ZERO] * len(u) for _ in ip] + [Xu[j] for j in iv]
+        outputs.append(_sparse_out("B", Bm, nz + nw, len(u)))
+    out_names = list(getattr(eqs, "outputs", None) or {})
+    if out_names:
+        h = list(eqs.outputs.values())
+        dh, dhd = jacobian(h, q), jacobian(h, qd)
+        dh, dhd = _dense(dh), _dense(dhd)
+        Cz = [[add(a, b) for a, b in zip(r1, r2)] for r1, r2 in zip(_matmul(dh, Tq, n, nz), _matmul(dhd, G, n, nz))]
+        Cw = _matmul(dhd, V, n, nw)
+        outputs.append(_sparse_out("C", [a + b for a, b in zip(Cz, Cw)], len(h), nz + nw))
+
+    motion = motion_states(eqs)
+    A_kin = constraint_rows(eqs, kinematic_only=True)[0]
+    uranges, derived = actuator_ranges(eqs, u, A_kin, Bs, motion)
+    inputs = [port("q", eqs, q), port("qd", eqs, qd), port("t", eqs, [eqs.t])]
+    if u:
+        inputs.append(InPort("u", u, [uranges[s] for s in u]))
+    report = (f"state x = ({', '.join(state)}); inputs du = ({', '.join(act_names) or 'none'})"
+              + (f"; outputs ({', '.join(out_names)})" if out_names else "") + "\n"
+              + "\n".join(F.report() for F in solves.values()))
+    k = Kernel(
+        model=eqs.model,
+        name="linearized-dynamics",
+        description=f"A, B{', C' if out_names else ''} of the forward dynamics in the state "
+                    f"({', '.join(state)}) from the consistent q, qd, t" + (" and actuator inputs u" if u else "")
+                    + " (implicit derivatives of the KKT system, straight-line LU, pivots fixed at generation time)",
+        inputs=inputs,
+        outputs=outputs,
+        info=KernelInfo(solves=solves, report=report, derived_ranges=derived, multipliers=lam_names),
+    )
+    if motion is not None:  # the states of the driven motion and the forces that drive it, as forward-dynamics
+        times, Q, QD, QDD = motion
+        U = inverse_forces(eqs, A_kin, Bs, times, Q, QD, QDD) if u else np.zeros((len(times), 0))
+        k.motion = [[float(v) for v in (*Q[i], *QD[i], times[i], *U[i])] for i in range(len(times))]
+    return k
+

@@ -1,0 +1,297 @@
+"""The linearized-dynamics kernel: its generated C (double, host build) against
+mbforge.linearize at consistent operating points (cart-pole in reference-point coordinates,
+a double pendulum in relative coordinates), and its float32 build through `mbforge hil` on
+the emulated board."""
+import math
+
+import numpy as np
+import pytest
+
+import mbforge
+from mbforge.hil.hostlib import load_kernel
+from mbforge.kernels.builders import KernelError, build_kernel
+from mbforge.model import Model
+from mbforge.pipeline import generate
+
+from test_linearize import double_pendulum
+
+G = 9.81
+M_CART, M_POLE, L_COM, I_POLE = 1.3, 0.4, 0.6, 0.05
+
+
+def cart_pole() -> Model:
+    """The cart-pole of test_linearize with a declared range for every position, velocity,
+    acceleration and the push: the kernel's inputs (and test vectors) need them."""
+    m = Model("lkcp_cartpole")
+    xc = m.coordinate("lkcp_xc", range=(-1, 1), vrange=(-2, 2), arange=(-50, 50))
+    yc = m.coordinate("lkcp_yc", range=(-0.01, 0.01), vrange=(-0.01, 0.01), arange=(-1, 1))
+    thc = m.coordinate("lkcp_thc", range=(-0.01, 0.01), vrange=(-0.01, 0.01), arange=(-1, 1))
+    xp = m.coordinate("lkcp_xp", range=(-1, 1), vrange=(-2, 2), arange=(-50, 50))
+    yp = m.coordinate("lkcp_yp", range=(-0.01, 0.01), vrange=(-0.01, 0.01), arange=(-1, 1))
+    thp = m.coordinate("lkcp_thp", guess=math.pi / 2, range=(1.2, 1.9), vrange=(-3, 3), arange=(-99, 99))
+    ground = m.ground(dim=2)
+    cart = m.body2d("cart", xc, yc, thc, mass=M_CART, inertia=0.1)
+    pole = m.body2d("pole", xp, yp, thp, mass=M_POLE, com=(L_COM, 0.0), inertia=I_POLE)
+    m.prismatic2d(ground, (0.0, 0.0), cart, (0.0, 0.0), (0.0, 1.0), "rail")
+    m.revolute2d(cart, (0.0, 0.0), pole, (0.0, 0.0), "pivot")
+    m.gravity((0.0, -G))
+    m.actuator("push", xc)
+    m.output("tip_x", pole.point((2 * L_COM, 0.0))[0])
+    return m
+
+
+def _matrix(kernel, got: np.ndarray, name: str) -> np.ndarray:
+    """The dense matrix `name` from one row of flat kernel outputs."""
+    off = 0
+    for p in kernel.outputs:
+        if p.name == name:
+            X = np.zeros(p.shape)
+            for k, (i, j) in enumerate(p.pattern):
+                X[i, j] = got[off + k]
+            return X
+        off += len(p.atoms)
+    raise KeyError(name)
+
+
+def _check(kernel, hk, lin):
+    X = np.concatenate([lin.q, lin.qd, [lin.t], lin.u])[None]
+    got, status = hk(X)
+    assert status[0] == 0
+    for name, want in (("A", lin.A), ("B", lin.B), ("C", lin.C)):
+        scale = max(1.0, np.max(np.abs(want)))
+        np.testing.assert_allclose(_matrix(kernel, got[0], name), want, rtol=0, atol=1e-10 * scale, err_msg=name)
+
+
+@pytest.fixture(scope="module")
+def cart_pole_kernel(tmp_path_factory):
+    m = cart_pole()
+    k = build_kernel(m.equations(), "linearized-dynamics", coordinates=["lkcp_xc", "lkcp_thp"])
+    d = tmp_path_factory.mktemp("lkcp")
+    generate(k, "c-double").write(d)
+    return m, k, load_kernel(d)
+
+
+@pytest.mark.host
+@pytest.mark.parametrize("point", [
+    ({"lkcp_xc": 0.0, "lkcp_thp": math.pi / 2}, {"lkcp_xc": 0.0, "lkcp_thp": 0.0}, [0.0]),
+    ({"lkcp_xc": 0.3, "lkcp_thp": 1.4}, {"lkcp_xc": 0.5, "lkcp_thp": -1.0}, [2.0]),
+    ({"lkcp_xc": -0.7, "lkcp_thp": 1.85}, {"lkcp_xc": -1.5, "lkcp_thp": 2.5}, [-7.5]),
+])
+def test_cart_pole_kernel_agrees_with_linearize(cart_pole_kernel, point):
+    m, k, hk = cart_pole_kernel
+    q, qd, u = point
+    lin = mbforge.linearize(m, q=q, qd=qd, u=u, coordinates=["lkcp_xc", "lkcp_thp"])
+    assert k.description.count("lkcp_xc, lkcp_thp, lkcp_xc_d, lkcp_thp_d") == 1
+    _check(k, hk, lin)
+
+
+@pytest.mark.host
+def test_cart_pole_upright_is_the_closed_form(cart_pole_kernel):
+    """At the upright equilibrium the kernel gives the textbook A, B (pole angle from vertical)."""
+    from test_linearize import _closed_form
+
+    m, k, hk = cart_pole_kernel
+    q = np.zeros(6)
+    q[5] = math.pi / 2
+    got, _ = hk(np.concatenate([q, np.zeros(6), [0.0], [0.0]])[None])
+    A, B = _closed_form(True)
+    np.testing.assert_allclose(_matrix(k, got[0], "A"), A, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(_matrix(k, got[0], "B"), B, rtol=0, atol=1e-12)
+
+
+@pytest.mark.host
+def test_cart_pole_default_choice_matches_linearize(tmp_path):
+    """Left to itself the kernel picks the coordinates linearize() picks."""
+    m = cart_pole()
+    k = build_kernel(m.equations(), "linearized-dynamics")
+    generate(k, "c-double").write(tmp_path)
+    lin = mbforge.linearize(m, q={"lkcp_xc": 0.2, "lkcp_thp": 1.6}, qd={"lkcp_xc": 0.4, "lkcp_thp": 0.9}, u=[1.0])
+    assert ", ".join(lin.state) in k.description
+    _check(k, load_kernel(tmp_path), lin)
+
+
+@pytest.mark.host
+def test_double_pendulum_kernel_agrees_with_linearize(tmp_path):
+    m = double_pendulum()
+    k = build_kernel(m.equations(), "linearized-dynamics")
+    generate(k, "c-double").write(tmp_path)
+    hk = load_kernel(tmp_path)
+    for a, b, ad, bd, u in [(-1.0, 0.7, 1.3, -0.8, [0.5, -0.2]), (0.3, -2.0, 0.0, 4.0, [-3.0, 1.0]),
+                            (2.5, 1.1, -6.0, 2.0, [0.0, 0.0])]:
+        lin = mbforge.linearize(m, q={"dpl_a": a, "dpl_b": b}, qd={"dpl_a": ad, "dpl_b": bd}, u=u)
+        assert lin.state == ["dpl_a", "dpl_b", "dpl_a_d", "dpl_b_d"]
+        _check(k, hk, lin)
+
+
+@pytest.mark.host
+def test_closed_loop_fourbar_kernel_agrees_with_linearize(tmp_path):
+    """A closed loop (the slider-crank, its driver left out: the crank torque takes its
+    place): the position and velocity maps (Tq, V, G) depend on the state."""
+    from mbforge.examples.slidercrank import build as slidercrank
+
+    m = slidercrank()
+    k = build_kernel(m.equations(), "linearized-dynamics", coordinates="th1")
+    assert set(k.info.solves) == {"KKT", "positions", "velocities"}
+    assert "state (th1, th1_d)" in k.description
+    generate(k, "c-double").write(tmp_path)
+    hk = load_kernel(tmp_path)
+    for th, w, u in [(0.6, 1.0, [1.5]), (2.5, 1.1, [-4.0]), (4.0, 1.05, [0.0])]:
+        lin = mbforge.linearize(m, q={"th1": th}, qd={"th1": w}, u=u, coordinates=["th1"])
+        assert abs(lin.A[1, 0]) > 0.1 and abs(lin.A[1, 1]) > 1e-3
+        _check(k, hk, lin)
+
+
+def test_driven_model_gets_motion_vectors():
+    """A driven model's kernel carries the states of its motion (and the forces that drive
+    it) for the firmware and HIL checks, in the order of its inputs."""
+    from mbforge.examples.slidercrank import build as slidercrank
+
+    m = slidercrank()
+    k = build_kernel(m.equations(), "linearized-dynamics")
+    assert k.motion and all(len(v) == len(k.input_symbols) for v in k.motion)
+    # the force along the motion drives it: forward dynamics there gives the motion's qdd
+    d = mbforge.model.Dynamics(m.equations())
+    v = np.array(k.motion[7])
+    n = len(m.q)
+    qdd, _ = d.accelerations(v[2 * n], v[:n], v[n:2 * n], v[2 * n + 1:])
+    np.testing.assert_allclose(qdd[5], 0.0, atol=1e-8)  # the crank turns at constant speed
+
+
+def test_a_choice_that_fails_somewhere_is_one_clear_error():
+    """The free four-bar swings through the crank's horizontal: with xB independent yB is
+    not determined there."""
+    from mbforge.examples.fourbar import build as fourbar
+
+    with pytest.raises(KernelError, match=r"with xB independent .* coordinates=\.\.\."):
+        build_kernel(fourbar(driven=False).equations(), "linearized-dynamics", coordinates=["xB"])
+
+
+def test_bad_coordinate_choice_is_one_clear_error():
+    m = cart_pole()
+    with pytest.raises(KernelError, match="linearized-dynamics: .*the model has 2 here, 1 given"):
+        build_kernel(m.equations(), "linearized-dynamics", coordinates=["lkcp_xc"])
+
+
+@pytest.mark.host
+def test_fixed_point_kernel_within_its_error_bounds(cart_pole_kernel, tmp_path):
+    """c-fixed (and so hls-c / verilog, bit-exact with it): the manifest's error bound of
+    each element holds against the double kernel at the same (quantized) inputs."""
+    from mbforge.hil import hostlib
+    from mbforge.hil.vectors import from_raw, to_raw
+    from mbforge.manifest import Manifest
+
+    m, k, hk = cart_pole_kernel
+    generate(k, "c-fixed").write(tmp_path)
+    man = Manifest.load(tmp_path)
+    rng = np.random.default_rng(3)
+    r = np.array(k.input_ranges)
+    X = r[:, 0] + (r[:, 1] - r[:, 0]) * rng.random((2000, len(r)))
+    raw = to_raw(man, X)
+    Y, status = hostlib.load_kernel(tmp_path)(raw)
+    assert (status == 0).all()
+    got = from_raw(man, Y)
+    want, _ = hk(from_raw(man, raw, "inputs"))
+    bound = np.array([b for p in man.outputs for b in p.error_bound])
+    assert np.max(np.abs(got - want)) > 0  # really fixed point
+    assert np.all(np.abs(got - want) <= bound)
+
+
+def _model_file(folder):
+    """The cart-pole as a model file, and a runner of `mbforge` commands in its folder."""
+    import inspect
+    import os
+    import subprocess
+    import sys
+
+    (folder / "lkcp_model.py").write_text(
+        "import math\nfrom mbforge.model import Model\n\n"
+        f"G = {G}\nM_CART, M_POLE, L_COM, I_POLE = {M_CART}, {M_POLE}, {L_COM}, {I_POLE}\n\n\n"
+        + inspect.getsource(cart_pole) + "\n\ndef build():\n    return cart_pole()\n")
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+
+    def run(*args):
+        r = subprocess.run(["mbforge", *args], cwd=folder, env=env, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r.stdout
+
+    return run
+
+
+@pytest.mark.firmware
+@pytest.mark.slow
+def test_float32_kernel_passes_hil_on_the_emulated_board(tmp_path):
+    """The user's path: a model file, `mbforge generate` (c-float32 and the c-double
+    reference), `mbforge firmware --build`, `mbforge hil --emulate ... --host-model`."""
+    import json
+
+    run = _model_file(tmp_path)
+    for t in ("c-float32", "c-double"):
+        run("generate", "lkcp_model.py", "--kernel", "linearized-dynamics", "--target", t, "--out", t)
+    run("firmware", "--kernel", "c-float32", "--out", "fw", "--build")
+    [elf] = (tmp_path / "fw" / ".pio" / "build" / "emulated_f405").glob("*.elf")
+    out = run("hil", "--emulate", str(elf), "--kernel", "c-float32", "--reference", "c-double", "--host-model",
+              "--vectors", "500", "--json", "hil.json")
+    assert "PASS" in out
+    rep = json.loads((tmp_path / "hil.json").read_text())
+    assert rep["passed"] is True and set(rep["outputs"]) == {"A", "B", "C"}
+    assert rep["host_model"]["vectors_mismatched"] == 0
+    assert all(g["max_rel_error"] <= 1e-5 for g in rep["outputs"].values())
+
+
+@pytest.mark.hdl
+def test_fixed_point_rtl_on_icarus(tmp_path):
+    """hls-c and verilog follow c-fixed: the pipelined RTL is bit-exact with the c-fixed host
+    model and within the error bounds of the double reference."""
+    out = _model_file(tmp_path)("hdl", "lkcp_model.py", "--kernel", "linearized-dynamics", "--sim", "icarus",
+                                "--no-synth", "--vectors", "200", "--out", "rtl")
+    assert "on icarus: PASS" in out and "bit-exact with the c-fixed host model: True" in out
+    assert "within the manifest's error bounds: True" in out
+
+
+@pytest.mark.slow
+def test_two_processes_write_the_same_bytes(tmp_path):
+    """The choice of coordinates (QR at the guess) and the placeholder symbols of the
+    implicit derivatives leave no trace of hash order in the generated files."""
+    from test_determinism import generate_in_fresh_process
+
+    a = generate_in_fresh_process("slidercrank", "linearized-dynamics", "c-double", tmp_path / "a", "1")
+    b = generate_in_fresh_process("slidercrank", "linearized-dynamics", "c-double", tmp_path / "b", "2")
+    assert a == b and "slidercrank.c" in a
+
+
+def test_model_without_actuators():
+    """pendulum_block: no actuators, so no B and no u input; A against linearize() with the
+    numpy evaluation of the kernel's atoms."""
+    from mbforge.examples import load
+    from mbforge.ir import Evaluator
+
+    m = load("pendulum_block")
+    k = build_kernel(m.equations(), "linearized-dynamics")
+    assert [p.name for p in k.inputs] == ["q", "qd", "t"] and "B" not in [p.name for p in k.outputs]
+    lin = mbforge.linearize(m, qd={c: 0.3 for c in mbforge.linearize(m).coordinates})
+    y = Evaluator(k.output_atoms, k.input_symbols)(np.concatenate([lin.q, lin.qd, [lin.t]])[None])[0]
+    A = _matrix(k, y, "A")
+    assert np.max(np.abs(lin.A)) > 0.1
+    np.testing.assert_allclose(A, lin.A, rtol=0, atol=1e-10 * max(1.0, np.max(np.abs(lin.A))))
+
+
+def test_non_holonomic_model():
+    """A sled towing a trailer (knife edges): 4 independent positions, 2 independent
+    velocities; the velocity map and its derivative G carry the velocity constraints."""
+    from mbforge.ir import Evaluator
+    from test_reference_fixes import sled_with_trailer
+
+    m = sled_with_trailer("lknh")
+    z = ["lknh_sx", "lknh_sy", "lknh_sth", "lknh_tth"]
+    k = build_kernel(m.equations(), "linearized-dynamics", coordinates=z)
+    ev = Evaluator(k.output_atoms, k.input_symbols)
+    for q, qd, u in [({"lknh_sx": 0.2, "lknh_sy": -0.1, "lknh_sth": 0.3, "lknh_tth": -0.4},
+                      {"lknh_sx": 0.8, "lknh_sth": 0.5}, [0.3, -0.1]),
+                     ({"lknh_sx": -0.5, "lknh_sy": 0.4, "lknh_sth": -0.2, "lknh_tth": 0.1},
+                      {"lknh_sx": -0.3, "lknh_sth": 0.9}, [-0.6, 0.2])]:
+        lin = mbforge.linearize(m, q=q, qd=qd, u=u, coordinates=z)
+        assert len(lin.velocities) == 2 and ", ".join(lin.state) in k.description
+        y = ev(np.concatenate([lin.q, lin.qd, [lin.t], lin.u])[None])[0]
+        for name, want in (("A", lin.A), ("B", lin.B)):
+            np.testing.assert_allclose(_matrix(k, y, name), want, rtol=0, atol=1e-10 * max(1.0, np.abs(want).max()))
+        assert np.max(np.abs(lin.A[:4, :4])) > 0.1
