@@ -148,7 +148,7 @@ class Emulator:
 
     def start(self) -> "Emulator":
         if not self.elf.is_file():
-            raise EmulatorError(f"no firmware at {self.elf}: build it first (mbforge.firmware.build)")
+            raise EmulatorError(f"no firmware at {self.elf}: build it first (`mbforge firmware --kernel DIR --out DIR --build`)")
         with open(self.elf, "rb") as f:
             if f.read(4) != b"\x7fELF":
                 raise EmulatorError(f"{self.elf} is not an ELF file")

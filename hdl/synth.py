@@ -106,7 +106,7 @@ def synthesize(rtl_dir: str | Path, ice40: bool | None = None, timeout: float = 
             rep["ice40"] = ice
         else:
             rep["notes"].append(f"iCE40 mapping skipped: {n_ops} hardware operators > {ICE40_MAX_OPS} "
-                                "(pass ice40=True / --ice40 to force it; about a minute per 100 operators)")
+                                "(`mbforge hdl --ice40` forces it; about a minute per 100 operators)")
     rep["rtl"] = {k: rtl.get(k) for k in ("latency", "interval", "multipliers", "registers", "delay_line_bits", "units")}
     (rtl_dir / "synth_report.json").write_text(json.dumps(rep, indent=1, sort_keys=True) + "\n")
     (rtl_dir / "synth_report.txt").write_text(report_text(rep) + "\n")
