@@ -109,7 +109,7 @@ class Report:
 
 def _load(kernel_dir) -> Manifest:
     try:
-        return hostlib.load_manifest(kernel_dir)
+        return hostlib.load_manifest(kernel_dir, check_files=True)
     except hostlib.HostLibError as e:
         raise HarnessError(str(e)) from None
 
