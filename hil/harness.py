@@ -182,7 +182,7 @@ def run(port: str, kernel_dir, reference_dir, *, vectors: int = 1000, seed: int 
     passed = all(g.passed for g in groups) and status_mismatches == 0 and (c.host is None or c.host.passed)
     device = {"url": port, "firmware": info.firmware, "digest": info.digest, "real": info.real,
               "counter": info.counter, "counter_hz": info.counter_hz,
-              "board": getattr(info, "board", None) or board_name(info.firmware)}
+              "board": getattr(info, "board", None) or getattr(info, "env", None) or board_name(info.firmware)}
     details = vector_details(m, X_used, vectors, from_raw(m, dev.outputs, "outputs"), dev.status,
                              ref.outputs, ref.status, dev.work, groups)
     return Report(m.function, device, len(X_real), groups, work_stats,

@@ -231,3 +231,71 @@ def test_hil_cli_writes_html_junit_and_json(toy_firmware, tmp_path, capsys):
                     "--reference", str(TOY_DOUBLE), "--vectors", "5", "--html", str(tmp_path / "no" / "r.html")])
     err = capsys.readouterr().err
     assert code == 2 and "cannot write" in err and "Traceback" not in err
+
+
+@pytest.mark.firmware
+@pytest.mark.slow
+@pytest.mark.usefixtures("deadline")
+def test_double_firmware_with_host_model_passes_with_the_note(tmp_path, capsys):
+    """fourbar kinematics in c-double (sin/cos from newlib on the board, glibc on the host):
+    `--host-model` passes within the double rule and says why bits may differ."""
+    from mbforge.cli import main as cli
+    from mbforge.firmware.build import build
+    from mbforge.firmware.project import generate_project
+    from mbforge.hil.cli import main as hil_cli
+    k = tmp_path / "double"
+    assert cli(["generate", "fourbar", "--kernel", "kinematics", "--target", "c-double", "--out", str(k)]) == 0
+    elf = build(generate_project(k, tmp_path / "proj"), "emulated_f405")
+    out = tmp_path / "r.json"
+    code = hil_cli(["--emulate", str(elf), "--kernel", str(k), "--reference", str(k), "--vectors", "300",
+                    "--host-model", "--json", str(out), "--junit", str(tmp_path / "r.xml")])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    h = json.loads(out.read_text())["host_model"]
+    assert h["within_tolerance"] and h["max_rel_difference"] <= DOUBLE_HOST_TOL
+    assert "note:" in text and "newlib" in text
+    [case] = [c for c in check_junit((tmp_path / "r.xml").read_text()) if c.get("name") == "host model within tolerance"]
+    assert case.find("failure") is None
+
+
+PROGRESS = """
+import sys, time
+from mbforge.hil.report import progress_bar
+with progress_bar(10) as update:
+    update(1, 10)            # a short run prints nothing
+print("short done", flush=True)
+with progress_bar(10) as update:
+    time.sleep(float(sys.argv[1]))
+    update(5, 10)            # a run past 2 s draws the bar
+    time.sleep(0.2)
+"""
+
+
+def run_progress(stderr, seconds: float) -> subprocess.CompletedProcess:
+    import sys
+    return subprocess.run([sys.executable, "-c", PROGRESS, str(seconds)], stderr=stderr,
+                          stdout=subprocess.PIPE, text=True, timeout=60)
+
+
+def test_progress_bar_only_on_a_terminal_and_only_on_long_runs():
+    import os
+    import select
+    r = run_progress(subprocess.PIPE, 2.2)  # stderr not a terminal: silent
+    assert r.returncode == 0 and r.stderr == "" and "short done" in r.stdout
+    import fcntl
+    import struct
+    import termios
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a fresh pty is 0x0
+    try:
+        r = run_progress(slave, 0.0)  # a terminal, but a short run: silent
+        assert r.returncode == 0 and not select.select([master], [], [], 0.2)[0]
+        r = run_progress(slave, 2.2)
+        assert r.returncode == 0
+        seen = b""
+        while select.select([master], [], [], 0.2)[0]:
+            seen += os.read(master, 4096)
+        assert b"5/10" in seen, seen
+    finally:
+        os.close(master)
+        os.close(slave)
