@@ -296,8 +296,9 @@ code{font-size:12px}
 """
 
 
-def _full(v) -> str:
-    return "n/a" if v is None else f"{float(v):.9g}"
+def _full(v, digits: int = 9) -> str:
+    """Enough digits to tell the device's value from the reference's (9: float, 17: double)."""
+    return "n/a" if v is None else f"{float(v):.{digits}g}"
 
 
 def _table(head: list[str], rows: list[list], left: int = 1, left_cols: tuple = ()) -> str:
@@ -341,12 +342,13 @@ def _worst_table(result: dict) -> str:
     worst = pv.get("worst") or []
     if not worst:
         return ""
+    digits = 17 if (result.get("device") or {}).get("real") == "double" else 9
     rows = []
     for w in worst:
         where = "random" if w["kind"] == "random" else f"motion #{w['motion_index']}"
         inputs = ", ".join(f"{html.escape(k)}={v:.6g}" for k, v in (w.get("inputs") or {}).items())
-        rows.append([str(w["vector"]), where, html.escape(str(w.get("element"))), _full(w.get("device")),
-                     _full(w.get("reference")), _num(w.get("abs_error")), _num(w.get("score")),
+        rows.append([str(w["vector"]), where, html.escape(str(w.get("element"))), _full(w.get("device"), digits),
+                     _full(w.get("reference"), digits), _num(w.get("abs_error")), _num(w.get("score")),
                      f'{w.get("status")}/{w.get("reference_status")}', f'<code>{inputs}</code>'])
     return ("<h2>Worst vectors</h2><p>Ranked by error / tolerance (score &gt; 1 fails); status is "
             "device/reference.</p>"
