@@ -110,3 +110,28 @@ int main(void) {
     assert r.returncode == 0, r.stderr
     n, bad = map(int, r.stdout.split())
     assert n > 400_000_000 and bad == 0
+
+
+def test_a_generated_kernel_flags_an_angle_beyond_the_range(tmp_path):
+    """fourbar kinematics in c-float32 on the host: an angle of 1e4 rad gives NaN outputs
+    (the flag) where the c-double kernel's are finite; inside the range all are finite."""
+    import numpy as np
+
+    from mbforge.cli import main as cli
+    from mbforge.hil import hostlib
+    from mbforge.hil.vectors import draw, to_raw
+    k, d = tmp_path / "f", tmp_path / "d"
+    assert cli(["generate", "fourbar", "--kernel", "kinematics", "--target", "c-float32", "--out", str(k)]) == 0
+    assert cli(["generate", "fourbar", "--kernel", "kinematics", "--target", "c-double", "--out", str(d)]) == 0
+    kern, ref = hostlib.load_kernel(k), hostlib.load_kernel(d)
+    X = to_raw(kern.manifest, draw(kern.manifest, k, 4, seed=0))
+    Y, status = kern(X)
+    assert np.isfinite(Y).all() and (status == 0).all()
+    names = kern.manifest.flat_names("inputs")
+    nan_rows = []
+    for j in range(len(names)):
+        Xb = X.copy()
+        Xb[:, j] = 1e4
+        # NaN from the float kernel where the double one is finite: the flag, not the model
+        nan_rows.append(np.isnan(kern(Xb)[0]).any(axis=1).all() and np.isfinite(ref(Xb.astype(np.float64))[0]).all())
+    assert any(nan_rows), names  # some input is an angle of the kernel's sincos
