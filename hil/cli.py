@@ -68,10 +68,10 @@ def run_command(args: argparse.Namespace) -> int:
     except (HarnessError, LinkError, HostLibError, EmulatorError, ManifestError) as e:
         print(f"mbforge hil: error: {e}", file=sys.stderr)
         return 2
+    if args.emulate and not report.device.get("board"):  # the ELF's board, as Emulator chose it
+        report.device["board"] = args.board or board_of_elf(args.emulate) or DEFAULT_BOARD
     print(report.table())
     result = report.to_json()
-    if args.emulate and not result["device"].get("board"):  # the ELF's board, as Emulator chose it
-        result["device"]["board"] = args.board or board_of_elf(args.emulate) or DEFAULT_BOARD
     for path, text in ((args.json, lambda: json.dumps(result, indent=1, sort_keys=True) + "\n"),
                        (args.html, lambda: render_html(result)), (args.junit, lambda: junit_xml(result))):
         if path is not None:

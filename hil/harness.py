@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from mbforge.hil import hostlib
-from mbforge.hil.report import board_name, progress_bar, vector_details
+from mbforge.hil.report import board_clock, board_name, progress_bar, vector_details
 from mbforge.hil.compare import CompareError, GroupResult, compare, compare_groups
 from mbforge.hil.compare import check_pair as _check_pair
 from mbforge.hil.link import TICKS_OVERFLOW, Link, LinkDevice, LinkError, calibrate
@@ -90,6 +90,10 @@ class Report:
         w = self.work_per_call
         lines.append(f"work per call ({w['unit']}): min {w['min']}, median {w['median']}, max {w['max']}"
                      + (f"  [{w['ticks_per_unit']:.4f} ticks each]" if w.get("ticks_per_unit") else ""))
+        env, hz = board_clock({"device": self.device})
+        if hz and w["unit"] in ("instructions", "cycles"):  # report.py states the rule
+            lines.append(f"  at {hz / 1e6:g} MHz ({env}): min {w['min'] / hz * 1e6:.3f}, median "
+                         f"{w['median'] / hz * 1e6:.3f}, max {w['max'] / hz * 1e6:.3f} us")
         r = self.raw_ticks
         lines.append(f"raw counter ticks per call: min {r['min']}, median {r['median']}, max {r['max']}")
         if w["counter_overflows"]:
