@@ -90,8 +90,11 @@ def _kernel_file(name: str) -> str:
 
 
 def load_manifest(kernel_dir: str | Path) -> Manifest:
+    """The kernel's manifest, refusing a kernel whose files changed since generation."""
     try:
-        return load_dir(kernel_dir)
+        m = load_dir(kernel_dir)
+        m.check_files(kernel_dir)
+        return m
     except ManifestError as e:
         raise ProjectError(str(e)) from None
 

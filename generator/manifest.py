@@ -10,11 +10,18 @@ in storage order; entries not listed are structural zeros. For fixed-point kerne
 Invariants: offsets are contiguous and in order; `size` == prod(shape) for dense groups
 and == len(pattern) for sparse ones; n_in/n_out are the sums of the sizes.
 
+Integrity: `files` maps every file the manifest describes (sources, headers, the motion
+and domain files) to the sha256 of its bytes, so a consumer can refuse a kernel edited
+after generation (`check_files`: the firmware generator and `mbforge hil` do). A manifest
+written before `files` existed (None) is still read; it cannot be checked.
+
 `load_dir` is the one way a consumer (firmware project, host library, harness, HDL
 benches) opens a kernel folder; `C_REAL` is the C type of each real kind.
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -69,6 +76,9 @@ class Manifest:
     # optional file with the kernel's input domain, {"boxes": [[[lo, hi], ...], ...]}, when
     # it is a union of boxes inside the declared ranges (formats and bounds hold there)
     domain: str | None = None
+    # sha256 (hex) of every described file, by name (described_files); None: an older
+    # manifest without hashes
+    files: dict[str, str] | None = None
     format: str = FORMAT
 
     @property
@@ -78,6 +88,33 @@ class Manifest:
     @property
     def n_out(self) -> int:
         return sum(g.size for g in self.outputs)
+
+    def described_files(self) -> list[str]:
+        """The kernel folder's files this manifest describes (relative names)."""
+        return [*self.sources, *self.headers, *(f for f in (self.motion, self.domain) if f)]
+
+    def with_file_hashes(self, files: dict[str, str | bytes]) -> "Manifest":
+        """A copy whose `files` holds the sha256 of every described file, taken from
+        `files` {name: text or bytes} (the text is hashed as the UTF-8 bytes written)."""
+        missing = [n for n in self.described_files() if n not in files]
+        if missing:
+            raise ManifestError(f"no contents for described file(s) {', '.join(missing)}")
+        return dataclasses.replace(self, files={n: sha256_hex(files[n]) for n in self.described_files()})
+
+    def check_files(self, kernel_dir: str | Path) -> None:
+        """Every described file still has the hash the manifest records; ManifestError
+        names the first one that changed or is missing. No-op for an older manifest."""
+        if self.files is None:
+            return
+        for name in self.described_files():
+            path = Path(kernel_dir) / name
+            try:
+                data = path.read_bytes()
+            except OSError as e:
+                raise ManifestError(f"{path}: cannot read a file the manifest describes ({e.strerror})") from None
+            if sha256_hex(data) != self.files[name]:
+                raise ManifestError(f"{path} changed since it was generated (its sha256 is not the "
+                                    f"manifest's): regenerate the kernel instead of editing it")
 
     def to_json(self) -> str:
         d = asdict(self)
@@ -103,6 +140,14 @@ class Manifest:
                     if v is not None and len(v) != g.size:
                         raise ManifestError(f"{kind} {g.name!r}: {attr} has {len(v)} entries, size is {g.size}")
                 offset += g.size
+        if self.files is not None:
+            if not isinstance(self.files, dict) or sorted(self.files) != sorted(self.described_files()):
+                raise ManifestError(f"manifest files map lists {sorted(self.files) if isinstance(self.files, dict) else self.files!r}, "
+                                    f"expected the described files {sorted(self.described_files())}")
+            bad = [n for n, h in self.files.items() if not (isinstance(h, str) and len(h) == 64
+                                                            and all(c in "0123456789abcdef" for c in h))]
+            if bad:
+                raise ManifestError(f"manifest files map: {bad[0]!r} has no sha256 (64 lowercase hex digits)")
         if self.real == "int32":
             for g in self.inputs + self.outputs:
                 if g.frac_bits is None:
@@ -167,6 +212,10 @@ def load_dir(kernel_dir: str | Path) -> Manifest:
         return Manifest.load(kernel_dir)
     except ManifestError as e:
         raise ManifestError(f"{kernel_dir}: {e}") from None
+
+
+def sha256_hex(data: str | bytes) -> str:
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
 
 
 def _prod(shape) -> int:

@@ -219,6 +219,6 @@ def _generate(kernel: Kernel, target: str, prefix: str | None, options: dict | N
         sources=sources, headers=headers, inputs=inputs, outputs=outputs,
         status_codes=status_codes, ops=counts, peak_live=sched.peak_live, options=options,
         motion=motion, domain=domain,
-    )
+    ).with_file_hashes(files)
     manifest.check()
     return Plan(files, manifest)

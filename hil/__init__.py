@@ -11,6 +11,8 @@ harness and the RTL benches (mbforge.hdl.sim).
     compare    the one comparison: error per output group against the double reference,
                error bounds, statuses, bit-exactness against a host model
     harness    device vs double reference over the link: the report of `mbforge hil`
+    report     what people read, from a result dict alone: HTML (figures embedded),
+               JUnit XML, the progress bar
 
 Import rule: nothing here imports mbforge.hdl or the model layer (model, kernels,
 pipeline, backends); hdl imports hil.

@@ -11,10 +11,11 @@ import json
 import sys
 from pathlib import Path
 
-from mbforge.firmware.qemu import EMULATED_BOARDS, Emulator, EmulatorError
+from mbforge.firmware.qemu import DEFAULT_BOARD, EMULATED_BOARDS, Emulator, EmulatorError, board_of_elf
 from mbforge.hil.harness import HarnessError, run
 from mbforge.hil.hostlib import HostLibError
 from mbforge.hil.link import LinkError
+from mbforge.hil.report import junit_xml, render_html
 from mbforge.manifest import ManifestError
 
 
@@ -39,6 +40,10 @@ def register(subparsers) -> None:
                    help="tolerance relative to each output group's scale "
                         "(default 1e-5 float, 1e-12 double, the manifest's error_bound for int32)")
     p.add_argument("--json", type=Path, default=None, help="write the report as JSON")
+    p.add_argument("--html", type=Path, default=None,
+                   help="write a single-file HTML report (figures embedded; mbforge.hil.report)")
+    p.add_argument("--junit", type=Path, default=None,
+                   help="write JUnit XML for CI: one testcase per output group, status codes, host model")
     p.add_argument("--host-model", action="store_true",
                    help="also require the device outputs to equal a host build of the same C bit for bit")
     p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for each reply")
@@ -63,9 +68,18 @@ def run_command(args: argparse.Namespace) -> int:
     except (HarnessError, LinkError, HostLibError, EmulatorError, ManifestError) as e:
         print(f"mbforge hil: error: {e}", file=sys.stderr)
         return 2
+    if args.emulate and not report.device.get("board"):  # the ELF's board, as Emulator chose it
+        report.device["board"] = args.board or board_of_elf(args.emulate) or DEFAULT_BOARD
     print(report.table())
-    if args.json:
-        args.json.write_text(json.dumps(report.to_json(), indent=1, sort_keys=True) + "\n")
+    result = report.to_json()
+    for path, text in ((args.json, lambda: json.dumps(result, indent=1, sort_keys=True) + "\n"),
+                       (args.html, lambda: render_html(result)), (args.junit, lambda: junit_xml(result))):
+        if path is not None:
+            try:
+                path.write_text(text())
+            except OSError as e:
+                print(f"mbforge hil: error: cannot write {path}: {e.strerror}", file=sys.stderr)
+                return 2
     return 0 if report.passed else 1
 
 

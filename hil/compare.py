@@ -20,6 +20,15 @@ Also measured: status codes differing from the reference's; the worst ratio
 vectors whose device status is 0 (a saturated result is outside the bound's promise)
 and whose reference is finite (bound_ratio; <= 1 means within the bounds); and
 bit-exactness against the host model (raw bits, status included).
+
+Bit-exact rules: a NaN equals a NaN of any sign and payload (NaN is a class: which bits a
+NaN carries depends on the FPU and the C library, not on the kernel). A c-double kernel
+cannot be bit-exact between the device and the host model: its sin/cos/atan2/... come
+from the libm (newlib on the device, glibc on the host), which differ in the last bit.
+So for double kernels bit differences are counted and reported with a note, and the host
+comparison passes when the statuses are equal and every output is within
+DOUBLE_HOST_TOL relative to its group's scale (the largest |host model| output of the
+group, floor 1e-30); NaN against NaN passes, NaN against a number fails.
 """
 from __future__ import annotations
 
@@ -33,6 +42,11 @@ from mbforge.manifest import Manifest
 DEFAULT_TOL = {"float": 1e-5, "double": 1e-12, "int32": 1e-5}
 SCALE_FLOOR = 1e-30
 MISMATCHES_LISTED = 10
+DOUBLE_HOST_TOL = 1e-12  # double device vs host model, relative to each output group's scale
+DOUBLE_NOTE = ("c-double kernel: the device's libm (newlib) and the host's (glibc) round sin/cos "
+               "and other library functions differently in the last bit, so the host model "
+               "cannot be bit-exact; required instead: equal statuses and every output within "
+               f"{DOUBLE_HOST_TOL:g} of the host model relative to its group's scale")
 
 
 class CompareError(ValueError):
@@ -116,13 +130,28 @@ class BitExact:
     vectors_mismatched: int
     elements_mismatched: int
     mismatches: list[str]  # the first few, "vector k: name = device, host model value"
+    # double kernels only (see the module docstring): the tolerance rule that replaces
+    # bit-exactness, its worst relative difference and verdict, and why
+    tolerance: float | None = None
+    max_rel_difference: float | None = None
+    within_tolerance: bool | None = None
+    note: str | None = None
 
     @property
     def equal(self) -> bool:
         return self.vectors_mismatched == 0
 
+    @property
+    def passed(self) -> bool:
+        """Bit-exact, or (double kernels) within the tolerance rule."""
+        return self.equal if self.within_tolerance is None else self.within_tolerance
+
     def to_json(self) -> dict:
-        return {"vectors_mismatched": self.vectors_mismatched, "elements_mismatched": self.elements_mismatched}
+        d = {"vectors_mismatched": self.vectors_mismatched, "elements_mismatched": self.elements_mismatched}
+        if self.within_tolerance is not None:
+            d |= {"tolerance": self.tolerance, "max_rel_difference": self.max_rel_difference,
+                  "within_tolerance": self.within_tolerance, "passed": self.passed, "note": self.note}
+        return d
 
 
 def _bits(a: np.ndarray) -> np.ndarray:
@@ -130,7 +159,9 @@ def _bits(a: np.ndarray) -> np.ndarray:
     hand back int32 words widened to Python ints)."""
     a = np.asarray(a)
     if a.dtype.kind == "f":
-        return np.ascontiguousarray(a).view(np.dtype(f"<u{a.dtype.itemsize}"))
+        bits = np.ascontiguousarray(a).view(np.dtype(f"<u{a.dtype.itemsize}")).copy()
+        bits[np.isnan(a)] = 0x7FF8 << (8 * a.dtype.itemsize - 16)  # one word for every NaN
+        return bits
     return a.astype(np.int64)
 
 
@@ -162,6 +193,24 @@ def bit_exact(Yd, sd, Yh, sh, names, *, status_name: str = "status", rows=None) 
     return BitExact(int(np.count_nonzero(bad_rows)), int(np.count_nonzero(diff)), msgs)
 
 
+def host_within_tolerance(m: Manifest, exact: BitExact, Yd, sd, Yh, sh) -> BitExact:
+    """The double kernels' host rule (module docstring) added to a bit-exact count."""
+    Yd, Yh = np.asarray(Yd, dtype=np.float64), np.asarray(Yh, dtype=np.float64)
+    worst = 0.0
+    for g in m.outputs:
+        sl = slice(g.offset, g.offset + g.size)
+        d, h = Yd[:, sl], Yh[:, sl]
+        both_nan = np.isnan(d) & np.isnan(h)
+        err = np.where(both_nan, 0.0, np.abs(d - h))
+        err = np.where(np.isnan(err), np.inf, err)
+        scale = max(float(np.max(np.where(np.isfinite(h), np.abs(h), 0.0), initial=0.0)), SCALE_FLOOR)
+        worst = max(worst, float(err.max(initial=0.0)) / scale)
+    ok = worst <= DOUBLE_HOST_TOL and bool(np.all(np.asarray(sd) == np.asarray(sh)))
+    exact.tolerance, exact.max_rel_difference, exact.within_tolerance = DOUBLE_HOST_TOL, worst, ok
+    exact.note = DOUBLE_NOTE
+    return exact
+
+
 @dataclass
 class Comparison:
     groups: list[GroupResult]  # empty without a reference
@@ -183,4 +232,6 @@ def compare(m: Manifest, dev, ref=None, host=None, tol: float | None = None) -> 
         ratio = bound_ratio(m, Yd, sd, Yr)
     if host is not None:
         exact = bit_exact(Yd_raw, sd, host[0], host[1], m.flat_names("outputs"))
+        if m.real == "double":
+            exact = host_within_tolerance(m, exact, Yd_raw, sd, host[0], host[1])
     return Comparison(groups, status_mm, ratio, exact)

@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from mbforge.hil import hostlib
+from mbforge.hil.report import board_clock, board_name, progress_bar, vector_details
 from mbforge.hil.compare import CompareError, GroupResult, compare, compare_groups
 from mbforge.hil.compare import check_pair as _check_pair
 from mbforge.hil.link import TICKS_OVERFLOW, Link, LinkDevice, LinkError, calibrate
@@ -57,6 +58,7 @@ class Report:
     host_model: dict | None
     passed: bool
     seconds: dict = field(default_factory=dict)
+    per_vector: dict | None = None  # report.vector_details: what the HTML report plots
 
     def to_json(self) -> dict:
         return {
@@ -70,6 +72,7 @@ class Report:
             "host_model": self.host_model,
             "passed": self.passed,
             "seconds": self.seconds,
+            **({"per_vector": self.per_vector} if self.per_vector is not None else {}),
         }
 
     def table(self) -> str:
@@ -87,6 +90,10 @@ class Report:
         w = self.work_per_call
         lines.append(f"work per call ({w['unit']}): min {w['min']}, median {w['median']}, max {w['max']}"
                      + (f"  [{w['ticks_per_unit']:.4f} ticks each]" if w.get("ticks_per_unit") else ""))
+        env, hz = board_clock({"device": self.device})
+        if hz and w["unit"] in ("instructions", "cycles"):  # report.py states the rule
+            lines.append(f"  at {hz / 1e6:g} MHz ({env}): min {w['min'] / hz * 1e6:.3f}, median "
+                         f"{w['median'] / hz * 1e6:.3f}, max {w['max'] / hz * 1e6:.3f} us")
         r = self.raw_ticks
         lines.append(f"raw counter ticks per call: min {r['min']}, median {r['median']}, max {r['max']}")
         if w["counter_overflows"]:
@@ -97,13 +104,16 @@ class Report:
             h = self.host_model
             lines.append(f"host model bit-exact: {h['vectors_mismatched']} vectors, "
                          f"{h['elements_mismatched']} elements differ")
+            if h.get("note"):  # c-double: a tolerance replaces bit-exactness (compare.DOUBLE_NOTE)
+                lines.append(f"note: {h['note']}; worst relative difference "
+                             f"{h['max_rel_difference']:.3e}: {'within' if h['within_tolerance'] else 'NOT within'}")
         lines.append("PASS" if self.passed else "FAIL")
         return "\n".join(lines)
 
 
 def _load(kernel_dir) -> Manifest:
     try:
-        return hostlib.load_manifest(kernel_dir)
+        return hostlib.load_manifest(kernel_dir, check_files=True)
     except hostlib.HostLibError as e:
         raise HarnessError(str(e)) from None
 
@@ -156,11 +166,13 @@ def run(port: str, kernel_dir, reference_dir, *, vectors: int = 1000, seed: int 
                                f"manifest {m.real} {m.n_in}->{m.n_out}")
         board = LinkDevice(link, window=window)
         t_eval = time.monotonic()
-        dev = board.eval(X_dev)
+        with progress_bar(len(X_dev)) as board.progress:
+            dev = board.eval(X_dev)
         t_eval = time.monotonic() - t_eval
     t_dev = time.monotonic() - t_dev
 
-    c = compare(m, dev, ref=reference.eval(X_used),
+    ref = reference.eval(X_used)
+    c = compare(m, dev, ref=ref,
                 host=device_model.eval(X_dev) if device_model is not None else None, tol=tol)
     groups, status_mismatches = c.groups, c.status_mismatches
     host = c.host.to_json() if c.host is not None else None
@@ -171,15 +183,17 @@ def run(port: str, kernel_dir, reference_dir, *, vectors: int = 1000, seed: int 
     work = dev.work[~overflow] if dev.work is not None else ticks
     work_stats = _stats(work) | {"unit": board.work_unit or "none", "ticks_per_unit": tpi, "ticks": _stats(ticks),
                                  "counter_overflows": int(np.count_nonzero(overflow))}
-    passed = all(g.passed for g in groups) and status_mismatches == 0 and \
-        (host is None or host["vectors_mismatched"] == 0)
+    passed = all(g.passed for g in groups) and status_mismatches == 0 and (c.host is None or c.host.passed)
     device = {"url": port, "firmware": info.firmware, "digest": info.digest, "real": info.real,
-              "counter": info.counter, "counter_hz": info.counter_hz}
+              "counter": info.counter, "counter_hz": info.counter_hz,
+              "board": getattr(info, "board", None) or getattr(info, "env", None) or board_name(info.firmware)}
+    details = vector_details(m, X_used, vectors, from_raw(m, dev.outputs, "outputs"), dev.status,
+                             ref.outputs, ref.status, dev.work, groups)
     return Report(m.function, device, len(X_real), groups, work_stats,
                   _stats(batch.ticks[~overflow].astype(np.int64)),
                   status_mismatches, host, passed,
                   {"total": time.monotonic() - t_start, "device": t_dev, "eval": t_eval,
-                   "vectors_per_second": len(X_real) / t_eval if t_eval > 0 else None})
+                   "vectors_per_second": len(X_real) / t_eval if t_eval > 0 else None}, details)
 
 
 __all__ = ["run", "Report", "GroupResult", "HarnessError", "LinkError", "input_vectors",

@@ -73,9 +73,15 @@ def cache_dir() -> Path:
     return base
 
 
-def load_manifest(kernel_dir: str | Path) -> Manifest:
+def load_manifest(kernel_dir: str | Path, check_files: bool = False) -> Manifest:
+    """The kernel's manifest; with check_files, refuse a kernel whose files changed since
+    generation (Manifest.check_files; `mbforge hil` asks for it; the RTL benches edit host
+    models on purpose and do not)."""
     try:
-        return load_dir(kernel_dir)
+        m = load_dir(kernel_dir)
+        if check_files:
+            m.check_files(kernel_dir)
+        return m
     except ManifestError as e:
         raise HostLibError(str(e)) from None
 

@@ -313,9 +313,10 @@ class LinkDevice:
             {"DWT": "cycles", "SysTick": "ticks"}.get(info.counter)
         self.name = f"{info.firmware} at {link.url}"
         self.batch: BatchResult | None = None
+        self.progress = None  # callable(done, total), e.g. report.progress_bar's
 
     def eval(self, raw_inputs) -> Evaluation:
-        self.batch = b = self.link.eval_many(raw_inputs, window=self.window)
+        self.batch = b = self.link.eval_many(raw_inputs, window=self.window, progress=self.progress)
         if self.work_unit is None:
             return Evaluation(b.outputs, b.status, None)
         work = b.work.astype(np.int64)

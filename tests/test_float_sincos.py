@@ -1,0 +1,137 @@
+"""The float32 sincos of c-float32 kernels (templates/c/mathf.c.j2) on the host compiler:
+defined for every argument, flagged beyond its accuracy range, and bit-identical to the
+former version wherever that one was defined (shipped kernels' outputs do not change)."""
+import shutil
+import subprocess
+
+import pytest
+
+from mbforge.backends.render import render_template
+
+pytestmark = [pytest.mark.host,
+              pytest.mark.skipif(shutil.which("gcc") is None, reason="needs the host gcc")]
+
+# The sincos as shipped before the range check (mbforge 0.1.0): the reference for the
+# bits. Its (int32_t)k is undefined for |x| >= ~3.37e9.
+FORMER = r"""
+static inline void old_sincosf(float x, float *s, float *c)
+{
+    const float k = (x * 0.636619772f + 12582912.0f) - 12582912.0f;
+    const int32_t q = (int32_t)k;
+    float r = x - k * 1.5703125f;
+    r = r - k * 4.83870506e-4f;
+    r = r + k * 4.37113883e-8f;
+    const float z = r * r;
+    const float sp = r + r * z * (-1.66666546e-1f + z * (8.33216087e-3f + z * -1.95152959e-4f));
+    const float cp = (1.0f - 0.5f * z) + z * z * (4.16666456e-2f + z * (-1.38873163e-3f + z * 2.44331571e-5f));
+    switch (q & 3) {
+    case 0: *s = sp; *c = cp; break;
+    case 1: *s = cp; *c = -sp; break;
+    case 2: *s = -sp; *c = -cp; break;
+    default: *s = -cp; *c = sp; break;
+    }
+}
+"""
+
+HEAD = "#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n#include <math.h>\n#include <float.h>\n"
+UBSAN = ["-fsanitize=undefined,float-cast-overflow", "-fno-sanitize-recover=all"]
+EXTREME = ["6432.99f", "6433.0f", "-6433.0f", "6433.0005f", "-6433.0005f", "1e4f", "3.3e9f", "3.4e9f", "-3.4e9f",
+           "1e10f", "-1e30f", "FLT_MAX", "-FLT_MAX", "INFINITY", "-INFINITY", "NAN", "-NAN",
+           "0.0f", "-0.0f", "1e-45f", "FLT_MIN", "1.5707964f", "-3.1415927f"]
+
+
+def build_and_run(tmp_path, body: str, flags=(), name="t") -> subprocess.CompletedProcess:
+    src = tmp_path / f"{name}.c"
+    src.write_text(HEAD + render_template("c/mathf.c.j2", p="t") + FORMER + body)
+    exe = tmp_path / name
+    cc = subprocess.run(["gcc", "-O2", "-std=gnu11", "-ffp-contract=off", "-fno-math-errno", *flags,
+                         str(src), "-o", str(exe), "-lm"], capture_output=True, text=True)
+    assert cc.returncode == 0, cc.stderr
+    return subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+
+
+def test_extreme_arguments_are_defined_and_flagged(tmp_path):
+    """Under UBSan (float-cast-overflow included) nothing is undefined; inside |x| <= 6433
+    the results are finite and accurate, outside (inf and NaN too) both are NaN."""
+    body = "int main(void) {\n    const float xs[] = {" + ", ".join(EXTREME) + "};\n" + r"""
+    for (unsigned i = 0; i < sizeof xs / sizeof xs[0]; i++) {
+        float s, c;
+        t_sincosf(xs[i], &s, &c);
+        printf("%a %d %d %.9g %.9g\n", xs[i], isnan(s) != 0, isnan(c) != 0,
+               isnan(s) ? 0.0 : fabs(s - sin((double)xs[i])), isnan(c) ? 0.0 : fabs(c - cos((double)xs[i])));
+    }
+    return 0;
+}
+"""
+    r = build_and_run(tmp_path, body, UBSAN)
+    assert r.returncode == 0 and "runtime error" not in r.stderr, r.stderr
+    rows = [line.split() for line in r.stdout.splitlines()]
+    assert len(rows) == len(EXTREME)
+    for lit, (x, nan_s, nan_c, es, ec) in zip(EXTREME, rows):
+        v = float.fromhex(x) if "nan" not in x and "inf" not in x else float(x)
+        inside = abs(v) <= 6433.0
+        assert (nan_s, nan_c) == (("0", "0") if inside else ("1", "1")), lit
+        if inside:
+            assert float(es) < 1e-7 and float(ec) < 1e-7, lit
+
+
+def test_the_former_version_was_undefined_there(tmp_path):
+    """The check above can fail: the former cast is caught by the same sanitizer."""
+    body = "int main(void) { volatile float x = 3.4e9f; float s, c; old_sincosf(x, &s, &c);" \
+           " printf(\"%g\\n\", s); return 0; }\n"
+    r = build_and_run(tmp_path, body, UBSAN, name="old")
+    assert r.returncode != 0 and "runtime error" in r.stderr
+
+
+def test_bits_equal_the_former_version_inside_the_range(tmp_path):
+    """Every 5th float with |x| <= 6433 (about 470 million arguments): sin and cos bit for
+    bit as before, so no shipped c-float32 kernel's output changes."""
+    body = r"""
+int main(void) {
+    const uint32_t top = 0x45C90800u;  /* 6433.0f */
+    unsigned long long n = 0, bad = 0;
+    for (uint32_t b = 0; b <= top; b += 5) {
+        for (int sign = 0; sign < 2; sign++) {
+            uint32_t u = b | (sign ? 0x80000000u : 0u);
+            float x, s0, c0, s1, c1;
+            memcpy(&x, &u, 4);
+            old_sincosf(x, &s0, &c0);
+            t_sincosf(x, &s1, &c1);
+            n++;
+            if (memcmp(&s0, &s1, 4) || memcmp(&c0, &c1, 4))
+                bad++;
+        }
+    }
+    printf("%llu %llu\n", n, bad);
+    return 0;
+}
+"""
+    r = build_and_run(tmp_path, body)
+    assert r.returncode == 0, r.stderr
+    n, bad = map(int, r.stdout.split())
+    assert n > 400_000_000 and bad == 0
+
+
+def test_a_generated_kernel_flags_an_angle_beyond_the_range(tmp_path):
+    """fourbar kinematics in c-float32 on the host: an angle of 1e4 rad gives NaN outputs
+    (the flag) where the c-double kernel's are finite; inside the range all are finite."""
+    import numpy as np
+
+    from mbforge.cli import main as cli
+    from mbforge.hil import hostlib
+    from mbforge.hil.vectors import draw, to_raw
+    k, d = tmp_path / "f", tmp_path / "d"
+    assert cli(["generate", "fourbar", "--kernel", "kinematics", "--target", "c-float32", "--out", str(k)]) == 0
+    assert cli(["generate", "fourbar", "--kernel", "kinematics", "--target", "c-double", "--out", str(d)]) == 0
+    kern, ref = hostlib.load_kernel(k), hostlib.load_kernel(d)
+    X = to_raw(kern.manifest, draw(kern.manifest, k, 4, seed=0))
+    Y, status = kern(X)
+    assert np.isfinite(Y).all() and (status == 0).all()
+    names = kern.manifest.flat_names("inputs")
+    nan_rows = []
+    for j in range(len(names)):
+        Xb = X.copy()
+        Xb[:, j] = 1e4
+        # NaN from the float kernel where the double one is finite: the flag, not the model
+        nan_rows.append(np.isnan(kern(Xb)[0]).any(axis=1).all() and np.isfinite(ref(Xb.astype(np.float64))[0]).all())
+    assert any(nan_rows), names  # some input is an angle of the kernel's sincos
