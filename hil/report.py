@@ -27,9 +27,7 @@ import base64
 import html
 import io
 import math
-import sys
 import xml.etree.ElementTree as ET
-from contextlib import contextmanager
 
 import numpy as np
 
@@ -106,19 +104,12 @@ def board_clock(result: dict) -> tuple[str | None, int | None]:
 
 # ---- progress ---------------------------------------------------------------------------
 
-@contextmanager
 def progress_bar(total: int, desc: str = "vectors"):
-    """A callable(done, total) drawing a tqdm bar on stderr: only when stderr is a
-    terminal, and only once the run has lasted 2 s (short runs print nothing)."""
-    from tqdm import tqdm
-    quiet = not (hasattr(sys.stderr, "isatty") and sys.stderr.isatty())
-    bar = tqdm(total=total, desc=desc, unit="vec", disable=quiet, delay=2.0, leave=False, file=sys.stderr)
-    try:
-        def update(done: int, _n: int = total) -> None:
-            bar.update(done - bar.n)
-        yield update
-    finally:
-        bar.close()
+    """A callable(done) drawing a bar on stderr (mbforge.progress: only on a terminal,
+    only after 2 s)."""
+    from ..progress import progress_bar as bar
+
+    return bar(total, desc, "vec")
 
 
 # ---- verdicts shared by the HTML and the JUnit XML ---------------------------------------

@@ -163,7 +163,11 @@ def simulate(model, out: Path, points: int = 251, t_end: float | None = None, ta
             raise DynamicsError(f"{eqs.model}: has free degrees of freedom but no inertia: nothing to simulate")
         dt = (hi - lo) / (points - 1)
         qs, qds = _initial_state(kin, eqs, lo, q0 or {}, qd0 or {})
-        traj = kin.forward(hi, q0=qs, qd0=qds, t0=lo, dt=dt, method=method, rtol=rtol, atol=atol)
+        from ..progress import progress_bar
+
+        with progress_bar(points - 1, "simulate", "step") as update:
+            traj = kin.forward(hi, q0=qs, qd0=qds, t0=lo, dt=dt, method=method, rtol=rtol, atol=atol,
+                               progress=update)
         Q, QD, U = traj.Q, traj.QD, None
         QDD = np.array([kin.accelerations(float(t), q, qd)[0] for t, q, qd in zip(traj.t, Q, QD)])
         mode = "forward dynamics" + (" from a given state" if q0 or qd0 else "")

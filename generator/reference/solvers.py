@@ -588,7 +588,7 @@ class Dynamics(Kinematics):
         return W
 
     def forward(self, t_end: float, q0=None, qd0=None, t0: float = 0.0, u=None, dt: float = 0.02,
-                rtol: float = 1e-10, atol: float = 1e-12, method: str = "DOP853") -> Trajectory:
+                rtol: float = 1e-10, atol: float = 1e-12, method: str = "DOP853", progress=None) -> Trajectory:
         """Integrate from (q0, qd0) at t0 to t_end; the state is projected onto the constraints
         at every output time. The output times are t0 + k dt for every k with t0 + k dt <=
         t_end, then t_end itself when it is not one of them. u: actuator forces (array or
@@ -597,7 +597,8 @@ class Dynamics(Kinematics):
         The energy: E = T + V at the output times; when work is done on the system (non-
         conservative forces, actuators with u given, drivers or time-dependent terms) W is
         the work since t0 (the integral of `power`) and `drift` is the residual of the
-        balance max |E - E0 - W| / max T; otherwise `drift` is the plain max |E - E0| / max T."""
+        balance max |E - E0 - W| / max T; otherwise `drift` is the plain max |E - E0| / max T.
+        `progress`: called with the number of output intervals done (a progress bar)."""
         from scipy.integrate import solve_ivp
 
         n = self.n
@@ -639,6 +640,8 @@ class Dynamics(Kinematics):
             T_.append(b)
             Q.append(qe)
             QD.append(qde)
+            if progress is not None:
+                progress(len(T_) - 1)
         traj = Trajectory(t=np.array(T_), Q=np.array(Q), QD=np.array(QD), residual=res, vresidual=vres,
                           stats={"nfev": nfev, "segments": len(times) - 1})
         if self._energy is not None:
