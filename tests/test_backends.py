@@ -35,6 +35,8 @@ def test_one_backend_per_target_record():
         b = get_backend(name)
         assert isinstance(b, Backend) and b.name == name and b.real == TARGET_RECORDS[name].real
         assert dataclasses.is_dataclass(b.Options) and issubclass(b.Options, Options)
+        # a fixed-point target's backend prints the fixed-point plan and reports saturation
+        assert TARGET_RECORDS[name].fixed == ("1" in b.status)
     with pytest.raises(GenerateError, match=r"unknown target 'c-quad'; known: c-double, c-float32, c-fixed, "
                                             r"hls-c, verilog"):
         get_backend("c-quad")
@@ -160,3 +162,10 @@ def test_generate_cli_refuses_flags_in_one_line(tmp_path, capsys, argv, message)
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and message in err, err
     assert not (tmp_path / "x").exists()
+
+
+def test_hdl_cli_checks_rtl_flags_before_any_work(tmp_path, capsys):
+    rc = cli.main(["hdl", "fourbar", "--variant", "shared", "--adders", "0", "--out", str(tmp_path / "h")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--adders 0: must be a positive integer" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "h").exists()
