@@ -34,7 +34,7 @@ FIXED_TARGETS = tuple(name for name, t in TARGET_INFO.items() if t.fixed)  # one
 MOTION_NAME = "motion.json"
 DOMAIN_NAME = "domain.json"
 
-__all__ = ["GenerateError", "Plan", "TARGETS", "generate", "kernel_digest"]
+__all__ = ["GenerateError", "Plan", "TARGETS", "generate", "kernel_digest", "resolve_options"]
 
 
 @dataclass
