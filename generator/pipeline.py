@@ -1,7 +1,7 @@
 """The pipeline from a kernel to a plan of files, the same steps for every target:
 
     kernel -> options resolved -> parameters -> lower (tape) -> schedule
-           -> backend.analyse -> backend.render -> Plan {file name: text} + manifest
+           -> backend.check -> backend.analyse -> backend.render -> Plan {file name: text} + manifest
 
 `generate` is pure: the same kernel, target and options give byte-identical files and the
 same digests; `Plan.write` is the separate step that touches the disk. The target's
@@ -147,6 +147,7 @@ def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Opt
         outputs.append(Group(p.name, p.shape, off, len(p.atoms), pattern=pat))
         off += len(p.atoms)
 
+    backend.check(sched)
     analysis = backend.analyse(tape, kernel.domain or [kernel.input_ranges])
     for attr, groups, values in (("frac_bits", inputs, analysis.in_frac_bits),
                                  ("frac_bits", outputs, analysis.out_frac_bits),

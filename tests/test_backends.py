@@ -16,6 +16,8 @@ from mbforge import cli
 from mbforge.backends import Backend, GenerateError, OptionError, Options, backend_names, get_backend
 from mbforge.examples import load
 from mbforge.hdl import cli as hdl_cli
+from mbforge.ir import ExpressionError, atan2, symbol
+from mbforge.kernels import InPort, Kernel, OutPort
 from mbforge.kernels.builders import build_kernel
 from mbforge.pipeline import TARGETS, generate
 from mbforge.targets import TARGETS as TARGET_RECORDS
@@ -169,3 +171,14 @@ def test_hdl_cli_checks_rtl_flags_before_any_work(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and "--adders 0: must be a positive integer" in err and err.count("\n") == 1, err
     assert not (tmp_path / "h").exists()
+
+
+def test_a_function_the_dialect_lacks_is_named_before_any_analysis():
+    """float32 C has no atan2: the refusal names the target and the function, not the range
+    analysis that would otherwise meet it first (stewart_relative's equations hit this)."""
+    x, y = symbol("tb_atan_x"), symbol("tb_atan_y")
+    k = Kernel("tb", "angle", [InPort("v", [x, y], [(0.5, 1.0), (0.5, 1.0)])],
+               [OutPort.vector("y", [atan2(y, x) * 2.0])])
+    assert "atan2(" in generate(k, "c-double").files["tb.c"]
+    with pytest.raises(ExpressionError, match=r"^target c-float32 has no 'atan2' \(used by the model\)$"):
+        generate(k, "c-float32")

@@ -154,6 +154,10 @@ class Backend(ABC):
         """Lines for the header's comment."""
         return []
 
+    def check(self, sched) -> None:
+        """Refuse, naming it, what the target cannot express, before any analysis runs
+        (an analysis would refuse it too, in its own terms)."""
+
     @abstractmethod
     def analyse(self, tape, boxes: list) -> Analysis:
         """The target's analyses of the tape over the input boxes."""

@@ -27,6 +27,9 @@ def _c_files(files: dict[str, str], ctx: dict) -> Rendered:
 class CBackend(Backend):
     """Straight-line C in a floating-point dialect."""
 
+    def check(self, sched) -> None:
+        DIALECTS[self.name].check(sched)
+
     def analyse(self, tape, boxes) -> Analysis:
         return Analysis()
 
