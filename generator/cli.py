@@ -9,14 +9,17 @@ from .errors import CLIError
 
 
 def cmd_generate(args) -> int:
+    from .backends.base import all_option_fields
     from .examples import load_model
     from .kernels.builders import build_kernel
-    from .pipeline import generate
+    from .pipeline import generate, resolve_options
 
+    # only the flags given: a flag of another target is refused, a default is the backend's
+    given = {name: getattr(args, name) for name in all_option_fields() if getattr(args, name) is not None}
+    options = resolve_options(args.target, given, cli=True)
     model = load_model(args.model)
     kernel = build_kernel(model.equations(), args.kernel)
-    plan = generate(kernel, args.target, prefix=args.prefix,
-                    options={"params": args.params, "schedule": args.schedule})
+    plan = generate(kernel, args.target, prefix=args.prefix, options=options)
     out = plan.write(args.out)
     m = plan.manifest
     print(f"{m.function} ({m.target}): {m.n_in} inputs, {m.n_out} outputs, "
@@ -25,22 +28,21 @@ def cmd_generate(args) -> int:
 
 
 def _register_generate(sub) -> None:
+    from .backends.base import add_flags, all_option_fields
     from .kernels.builders import BUILDERS
     from .pipeline import TARGETS
+    from .targets import TARGETS as INFO
 
     p = sub.add_parser("generate", help="generate a kernel's C, header and manifest")
     p.add_argument("model", help="a shipped example (e.g. fourbar) or a .py file with build()")
-    p.add_argument("--kernel", default="equations", choices=sorted(BUILDERS))
-    from .targets import TARGETS as INFO
-
+    p.add_argument("--kernel", default="equations", choices=sorted(BUILDERS),
+                   help="what the kernel computes (default equations)")
     p.add_argument("--target", default="c-double", choices=TARGETS,
-                   help="; ".join(f"{n}: {t.use}" for n, t in INFO.items()))
+                   help="; ".join(f"{n}: {INFO[n].use}" for n in TARGETS) + " (default c-double)")
     p.add_argument("--prefix", default=None, help="prefix of emitted C symbols (default: model name)")
-    p.add_argument("--params", default="fold", choices=("fold", "runtime"),
-                   help="model parameters as constants (fold) or as a runtime input port `params`")
-    p.add_argument("--schedule", default="pressure", choices=("pressure", "fast"),
-                   help="pressure: order for few live values (default); fast: depth-first, quicker to generate")
-    p.add_argument("--out", required=True, type=Path)
+    fields = all_option_fields()
+    add_flags(p, [f for f, _ in fields.values()], applies={n: ts for n, (_, ts) in fields.items()})
+    p.add_argument("--out", required=True, type=Path, help="directory for the files and manifest.json")
     p.set_defaults(func=cmd_generate)
 
 

@@ -1,44 +1,40 @@
-"""The pipeline from a kernel to a plan of files:
+"""The pipeline from a kernel to a plan of files, the same steps for every target:
 
-    kernel -> lower (tape) -> schedule -> render(target) -> Plan {file name: text}
+    kernel -> options resolved -> parameters -> lower (tape) -> schedule
+           -> backend.check -> backend.analyse -> backend.render -> Plan {file name: text} + manifest
 
 `generate` is pure: the same kernel, target and options give byte-identical files and the
-same digests; `Plan.write` is the separate step that touches the disk.
+same digests; `Plan.write` is the separate step that touches the disk. The target's
+backend (backends.get_backend) holds everything that differs between targets; the options
+are resolved (checked, defaults applied) before anything else, and the digest and the
+manifest cover the resolved options, so leaving an option out and giving its default are
+the same request.
 """
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import __version__
+from .backends import Backend, GenerateError, Options, backend_names, get_backend
 from .ir import subs, topo
 from .lower import lower
 from .ir.graph import gc_paused
 from .kernels import InPort, Kernel, OutPort
 from .manifest import MANIFEST_NAME, Group, Manifest
-from .analysis.fixedpoint import bound_over_boxes
-from .analysis.floaterror import float32_bounds
-from .analysis.ranges import analyse_domain
-from .backends.c import DIALECTS, render_c
-from .backends.fixed.c import render_fixed
-from .backends.hls import render_hls
-from .backends.rtl.verilog import render_rtl
 from .lower.schedule import schedule
 from .targets import TARGETS as TARGET_INFO
 
-TARGETS = tuple(TARGET_INFO)
+TARGETS = backend_names()
 REAL = {name: t.real for name, t in TARGET_INFO.items()}
 FIXED_TARGETS = tuple(name for name, t in TARGET_INFO.items() if t.fixed)  # one plan, three renderers
 MOTION_NAME = "motion.json"
 DOMAIN_NAME = "domain.json"
 
-
-class GenerateError(ValueError):
-    """Options that cannot produce a kernel (names the option)."""
+__all__ = ["GenerateError", "Plan", "TARGETS", "generate", "kernel_digest", "resolve_options"]
 
 
 @dataclass
@@ -85,10 +81,6 @@ def _doc(groups, names) -> list[str]:
     return out
 
 
-PARAM_MODES = ("fold", "runtime")
-SCHEDULES = ("pressure", "fast")
-
-
 def _parameters(kernel: Kernel, mode: str) -> Kernel:
     """Model parameters (symbols of kind param) the outputs depend on: folded in as their
     values, or appended as a runtime input port `params` with their declared ranges."""
@@ -110,7 +102,7 @@ def _parameters(kernel: Kernel, mode: str) -> Kernel:
         return dataclasses.replace(kernel, inputs=kernel.inputs + [port], domain=domain,
                                    motion=None if kernel.motion is None else
                                    [row + [p.value.default for p in params] for row in kernel.motion])
-    raise GenerateError(f"option params={mode!r}: must be one of {', '.join(PARAM_MODES)}")
+    raise AssertionError(mode)  # Options checks the mode
 
 
 def _default_range(p) -> tuple[float, float]:
@@ -121,29 +113,30 @@ def _default_range(p) -> tuple[float, float]:
     return (v - d, v + d)
 
 
-def generate(kernel: Kernel, target: str, prefix: str | None = None, options: dict | None = None) -> Plan:
+def resolve_options(target: str, options: dict | Options | None = None, *, cli: bool = False) -> Options:
+    """The target's complete options (defaults applied); GenerateError names an unknown or
+    inapplicable option, or a bad value with its choices (as `--flag`s when `cli`)."""
+    return get_backend(target).resolve(options, cli=cli)
+
+
+def generate(kernel: Kernel, target: str, prefix: str | None = None, options: dict | Options | None = None) -> Plan:
+    backend = get_backend(target)
+    opts = backend.resolve(options)
     with gc_paused():
-        kernel = _parameters(kernel, (options or {}).get("params", "fold"))
-        return _generate(kernel, target, prefix, options)
+        kernel = _parameters(kernel, opts.params)
+        return _generate(kernel, backend, prefix, opts)
 
 
-def _generate(kernel: Kernel, target: str, prefix: str | None, options: dict | None) -> Plan:
-    if target not in TARGETS:
-        raise GenerateError(f"unknown target {target!r}; known: {', '.join(TARGETS)}")
-    options = dict(options or {})
+def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Options) -> Plan:
     prefix = prefix or kernel.model
     function = f"{prefix}_{kernel.name.replace('-', '_')}"
     tape = lower(kernel.output_atoms, kernel.input_symbols)
-    mode = options.get("schedule", "pressure")
-    if mode not in SCHEDULES:
-        raise GenerateError(f"option schedule={mode!r}: must be one of {', '.join(SCHEDULES)}")
-    # "pressure": list scheduling for few live values (about 5% faster code, on the host and
-    # the M4F alike); "fast": the lowering's depth-first order, generated in a quarter less time
-    sched = schedule(tape, pressure=mode == "pressure")
+    sched = schedule(tape, pressure=options.schedule == "pressure")
 
     model_digest = kernel_digest(kernel, tape)
-    digest = _sha(json.dumps({"model": model_digest, "target": target, "prefix": prefix,
-                              "options": options, "version": __version__}, sort_keys=True))
+    resolved = options.as_dict()
+    digest = _sha(json.dumps({"model": model_digest, "target": backend.name, "prefix": prefix,
+                              "options": resolved, "version": __version__}, sort_keys=True))
     inputs, off = [], 0
     for p in kernel.inputs:
         inputs.append(Group(p.name, p.shape, off, len(p.symbols), range=[list(r) for r in p.ranges]))
@@ -154,58 +147,31 @@ def _generate(kernel: Kernel, target: str, prefix: str | None, options: dict | N
         outputs.append(Group(p.name, p.shape, off, len(p.atoms), pattern=pat))
         off += len(p.atoms)
 
-    real = REAL[target]
-    source, header = f"{prefix}.c", f"{prefix}.h"
+    backend.check(sched)
+    analysis = backend.analyse(tape, kernel.domain or [kernel.input_ranges])
+    for attr, groups, values in (("frac_bits", inputs, analysis.in_frac_bits),
+                                 ("frac_bits", outputs, analysis.out_frac_bits),
+                                 ("error_bound", outputs, analysis.out_error)):
+        if values is not None:
+            for g in groups:
+                setattr(g, attr, values[g.offset:g.offset + g.size])
+
     counts = tape.counts()
     in_names = {p.name: " = " + ", ".join(s.value.name for s in p.symbols) for p in kernel.inputs}
     ctx = dict(
         version=__version__, model=kernel.model, kernel=kernel.name, digest=digest,
-        prefix=prefix, function=function, header=header, source=source,
+        prefix=prefix, function=function, header=f"{prefix}.h", source=f"{prefix}.c",
         guard=f"{prefix.upper()}_H", macro=function.upper(),
-        n_in=off and sum(g.size for g in inputs), n_out=sum(g.size for g in outputs),
+        n_in=sum(g.size for g in inputs), n_out=sum(g.size for g in outputs),
         description=kernel.description or kernel.name,
         in_doc=_doc(inputs, in_names), out_doc=_doc(outputs, {}),
-        status=[("0", "on success")] + ([("1", "if a value saturated (an input outside its declared range)")]
-                                          if real == "int32" else []),
+        status=[("0", "on success")] + [(code, text) for code, (_, text) in backend.status.items()],
         ops_line=f"{counts['total']} operations ({', '.join(f'{k} {v}' for k, v in counts.items() if k != 'total')}), "
                  f"peak {sched.peak_live} live values",
-        notes=["Compile with -ffp-contract=off -fno-math-errno so that every machine rounds alike."]
-        if real == "float" else [],
+        notes=backend.notes(analysis),
     )
-    status_codes = {"0": "ok"}
-    boxes = kernel.domain or [kernel.input_ranges]
-    sources, headers = [source], [header]
-    if target in FIXED_TARGETS:
-        per_box: list = []
-        fx = bound_over_boxes(tape, analyse_domain(tape, boxes, per_box=per_box), per_box)
-        for g in inputs:
-            g.frac_bits = fx.in_bits[g.offset:g.offset + g.size]
-        for g in outputs:
-            g.frac_bits = fx.out_bits[g.offset:g.offset + g.size]
-            g.error_bound = fx.out_error[g.offset:g.offset + g.size]
-        ctx["notes"] = ["value = int32 / 2**frac_bits; formats and error bounds are in manifest.json"]
-        if target == "c-fixed":
-            files = render_fixed(sched, fx, ctx)
-        elif target == "hls-c":
-            files = render_hls(sched, fx, ctx)
-        else:
-            try:
-                files, sources, headers = render_rtl(fx, sched, ctx, options)
-            except ValueError as e:
-                raise GenerateError(f"--target verilog: {e}") from None
-        status_codes["1"] = "saturated: an input outside its declared range"
-    else:
-        files = render_c(sched, DIALECTS[target], ctx)
-        if real == "float":
-            # outputs downstream of a divisor whose range reaches 0 get no finite bound.
-            # The hull of the domain first (one analysis); box by box only if that fails
-            hull = [(min(b[i][0] for b in boxes), max(b[i][1] for b in boxes)) for i in range(len(boxes[0]))]
-            bounds = float32_bounds(tape, analyse_domain(tape, [hull], strict=False))
-            if len(boxes) > 1 and not all(math.isfinite(b) for b in bounds):
-                bounds = float32_bounds(tape, analyse_domain(tape, boxes, strict=False))
-            bounds = [b if math.isfinite(b) else None for b in bounds]
-            for g in outputs:
-                g.error_bound = bounds[g.offset:g.offset + g.size]
+    out = backend.render(sched, analysis, ctx, options)
+    files = out.files
     motion = domain = None
     if kernel.motion:
         files[MOTION_NAME] = json.dumps({"kernel": function, "vectors": kernel.motion}) + "\n"
@@ -215,10 +181,10 @@ def _generate(kernel: Kernel, target: str, prefix: str | None, options: dict | N
         domain = DOMAIN_NAME
     manifest = Manifest(
         model=kernel.model, prefix=prefix, kernel=kernel.name, function=function,
-        target=target, real=real, digest=digest, model_digest=model_digest,
-        sources=sources, headers=headers, inputs=inputs, outputs=outputs,
-        status_codes=status_codes, ops=counts, peak_live=sched.peak_live, options=options,
-        motion=motion, domain=domain,
+        target=backend.name, real=backend.real, digest=digest, model_digest=model_digest,
+        sources=out.sources, headers=out.headers, inputs=inputs, outputs=outputs,
+        status_codes={"0": "ok", **{code: text for code, (text, _) in backend.status.items()}},
+        ops=counts, peak_live=sched.peak_live, options=resolved, motion=motion, domain=domain,
     ).with_file_hashes(files)
     manifest.check()
     return Plan(files, manifest)

@@ -18,24 +18,23 @@ def cmd_hdl(args) -> int:
     from mbforge.examples import load_model
     from mbforge.hil import hostlib
     from mbforge.kernels.builders import build_kernel
-    from mbforge.pipeline import generate
+    from mbforge.pipeline import generate, resolve_options
 
     from . import sim as S
     from .synth import report_text, synthesize
 
     out = Path(args.out)
     t0 = time.perf_counter()
+    given = {f.name: getattr(args, f.name) for f in _rtl_fields() if getattr(args, f.name) is not None}
+    opts = resolve_options("verilog", given, cli=True)
     kernel = build_kernel(load_model(args.model).equations(), args.kernel)
-    opts = {"variant": args.variant, "multipliers": args.multipliers}
-    if args.adders:
-        opts["adders"] = args.adders
     dirs = {"rtl": out / "rtl", "hls": out / "hls", "fixed": out / "fixed", "double": out / "double"}
     generate(kernel, "verilog", prefix=args.prefix, options=opts).write(dirs["rtl"])
     generate(kernel, "hls-c", prefix=args.prefix).write(dirs["hls"])
     generate(kernel, "c-fixed", prefix=args.prefix).write(dirs["fixed"])
     generate(kernel, "c-double", prefix=args.prefix).write(dirs["double"])
     t_gen = time.perf_counter() - t0
-    print(f"generated {kernel.model} {kernel.name} ({args.variant}) in {t_gen:.1f} s -> {out}")
+    print(f"generated {kernel.model} {kernel.name} ({opts.variant}) in {t_gen:.1f} s -> {out}")
 
     X = S.make_vectors(dirs["fixed"], args.vectors, args.seed)
     ok = True
@@ -56,22 +55,29 @@ def cmd_hdl(args) -> int:
     return 0 if ok else 1
 
 
+def _rtl_fields():
+    """The verilog backend's own options (variant, unit counts): the flags of the RTL."""
+    from mbforge.backends import Options, get_backend
+
+    return [f for f in get_backend("verilog").Options.fields() if f.name not in Options.names()]
+
+
 def register(sub) -> None:
+    from mbforge.backends.base import add_flags
     from mbforge.kernels.builders import BUILDERS
 
     from .sim import SIMULATORS
 
     p = sub.add_parser("hdl", help="generate a kernel's RTL and HLS C, simulate it with cocotb, report synthesis")
     p.add_argument("model", help="a shipped example (e.g. fourbar) or a .py file with build()")
-    p.add_argument("--kernel", default="equations", choices=sorted(BUILDERS))
-    p.add_argument("--sim", default="icarus", choices=SIMULATORS)
-    p.add_argument("--variant", default="pipelined", choices=("pipelined", "shared"))
-    p.add_argument("--multipliers", type=int, default=4, help="multipliers of the shared variant (default 4)")
-    p.add_argument("--adders", type=int, default=None, help="adders of the shared variant (default: as multipliers)")
+    p.add_argument("--kernel", default="equations", choices=sorted(BUILDERS),
+                   help="what the kernel computes (default equations)")
+    p.add_argument("--sim", default="icarus", choices=SIMULATORS, help="the RTL simulator (default icarus)")
+    add_flags(p, _rtl_fields())
     p.add_argument("--vectors", type=int, default=200, help="random vectors (the motion's come on top)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--prefix", default=None)
+    p.add_argument("--seed", type=int, default=0, help="seed of the random vectors (default 0)")
+    p.add_argument("--prefix", default=None, help="prefix of emitted symbols (default: model name)")
     p.add_argument("--no-synth", action="store_true", help="skip the yosys report")
     p.add_argument("--ice40", action="store_true", help="run synth_ice40 even on a large design")
-    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--out", required=True, type=Path, help="directory for rtl/, hls/, fixed/ and double/")
     p.set_defaults(func=cmd_hdl)

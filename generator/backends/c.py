@@ -36,6 +36,20 @@ class CDialect:
             raise ExpressionError(f"target {self.name} has no {op!r} (used by the model)") from None
         return f.format(*args, p=prefix)
 
+    def check(self, sched: Schedule) -> None:
+        """ExpressionError naming the first instruction, in schedule order, that this
+        dialect cannot spell (what render_c would refuse)."""
+        for ins in sched.order:
+            if ins.op == "sincos":
+                if "sincos" in self.functions or self.support_template:
+                    continue
+                needed = ("sin", "cos")
+            else:
+                needed = () if ins.op in _INFIX else (ins.op,)
+            for op in needed:
+                if op not in self.functions:
+                    raise ExpressionError(f"target {self.name} has no {op!r} (used by the model)")
+
 
 class DoubleC(CDialect):
     name = "c-double"

@@ -1,0 +1,113 @@
+"""The shipped backends, one per target of mbforge.targets, registered by name.
+
+c-double and c-float32 are C dialects (backends.c); c-fixed, hls-c and verilog print one
+fixed-point plan (analysis.fixedpoint), so they share its analysis and status code.
+The renderers are called through their own signatures; this module only adapts them.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..analysis.fixedpoint import bound_over_boxes
+from ..analysis.floaterror import float32_bounds
+from ..analysis.ranges import analyse_domain
+from ..ir.atom import ExpressionError
+from .base import Analysis, Backend, Options, OptionError, Rendered, option, register
+from .c import DIALECTS, render_c
+from .fixed.c import render_fixed
+from .hls import render_hls
+from .rtl.verilog import render_rtl
+
+
+def _c_files(files: dict[str, str], ctx: dict) -> Rendered:
+    return Rendered(files, [ctx["source"]], [ctx["header"]])
+
+
+class CBackend(Backend):
+    """Straight-line C in a floating-point dialect."""
+
+    def check(self, sched) -> None:
+        DIALECTS[self.name].check(sched)
+
+    def analyse(self, tape, boxes) -> Analysis:
+        return Analysis()
+
+    def render(self, sched, analysis, ctx, options) -> Rendered:
+        return _c_files(render_c(sched, DIALECTS[self.name], ctx), ctx)
+
+
+@register
+class DoubleBackend(CBackend):
+    name = "c-double"
+
+
+@register
+class Float32Backend(CBackend):
+    name = "c-float32"
+
+    def notes(self, analysis):
+        return ["Compile with -ffp-contract=off -fno-math-errno so that every machine rounds alike."]
+
+    def analyse(self, tape, boxes) -> Analysis:
+        # outputs downstream of a divisor whose range reaches 0 get no finite bound.
+        # The hull of the domain first (one analysis); box by box only if that fails
+        hull = [(min(b[i][0] for b in boxes), max(b[i][1] for b in boxes)) for i in range(len(boxes[0]))]
+        bounds = float32_bounds(tape, analyse_domain(tape, [hull], strict=False))
+        if len(boxes) > 1 and not all(math.isfinite(b) for b in bounds):
+            bounds = float32_bounds(tape, analyse_domain(tape, boxes, strict=False))
+        return Analysis(out_error=[b if math.isfinite(b) else None for b in bounds])
+
+
+class FixedBackend(Backend):
+    """A printer of the fixed-point plan: Q formats chosen over the domain's boxes."""
+    status = {"1": ("saturated: an input outside its declared range",
+                    "if a value saturated (an input outside its declared range)")}
+
+    def notes(self, analysis):
+        return ["value = int32 / 2**frac_bits; formats and error bounds are in manifest.json"]
+
+    def analyse(self, tape, boxes) -> Analysis:
+        per_box: list = []
+        fx = bound_over_boxes(tape, analyse_domain(tape, boxes, per_box=per_box), per_box)
+        return Analysis(plan=fx, in_frac_bits=fx.in_bits, out_frac_bits=fx.out_bits, out_error=fx.out_error)
+
+
+@register
+class FixedCBackend(FixedBackend):
+    name = "c-fixed"
+
+    def render(self, sched, analysis, ctx, options) -> Rendered:
+        return _c_files(render_fixed(sched, analysis.plan, ctx), ctx)
+
+
+@register
+class HlsBackend(FixedBackend):
+    name = "hls-c"
+
+    def render(self, sched, analysis, ctx, options) -> Rendered:
+        return _c_files(render_hls(sched, analysis.plan, ctx), ctx)
+
+
+@dataclass(frozen=True)
+class VerilogOptions(Options):
+    variant: str = option("pipelined", "pipelined: one vector per cycle; shared: a few operators reused",
+                          choices=("pipelined", "shared"))
+    multipliers: int = option(4, "multipliers of the shared variant", kind=int, minimum=1)
+    adders: int | None = option(None, "adders of the shared variant", kind=int, minimum=1,
+                                default_text="default: as multipliers")
+
+
+@register
+class VerilogBackend(FixedBackend):
+    name = "verilog"
+    Options = VerilogOptions
+
+    def render(self, sched, analysis, ctx, options) -> Rendered:
+        try:
+            files, sources, headers = render_rtl(analysis.plan, sched, ctx, options.as_dict())
+        except ValueError as e:  # the renderer's own check of its options (resolve checks first)
+            if isinstance(e, ExpressionError):
+                raise
+            raise OptionError(f"target verilog: {e}") from None
+        return Rendered(files, sources, headers)
