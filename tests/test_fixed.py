@@ -189,7 +189,7 @@ def test_gappa_proves_the_polynomial_bounds_independently():
 def test_interpreter_is_bit_exact_with_the_c(kernel, tmp_path):
     """The numpy interpreter of fixed-point programs gives the bits of the compiled C."""
     from mbforge.hil.harness import input_vectors
-    from mbforge.analysis.fixedpoint import bound_over_boxes
+    from mbforge.analysis.fixerror import bound_over_boxes
     from mbforge.backends.fixed.interp import simulate
     from mbforge.analysis.ranges import analyse_domain
 

@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import pytest
 
-from mbforge.analysis.fixedpoint import bound_over_boxes
+from mbforge.analysis.fixerror import bound_over_boxes
 from mbforge.analysis.ranges import analyse_domain
 from mbforge.backends.fixed import ops
 from mbforge.backends.fixed.interp import simulate

@@ -161,7 +161,7 @@ def test_float32_c_within_1e5_of_double(compiled, reference):
 def test_fixed_point_within_the_manifest_bounds(kernel, tmp_path):
     """The fixed-point program (the bit-exact interpreter of the c-fixed C) against double
     at the same quantized inputs, along the motion and at random points of the domain."""
-    from mbforge.analysis.fixedpoint import bound_over_boxes
+    from mbforge.analysis.fixerror import bound_over_boxes
     from mbforge.backends.fixed.interp import simulate
     from mbforge.analysis.ranges import analyse_domain
 

@@ -84,7 +84,7 @@ class FixedProgram:
 def plan_fixed(tape: Tape, ranges: Ranges, like: FixedProgram | None = None) -> FixedProgram:
     """Formats and error bounds for the tape over `ranges`. With `like`, the formats of
     `like` are kept and only the error bounds are derived again over these (narrower)
-    ranges: how a union of boxes gets bounds box by box (see bound_over_boxes)."""
+    ranges: how a union of boxes gets bounds box by box (see fixerror.bound_over_boxes)."""
     in_bits = list(like.in_bits) if like else [frac_bits_for(iv.mag) for iv in ranges.inputs]
     # bounds are against exact arithmetic on the inputs the kernel receives (int32 words);
     # quantising a real input adds at most half an ulp of its format, see in_bits
@@ -265,24 +265,3 @@ def plan_fixed(tape: Tape, ranges: Ranges, like: FixedProgram | None = None) -> 
             out_err.append(ferr(o))
     return FixedProgram(tape, in_bits, bits, out_bits, out, out_err, in_err, err)
 
-
-def bound_over_boxes(tape: Tape, hull: Ranges, boxes: list[Ranges], tight: bool = True) -> FixedProgram:
-    """Formats from the hull of the domain; error bounds box by box with those formats
-    (inside a small box the magnitudes that multiply errors, and the smallest divisors,
-    are the box's own), the largest over the boxes reported: sound on the union. With
-    `tight`, each box also gets the first-order error-form bound (passes.fixerror) and the
-    smaller of the two sound bounds is kept."""
-    from .fixerror import output_errors
-
-    fx = plan_fixed(tape, hull)
-    worst = [0.0] * len(fx.out_error)
-    for r in boxes if len(boxes) > 1 else [hull]:
-        b = plan_fixed(tape, r, like=fx) if len(boxes) > 1 else fx
-        if [i.params for i in b.instrs] != [i.params for i in fx.instrs]:  # pragma: no cover
-            raise AssertionError("re-bounding changed the fixed-point program")
-        box_err = b.out_error
-        if tight:
-            box_err = [min(x, y) for x, y in zip(box_err, output_errors(b, r))]
-        worst = [max(w, e) for w, e in zip(worst, box_err)]
-    fx.out_error = worst
-    return fx

@@ -8,12 +8,16 @@ signs and may cancel (x - y where x and y carry the same rounding), which bounds
 magnitudes cannot see. Second-order terms (products of errors) and the smallest
 coefficients go into r. Sound for inputs in the box: the bound is max over the box of
 |sum c_k d_k| + r.
+
+`bound_over_boxes` is the bound the backends record: formats from the domain's hull,
+error bounds box by box (the smaller of fixedpoint's magnitude bound and this one).
 """
 from __future__ import annotations
 
 import math
 
-from .fixedpoint import TRIG_ERROR, FixedProgram, half_ulp
+from .fixedpoint import TRIG_ERROR, FixedProgram, half_ulp, plan_fixed
+from ..lower.tape import Tape
 from .ranges import Interval, Ranges
 
 MAX_TERMS = 40
@@ -195,3 +199,23 @@ def output_errors(fx: FixedProgram, ranges: Ranges) -> list[float]:
         else:
             out.append(form(o).mag(u) * (1 + 1e-12))
     return out
+
+
+def bound_over_boxes(tape: Tape, hull: Ranges, boxes: list[Ranges], tight: bool = True) -> FixedProgram:
+    """Formats from the hull of the domain; error bounds box by box with those formats
+    (inside a small box the magnitudes that multiply errors, and the smallest divisors,
+    are the box's own), the largest over the boxes reported: sound on the union. With
+    `tight`, each box also gets the first-order error-form bound (output_errors) and the
+    smaller of the two sound bounds is kept."""
+    fx = plan_fixed(tape, hull)
+    worst = [0.0] * len(fx.out_error)
+    for r in boxes if len(boxes) > 1 else [hull]:
+        b = plan_fixed(tape, r, like=fx) if len(boxes) > 1 else fx
+        if [i.params for i in b.instrs] != [i.params for i in fx.instrs]:  # pragma: no cover
+            raise AssertionError("re-bounding changed the fixed-point program")
+        box_err = b.out_error
+        if tight:
+            box_err = [min(x, y) for x, y in zip(box_err, output_errors(b, r))]
+        worst = [max(w, e) for w, e in zip(worst, box_err)]
+    fx.out_error = worst
+    return fx

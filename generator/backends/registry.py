@@ -9,11 +9,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..analysis.fixedpoint import bound_over_boxes
+from ..analysis.fixerror import bound_over_boxes
 from ..analysis.floaterror import float32_bounds
 from ..analysis.ranges import analyse_domain
-from ..ir.atom import ExpressionError
-from .base import Analysis, Backend, Options, OptionError, Rendered, option, register
+from .base import Analysis, Backend, Options, Rendered, option, register
 from .c import DIALECTS, render_c
 from .fixed.c import render_fixed
 from .hls import render_hls
@@ -104,10 +103,5 @@ class VerilogBackend(FixedBackend):
     Options = VerilogOptions
 
     def render(self, sched, analysis, ctx, options) -> Rendered:
-        try:
-            files, sources, headers = render_rtl(analysis.plan, sched, ctx, options.as_dict())
-        except ValueError as e:  # the renderer's own check of its options (resolve checks first)
-            if isinstance(e, ExpressionError):
-                raise
-            raise OptionError(f"target verilog: {e}") from None
+        files, sources, headers = render_rtl(analysis.plan, sched, ctx, options)
         return Rendered(files, sources, headers)

@@ -33,7 +33,6 @@ from ..fixed.ops import DIV_STAGES, LATENCY, OPS, SQRT_STAGES, HwProgram, trig_c
 from .schedule import PipeSchedule, SharedSchedule, default_units, pipeline, shared
 from ..render import render_template
 
-VARIANTS = ("pipelined", "shared")
 
 
 def lit(v: int, w: int) -> str:
@@ -237,22 +236,10 @@ def render_shared(hp: HwProgram, ss: SharedSchedule, ctx: dict, top: str) -> str
                            flagged=[(t, " | ".join(flagged[t])) for t in sorted(flagged)], outputs=outputs)
 
 
-def check_options(options: dict) -> dict:
-    """The verilog options (variant, multipliers, adders) with defaults; raises ValueError
-    naming a bad one. Other keys are the pipeline's and pass through."""
-    o = {"variant": "pipelined", "multipliers": 4, "adders": None}
-    o.update({k: v for k, v in options.items() if k in o})
-    if o["variant"] not in VARIANTS:
-        raise ValueError(f"variant {o['variant']!r}; known: {', '.join(VARIANTS)}")
-    for k in ("multipliers", "adders"):
-        if o[k] is not None and (not isinstance(o[k], int) or o[k] < 1):
-            raise ValueError(f"{k} must be a positive integer, got {o[k]!r}")
-    return o
-
-
-def render_verilog(hp: HwProgram, ctx: dict, options: dict) -> tuple[dict[str, str], dict]:
-    """(files, rtl description) for the kernel; rtl.json holds the description."""
-    o = check_options(options)
+def render_verilog(hp: HwProgram, ctx: dict, options) -> tuple[dict[str, str], dict]:
+    """(files, rtl description) for the kernel; rtl.json holds the description. `options`:
+    the verilog backend's resolved Options (variant, multipliers, adders), checked there."""
+    o = {"variant": options.variant, "multipliers": options.multipliers, "adders": options.adders}
     top = f"{ctx['function']}_hw"
     counts = hp.counts()
     desc = {"top": top, "variant": o["variant"], "n_in": hp.n_in, "n_out": len(hp.outputs),
@@ -275,7 +262,7 @@ def render_verilog(hp: HwProgram, ctx: dict, options: dict) -> tuple[dict[str, s
     return files, desc
 
 
-def render_rtl(fx, sched, ctx: dict, options: dict) -> tuple[dict[str, str], list[str], list[str]]:
+def render_rtl(fx, sched, ctx: dict, options) -> tuple[dict[str, str], list[str], list[str]]:
     """The `verilog` target: (files, sources, headers) for the pipeline's manifest."""
     from .lower import lower_hw
 
