@@ -9,7 +9,7 @@ from .errors import CLIError
 
 
 def cmd_generate(args) -> int:
-    from .backends.base import all_option_fields
+    from .backends import all_option_fields
     from .examples import load_model
     from .kernels.builders import build_kernel
     from .pipeline import generate, resolve_options
@@ -28,7 +28,7 @@ def cmd_generate(args) -> int:
 
 
 def _register_generate(sub) -> None:
-    from .backends.base import add_flags, all_option_fields
+    from .backends import add_flags, all_option_fields
     from .kernels.builders import BUILDERS
     from .pipeline import TARGETS
     from .targets import TARGETS as INFO

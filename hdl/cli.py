@@ -63,7 +63,7 @@ def _rtl_fields():
 
 
 def register(sub) -> None:
-    from mbforge.backends.base import add_flags
+    from mbforge.backends import add_flags
     from mbforge.kernels.builders import BUILDERS
 
     from .sim import SIMULATORS

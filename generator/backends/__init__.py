@@ -1,6 +1,65 @@
-"""Backends: one per target, looked up by name (`get_backend`); see base.py."""
-from .base import (Analysis, Backend, GenerateError, OptionError, Options, Rendered, backend_names,
-                   get_backend, register)
+"""Backends: one per target, looked up by name (`get_backend`).
 
-__all__ = ["Analysis", "Backend", "GenerateError", "OptionError", "Options", "Rendered", "backend_names",
-           "get_backend", "register"]
+    base.py      the abstract Backend, its typed Options, the `register` decorator
+    registry.py  the shipped backends (c-double, c-float32, c-fixed, hls-c, verilog)
+    c.py, fixed/, hls.py, rtl/   their printers; templates/ their jinja2 templates
+
+Importing this package registers the shipped backends; the lookups below read the
+registry that `register` fills.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Mapping
+
+from . import registry  # noqa: F401  (registers the shipped backends)
+from .base import _REGISTRY, Analysis, Backend, GenerateError, OptionError, Options, Rendered, _spell, register
+from ..targets import TARGETS
+
+
+def get_backend(name: str) -> Backend:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise OptionError(f"unknown target {name!r}; known: {', '.join(backend_names())}") from None
+
+
+def backend_names() -> tuple[str, ...]:
+    """Every target with a backend, in the order of mbforge.targets."""
+    return tuple(n for n in TARGETS if n in _REGISTRY)
+
+
+def all_option_fields() -> dict[str, tuple[dataclasses.Field, tuple[str, ...]]]:
+    """Every option of every backend: {name: (field, names of the targets that take it)}.
+    One option name means one thing: the same field wherever it appears."""
+    out: dict[str, tuple[dataclasses.Field, list[str]]] = {}
+    for n in backend_names():
+        for f in _REGISTRY[n].Options.fields():
+            if f.name in out:
+                if out[f.name][0].metadata != f.metadata or out[f.name][0].default != f.default:
+                    raise TypeError(f"option {f.name} means two things ({out[f.name][1][0]}, {n})")
+                out[f.name][1].append(n)
+            else:
+                out[f.name] = (f, [n])
+    return {k: (f, tuple(ts)) for k, (f, ts) in out.items()}
+
+
+
+def add_flags(parser: argparse.ArgumentParser, fields, *, applies: Mapping[str, tuple[str, ...]] | None = None) -> None:
+    """One flag per option field, with its help and choices. Flags default to None (not
+    given), so that a caller can tell a given flag from a default and refuse it for a
+    target that does not take it; the help shows the option's own default."""
+    for f in fields:
+        m = f.metadata
+        default = m["default_text"] or f"default {f.default}"
+        scope = ""
+        if applies is not None and len(applies[f.name]) < len(backend_names()):
+            scope = f"; target {', '.join(applies[f.name])} only"
+        parser.add_argument(_spell(f.name, True), dest=f.name, default=None, choices=m["choices"],
+                            type=m["kind"] or str, metavar=None if m["choices"] else "N" if m["kind"] is int else None,
+                            help=f"{m['help']} ({default}{scope})")
+
+
+__all__ = ["Analysis", "Backend", "GenerateError", "OptionError", "Options", "Rendered", "add_flags",
+           "all_option_fields", "backend_names", "get_backend", "register"]

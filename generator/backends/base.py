@@ -15,7 +15,6 @@ texts and choices exist once.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -178,49 +177,3 @@ def register(cls: type[Backend]) -> type[Backend]:
         raise TypeError(f"two backends for target {cls.name!r}")
     _REGISTRY[cls.name] = cls()
     return cls
-
-
-def get_backend(name: str) -> Backend:
-    from . import registry  # noqa: F401 (registers the shipped backends)
-
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise OptionError(f"unknown target {name!r}; known: {', '.join(backend_names())}") from None
-
-
-def backend_names() -> tuple[str, ...]:
-    """Every target with a backend, in the order of mbforge.targets."""
-    from . import registry  # noqa: F401
-
-    return tuple(n for n in TARGETS if n in _REGISTRY)
-
-
-def all_option_fields() -> dict[str, tuple[dataclasses.Field, tuple[str, ...]]]:
-    """Every option of every backend: {name: (field, names of the targets that take it)}.
-    One option name means one thing: the same field wherever it appears."""
-    out: dict[str, tuple[dataclasses.Field, list[str]]] = {}
-    for n in backend_names():
-        for f in _REGISTRY[n].Options.fields():
-            if f.name in out:
-                if out[f.name][0].metadata != f.metadata or out[f.name][0].default != f.default:
-                    raise TypeError(f"option {f.name} means two things ({out[f.name][1][0]}, {n})")
-                out[f.name][1].append(n)
-            else:
-                out[f.name] = (f, [n])
-    return {k: (f, tuple(ts)) for k, (f, ts) in out.items()}
-
-
-def add_flags(parser: argparse.ArgumentParser, fields, *, applies: Mapping[str, tuple[str, ...]] | None = None) -> None:
-    """One flag per option field, with its help and choices. Flags default to None (not
-    given), so that a caller can tell a given flag from a default and refuse it for a
-    target that does not take it; the help shows the option's own default."""
-    for f in fields:
-        m = f.metadata
-        default = m["default_text"] or f"default {f.default}"
-        scope = ""
-        if applies is not None and len(applies[f.name]) < len(backend_names()):
-            scope = f"; target {', '.join(applies[f.name])} only"
-        parser.add_argument(_spell(f.name, True), dest=f.name, default=None, choices=m["choices"],
-                            type=m["kind"] or str, metavar=None if m["choices"] else "N" if m["kind"] is int else None,
-                            help=f"{m['help']} ({default}{scope})")
