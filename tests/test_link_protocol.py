@@ -151,9 +151,16 @@ def test_decoder_garbage_between_frames():
 
 
 def test_hello_pack_unpack():
-    h = P.Hello(1, "float", 3, 2, "SysTick", 168_000_000, 96, 1024, "ab" * 32, "fw 1")
+    h = P.Hello(P.PROTOCOL_VERSION, "float", 3, 2, "SysTick", 168_000_000, 96, 1024, "ab" * 32, "fw 1",
+                boot_id=7, max_batch=20)
     assert P.Hello.unpack(h.pack()) == h
     assert len(h.pack()) == P.hello_payload_len("fw 1")
+
+
+def test_hello_of_another_protocol_is_refused():
+    h = P.Hello(1, "float", 3, 2, "SysTick", 168_000_000, 96, 1024, "ab" * 32, "fw 1")
+    with pytest.raises(ValueError, match="link protocol 1"):
+        P.Hello.unpack(h.pack())
 
 
 @pytest.fixture
