@@ -73,7 +73,12 @@ def _stop(signum, _frame):
 def _default_run(args) -> Path:
     if args.json:
         return args.json.with_name(args.json.name.removesuffix(".json") + ".hil.sqlite")
-    return Path(f"{Path(args.kernel).resolve().name}-{time.strftime('%Y%m%d-%H%M%S')}.hil.sqlite")
+    stem = f"{Path(args.kernel).resolve().name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    path, k = Path(f"{stem}.hil.sqlite"), 1
+    while path.exists():  # two runs in one second
+        k += 1
+        path = Path(f"{stem}-{k}.hil.sqlite")
+    return path
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -92,6 +97,7 @@ def run_command(args: argparse.Namespace) -> int:
         return 2
     run_db = None if args.resume else (args.run or _default_run(args))
     where = args.resume or run_db
+    ours = args.resume is not None or not Path(where).exists()  # else the error is that it exists
     handlers = {s: signal.signal(s, _stop) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         with contextlib.ExitStack() as stack:
@@ -108,7 +114,7 @@ def run_command(args: argparse.Namespace) -> int:
               f"continue with --resume {where}", file=sys.stderr)
         return 128 + e.signum
     except (HarnessError, LinkError, HostLibError, EmulatorError, ManifestError) as e:
-        kept = f" ({_kept(where)}; continue with --resume {where})" if _kept(where, count=True) else ""
+        kept = f" ({_kept(where)}; continue with --resume {where})" if ours and _kept(where, count=True) else ""
         print(f"mbforge hil: error: {e}{kept}", file=sys.stderr)
         return 2
     finally:

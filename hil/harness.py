@@ -275,8 +275,8 @@ def _evaluate(db: RunDB, S: _Setup, port: str, *, timeout, window, baudrate, bat
                 board.link.eval_many(X, window=window, batch=batch, on_rows=keep_rows)
             finally:
                 t_eval = time.monotonic() - t0
-                stats = link.stats.to_json() | {"batch": max(1, min(batch or info.max_batch, info.max_batch)),
-                                                 "window": window or link.default_window(),
+                stats = link.stats.to_json() | {"batch": getattr(link, "last_batch", batch),
+                                                 "window": getattr(link, "last_window", window),
                                                  "baud": baudrate}
         finally:
             link.close()

@@ -14,7 +14,9 @@ Invariants:
   and a doubling wait (at most `retries` times), when no reply came in time, when the
   device answered ERROR (it received a damaged copy), when a reply was lost (replies
   come in request order, so a reply to a later request means the earlier one's is
-  gone), and after the device announced a boot (everything in flight was lost).
+  gone), and after the device announced a boot (everything in flight was lost). An
+  ERROR for a request that arrived intact (unknown type, wrong payload size: both are
+  checked after the CRC) is final: DeviceError.
 - A reply is matched to its request by seq; a second reply to an answered request (a
   duplicate after a resend) is dropped and counted, never taken as another answer, so
   every request is answered exactly once.
@@ -286,7 +288,12 @@ class Link:
         def resend_all(why: str) -> None:
             for seq, p in list(pending.items()):
                 p.deadline = time.monotonic() + self.timeout  # the device starts afresh
-                send(seq, p, resend=why)
+                if p.ftype == P.HELLO:
+                    # a HELLO sent while the board booted may still be answered: give it
+                    # its (short) wait from now rather than a duplicate at once
+                    p.sent_at = time.monotonic()
+                else:
+                    send(seq, p, resend=why)
 
         while done < n:
             while next_i < n and len(pending) < window:
@@ -324,6 +331,9 @@ class Link:
                 code = frame.payload[0] if frame.payload else 0
                 name = P.ERROR_NAMES.get(code, f"error {code}")
                 self.stats.device_errors[name] = self.stats.device_errors.get(name, 0) + 1
+                if frame.seq in pending and code in (P.ERR_TYPE, P.ERR_PAYLOAD):
+                    # checked after the CRC: the request arrived intact and is wrong
+                    raise DeviceError(code, frame.seq, pending[frame.seq].what)
                 if frame.seq in pending:
                     send(frame.seq, pending[frame.seq], resend=f"device error: {name}")
                 elif frame.seq not in self._recent:
@@ -448,10 +458,16 @@ class Link:
         X = np.ascontiguousarray(X, dtype=dtype).reshape(-1, info.n_in) if info.n_in else \
             np.zeros((len(X), 0), dtype=dtype)
         n = len(X)
+        if batch is None and window and self.url.startswith("socket://"):
+            # as many vectors per frame as keep `window - 1` frames within the receive ring
+            size = self._dtype().itemsize * info.n_in
+            batch = next((b for b in range(info.max_batch, 0, -1)
+                          if (window - 1) * (P.max_frame_len(b * size) + 2) <= info.rx_buffer), 1)
         batch = max(1, min(batch or self.default_batch(), info.max_batch))
         if info.n_in == 0:
             batch = 1
         window = max(1, window or self.default_window(batch))
+        self.last_batch, self.last_window = batch, window  # for reports
         res = BatchResult(np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.uint32),
                           np.zeros(n, dtype=np.uint32), np.zeros((n, info.n_out), dtype=dtype),
                           np.zeros(n, dtype=np.int32))

@@ -19,6 +19,12 @@ TOY, TOY_DOUBLE, TOY_WRONG = FIXTURES / "toy", FIXTURES / "toy_double", FIXTURES
 pytestmark = pytest.mark.usefixtures("deadline")  # conftest.deadline
 
 
+@pytest.fixture(autouse=True)
+def in_tmp(tmp_path, monkeypatch):
+    """`mbforge hil` keeps its run database in the current folder by default."""
+    monkeypatch.chdir(tmp_path)
+
+
 @pytest.fixture(scope="module")
 def device(toy_firmware):
     with Emulator(toy_firmware("emulated_f405")[1]) as emu:
