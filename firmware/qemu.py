@@ -16,6 +16,8 @@ ELF's is refused.
 Invariants:
 - QEMU is always killed when the context exits, exceptions included (and, as a last
   resort, when the object is garbage-collected or Python exits, via weakref.finalize): no orphan processes.
+  Started from the main thread on Linux, QEMU also dies with the Python process, even
+  one killed by SIGKILL (PR_SET_PDEATHSIG).
 - Start-up has a deadline: QEMU must report that it listens within `start_timeout`
   seconds, else EmulatorError with its stderr.
 - `-icount shift=S` makes virtual time a function of the instruction count, so SysTick
@@ -33,6 +35,7 @@ import socket
 import struct
 import subprocess
 import tempfile
+import threading
 import time
 import weakref
 from pathlib import Path
@@ -110,7 +113,8 @@ def qemu_command(elf: Path, port: int, icount_shift: int | None = None, board: s
 
 def _die_with_parent() -> None:
     """In the QEMU child: be killed when the process that started it dies, even by
-    SIGKILL (Linux prctl PR_SET_PDEATHSIG; elsewhere a no-op)."""
+    SIGKILL (Linux prctl PR_SET_PDEATHSIG; elsewhere a no-op). The signal follows the
+    *thread* that started the child, so it is only asked for from the main thread."""
     try:
         import ctypes
         import signal
@@ -199,7 +203,8 @@ class Emulator:
             proc = subprocess.Popen(self.command(port),
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                     stderr=self._log, start_new_session=True,
-                                    preexec_fn=_die_with_parent)
+                                    preexec_fn=_die_with_parent if threading.current_thread()
+                                    is threading.main_thread() else None)
             self.proc, self.port = proc, port
             # kills QEMU if this object is dropped or Python exits without stop()
             self._finalizer = weakref.finalize(self, _kill, proc)
