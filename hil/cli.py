@@ -20,6 +20,7 @@ from mbforge.hil.harness import HarnessError, run
 from mbforge.hil.hostlib import HostLibError
 from mbforge.hil.link import LinkError
 from mbforge.hil.rundb import RunDB, RunDBError
+from mbforge.targets import BOARDS
 from mbforge.manifest import ManifestError
 
 
@@ -49,7 +50,8 @@ def register(subparsers) -> None:
     p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for each reply")
     p.add_argument("--window", type=int, default=None,
                    help="requests in flight (default: 1 on a serial port, up to 8 on a socket)")
-    p.add_argument("--baud", type=int, default=115200, help="serial baud rate (ignored by QEMU's socket)")
+    p.add_argument("--baud", type=int, default=None,
+                   help="serial baud rate (default: the --board's record, else 115200; QEMU's socket ignores it)")
     p.add_argument("--batch", type=int, default=None, help="vectors per EVAL frame (default: the device's maximum)")
     p.add_argument("--run", type=Path, default=None,
                    help="run database to keep every answer in as it arrives (default: beside --json, "
@@ -106,7 +108,8 @@ def run_command(args: argparse.Namespace) -> int:
                 port = stack.enter_context(Emulator(args.emulate, board=args.board)).url
             report = run(port, args.kernel, args.reference, vectors=args.vectors, seed=args.seed,
                          tol=args.tol, host_model=args.host_model, timeout=args.timeout,
-                         window=args.window, baudrate=args.baud, batch=args.batch,
+                         window=args.window, batch=args.batch,
+                         baudrate=args.baud or (BOARDS[args.board].baud if args.board else 115200),
                          run_db=run_db, resume=args.resume)
     except Stopped as e:
         signal.signal(e.signum, signal.SIG_IGN)  # a second one must not interrupt the clean-up message
