@@ -30,7 +30,7 @@ KERNEL_SUBDIR = "src/kernel"
 RECORD = "mbforge-project.json"  # what was generated, so stale files can be removed
 EXTRA_SCRIPT = "mbf_ststm32_link.py"
 
-RX_BUFFER = 1024  # device receive ring, bytes (a power of two)
+RX_BUFFER = 4096  # device receive ring, bytes (a power of two): several frames in flight
 DEFAULT_BAUD = 115200
 CALIB_MAX_ITERATIONS = 4_000_000  # 8e6 instructions: wraps the 24-bit SysTick on every emulated board (tested)
 ENVIRONMENTS = tuple(BOARDS)  # one PlatformIO environment per board record

@@ -47,7 +47,8 @@ def register(subparsers) -> None:
     p.add_argument("--json", type=Path, default=None, help="write the report as JSON")
     p.add_argument("--host-model", action="store_true",
                    help="also require the device outputs to equal a host build of the same C bit for bit")
-    p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for each reply")
+    p.add_argument("--timeout", type=float, default=5.0,
+                   help="seconds a request may stay unanswered, its resends included (default 5)")
     p.add_argument("--window", type=int, default=None,
                    help="requests in flight (default: 1 on a serial port, up to 8 on a socket)")
     p.add_argument("--baud", type=int, default=None,
@@ -69,6 +70,9 @@ class Stopped(BaseException):
 
 
 def _stop(signum, _frame):
+    # further stop signals would interrupt the clean-up (QEMU's end): ignore them from now
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, signal.SIG_IGN)
     raise Stopped(signum)
 
 
@@ -112,9 +116,11 @@ def run_command(args: argparse.Namespace) -> int:
                          baudrate=args.baud or (BOARDS[args.board].baud if args.board else 115200),
                          run_db=run_db, resume=args.resume)
     except Stopped as e:
-        signal.signal(e.signum, signal.SIG_IGN)  # a second one must not interrupt the clean-up message
-        print(f"mbforge hil: stopped by {signal.Signals(e.signum).name}: {_kept(where)}; "
-              f"continue with --resume {where}", file=sys.stderr)
+        try:  # after SIGHUP the terminal may be gone
+            print(f"mbforge hil: stopped by {signal.Signals(e.signum).name}: {_kept(where)}; "
+                  f"continue with --resume {where}", file=sys.stderr)
+        except OSError:
+            pass
         return 128 + e.signum
     except (HarnessError, LinkError, HostLibError, EmulatorError, ManifestError) as e:
         kept = f" ({_kept(where)}; continue with --resume {where})" if ours and _kept(where, count=True) else ""

@@ -24,6 +24,14 @@ instruction (cpu_hz * 2**shift / 1e9: 5.376 on emulated_f405, 168 MHz at shift 5
 emulated_an385, 25 MHz at shift 7); instructions = round(ticks / slope), exact while a
 tick is less than half an instruction. With DWT they are processor cycles. Calls whose count wrapped
 (raw ticks 0xFFFFFFFF) are left out of the statistics and counted as counter_overflows.
+
+Persistence: every answer goes to the run database (mbforge.hil.rundb) as its frame
+arrives, and the report is always made from the database (report_from_db), so a
+resumed run, a run made in one go and `rundb.load_run` give the same report. The
+`link` key of the report holds the link's events (retries, timeouts, stalls, bad
+frames, CRC errors, error replies, lost replies, duplicates, resets, reconnects) summed
+over the run's sessions, the vectors per frame, the frames in flight and the link time
+per vector.
 """
 from __future__ import annotations
 
@@ -151,6 +159,7 @@ def _stats(a: np.ndarray) -> dict:
 @dataclass
 class _Setup:
     m: Manifest
+    ref_m: Manifest
     reference: object
     device_model: object | None
     X_real: np.ndarray
@@ -170,7 +179,7 @@ def _setup(kernel_dir: Path, reference_dir: Path, vectors: int, seed: int, host_
     X_real = input_vectors(m, kernel_dir, vectors, seed)
     X_dev = to_raw(m, X_real, "inputs")
     X_used = from_raw(m, X_dev, "inputs")  # what the device actually computes on
-    return _Setup(m, reference, device_model, X_real, X_dev, X_used)
+    return _Setup(m, ref_m, reference, device_model, X_real, X_dev, X_used)
 
 
 def _options(port, kernel_dir, reference_dir, vectors, seed, tol, host_model) -> dict:
@@ -212,7 +221,8 @@ def run(port: str, kernel_dir=None, reference_dir=None, *, vectors: int = 1000, 
                                   _options(port, kernel_dir, reference_dir, vectors, seed, tol, host_model))
             except RunDBError as e:
                 raise HarnessError(str(e)) from None
-            db.set(digest=m.digest, n=len(S.X_real))
+            db.set(digest=m.digest, reference_digest=S.ref_m.digest, model_digest=m.model_digest,
+                   n=len(S.X_real))
         elif db.get("digest") != m.digest or db.get("n") != len(S.X_real):
             raise HarnessError(f"{db.path}: the kernel in {kernel_dir} changed since the run began "
                                f"(digest {m.digest}, the run's {db.get('digest')}): start a new run")

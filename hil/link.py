@@ -438,15 +438,15 @@ class Link:
 
     def default_window(self, batch: int | None = None) -> int:
         """Frames to keep in flight. A socket (QEMU) applies back-pressure, so several
-        are safe while the device's receive ring holds all but the one it works on; a
-        real UART may overrun while the device times a kernel with interrupts masked,
-        so one at a time there."""
+        are safe while the device's receive ring holds all but the one it works on (that
+        one was read out of the ring before its work began); a real UART may overrun
+        while the device times a kernel with interrupts masked, so one at a time there."""
         info = self.info or self.hello()
         if not self.url.startswith("socket://"):
             return 1
         batch = batch or self.default_batch()
         frame = P.max_frame_len(batch * info.n_in * self._dtype().itemsize) + 2
-        return max(1, min(8, info.rx_buffer // frame))
+        return max(1, min(8, info.rx_buffer // frame + 1))
 
     def eval_many(self, X, *, window: int | None = None, batch: int | None = None,
                   progress=None, on_rows=None) -> BatchResult:
