@@ -211,3 +211,19 @@ def test_link_drops_duplicate_replies_and_counts_them(toy_firmware):
         clean = link.eval_many(X, window=1, batch=1)
     assert np.array_equal(res.outputs.view(np.uint32), clean.outputs.view(np.uint32))
     assert link.stats.timeouts >= 1 and link.stats.duplicates >= 1, link.stats
+
+
+def test_bytes_dropped_both_ways_and_a_request_frame_lost(toy_firmware, tmp_path):
+    """Bytes dropped each way and a whole request frame lost on the way to the board: every
+    vector answered once, equal to a clean run, the events counted."""
+    elf = toy_firmware("emulated_f405")[1]
+    clean, faulty = tmp_path / "clean.hil.sqlite", tmp_path / "faulty.hil.sqlite"
+    with Emulator(elf) as emu:
+        harness.run(emu.url, TOY, TOY_DOUBLE, vectors=400, run_db=clean)
+    with Emulator(elf) as emu, FaultProxy(emu.port, drop_bytes={"h2d": [700, 1500], "d2h": [2500, 9000]},
+                                          drop_frames={"h2d": [9]}) as proxy:
+        report = harness.run(proxy.url, TOY, TOY_DOUBLE, vectors=400, run_db=faulty, timeout=3.0)
+    assert report.passed and report.vectors_missing == 0
+    assert len(proxy.done["h2d"]) == 3 and len(proxy.done["d2h"]) == 2, proxy.done
+    assert report.link["retries"] >= 3 and report.link["bad_frames"] + report.link["error_replies"] >= 3, report.link
+    assert _rows(faulty) == _rows(clean)
