@@ -206,11 +206,11 @@ class Hello:
     @classmethod
     def unpack(cls, payload: bytes) -> "Hello":
         need = HELLO_FIXED.size + 1
-        if len(payload) < need:
-            raise ValueError(f"HELLO reply of {len(payload)} bytes, expected at least {need}")
-        if payload[0] != PROTOCOL_VERSION:
+        if payload and payload[0] != PROTOCOL_VERSION:  # first: other versions have other sizes
             raise ValueError(f"device speaks link protocol {payload[0]}, this host {PROTOCOL_VERSION}: "
                              f"regenerate and flash the firmware with this mbforge")
+        if len(payload) < need:
+            raise ValueError(f"HELLO reply of {len(payload)} bytes, expected at least {need}")
         proto, real, n_in, n_out, counter, hz, maxp, rxbuf, digest, boot, batch = \
             HELLO_FIXED.unpack_from(payload)
         vlen = payload[HELLO_FIXED.size]
