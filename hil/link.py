@@ -116,7 +116,8 @@ class _Pending:
     payload: bytes
     what: str
     wait: float  # seconds until the next resend
-    sent_at: float = 0.0
+    sent_at: float = 0.0  # the last copy
+    first_sent: float = 0.0  # the first copy since the device last booted
     deadline: float = 0.0
     attempts: int = 0
 
@@ -140,6 +141,7 @@ class Link:
         self._recent: OrderedDict[int, None] = OrderedDict()
         self.info: P.Hello | None = None
         self.on_event = None  # callable(name: str) for progress displays; optional
+        self._latency = 0.0  # recent longest send-to-reply time of a request sent once
 
     def _open(self):
         try:
@@ -284,6 +286,8 @@ class Link:
             self.send(p.ftype, p.payload, seq)
             p.attempts += 1
             p.sent_at = time.monotonic()
+            if resend is None:
+                p.first_sent = p.sent_at
 
         def resend_all(why: str) -> None:
             for seq, p in list(pending.items()):
@@ -294,11 +298,14 @@ class Link:
                     p.sent_at = time.monotonic()
                 else:
                     send(seq, p, resend=why)
+                p.first_sent = p.sent_at  # the copies sent before the boot are gone
 
         while done < n:
             while next_i < n and len(pending) < window:
                 ftype, payload, what = requests[next_i]
-                p = _Pending(next_i, ftype, payload, what, wait0)
+                # waits adapt to the replies seen: a loaded host or a slow device is
+                # no reason to resend (each duplicate costs the device link time)
+                p = _Pending(next_i, ftype, payload, what, max(wait0, 3 * self._latency))
                 seq = self.next_seq()
                 pending[seq] = p
                 send(seq, p)
@@ -350,13 +357,16 @@ class Link:
             if frame.type != p.ftype | P.REPLY:
                 raise LinkError(f"{p.what} seq {frame.seq}: reply of type 0x{frame.type:02X}, "
                                 f"expected 0x{p.ftype | P.REPLY:02X}")
-            # replies come in request order: those sent before this one lost theirs
+            # replies come in request order: a request whose last copy went before this
+            # one's first lost its reply (or its request); later copies may yet be answered
             for seq, q in list(pending.items()):
                 if seq == frame.seq:
                     break
-                if q.sent_at < p.sent_at:
+                if q.sent_at < p.first_sent:
                     self.stats.lost_replies += 1
                     send(seq, q, resend="reply lost")
+            if p.attempts == 1:
+                self._latency = max(time.monotonic() - p.sent_at, 0.9 * self._latency)
             on_reply(p.index, frame, p.attempts)
             del pending[frame.seq]
             self._remember(frame.seq)
