@@ -227,3 +227,20 @@ def test_bytes_dropped_both_ways_and_a_request_frame_lost(toy_firmware, tmp_path
     assert len(proxy.done["h2d"]) == 3 and len(proxy.done["d2h"]) == 2, proxy.done
     assert report.link["retries"] >= 3 and report.link["bad_frames"] + report.link["error_replies"] >= 3, report.link
     assert _rows(faulty) == _rows(clean)
+
+
+def test_board_announces_each_boot_with_a_new_boot_id(toy_firmware):
+    """At boot the firmware sends its HELLO unasked (seq BOOT_SEQ); the boot id lives in RAM
+    that start-up does not clear, so a system_reset gives the next one."""
+    from mbforge.hil import protocol as P
+
+    with Emulator(toy_firmware("emulated_f405")[1], monitor=True) as emu, Link(emu.url, timeout=3.0) as link:
+        first = link.hello().boot_id
+        emu.monitor_command("system_reset")
+        frame = link.read_frame(time.monotonic() + 3.0, "the boot HELLO")
+        while frame.seq != P.BOOT_SEQ:  # a late reply to the first HELLO's resend
+            frame = link.read_frame(time.monotonic() + 3.0, "the boot HELLO")
+        assert frame.type == P.HELLO_REPLY
+        boot = P.Hello.unpack(frame.payload)
+        assert boot.boot_id == first + 1 and boot.digest == link.info.digest
+        assert link.hello().boot_id == first + 1
