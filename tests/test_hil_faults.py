@@ -140,7 +140,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _start_hil(args, env_extra=None):
+def _start_hil(args):
     env = dict(os.environ)
     return subprocess.Popen([sys.executable, "-m", "mbforge.cli", "hil", *map(str, args)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
