@@ -204,7 +204,7 @@ def test_link_drops_duplicate_replies_and_counts_them(toy_firmware):
     """A frame sent twice (the host's resend after a lost reply) is answered twice; the
     second answer is dropped and counted, never taken for another request."""
     with Emulator(toy_firmware("emulated_f405")[1]) as emu, \
-            FaultProxy(emu.port, stall={"d2h": {4: 1.2}}) as proxy, Link(proxy.url, timeout=5.0) as link:
+            FaultProxy(emu.port, stall={"d2h": {4: 2.0}}) as proxy, Link(proxy.url, timeout=5.0) as link:
         link.hello()
         X = np.arange(30, dtype=np.float32).reshape(10, 3)
         res = link.eval_many(X, window=1, batch=1)
