@@ -28,6 +28,8 @@ Invariants:
 """
 from __future__ import annotations
 
+import select
+import socket
 import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
@@ -43,6 +45,7 @@ CALIB_ITERATIONS = (10_000, 110_000)
 TICKS_OVERFLOW = 0xFFFFFFFF  # the device's count wrapped (24-bit SysTick): no count
 RETRIES = 12  # resends of one request before giving up (within its timeout)
 RECENT = 4096  # answered seqs remembered to tell duplicates from strays
+READ_CHUNK, READ_PAUSE = 256, 0.001  # a short read mid-frame: let bytes gather this long
 
 
 class LinkError(RuntimeError):
@@ -145,10 +148,34 @@ class Link:
 
     def _open(self):
         try:
-            return serial.serial_for_url(self.url, baudrate=self.baudrate, timeout=self.read_timeout,
+            port = serial.serial_for_url(self.url, baudrate=self.baudrate, timeout=self.read_timeout,
                                          write_timeout=self.timeout)
         except (serial.SerialException, OSError, ValueError) as e:
             raise LinkError(f"cannot open {self.url}: {e}") from None
+        if self.url.startswith("socket://"):
+            # pyserial's socket in_waiting is 0 or 1: reads wait in select() here and
+            # then take everything that arrived (timeout 0), not one byte per call
+            port.timeout = 0
+        return port
+
+    def _read_some(self, until: float) -> bytes:
+        if self.port.timeout == 0:
+            wait = max(0.0, min(self.read_timeout, until - time.monotonic()))
+            ready, _, _ = select.select([self.port.fileno()], [], [], wait)
+            if not ready:
+                return b""
+            data = self.port.read(1 << 16)
+            # acknowledge at once: a sender that coalesces small writes (Nagle: QEMU's
+            # serial socket) then sends the rest of a reply without waiting ~40 ms
+            # for a delayed ACK (Linux resets quick-ack mode, so after every read)
+            sock = getattr(self.port, "_socket", None)
+            if sock is not None and hasattr(socket, "TCP_QUICKACK"):
+                try:
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
+                except OSError:
+                    pass
+            return data
+        return self.port.read(max(1, self.port.in_waiting))
 
     # ---- plumbing ------------------------------------------------------------------
     def close(self) -> None:
@@ -208,8 +235,8 @@ class Link:
             if time.monotonic() > until:
                 return None
             try:
-                data = self.port.read(max(1, self.port.in_waiting))
-            except (serial.SerialException, OSError) as e:
+                data = self._read_some(until)
+            except (serial.SerialException, OSError, ValueError) as e:
                 if self.reconnect_for <= 0:
                     raise LinkError(f"read from {self.url} failed while awaiting {what}: {e}") from None
                 self._reconnect(f"read from {self.url} failed while awaiting {what}: {e}")
@@ -217,6 +244,10 @@ class Link:
             if data:
                 self._got_bytes = True
                 self._frames.extend(self.decoder.feed(data))
+                if len(data) < READ_CHUNK and not self._frames and self.decoder.partial:
+                    # mid-frame, a few bytes at a time (QEMU, many USB CDC stacks): let
+                    # the rest gather rather than spend a read on each piece
+                    time.sleep(READ_PAUSE)
         return self._frames.popleft()
 
     def _bad(self, item: P.BadFrame) -> None:

@@ -163,6 +163,11 @@ class FrameDecoder:
         self._raw = bytearray()
         self._oversize = False
 
+    @property
+    def partial(self) -> int:
+        """Encoded bytes held of a frame not yet closed by its delimiter."""
+        return len(self._raw)
+
     def feed(self, data: bytes) -> list[Frame | BadFrame]:
         out: list[Frame | BadFrame] = []
         for chunk_i, chunk in enumerate(bytes(data).split(b"\x00")):
