@@ -9,6 +9,7 @@ database resumable to the same results as an uninterrupted run.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -24,6 +25,7 @@ import pytest
 from faultproxy import FaultProxy
 from mbforge.firmware.qemu import Emulator
 from mbforge.hil import harness
+from mbforge.hil.cli import main as hil_cli
 from mbforge.hil.link import Link
 from mbforge.hil.rundb import load_run
 
@@ -77,10 +79,12 @@ def test_faults_both_ways_and_a_board_reset(fourbar, clean_run, tmp_path):
                 emu.monitor_command("system_reset")
         t = threading.Thread(target=reset, daemon=True)
         t.start()
-        report = harness.run(proxy.url, fourbar["kernel"], fourbar["reference"], vectors=N, run_db=db,
-                             timeout=3.0)
+        code = hil_cli(["--port", proxy.url, "--kernel", str(fourbar["kernel"]), "--reference",
+                        str(fourbar["reference"]), "--vectors", str(N), "--run", str(db), "--timeout", "3",
+                        "--json", str(tmp_path / "faults.json")])
         t.join(5)
-    r = report.to_json()
+    assert code == 0
+    r = json.loads((tmp_path / "faults.json").read_text())
     assert r["passed"] and r["vectors"] >= N
     assert r["vectors_missing"] == 0
     link = r["link"]
