@@ -5,7 +5,7 @@ import argparse
 import sys
 
 from mbforge.firmware.build import BuildError, build
-from mbforge.firmware.project import DEFAULT_BAUD, ENVIRONMENTS, ProjectError, generate_project, load_manifest
+from mbforge.firmware.project import ENVIRONMENTS, ProjectError, generate_project, load_manifest
 from mbforge.targets import BOARDS
 
 
@@ -16,7 +16,8 @@ def register(subparsers) -> None:
                     "for the kernel in --kernel; with --build, also build one environment offline.")
     p.add_argument("--kernel", required=True, help="generated kernel directory (holds manifest.json)")
     p.add_argument("--out", required=True, help="project directory to write")
-    p.add_argument("--baud", type=int, default=DEFAULT_BAUD, help="UART baud rate of the real board")
+    p.add_argument("--baud", type=int, default=None, help="UART baud rate of the link (default: each board's, "
+                   + ", ".join(f"{b.env} {b.baud}" for b in BOARDS.values()) + ")")
     p.add_argument("--build", action="store_true", help="build after generating (pio run)")
     p.add_argument("--env", default="emulated_f405", choices=ENVIRONMENTS,
                    help="environment to build with --build (nucleo_f446re needs the PlatformIO registry; "

@@ -30,7 +30,7 @@ KERNEL_SUBDIR = "src/kernel"
 RECORD = "mbforge-project.json"  # what was generated, so stale files can be removed
 EXTRA_SCRIPT = "mbf_ststm32_link.py"
 
-RX_BUFFER = 1024  # device receive ring, bytes (a power of two)
+RX_BUFFER = 4096  # device receive ring, bytes (a power of two): several frames in flight
 DEFAULT_BAUD = 115200
 CALIB_MAX_ITERATIONS = 4_000_000  # 8e6 instructions: wraps the 24-bit SysTick on every emulated board (tested)
 ENVIRONMENTS = tuple(BOARDS)  # one PlatformIO environment per board record
@@ -51,7 +51,7 @@ def _board_values(b: Board) -> dict:
     return {"env": b.env, "macro": "MBF_BOARD_" + b.env.upper(), "mcu": b.mcu, "cpu": b.cpu, "fpu": b.fpu,
             "cpu_hz": b.cpu_hz, "link": b.link, "counter": b.counter, "qemu_machine": b.qemu_machine,
             "pio_board": b.pio_board, "ldscript": b.ldscript, "uart": b.uart, "num_irq": b.num_irq,
-            "link_irq": b.link_irq, "irq_handler": b.irq_handler}
+            "link_irq": b.link_irq, "irq_handler": b.irq_handler, "baud": b.baud}
 
 
 def _linker_values(b: Board) -> dict:
@@ -99,7 +99,8 @@ def load_manifest(kernel_dir: str | Path) -> Manifest:
         raise ProjectError(str(e)) from None
 
 
-def plan_project(kernel_dir: str | Path, baud: int = DEFAULT_BAUD) -> dict[str, bytes]:
+def plan_project(kernel_dir: str | Path, baud: int | None = None) -> dict[str, bytes]:
+    """baud: the link's baud rate on every board; None: each board record's own."""
     kernel_dir = Path(kernel_dir)
     m = load_manifest(kernel_dir)
     if len(m.digest) != 64:
@@ -128,9 +129,12 @@ def plan_project(kernel_dir: str | Path, baud: int = DEFAULT_BAUD) -> dict[str, 
         "digest": m.digest,
         "firmware_version": FIRMWARE_VERSION,
         "kernel_headers": [f"kernel/{_kernel_file(h)}" for h in m.headers],
-        "max_payload": P.max_payload_for(m.real, m.n_in, m.n_out, FIRMWARE_VERSION),
+        "max_payload": P.max_payload_for(m.real, m.n_in, m.n_out, FIRMWARE_VERSION,
+                                         P.max_batch_for(m.real, m.n_in, m.n_out)),
+        "max_batch": P.max_batch_for(m.real, m.n_in, m.n_out),
         "rx_buffer": RX_BUFFER,
-        "baud": int(baud),
+        "baud": int(baud) if baud else _STSTM32[0].baud,  # the official board's monitor_speed
+        "link_baud": int(baud) if baud else None,
         "boards": [_board_values(BOARDS[env]) for env in ENVIRONMENTS],
         "calib_max_iterations": CALIB_MAX_ITERATIONS,
         "crc_table": ", ".join(f"0x{v:08X}u" for v in crc32_nibble_table()),
@@ -177,5 +181,5 @@ def write_plan(plan: dict[str, bytes], out_dir: str | Path) -> Path:
     return out
 
 
-def generate_project(kernel_dir: str | Path, out_dir: str | Path, baud: int = DEFAULT_BAUD) -> Path:
+def generate_project(kernel_dir: str | Path, out_dir: str | Path, baud: int | None = None) -> Path:
     return write_plan(plan_project(kernel_dir, baud=baud), out_dir)

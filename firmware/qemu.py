@@ -16,6 +16,8 @@ ELF's is refused.
 Invariants:
 - QEMU is always killed when the context exits, exceptions included (and, as a last
   resort, when the object is garbage-collected or Python exits, via weakref.finalize): no orphan processes.
+  Started from the main thread on Linux, QEMU also dies with the Python process, even
+  one killed by SIGKILL (PR_SET_PDEATHSIG).
 - Start-up has a deadline: QEMU must report that it listens within `start_timeout`
   seconds, else EmulatorError with its stderr.
 - `-icount shift=S` makes virtual time a function of the instruction count, so SysTick
@@ -33,6 +35,7 @@ import socket
 import struct
 import subprocess
 import tempfile
+import threading
 import time
 import weakref
 from pathlib import Path
@@ -92,18 +95,34 @@ def board_of_elf(elf: str | Path) -> str | None:
     return None
 
 
-def qemu_command(elf: Path, port: int, icount_shift: int | None = None, board: str = DEFAULT_BOARD) -> list[str]:
+def qemu_command(elf: Path, port: int, icount_shift: int | None = None, board: str = DEFAULT_BOARD,
+                 monitor_port: int | None = None) -> list[str]:
     b = emulated_board(board)
     shift = b.icount_shift if icount_shift is None else icount_shift
+    monitor = "none" if monitor_port is None else f"tcp:127.0.0.1:{monitor_port},server=on,wait=off"
     return [
-        QEMU, "-M", b.qemu_machine, "-nographic", "-monitor", "none",
+        QEMU, "-M", b.qemu_machine, "-nographic", "-monitor", monitor,
         *["-serial", "null"] * b.qemu_serial,
-        # nodelay: the guest writes byte by byte; with Nagle and delayed ACKs each reply
-        # would wait ~40 ms
-        "-serial", f"tcp:127.0.0.1:{port},server=on,wait=on,nodelay=on",
+        # Nagle on (no nodelay): the guest writes byte by byte and QEMU sends each write,
+        # so without it every byte is a TCP segment and QEMU's CPU, not the link, limits
+        # throughput (Stewart joint kernel: 14 -> 23 vectors/s). mbforge.hil.link acks at
+        # once (TCP_QUICKACK), so a reply never waits for a delayed ACK.
+        "-serial", f"tcp:127.0.0.1:{port},server=on,wait=on",
         "-icount", f"shift={shift}",
         "-kernel", str(elf),
     ]
+
+
+def _die_with_parent() -> None:
+    """In the QEMU child: be killed when the process that started it dies, even by
+    SIGKILL (Linux prctl PR_SET_PDEATHSIG; elsewhere a no-op). The signal follows the
+    *thread* that started the child, so it is only asked for from the main thread."""
+    try:
+        import ctypes
+        import signal
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -117,9 +136,10 @@ def _kill(proc: subprocess.Popen) -> None:
 
 class Emulator:
     def __init__(self, elf: str | Path, *, board: str | None = None, icount_shift: int | None = None,
-                 start_timeout: float = 10.0, port: int | None = None):
+                 start_timeout: float = 10.0, port: int | None = None, monitor: bool = False):
         """board: an emulated environment of targets.BOARDS; None: the one the ELF names,
-        else emulated_f405. icount_shift: None for the board's."""
+        else emulated_f405. icount_shift: None for the board's. monitor: give QEMU a
+        monitor on a TCP port (monitor_command, e.g. "system_reset" for fault tests)."""
         self.elf = Path(elf)
         self.elf_board = board_of_elf(self.elf)
         self.board = board or self.elf_board or DEFAULT_BOARD
@@ -129,6 +149,7 @@ class Emulator:
         self.icount_shift = b.icount_shift if icount_shift is None else icount_shift
         self.start_timeout = start_timeout
         self.port = port
+        self.monitor_port = free_port() if monitor else None
         self.proc: subprocess.Popen | None = None
         self._log = None
         self.boot_seconds: float | None = None
@@ -144,7 +165,24 @@ class Emulator:
         return self.cpu_hz * 2**self.icount_shift / 1e9
 
     def command(self, port: int) -> list[str]:
-        return qemu_command(self.elf, port, self.icount_shift, self.board)
+        return qemu_command(self.elf, port, self.icount_shift, self.board, self.monitor_port)
+
+    def monitor_command(self, command: str, timeout: float = 5.0) -> str:
+        """Run one QEMU monitor command (the Emulator must have monitor=True); its output."""
+        if self.monitor_port is None or not self.alive():
+            raise EmulatorError("no QEMU monitor: start the Emulator with monitor=True")
+        with socket.create_connection(("127.0.0.1", self.monitor_port), timeout=timeout) as s:
+            out = b""
+            while b"(qemu)" not in out:
+                out += s.recv(4096) or b"(qemu)"
+            s.sendall(command.encode() + b"\n")
+            out = b""
+            while out.count(b"(qemu)") < 1:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                out += chunk
+        return out.decode(errors="replace")
 
     def start(self) -> "Emulator":
         if not self.elf.is_file():
@@ -166,7 +204,9 @@ class Emulator:
             t0 = time.monotonic()
             proc = subprocess.Popen(self.command(port),
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=self._log, start_new_session=True)
+                                    stderr=self._log, start_new_session=True,
+                                    preexec_fn=_die_with_parent if threading.current_thread()
+                                    is threading.main_thread() else None)
             self.proc, self.port = proc, port
             # kills QEMU if this object is dropped or Python exits without stop()
             self._finalizer = weakref.finalize(self, _kill, proc)

@@ -1,14 +1,18 @@
 """`mbforge hil`: compare a device's kernel with the double reference over the serial link.
 
 Exit status: 0 every output within tolerance (and bit-exact with --host-model),
-1 the comparison failed, 2 it could not be made (an error message says why).
+1 the comparison failed, 2 it could not be made (an error message says why),
+128 + the signal's number when stopped by SIGINT (130), SIGTERM (143) or SIGHUP (129):
+QEMU is ended and every answer so far is kept in the run database (--resume RUN).
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
+import signal
 import sys
+import time
 from pathlib import Path
 
 from mbforge.firmware.qemu import DEFAULT_BOARD, EMULATED_BOARDS, Emulator, EmulatorError, board_of_elf
@@ -16,6 +20,8 @@ from mbforge.hil.harness import HarnessError, run
 from mbforge.hil.hostlib import HostLibError
 from mbforge.hil.link import LinkError
 from mbforge.hil.report import junit_xml, render_html
+from mbforge.hil.rundb import RunDB, RunDBError
+from mbforge.targets import BOARDS
 from mbforge.manifest import ManifestError
 
 
@@ -32,8 +38,8 @@ def register(subparsers) -> None:
     p.add_argument("--board", choices=EMULATED_BOARDS, default=None,
                    help="with --emulate: the board to emulate, checked against the ELF's "
                         "(default: the ELF's; emulated_f405 for an ELF that names none)")
-    p.add_argument("--kernel", required=True, help="the device kernel's directory (manifest.json)")
-    p.add_argument("--reference", required=True, help="c-double kernel directory of the same model and kernel")
+    p.add_argument("--kernel", help="the device kernel's directory (manifest.json)")
+    p.add_argument("--reference", help="c-double kernel directory of the same model and kernel")
     p.add_argument("--vectors", type=int, default=1000, help="random input vectors (default 1000)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tol", type=float, default=None,
@@ -46,17 +52,64 @@ def register(subparsers) -> None:
                    help="write JUnit XML for CI: one testcase per output group, status codes, host model")
     p.add_argument("--host-model", action="store_true",
                    help="also require the device outputs to equal a host build of the same C bit for bit")
-    p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for each reply")
+    p.add_argument("--timeout", type=float, default=5.0,
+                   help="seconds a request may stay unanswered, its resends included (default 5)")
     p.add_argument("--window", type=int, default=None,
                    help="requests in flight (default: 1 on a serial port, up to 8 on a socket)")
-    p.add_argument("--baud", type=int, default=115200)
+    p.add_argument("--baud", type=int, default=None,
+                   help="serial baud rate (default: the --board's record, else 115200; QEMU's socket ignores it)")
+    p.add_argument("--batch", type=int, default=None, help="vectors per EVAL frame (default: the device's maximum)")
+    p.add_argument("--run", type=Path, default=None,
+                   help="run database to keep every answer in as it arrives (default: beside --json, "
+                        "else ./KERNEL-TIME.hil.sqlite)")
+    p.add_argument("--resume", type=Path, metavar="RUN", default=None,
+                   help="continue the run kept in this database (its kernel, reference and options)")
     p.set_defaults(func=run_command)
+
+
+class Stopped(BaseException):
+    """A stop signal arrived (BaseException: no `except Exception` swallows it)."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+
+
+def _stop(signum, _frame):
+    # further stop signals would interrupt the clean-up (QEMU's end): ignore them from now
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, signal.SIG_IGN)
+    raise Stopped(signum)
+
+
+def _default_run(args) -> Path:
+    if args.json:
+        return args.json.with_name(args.json.name.removesuffix(".json") + ".hil.sqlite")
+    stem = f"{Path(args.kernel).resolve().name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    path, k = Path(f"{stem}.hil.sqlite"), 1
+    while path.exists():  # two runs in one second
+        k += 1
+        path = Path(f"{stem}-{k}.hil.sqlite")
+    return path
 
 
 def run_command(args: argparse.Namespace) -> int:
     if args.board and not args.emulate:
         print("mbforge hil: error: --board goes with --emulate (a --port is already a board)", file=sys.stderr)
         return 2
+    if args.resume is None and not (args.kernel and args.reference):
+        print("mbforge hil: error: --kernel and --reference are required (unless --resume RUN)", file=sys.stderr)
+        return 2
+    if args.vectors < 0:
+        print(f"mbforge hil: error: --vectors must be >= 0, got {args.vectors}", file=sys.stderr)
+        return 2
+    if args.json and not args.json.parent.is_dir():
+        print(f"mbforge hil: error: cannot write --json {args.json}: folder {args.json.parent} does not exist",
+              file=sys.stderr)
+        return 2
+    run_db = None if args.resume else (args.run or _default_run(args))
+    where = args.resume or run_db
+    ours = args.resume is not None or not Path(where).exists()  # else the error is that it exists
+    handlers = {s: signal.signal(s, _stop) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         with contextlib.ExitStack() as stack:
             port = args.port
@@ -64,13 +117,27 @@ def run_command(args: argparse.Namespace) -> int:
                 port = stack.enter_context(Emulator(args.emulate, board=args.board)).url
             report = run(port, args.kernel, args.reference, vectors=args.vectors, seed=args.seed,
                          tol=args.tol, host_model=args.host_model, timeout=args.timeout,
-                         window=args.window, baudrate=args.baud)
+                         window=args.window, batch=args.batch,
+                         baudrate=args.baud or (BOARDS[args.board].baud if args.board else 115200),
+                         run_db=run_db, resume=args.resume)
+    except Stopped as e:
+        try:  # after SIGHUP the terminal may be gone
+            print(f"mbforge hil: stopped by {signal.Signals(e.signum).name}: {_kept(where)}; "
+                  f"continue with --resume {where}", file=sys.stderr)
+        except OSError:
+            pass
+        return 128 + e.signum
     except (HarnessError, LinkError, HostLibError, EmulatorError, ManifestError) as e:
-        print(f"mbforge hil: error: {e}", file=sys.stderr)
+        kept = f" ({_kept(where)}; continue with --resume {where})" if ours and _kept(where, count=True) else ""
+        print(f"mbforge hil: error: {e}{kept}", file=sys.stderr)
         return 2
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
     if args.emulate and not report.device.get("board"):  # the ELF's board, as Emulator chose it
         report.device["board"] = args.board or board_of_elf(args.emulate) or DEFAULT_BOARD
     print(report.table())
+    print(f"run kept in {report.run.get('path')}")
     result = report.to_json()
     for path, text in ((args.json, lambda: json.dumps(result, indent=1, sort_keys=True) + "\n"),
                        (args.html, lambda: render_html(result)), (args.junit, lambda: junit_xml(result))):
@@ -81,6 +148,21 @@ def run_command(args: argparse.Namespace) -> int:
                 print(f"mbforge hil: error: cannot write {path}: {e.strerror}", file=sys.stderr)
                 return 2
     return 0 if report.passed else 1
+
+
+def _kept(path, count: bool = False):
+    """How many answers the run database at `path` holds (never raises)."""
+    try:
+        if path is None or not Path(path).is_file():
+            return 0 if count else "no answers kept"
+        db = RunDB.open(path)
+        try:
+            k, n = db.count(), db.get("n")
+        finally:
+            db.close()
+    except (RunDBError, OSError):
+        return 0 if count else "no answers kept"
+    return k if count else f"{k} of {n} vectors kept in {path}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,6 +24,14 @@ instruction (cpu_hz * 2**shift / 1e9: 5.376 on emulated_f405, 168 MHz at shift 5
 emulated_an385, 25 MHz at shift 7); instructions = round(ticks / slope), exact while a
 tick is less than half an instruction. With DWT they are processor cycles. Calls whose count wrapped
 (raw ticks 0xFFFFFFFF) are left out of the statistics and counted as counter_overflows.
+
+Persistence: every answer goes to the run database (mbforge.hil.rundb) as its frame
+arrives, and the report is always made from the database (report_from_db), so a
+resumed run, a run made in one go and `rundb.load_run` give the same report. The
+`link` key of the report holds the link's events (retries, timeouts, stalls, bad
+frames, CRC errors, error replies, lost replies, duplicates, resets, reconnects) summed
+over the run's sessions, the vectors per frame, the frames in flight and the link time
+per vector.
 """
 from __future__ import annotations
 
@@ -37,7 +45,9 @@ from mbforge.hil import hostlib
 from mbforge.hil.report import board_clock, board_name, progress_bar, vector_details
 from mbforge.hil.compare import CompareError, GroupResult, compare, compare_groups
 from mbforge.hil.compare import check_pair as _check_pair
+from mbforge.hil.device import Evaluation
 from mbforge.hil.link import TICKS_OVERFLOW, Link, LinkDevice, LinkError, calibrate
+from mbforge.hil.rundb import RunDB, RunDBError, add_stats
 from mbforge.hil.vectors import VectorError, draw, from_raw, to_raw
 from mbforge.manifest import Manifest
 
@@ -58,6 +68,9 @@ class Report:
     host_model: dict | None
     passed: bool
     seconds: dict = field(default_factory=dict)
+    link: dict = field(default_factory=dict)  # LinkStats summed over sessions, batch, timing
+    run: dict = field(default_factory=dict)  # the run database: path, state
+    vectors_missing: int = 0  # never answered (an interrupted run's report)
     per_vector: dict | None = None  # report.vector_details: what the HTML report plots
 
     def to_json(self) -> dict:
@@ -72,6 +85,9 @@ class Report:
             "host_model": self.host_model,
             "passed": self.passed,
             "seconds": self.seconds,
+            "link": self.link,
+            "run": self.run,
+            "vectors_missing": self.vectors_missing,
             **({"per_vector": self.per_vector} if self.per_vector is not None else {}),
         }
 
@@ -107,6 +123,17 @@ class Report:
             if h.get("note"):  # c-double: a tolerance replaces bit-exactness (compare.DOUBLE_NOTE)
                 lines.append(f"note: {h['note']}; worst relative difference "
                              f"{h['max_rel_difference']:.3e}: {'within' if h['within_tolerance'] else 'NOT within'}")
+        k = self.link
+        if k:
+            events = [f"{k.get(e, 0)} {e.replace('_', ' ')}" for e in
+                      ("retries", "timeouts", "bad_frames", "error_replies", "lost_replies", "duplicates",
+                       "resets", "reconnects") if k.get(e)]
+            spv = k.get("seconds_per_vector")
+            lines.append(f"link: {k.get('batch', 1)} vectors per frame, "
+                         + (f"{spv * 1e3:.2f} ms per vector, " if spv else "")
+                         + (", ".join(events) if events else "no faults"))
+        if self.vectors_missing:
+            lines.append(f"{self.vectors_missing} of {self.vectors} vectors not answered")
         lines.append("PASS" if self.passed else "FAIL")
         return "\n".join(lines)
 
@@ -139,11 +166,18 @@ def _stats(a: np.ndarray) -> dict:
     return {"min": int(a.min()), "median": float(np.median(a)), "max": int(a.max())}
 
 
-def run(port: str, kernel_dir, reference_dir, *, vectors: int = 1000, seed: int = 0,
-        tol: float | None = None, host_model: bool = False, timeout: float = 5.0,
-        window: int | None = None, baudrate: int = 115200) -> Report:
-    t_start = time.monotonic()
-    kernel_dir, reference_dir = Path(kernel_dir), Path(reference_dir)
+@dataclass
+class _Setup:
+    m: Manifest
+    ref_m: Manifest
+    reference: object
+    device_model: object | None
+    X_real: np.ndarray
+    X_dev: np.ndarray
+    X_used: np.ndarray
+
+
+def _setup(kernel_dir: Path, reference_dir: Path, vectors: int, seed: int, host_model: bool) -> _Setup:
     m = _load(kernel_dir)
     ref_m = _load(reference_dir)
     check_pair(m, ref_m, kernel_dir, reference_dir)
@@ -152,48 +186,183 @@ def run(port: str, kernel_dir, reference_dir, *, vectors: int = 1000, seed: int 
         device_model = hostlib.load_kernel(kernel_dir) if host_model else None
     except hostlib.HostLibError as e:
         raise HarnessError(str(e)) from None
-
     X_real = input_vectors(m, kernel_dir, vectors, seed)
     X_dev = to_raw(m, X_real, "inputs")
     X_used = from_raw(m, X_dev, "inputs")  # what the device actually computes on
+    return _Setup(m, ref_m, reference, device_model, X_real, X_dev, X_used)
 
+
+def _options(port, kernel_dir, reference_dir, vectors, seed, tol, host_model) -> dict:
+    return {"port": port, "kernel": str(Path(kernel_dir).resolve()),
+            "reference": str(Path(reference_dir).resolve()), "vectors": vectors, "seed": seed,
+            "tol": tol, "host_model": host_model}
+
+
+def run(port: str, kernel_dir=None, reference_dir=None, *, vectors: int = 1000, seed: int = 0,
+        tol: float | None = None, host_model: bool = False, timeout: float = 5.0,
+        window: int | None = None, baudrate: int = 115200, batch: int | None = None,
+        run_db: str | Path | None = None, resume: str | Path | None = None,
+        on_progress=None) -> Report:
+    """Evaluate the vectors on the device at `port` and compare. Each answer is stored in
+    the run database `run_db` (a new file; None: kept in memory) as it arrives; with
+    `resume` (an existing run database) the run's own options are used and only the
+    vectors it lacks are evaluated. On an exception the database keeps what arrived and
+    is marked "interrupted"."""
+    t_start = time.monotonic()
+    if resume is not None:
+        try:
+            db = RunDB.open(resume)
+        except RunDBError as e:
+            raise HarnessError(str(e)) from None
+        o = db.get("options")
+        kernel_dir, reference_dir = Path(o["kernel"]), Path(o["reference"])
+        vectors, seed, tol, host_model = o["vectors"], o["seed"], o["tol"], o["host_model"]
+    else:
+        if vectors < 0:
+            raise HarnessError(f"--vectors must be >= 0, got {vectors}")
+        kernel_dir, reference_dir = Path(kernel_dir), Path(reference_dir)
+        db = None
+    try:
+        S = _setup(kernel_dir, reference_dir, vectors, seed, host_model)
+        m = S.m
+        if db is None:
+            try:
+                db = RunDB.create(run_db if run_db is not None else ":memory:",
+                                  _options(port, kernel_dir, reference_dir, vectors, seed, tol, host_model))
+            except RunDBError as e:
+                raise HarnessError(str(e)) from None
+            db.set(digest=m.digest, reference_digest=S.ref_m.digest, model_digest=m.model_digest,
+                   n=len(S.X_real))
+        elif db.get("digest") != m.digest or db.get("n") != len(S.X_real):
+            raise HarnessError(f"{db.path}: the kernel in {kernel_dir} changed since the run began "
+                               f"(digest {m.digest}, the run's {db.get('digest')}): start a new run")
+        with progress_bar(len(S.X_real)) as bar:  # drawn on a terminal only
+            _evaluate(db, S, port, timeout=timeout, window=window, baudrate=baudrate, batch=batch,
+                      on_progress=on_progress or bar)
+        db.set(state="complete")
+        report = report_from_db(db, S, tol=tol)
+        report.seconds["total"] = time.monotonic() - t_start
+        return report
+    except BaseException:
+        if db is not None:
+            try:
+                db.set(state="interrupted")
+            except Exception:  # the database itself may be what failed
+                pass
+        raise
+    finally:
+        if db is not None:
+            db.close()
+
+
+def _evaluate(db: RunDB, S: _Setup, port: str, *, timeout, window, baudrate, batch, on_progress) -> None:
+    """Evaluate the rows the run database lacks, storing each frame's rows as they arrive."""
+    m = S.m
+    n = len(S.X_dev)
+    stored = db.load(n, S.X_dev.dtype, S.X_dev.dtype, m.n_in, m.n_out)
+    done = stored["done"]
+    if done.any() and not np.array_equal(stored["inputs"][done].view(np.uint8),
+                                         S.X_dev[done].view(np.uint8)):
+        raise HarnessError(f"{db.path}: the stored inputs differ from those drawn again from the run's "
+                           f"options: refusing to resume")
+    todo = np.flatnonzero(~done)
     t_dev = time.monotonic()
-    with Link(port, timeout=timeout, baudrate=baudrate) as link:
-        info = link.hello()
-        link.check_digest(m.digest, f"the manifest {kernel_dir / 'manifest.json'}")
-        if (info.real, info.n_in, info.n_out) != (m.real, m.n_in, m.n_out):
-            raise HarnessError(f"device reports {info.real} kernel {info.n_in}->{info.n_out}, "
-                               f"manifest {m.real} {m.n_in}->{m.n_out}")
-        board = LinkDevice(link, window=window)
-        t_eval = time.monotonic()
-        with progress_bar(len(X_dev)) as board.progress:
-            dev = board.eval(X_dev)
-        t_eval = time.monotonic() - t_eval
-    t_dev = time.monotonic() - t_dev
+    t_eval = 0.0
+    stats = None
+    if len(todo):
+        link = Link(port, timeout=timeout, baudrate=baudrate)
+        try:
+            info = link.hello()
+            link.check_digest(m.digest, f"the manifest {Path(db.get('options')['kernel']) / 'manifest.json'}")
+            if (info.real, info.n_in, info.n_out) != (m.real, m.n_in, m.n_out):
+                raise HarnessError(f"device reports {info.real} kernel {info.n_in}->{info.n_out}, "
+                                   f"manifest {m.real} {m.n_in}->{m.n_out}")
+            X = S.X_dev[todo]
 
-    ref = reference.eval(X_used)
+            def keep_rows(rows, res):  # rows of X: stored under the run's own numbers
+                idx = todo[list(rows)]
+                db.put(idx, rows, X, res.outputs, res.status, res.work, res.ticks, res.attempts)
+                if on_progress:
+                    on_progress(int(done.sum()) + int(idx.size), n)
+                done[idx] = True
+
+            board = LinkDevice(link, window=window, batch=batch, on_rows=keep_rows)
+            if db.get("device") is None:
+                db.set(device={"url": port, "firmware": info.firmware, "digest": info.digest,
+                               "real": info.real, "counter": info.counter, "counter_hz": info.counter_hz},
+                       work_unit=board.work_unit, ticks_per_unit=board.ticks_per_unit)
+            t0 = time.monotonic()
+            try:
+                board.link.eval_many(X, window=window, batch=batch, on_rows=keep_rows)
+            finally:
+                t_eval = time.monotonic() - t0
+                stats = link.stats.to_json() | {"batch": getattr(link, "last_batch", batch),
+                                                 "window": getattr(link, "last_window", window),
+                                                 "baud": baudrate}
+        finally:
+            link.close()
+            if stats is not None:
+                t = db.get("timing", {})
+                db.set(link=add_stats(db.get("link", {}), {k: v for k, v in stats.items()
+                                                           if k not in ("batch", "window", "baud")}),
+                       link_setup={k: stats[k] for k in ("batch", "window", "baud")},
+                       sessions=db.get("sessions", 0) + 1,
+                       timing={"eval": t.get("eval", 0.0) + t_eval,
+                               "device": t.get("device", 0.0) + time.monotonic() - t_dev,
+                               "evaluated": t.get("evaluated", 0) + int(done.sum()) - int(n - len(todo))})
+
+
+def report_from_db(db: RunDB, S: _Setup | None = None, tol=None) -> Report:
+    """The report of the rows stored in `db` (all of them in a complete run)."""
+    o = db.get("options")
+    if S is None:
+        S = _setup(Path(o["kernel"]), Path(o["reference"]), o["vectors"], o["seed"], o["host_model"])
+        tol = o["tol"]
+    m = S.m
+    n = len(S.X_dev)
+    st = db.load(n, S.X_dev.dtype, S.X_dev.dtype, m.n_in, m.n_out)
+    done = st["done"]
+    rows = np.flatnonzero(done)
+    device = db.get("device") or {"url": o["port"], "firmware": "?", "digest": m.digest, "real": m.real,
+                                  "counter": "none", "counter_hz": 0}
+    tpi, unit = db.get("ticks_per_unit"), db.get("work_unit")
+    overflow = st["ticks"][rows] == TICKS_OVERFLOW
+    work_all = st["work"][rows].astype(np.int64)
+    if tpi:
+        work_all = np.rint(work_all / tpi).astype(np.int64)
+    work_all[overflow] = -1
+    dev = Evaluation(st["outputs"][rows], st["status"][rows], work_all if unit else None)
+    ref = S.reference.eval(S.X_used[rows])
     c = compare(m, dev, ref=ref,
-                host=device_model.eval(X_dev) if device_model is not None else None, tol=tol)
+                host=S.device_model.eval(S.X_dev[rows]) if S.device_model is not None else None, tol=tol)
     groups, status_mismatches = c.groups, c.status_mismatches
     host = c.host.to_json() if c.host is not None else None
-
-    batch, tpi = board.batch, board.ticks_per_unit
-    overflow = batch.ticks == TICKS_OVERFLOW
-    ticks = batch.work[~overflow].astype(np.int64)
-    work = dev.work[~overflow] if dev.work is not None else ticks
-    work_stats = _stats(work) | {"unit": board.work_unit or "none", "ticks_per_unit": tpi, "ticks": _stats(ticks),
+    ticks = st["work"][rows][~overflow].astype(np.int64)
+    work = work_all[~overflow] if unit else ticks
+    work_stats = _stats(work) | {"unit": unit or "none", "ticks_per_unit": tpi, "ticks": _stats(ticks),
                                  "counter_overflows": int(np.count_nonzero(overflow))}
-    passed = all(g.passed for g in groups) and status_mismatches == 0 and (c.host is None or c.host.passed)
-    device = {"url": port, "firmware": info.firmware, "digest": info.digest, "real": info.real,
-              "counter": info.counter, "counter_hz": info.counter_hz,
-              "board": getattr(info, "board", None) or getattr(info, "env", None) or board_name(info.firmware)}
-    details = vector_details(m, X_used, vectors, from_raw(m, dev.outputs, "outputs"), dev.status,
+    missing = n - len(rows)
+    passed = missing == 0 and all(g.passed for g in groups) and status_mismatches == 0 and \
+        (c.host is None or c.host.passed)
+    timing = db.get("timing", {})
+    link = dict(db.get("link", {}))
+    link.update(db.get("link_setup", {}))
+    link["sessions"] = db.get("sessions", 0)
+    evaluated = timing.get("evaluated", 0)
+    link["seconds_per_vector"] = timing["eval"] / evaluated if evaluated else None
+    link["attempts_max"] = int(st["attempts"][rows].max()) if len(rows) else 0
+    link["vectors_resent"] = int(np.count_nonzero(st["attempts"][rows] > 1))
+    device = dict(device)
+    device.setdefault("board", board_name(device.get("firmware")))
+    details = vector_details(m, S.X_used[rows], o["vectors"], from_raw(m, dev.outputs, "outputs"), dev.status,
                              ref.outputs, ref.status, dev.work, groups)
-    return Report(m.function, device, len(X_real), groups, work_stats,
-                  _stats(batch.ticks[~overflow].astype(np.int64)),
-                  status_mismatches, host, passed,
-                  {"total": time.monotonic() - t_start, "device": t_dev, "eval": t_eval,
-                   "vectors_per_second": len(X_real) / t_eval if t_eval > 0 else None}, details)
+    r = Report(m.function, device, n, groups, work_stats,
+               _stats(st["ticks"][rows][~overflow].astype(np.int64)),
+               status_mismatches, host, passed,
+               {"device": timing.get("device"), "eval": timing.get("eval"),
+                "vectors_per_second": evaluated / timing["eval"] if timing.get("eval") else None}, details)
+    r.link, r.run, r.vectors_missing = link, {"path": db.path, "state": db.get("state")}, missing
+    return r
 
 
 __all__ = ["run", "Report", "GroupResult", "HarnessError", "LinkError", "input_vectors",

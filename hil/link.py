@@ -7,21 +7,31 @@
     Y, status, work = LinkDevice(link).eval(X)     # as a device.Device
 
 Invariants:
-- Nothing blocks for ever: each serial read waits at most `read_timeout`, and each
-  request has an overall deadline of `timeout` seconds, after which LinkTimeout names
-  the request, the port and what was received instead.
-- A reply is matched to its request by seq; a reply whose seq is not in flight
-  (a late duplicate, a stray) is dropped and counted, never taken as another answer,
-  so no result is lost or counted twice.
-- Frames that fail their checks are counted in `stats` and skipped; an ERROR reply for
-  a request in flight raises DeviceError naming the code.
+- Nothing blocks for ever: each serial read waits at most `read_timeout`; a request not
+  answered within `timeout` seconds of its first send (or of the last reconnection or
+  device boot) raises LinkTimeout naming the request, the port and what was received.
+- Every request is idempotent and keeps its seq: it is sent again, with the same seq
+  and a doubling wait (at most `retries` times), when no reply came in time, when the
+  device answered ERROR (it received a damaged copy), when a reply was lost (replies
+  come in request order, so a reply to a later request means the earlier one's is
+  gone), and after the device announced a boot (everything in flight was lost). An
+  ERROR for a request that arrived intact (unknown type, wrong payload size: both are
+  checked after the CRC) is final: DeviceError.
+- A reply is matched to its request by seq; a second reply to an answered request (a
+  duplicate after a resend) is dropped and counted, never taken as another answer, so
+  every request is answered exactly once.
+- Every recovery is counted in `stats` (LinkStats.to_json for reports).
+- A device that reboots into another kernel (digest, type or sizes differ from the
+  first HELLO) raises DigestMismatch: results of two kernels are never mixed.
 - Values travel as raw little-endian bits: eval() takes and returns numpy arrays of the
   device's real type, so results can be compared bit for bit.
 """
 from __future__ import annotations
 
+import select
+import socket
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,9 +40,12 @@ import serial
 from mbforge.hil import protocol as P
 from mbforge.hil.device import Evaluation
 
-HELLO_RESEND = 0.05  # seconds
+HELLO_RESEND = 0.05  # seconds: first resend of HELLO (a booting board drops what it gets)
 CALIB_ITERATIONS = (10_000, 110_000)
 TICKS_OVERFLOW = 0xFFFFFFFF  # the device's count wrapped (24-bit SysTick): no count
+RETRIES = 12  # resends of one request before giving up (within its timeout)
+RECENT = 4096  # answered seqs remembered to tell duplicates from strays
+READ_CHUNK, READ_PAUSE = 256, 0.001  # a short read mid-frame: let bytes gather this long
 
 
 class LinkError(RuntimeError):
@@ -58,10 +71,25 @@ class DigestMismatch(LinkError):
 
 @dataclass
 class LinkStats:
-    bad_frames: int = 0
-    stray_replies: int = 0
-    requests: int = 0
+    requests: int = 0  # frames sent, resends included
+    retries: int = 0  # resends (any cause)
+    timeouts: int = 0  # resends because no reply came in time
+    stalls: int = 0  # of those, waits in which not one byte arrived
+    bad_frames: int = 0  # received frames that failed their checks
+    crc_errors: int = 0  # of those, bad CRC
+    error_replies: int = 0  # ERROR frames: the device got a damaged request
+    device_errors: dict = field(default_factory=dict)  # ERROR name -> count
+    lost_replies: int = 0  # resends because a later request was answered first
+    duplicates: int = 0  # second replies to answered requests, dropped
+    stray_replies: int = 0  # replies matching no request, dropped
+    resets: int = 0  # device boots announced after the first handshake
+    reconnects: int = 0  # the port was reopened after the connection broke
     last_bad: list = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        d = {k: v for k, v in self.__dict__.items() if k != "last_bad"}
+        d["device_errors"] = dict(sorted(self.device_errors.items()))
+        return d
 
 
 @dataclass(frozen=True)
@@ -81,23 +109,73 @@ class BatchResult:
     work: np.ndarray  # uint32 [N]
     ticks: np.ndarray  # uint32 [N]
     outputs: np.ndarray  # [N, n_out] of the device's real type
+    attempts: np.ndarray | None = None  # int32 [N]: sends of the frame that carried the row
+
+
+@dataclass
+class _Pending:
+    index: int
+    ftype: int
+    payload: bytes
+    what: str
+    wait: float  # seconds until the next resend
+    sent_at: float = 0.0  # the last copy
+    first_sent: float = 0.0  # the first copy since the device last booted
+    deadline: float = 0.0
+    attempts: int = 0
 
 
 class Link:
     def __init__(self, url: str, *, timeout: float = 5.0, baudrate: int = 115200,
-                 read_timeout: float = 0.05):
+                 read_timeout: float = 0.05, retries: int = RETRIES, reconnect: float | None = None):
+        """reconnect: seconds to keep trying to reopen a port whose connection broke
+        (a QEMU restarted, a USB link re-enumerated); default `timeout`, 0 to fail at once."""
         self.url = url
         self.timeout = timeout
-        try:
-            self.port = serial.serial_for_url(url, baudrate=baudrate, timeout=read_timeout,
-                                              write_timeout=timeout)
-        except (serial.SerialException, OSError, ValueError) as e:
-            raise LinkError(f"cannot open {url}: {e}") from None
+        self.baudrate = baudrate
+        self.read_timeout = read_timeout
+        self.retries = retries
+        self.reconnect_for = timeout if reconnect is None else reconnect
+        self.port = self._open()
         self.decoder = P.FrameDecoder()
         self.stats = LinkStats()
         self._seq = 0
         self._frames: deque = deque()
+        self._recent: OrderedDict[int, None] = OrderedDict()
         self.info: P.Hello | None = None
+        self.on_event = None  # callable(name: str) for progress displays; optional
+        self._latency = 0.0  # recent longest send-to-reply time of a request sent once
+
+    def _open(self):
+        try:
+            port = serial.serial_for_url(self.url, baudrate=self.baudrate, timeout=self.read_timeout,
+                                         write_timeout=self.timeout)
+        except (serial.SerialException, OSError, ValueError) as e:
+            raise LinkError(f"cannot open {self.url}: {e}") from None
+        if self.url.startswith("socket://"):
+            # pyserial's socket in_waiting is 0 or 1: reads wait in select() here and
+            # then take everything that arrived (timeout 0), not one byte per call
+            port.timeout = 0
+        return port
+
+    def _read_some(self, until: float) -> bytes:
+        if self.port.timeout == 0:
+            wait = max(0.0, min(self.read_timeout, until - time.monotonic()))
+            ready, _, _ = select.select([self.port.fileno()], [], [], wait)
+            if not ready:
+                return b""
+            data = self.port.read(1 << 16)
+            # acknowledge at once: a sender that coalesces small writes (Nagle: QEMU's
+            # serial socket) then sends the rest of a reply without waiting ~40 ms
+            # for a delayed ACK (Linux resets quick-ack mode, so after every read)
+            sock = getattr(self.port, "_socket", None)
+            if sock is not None and hasattr(socket, "TCP_QUICKACK"):
+                try:
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
+                except OSError:
+                    pass
+            return data
+        return self.port.read(max(1, self.port.in_waiting))
 
     # ---- plumbing ------------------------------------------------------------------
     def close(self) -> None:
@@ -114,13 +192,35 @@ class Link:
         self._seq = (self._seq + 1) % P.SEQ_UNKNOWN  # 0xFFFF is reserved for "unknown"
         return seq
 
+    def _reconnect(self, why: str) -> None:
+        """Reopen the port until `reconnect_for` s have passed; LinkError if it stays shut."""
+        try:
+            self.port.close()
+        except (serial.SerialException, OSError):
+            pass
+        deadline = time.monotonic() + self.reconnect_for
+        while True:
+            try:
+                self.port = self._open()
+                break
+            except LinkError:
+                if time.monotonic() >= deadline:
+                    raise LinkError(f"{why}; reopening {self.url} failed for {self.reconnect_for:g} s") from None
+                time.sleep(0.1)
+        self.decoder = P.FrameDecoder(self.decoder.max_payload)
+        self._frames.clear()
+        self.stats.reconnects += 1
+
     def send_bytes(self, data: bytes) -> None:
-        """Write raw bytes (for tests of the device's frame checks)."""
+        """Write raw bytes (also for tests of the device's frame checks)."""
         try:
             self.port.write(data)
             self.port.flush()
         except (serial.SerialException, OSError) as e:
-            raise LinkError(f"write to {self.url} failed: {e}") from None
+            if self.reconnect_for <= 0:
+                raise LinkError(f"write to {self.url} failed: {e}") from None
+            self._reconnect(f"write to {self.url} failed: {e}")
+            self.send_bytes(data)
 
     def send(self, ftype: int, payload: bytes = b"", seq: int | None = None) -> int:
         seq = self.next_seq() if seq is None else seq
@@ -128,62 +228,196 @@ class Link:
         self.stats.requests += 1
         return seq
 
+    def _poll(self, until: float, what: str):
+        """The next decoded item (Frame or BadFrame) before `until`, else None.
+        A broken connection is reopened (its loss counted) when allowed."""
+        while not self._frames:
+            if time.monotonic() > until:
+                return None
+            try:
+                data = self._read_some(until)
+            except (serial.SerialException, OSError, ValueError) as e:
+                if self.reconnect_for <= 0:
+                    raise LinkError(f"read from {self.url} failed while awaiting {what}: {e}") from None
+                self._reconnect(f"read from {self.url} failed while awaiting {what}: {e}")
+                return "reconnected"
+            if data:
+                self._got_bytes = True
+                self._frames.extend(self.decoder.feed(data))
+                if len(data) < READ_CHUNK and not self._frames and self.decoder.partial:
+                    # mid-frame, a few bytes at a time (QEMU, many USB CDC stacks): let
+                    # the rest gather rather than spend a read on each piece
+                    time.sleep(READ_PAUSE)
+        return self._frames.popleft()
+
+    def _bad(self, item: P.BadFrame) -> None:
+        self.stats.bad_frames += 1
+        if item.code == P.ERR_CRC:
+            self.stats.crc_errors += 1
+        self.stats.last_bad = (self.stats.last_bad + [item.describe()])[-5:]
+
     def read_frame(self, deadline: float, what: str) -> P.Frame:
         """The next good frame before `deadline` (time.monotonic()); bad ones are counted."""
         while True:
-            while self._frames:
-                item = self._frames.popleft()
-                if isinstance(item, P.Frame):
-                    return item
-                self.stats.bad_frames += 1
-                self.stats.last_bad = (self.stats.last_bad + [item.describe()])[-5:]
-            if time.monotonic() > deadline:
+            item = self._poll(deadline, what)
+            if item is None:
                 bad = f", {self.stats.bad_frames} corrupted frame(s) so far" if self.stats.bad_frames else ""
                 raise LinkTimeout(f"no reply to {what} from {self.url} within {self.timeout:g} s{bad}")
-            try:
-                data = self.port.read(max(1, self.port.in_waiting))
-            except (serial.SerialException, OSError) as e:
-                raise LinkError(f"read from {self.url} failed while awaiting {what}: {e}") from None
-            if data:
-                self._frames.extend(self.decoder.feed(data))
+            if isinstance(item, P.Frame):
+                return item
+            if isinstance(item, P.BadFrame):
+                self._bad(item)
+
+    def _boot(self, frame: P.Frame) -> None:
+        """The device announced a boot: check it still runs the same kernel."""
+        try:
+            info = P.Hello.unpack(frame.payload)
+        except ValueError as e:
+            raise LinkError(f"bad HELLO from {self.url}: {e}") from None
+        old = self.info
+        if old is not None:
+            if (info.digest, info.real, info.n_in, info.n_out) != (old.digest, old.real, old.n_in, old.n_out):
+                raise DigestMismatch(f"the device at {self.url} rebooted into kernel digest {info.digest} "
+                                     f"({info.real} {info.n_in}->{info.n_out}), it ran {old.digest}: "
+                                     f"refusing to mix the results of two kernels")
+            self.stats.resets += 1
+        self._set_info(info)
+
+    def _set_info(self, info: P.Hello) -> None:
+        self.info = info
+        self.decoder.max_payload = max(info.max_payload, P.ERROR_PAYLOAD.size)
+
+    def _remember(self, seq: int) -> None:
+        self._recent[seq] = None
+        self._recent.move_to_end(seq)
+        if len(self._recent) > RECENT:
+            self._recent.popitem(last=False)
+
+    def transact(self, requests, on_reply, *, window: int = 1, first_wait: float | None = None) -> None:
+        """Send every (ftype, payload, what) of `requests` (a sequence), at most `window`
+        in flight, and call on_reply(index, frame, attempts) exactly once per request with
+        its good reply, recovering from every fault listed in the module's invariants."""
+        n = len(requests)
+        wait0 = first_wait if first_wait is not None else self._first_wait(requests)
+        pending: OrderedDict[int, _Pending] = OrderedDict()  # in order of last send
+        next_i = done = 0
+
+        def send(seq: int, p: _Pending, *, resend: str | None = None) -> None:
+            now = time.monotonic()
+            if resend is not None:
+                if p.attempts > self.retries or now > p.deadline:
+                    bad = f", {self.stats.bad_frames} corrupted frame(s) so far" if self.stats.bad_frames else ""
+                    raise LinkTimeout(f"no reply to {p.what} seq {seq} from {self.url} within {self.timeout:g} s "
+                                      f"({p.attempts} attempts, last failure: {resend}{bad})")
+                self.stats.retries += 1
+                p.wait = min(p.wait * 2, self.timeout)
+                pending.move_to_end(seq)
+            else:
+                p.deadline = now + self.timeout
+            self.send(p.ftype, p.payload, seq)
+            p.attempts += 1
+            p.sent_at = time.monotonic()
+            if resend is None:
+                p.first_sent = p.sent_at
+
+        def resend_all(why: str) -> None:
+            for seq, p in list(pending.items()):
+                p.deadline = time.monotonic() + self.timeout  # the device starts afresh
+                if p.ftype == P.HELLO:
+                    # a HELLO sent while the board booted may still be answered: give it
+                    # its (short) wait from now rather than a duplicate at once
+                    p.sent_at = time.monotonic()
+                else:
+                    send(seq, p, resend=why)
+                p.first_sent = p.sent_at  # the copies sent before the boot are gone
+
+        while done < n:
+            while next_i < n and len(pending) < window:
+                ftype, payload, what = requests[next_i]
+                # waits adapt to the replies seen: a loaded host or a slow device is
+                # no reason to resend (each duplicate costs the device link time)
+                p = _Pending(next_i, ftype, payload, what, max(wait0, 3 * self._latency))
+                seq = self.next_seq()
+                pending[seq] = p
+                send(seq, p)
+                next_i += 1
+            oldest_seq, oldest = next(iter(pending.items()))
+            self._got_bytes = False
+            item = self._poll(min(oldest.sent_at + oldest.wait, oldest.deadline), f"{oldest.what} seq {oldest_seq}")
+            if item is None:
+                self.stats.timeouts += 1
+                if not self._got_bytes:
+                    self.stats.stalls += 1
+                send(oldest_seq, oldest, resend="no reply in time")
+                continue
+            if item == "reconnected":
+                for p in pending.values():  # a restarted device announces its boot; else the waits resend
+                    p.deadline = time.monotonic() + self.timeout
+                continue
+            if isinstance(item, P.BadFrame):
+                self._bad(item)  # a lost reply: the next good one shows which
+                continue
+            frame = item
+            if frame.type == P.HELLO_REPLY and frame.seq == P.BOOT_SEQ:
+                self._boot(frame)
+                if self.on_event:
+                    self.on_event("reset")
+                resend_all("the device rebooted")
+                continue
+            if frame.type == P.ERROR:
+                self.stats.error_replies += 1
+                code = frame.payload[0] if frame.payload else 0
+                name = P.ERROR_NAMES.get(code, f"error {code}")
+                self.stats.device_errors[name] = self.stats.device_errors.get(name, 0) + 1
+                if frame.seq in pending and code in (P.ERR_TYPE, P.ERR_PAYLOAD):
+                    # checked after the CRC: the request arrived intact and is wrong
+                    raise DeviceError(code, frame.seq, pending[frame.seq].what)
+                if frame.seq in pending:
+                    send(frame.seq, pending[frame.seq], resend=f"device error: {name}")
+                elif frame.seq not in self._recent:
+                    # the damaged request's seq is unknown: it is the oldest unanswered
+                    send(oldest_seq, oldest, resend=f"device error: {name}")
+                continue
+            if frame.seq not in pending:
+                if frame.seq in self._recent:
+                    self.stats.duplicates += 1
+                else:
+                    self.stats.stray_replies += 1
+                continue
+            p = pending[frame.seq]
+            if frame.type != p.ftype | P.REPLY:
+                raise LinkError(f"{p.what} seq {frame.seq}: reply of type 0x{frame.type:02X}, "
+                                f"expected 0x{p.ftype | P.REPLY:02X}")
+            # replies come in request order: a request whose last copy went before this
+            # one's first lost its reply (or its request); later copies may yet be answered
+            for seq, q in list(pending.items()):
+                if seq == frame.seq:
+                    break
+                if q.sent_at < p.first_sent:
+                    self.stats.lost_replies += 1
+                    send(seq, q, resend="reply lost")
+            if p.attempts == 1:
+                self._latency = max(time.monotonic() - p.sent_at, 0.9 * self._latency)
+            on_reply(p.index, frame, p.attempts)
+            del pending[frame.seq]
+            self._remember(frame.seq)
+            done += 1
+
+    def _first_wait(self, requests) -> float:
+        """First resend after a frame's own transfer time at the baud rate (both ways,
+        the largest reply) plus a margin, never more than `timeout`."""
+        size = max((len(r[1]) for r in requests), default=0)
+        reply = self.info.max_payload if self.info else 0
+        wire = (size + reply + 2 * P.OVERHEAD + 8) * 10 / self.baudrate
+        return min(self.timeout, 0.25 + 2 * wire)
 
     def request(self, ftype: int, payload: bytes = b"", what: str | None = None,
                 resend_every: float | None = None) -> P.Frame:
-        """Send one request and return its reply (ERROR -> DeviceError).
-
-        With `resend_every`, an idempotent request is sent again (with a new seq) when
-        no reply came for that long; a reply to any of the copies answers it."""
+        """Send one request and return its reply, resending it (same seq) as needed."""
         what = what or f"request type 0x{ftype:02X}"
-        sent = [self.send(ftype, payload)]
-        deadline = time.monotonic() + self.timeout
-        rejected = None
-        while True:
-            wait_until = deadline if resend_every is None else min(deadline, time.monotonic() + resend_every)
-            try:
-                frame = self.read_frame(wait_until, f"{what} seq {sent[-1]}")
-            except LinkTimeout:
-                if time.monotonic() >= deadline:
-                    if rejected is not None:
-                        raise rejected from None
-                    raise
-                sent.append(self.send(ftype, payload))
-                continue
-            if frame.seq not in sent:
-                self.stats.stray_replies += 1
-                continue
-            if frame.type == P.ERROR:
-                code = frame.payload[0] if frame.payload else 0
-                rejected = DeviceError(code, frame.seq, what)
-                if resend_every is None or time.monotonic() >= deadline:
-                    raise rejected
-                # an idempotent request copy mangled while the board booted: ask again
-                self.stats.bad_frames += 1
-                sent.append(self.send(ftype, payload))
-                continue
-            if frame.type != ftype | P.REPLY:
-                raise LinkError(f"{what} seq {frame.seq}: reply of type 0x{frame.type:02X}, "
-                                f"expected 0x{ftype | P.REPLY:02X}")
-            return frame
+        got = []
+        self.transact([(ftype, payload, what)], lambda i, f, a: got.append(f), first_wait=resend_every)
+        return got[0]
 
     # ---- messages ------------------------------------------------------------------
     def hello(self) -> P.Hello:
@@ -191,10 +425,12 @@ class Link:
         # before its UART is enabled (QEMU starts the guest when we connect)
         frame = self.request(P.HELLO, what="HELLO", resend_every=HELLO_RESEND)
         try:
-            self.info = P.Hello.unpack(frame.payload)
+            info = P.Hello.unpack(frame.payload)
         except ValueError as e:
             raise LinkError(f"bad HELLO reply from {self.url}: {e}") from None
-        self.decoder.max_payload = max(self.info.max_payload, P.ERROR_PAYLOAD.size)
+        if self.info is not None and info.boot_id != self.info.boot_id:
+            self.stats.resets += 1  # a boot whose announcement was lost
+        self._set_info(info)
         return self.info
 
     def check_digest(self, digest: str, source: str = "the manifest") -> None:
@@ -215,75 +451,90 @@ class Link:
             raise ValueError(f"input vector has {arr.size} elements, the device's kernel takes {info.n_in}")
         return arr.tobytes()
 
-    def decode_eval(self, frame: P.Frame) -> EvalResult:
+    def decode_eval(self, frame: P.Frame, k: int = 1) -> list[EvalResult]:
+        """The k records of an EVAL reply."""
         info = self.info
-        size = P.EVAL_REPLY_FIXED.size + info.n_out * self._dtype().itemsize
-        if len(frame.payload) != size:
-            raise LinkError(f"EVAL reply of {len(frame.payload)} bytes, expected {size}")
-        status, work, ticks = P.EVAL_REPLY_FIXED.unpack_from(frame.payload)
-        y = np.frombuffer(frame.payload, dtype=self._dtype(), offset=P.EVAL_REPLY_FIXED.size).copy()
-        return EvalResult(status, work, ticks, y)
+        rec = P.EVAL_REPLY_FIXED.size + info.n_out * self._dtype().itemsize
+        if len(frame.payload) != k * rec:
+            raise LinkError(f"EVAL reply of {len(frame.payload)} bytes, expected {k} x {rec}")
+        out = []
+        for v in range(k):
+            status, work, ticks = P.EVAL_REPLY_FIXED.unpack_from(frame.payload, v * rec)
+            y = np.frombuffer(frame.payload, dtype=self._dtype(), count=info.n_out,
+                              offset=v * rec + P.EVAL_REPLY_FIXED.size).copy()
+            out.append(EvalResult(status, work, ticks, y))
+        return out
 
     def eval(self, x) -> EvalResult:
-        return self.decode_eval(self.request(P.EVAL, self.encode_inputs(x), what="EVAL"))
+        return self.decode_eval(self.request(P.EVAL, self.encode_inputs(x), what="EVAL"))[0]
 
     def calibrate(self, iterations: int) -> tuple[int, int]:
         """(instructions, raw ticks) of the device's timed loop of `iterations`."""
         frame = self.request(P.CALIB, P.CALIB_REQUEST.pack(iterations), what="CALIB")
         return P.CALIB_REPLY_FMT.unpack(frame.payload)
 
-    def default_window(self) -> int:
-        """Requests to keep in flight. A socket (QEMU) applies back-pressure, so several
-        are safe up to the device's receive ring; a real UART may overrun while the
-        device times a kernel with interrupts masked, so one at a time there."""
+    def default_batch(self) -> int:
+        info = self.info or self.hello()
+        return max(1, info.max_batch)
+
+    def default_window(self, batch: int | None = None) -> int:
+        """Frames to keep in flight. A socket (QEMU) applies back-pressure, so several
+        are safe while the device's receive ring holds all but the one it works on (that
+        one was read out of the ring before its work began); a real UART may overrun
+        while the device times a kernel with interrupts masked, so one at a time there."""
         info = self.info or self.hello()
         if not self.url.startswith("socket://"):
             return 1
-        frame = P.max_frame_len(info.n_in * self._dtype().itemsize) + 2
-        return max(1, min(8, info.rx_buffer // frame - 1))
+        batch = batch or self.default_batch()
+        frame = P.max_frame_len(batch * info.n_in * self._dtype().itemsize) + 2
+        return max(1, min(8, info.rx_buffer // frame + 1))
 
-    def eval_many(self, X, *, window: int | None = None, progress=None) -> BatchResult:
-        """Evaluate every row of X, keeping up to `window` requests in flight."""
+    def eval_many(self, X, *, window: int | None = None, batch: int | None = None,
+                  progress=None, on_rows=None) -> BatchResult:
+        """Evaluate every row of X, `batch` rows per frame (default the device's maximum),
+        up to `window` frames in flight. on_rows(rows, BatchResult), if given, is called
+        as each frame's rows arrive (to persist them); progress(done, n) likewise."""
         info = self.info or self.hello()
         dtype = self._dtype()
         X = np.ascontiguousarray(X, dtype=dtype).reshape(-1, info.n_in) if info.n_in else \
             np.zeros((len(X), 0), dtype=dtype)
         n = len(X)
-        window = max(1, window or self.default_window())
-        status = np.zeros(n, dtype=np.int32)
-        work = np.zeros(n, dtype=np.uint32)
-        ticks = np.zeros(n, dtype=np.uint32)
-        Y = np.zeros((n, info.n_out), dtype=dtype)
-        in_flight: dict[int, tuple[int, float]] = {}  # seq -> (row, deadline)
+        if batch is None and window and self.url.startswith("socket://"):
+            # as many vectors per frame as keep `window - 1` frames within the receive ring
+            size = self._dtype().itemsize * info.n_in
+            batch = next((b for b in range(info.max_batch, 0, -1)
+                          if (window - 1) * (P.max_frame_len(b * size) + 2) <= info.rx_buffer), 1)
+        batch = max(1, min(batch or self.default_batch(), info.max_batch))
+        if info.n_in == 0:
+            batch = 1
+        window = max(1, window or self.default_window(batch))
+        self.last_batch, self.last_window = batch, window  # for reports
+        res = BatchResult(np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.uint32),
+                          np.zeros(n, dtype=np.uint32), np.zeros((n, info.n_out), dtype=dtype),
+                          np.zeros(n, dtype=np.int32))
+        starts = list(range(0, n, batch))
+        requests = [(P.EVAL, X[s:s + batch].tobytes(), f"EVAL of vectors {s}..{min(n, s + batch) - 1}")
+                    for s in starts]
         done = np.zeros(n, dtype=bool)
-        next_row = 0
-        completed = 0
-        while completed < n:
-            while next_row < n and len(in_flight) < window:
-                seq = self.send(P.EVAL, X[next_row].tobytes())
-                in_flight[seq] = (next_row, time.monotonic() + self.timeout)
-                next_row += 1
-            oldest_seq = next(iter(in_flight))
-            row0, deadline = in_flight[oldest_seq]
-            frame = self.read_frame(deadline, f"EVAL seq {oldest_seq} (vector {row0})")
-            if frame.seq not in in_flight:
-                self.stats.stray_replies += 1
-                continue
-            row, _ = in_flight.pop(frame.seq)
-            if frame.type == P.ERROR:
-                raise DeviceError(frame.payload[0] if frame.payload else 0, frame.seq,
-                                  f"EVAL of vector {row}")
-            if frame.type != P.EVAL_REPLY:
-                raise LinkError(f"EVAL seq {frame.seq}: reply type 0x{frame.type:02X}")
-            if done[row]:  # cannot happen with unique in-flight seqs; guard all the same
-                raise LinkError(f"vector {row} answered twice")
-            r = self.decode_eval(frame)
-            status[row], work[row], ticks[row], Y[row] = r.status, r.work, r.ticks, r.outputs
-            done[row] = True
-            completed += 1
+        count = [0]
+
+        def on_reply(i: int, frame: P.Frame, attempts: int) -> None:
+            s = starts[i]
+            rows = range(s, min(n, s + batch))
+            if done[s]:  # transact answers each request once; guard all the same
+                raise LinkError(f"vector {s} answered twice")
+            for r, rec in zip(rows, self.decode_eval(frame, len(rows))):
+                res.status[r], res.work[r], res.ticks[r], res.outputs[r] = rec.status, rec.work, rec.ticks, rec.outputs
+                res.attempts[r] = attempts
+            done[list(rows)] = True
+            count[0] += len(rows)
+            if on_rows:
+                on_rows(rows, res)
             if progress:
-                progress(completed, n)
-        return BatchResult(status, work, ticks, Y)
+                progress(count[0], n)
+
+        self.transact(requests, on_reply, window=window)
+        return res
 
 
 def calibrate(link: Link) -> float | None:
@@ -304,26 +555,35 @@ class LinkDevice:
     call whose count wrapped; None without a counter. `batch` keeps the last raw
     BatchResult (counter ticks included) for reports."""
 
-    def __init__(self, link: Link, *, window: int | None = None, calibrated: bool = True):
+    def __init__(self, link: Link, *, window: int | None = None, calibrated: bool = True,
+                 batch: int | None = None, on_rows=None):
         self.link = link
         self.window = window
+        self.batch_size = batch
+        self.on_rows = on_rows
         info = link.info or link.hello()
         self.ticks_per_unit = calibrate(link) if calibrated and info.counter == "SysTick" else None
         self.work_unit = "instructions" if self.ticks_per_unit else \
             {"DWT": "cycles", "SysTick": "ticks"}.get(info.counter)
         self.name = f"{info.firmware} at {link.url}"
         self.batch: BatchResult | None = None
-        self.progress = None  # callable(done, total), e.g. report.progress_bar's
 
     def eval(self, raw_inputs) -> Evaluation:
-        self.batch = b = self.link.eval_many(raw_inputs, window=self.window, progress=self.progress)
+        self.batch = b = self.link.eval_many(raw_inputs, window=self.window, batch=self.batch_size,
+                                             on_rows=self.on_rows)
         if self.work_unit is None:
             return Evaluation(b.outputs, b.status, None)
-        work = b.work.astype(np.int64)
+        return Evaluation(b.outputs, b.status, self.work_of(b.work, b.ticks))
+
+    def work_of(self, work: np.ndarray, ticks: np.ndarray) -> np.ndarray | None:
+        """Work per call in `work_unit` from the device's counts (-1: the count wrapped)."""
+        if self.work_unit is None:
+            return None
+        w = np.asarray(work).astype(np.int64)
         if self.ticks_per_unit:
-            work = np.rint(work / self.ticks_per_unit).astype(np.int64)
-        work[b.ticks == TICKS_OVERFLOW] = -1
-        return Evaluation(b.outputs, b.status, work)
+            w = np.rint(w / self.ticks_per_unit).astype(np.int64)
+        w[np.asarray(ticks) == TICKS_OVERFLOW] = -1
+        return w
 
 
 def unpack_error(frame: P.Frame) -> tuple[int, int]:
@@ -331,5 +591,5 @@ def unpack_error(frame: P.Frame) -> tuple[int, int]:
     return P.ERROR_PAYLOAD.unpack(frame.payload)
 
 
-__all__ = ["Link", "LinkError", "LinkTimeout", "DeviceError", "DigestMismatch",
+__all__ = ["Link", "LinkError", "LinkTimeout", "DeviceError", "DigestMismatch", "LinkStats",
            "EvalResult", "BatchResult", "unpack_error", "calibrate", "LinkDevice"]

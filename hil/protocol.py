@@ -22,14 +22,23 @@ Checks, in the order both ends apply them to a received frame (first failure win
   6. unknown request type                                 -> ERR_TYPE (4)
   7. payload size wrong for the type                      -> ERR_PAYLOAD (5)
 The seq in an ERROR reply is the frame's seq when at least 3 body bytes could be read
-(unverified when the CRC failed), else SEQ_UNKNOWN.
+(unverified when the CRC failed), else SEQ_UNKNOWN. A decoded body that would not fit
+the receiver's buffer is ERR_OVERSIZE when its len field exceeds the max payload, else
+ERR_LENGTH (check 2 and 3 decide it, as for a body that fits).
+
+Recovery. Requests have no side effects, so the host may send one again with the same
+seq (after a timeout, an ERROR, or a reply lost to corruption); replies come in request
+order. At every boot the device announces itself with an unsolicited HELLO reply of seq
+SEQ_UNKNOWN (BOOT_SEQ) whose boot id differs from the previous boot's when its RAM
+survived the reset: the host then knows every request in flight was lost.
 
 Messages (payload layouts, all little-endian):
   HELLO  0x01 -> 0x81  protocol u8, real kind u8, n_in u16, n_out u16, counter kind u8,
                        counter Hz u32, max payload u16, rx buffer u16, digest char[64],
-                       firmware version: len u8 + ASCII
-  EVAL   0x02 -> 0x82  request: n_in raw reals; reply: status i32, work u32
-                       (counter ticks less the measured empty-call overhead), raw ticks u32,
+                       boot id u32, max batch u16, firmware version: len u8 + ASCII
+  EVAL   0x02 -> 0x82  request: k vectors of n_in raw reals (1 <= k <= max batch; k = 1
+                       when n_in = 0); reply: k records of status i32, work u32 (counter
+                       ticks less the measured empty-call overhead), raw ticks u32,
                        n_out raw reals
   CALIB  0x03 -> 0x83  request: iterations u32; reply: instructions u32, raw ticks u32 of a
                        timed loop with a known instruction count (2 per iteration), so the
@@ -44,7 +53,7 @@ from dataclasses import dataclass
 
 from mbforge.hil import cobs
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 DELIM = 0x00
 
 HELLO, EVAL, CALIB = 0x01, 0x02, 0x03
@@ -62,6 +71,7 @@ ERROR_NAMES = {
     ERR_COBS: "COBS error",
 }
 SEQ_UNKNOWN = 0xFFFF
+BOOT_SEQ = SEQ_UNKNOWN  # the seq of the HELLO a device sends unasked when it boots
 
 HEADER = struct.Struct("<BHH")  # type, seq, len
 HEADER_LEN = HEADER.size  # 5
@@ -75,7 +85,7 @@ REAL_SIZES = {"double": 8, "float": 4, "int32": 4}
 COUNTER_NONE, COUNTER_SYSTICK, COUNTER_DWT = 0, 1, 2
 COUNTER_NAMES = {COUNTER_NONE: "none", COUNTER_SYSTICK: "SysTick", COUNTER_DWT: "DWT"}
 
-HELLO_FIXED = struct.Struct("<BBHHBIHH64s")
+HELLO_FIXED = struct.Struct("<BBHHBIHH64sIH")
 EVAL_REPLY_FIXED = struct.Struct("<iII")
 CALIB_REQUEST = struct.Struct("<I")
 CALIB_REPLY_FMT = struct.Struct("<II")
@@ -153,6 +163,11 @@ class FrameDecoder:
         self._raw = bytearray()
         self._oversize = False
 
+    @property
+    def partial(self) -> int:
+        """Encoded bytes held of a frame not yet closed by its delimiter."""
+        return len(self._raw)
+
     def feed(self, data: bytes) -> list[Frame | BadFrame]:
         out: list[Frame | BadFrame] = []
         for chunk_i, chunk in enumerate(bytes(data).split(b"\x00")):
@@ -190,33 +205,53 @@ class Hello:
     rx_buffer: int
     digest: str
     firmware: str
+    boot_id: int = 0
+    max_batch: int = 1
 
     @classmethod
     def unpack(cls, payload: bytes) -> "Hello":
         need = HELLO_FIXED.size + 1
+        if payload and payload[0] != PROTOCOL_VERSION:  # first: other versions have other sizes
+            raise ValueError(f"device speaks link protocol {payload[0]}, this host {PROTOCOL_VERSION}: "
+                             f"regenerate and flash the firmware with this mbforge")
         if len(payload) < need:
             raise ValueError(f"HELLO reply of {len(payload)} bytes, expected at least {need}")
-        proto, real, n_in, n_out, counter, hz, maxp, rxbuf, digest = HELLO_FIXED.unpack_from(payload)
+        proto, real, n_in, n_out, counter, hz, maxp, rxbuf, digest, boot, batch = \
+            HELLO_FIXED.unpack_from(payload)
         vlen = payload[HELLO_FIXED.size]
         version = payload[need:need + vlen].decode("ascii", "replace")
         return cls(proto, REAL_NAMES.get(real, f"unknown({real})"), n_in, n_out,
                    COUNTER_NAMES.get(counter, f"unknown({counter})"), hz, maxp, rxbuf,
-                   digest.decode("ascii", "replace"), version)
+                   digest.decode("ascii", "replace"), version, boot, max(1, batch))
 
     def pack(self) -> bytes:
         counter = {v: k for k, v in COUNTER_NAMES.items()}[self.counter]
         fw = self.firmware.encode("ascii")
         return HELLO_FIXED.pack(self.protocol, REAL_KINDS[self.real], self.n_in, self.n_out, counter,
                                 self.counter_hz, self.max_payload, self.rx_buffer,
-                                self.digest.encode("ascii")) + bytes([len(fw)]) + fw
+                                self.digest.encode("ascii"), self.boot_id, self.max_batch) + \
+            bytes([len(fw)]) + fw
 
 
 def hello_payload_len(firmware_version: str) -> int:
     return HELLO_FIXED.size + 1 + len(firmware_version.encode("ascii"))
 
 
-def max_payload_for(real: str, n_in: int, n_out: int, firmware_version: str) -> int:
+BATCH_PAYLOAD = 2048  # bytes of EVAL reply a batch aims at (device RAM: ~3 such buffers)
+MAX_BATCH = 32
+
+
+def max_batch_for(real: str, n_in: int, n_out: int) -> int:
+    """Vectors per EVAL frame: as many as fit BATCH_PAYLOAD (at least 1, at most MAX_BATCH)."""
+    size = REAL_SIZES[real]
+    if n_in == 0:
+        return 1
+    per = max(n_in * size, EVAL_REPLY_FIXED.size + n_out * size)
+    return max(1, min(MAX_BATCH, BATCH_PAYLOAD // per))
+
+
+def max_payload_for(real: str, n_in: int, n_out: int, firmware_version: str, max_batch: int = 1) -> int:
     """The device's max payload: room for its largest request and reply."""
     size = REAL_SIZES[real]
-    return max(n_in * size, EVAL_REPLY_FIXED.size + n_out * size,
+    return max(max_batch * n_in * size, max_batch * (EVAL_REPLY_FIXED.size + n_out * size),
                hello_payload_len(firmware_version), CALIB_REQUEST.size, CALIB_REPLY_FMT.size)

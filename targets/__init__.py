@@ -55,6 +55,8 @@ class Board:
     pio_url: str | None = None
     # emulated boards only: QEMU's machine, which of its `-serial` options (0 = the first)
     # is the link UART, and the `-icount shift` (one instruction = 2**shift ns of virtual time)
+    # the link's default baud rate (firmware and `mbforge hil --port`; QEMU ignores it)
+    baud: int = 115200
     qemu_machine: str | None = None  # None: a real board
     qemu_serial: int | None = None
     icount_shift: int | None = None
@@ -96,7 +98,8 @@ BOARDS: dict[str, Board] = {b.env: b for b in (
           code_origin=0x08000000, flash_kb=512, ram_kb=128, code_note=_STM32_FLASH,
           uart="stm32_usart", num_irq=97, link_irq=38, irq_handler="USART2_IRQHandler",
           ldscript="ld/stm32f446re.ld",
-          pio_board=None),
+          # the ST-LINK/V2-1 virtual COM port takes it; 42 MHz APB1 / 921600 = 45.6 -> BRR 46 (-0.9 %)
+          pio_board=None, baud=921_600),
     # Arm's MPS2 FPGA image AN385: a Cortex-M3, no FPU (float and double run in software);
     # UART0 is QEMU's first serial. 25 MHz x 2**7 ns = 3.2 SysTick ticks per instruction.
     # QEMU and the MPS2 board load the image into SSRAM1, so "flash" is RAM here too.

@@ -74,7 +74,7 @@ def test_qemu_command_and_elf_follow_the_board_record(board, elf):
     assert cmd[cmd.index("-M") + 1] == board.qemu_machine and f"shift={board.icount_shift}" in cmd
     # the serials before the link UART's are discarded; the link UART's is the TCP server
     serials = [cmd[i + 1] for i, a in enumerate(cmd) if a == "-serial"]
-    assert serials == ["null"] * board.qemu_serial + ["tcp:127.0.0.1:4321,server=on,wait=on,nodelay=on"]
+    assert serials == ["null"] * board.qemu_serial + ["tcp:127.0.0.1:4321,server=on,wait=on"]
     emu = Emulator(elf)
     assert (emu.board, emu.machine, emu.icount_shift) == (board.env, board.qemu_machine, board.icount_shift)
     assert emu.ticks_per_instruction == pytest.approx(ticks_per_instruction(board))

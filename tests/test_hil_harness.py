@@ -19,6 +19,12 @@ TOY, TOY_DOUBLE, TOY_WRONG = FIXTURES / "toy", FIXTURES / "toy_double", FIXTURES
 pytestmark = pytest.mark.usefixtures("deadline")  # conftest.deadline
 
 
+@pytest.fixture(autouse=True)
+def in_tmp(tmp_path, monkeypatch):
+    """`mbforge hil` keeps its run database in the current folder by default."""
+    monkeypatch.chdir(tmp_path)
+
+
 @pytest.fixture(scope="module")
 def device(toy_firmware):
     with Emulator(toy_firmware("emulated_f405")[1]) as emu:
@@ -179,3 +185,47 @@ def test_fixed_point_tolerance_is_the_manifest_error_bound(tmp_path):
     assert not g.passed and g.worst_element == "r[0]" and g.worst_vector == 0
     [g] = compare_groups(m, beyond, ref, tol=1e-3)  # --tol overrides: relative to scale 4
     assert g.passed and g.scale == 4.0
+
+
+@pytest.mark.firmware
+def test_run_database_gives_the_report_again(device, tmp_path, capsys):
+    from mbforge.hil.rundb import load_run
+
+    report, run = tmp_path / "r.json", tmp_path / "r.hil.sqlite"
+    assert hil_cli(["--port", device, "--kernel", str(TOY), "--reference", str(TOY_DOUBLE), "--vectors", "120",
+                    "--host-model", "--json", str(report), "--run", str(run)]) == 0
+    first, again = json.loads(report.read_text()), load_run(run)
+    for key in ("outputs", "vectors", "passed", "work_per_call", "raw_ticks", "status_mismatches", "host_model",
+                "vectors_missing"):
+        assert again[key] == first[key], key
+    assert again["link"]["sessions"] == 1 and again["link"]["batch"] >= 1
+    assert again["link"]["seconds_per_vector"] > 0 and again["run"]["state"] == "complete"
+    # a finished run resumed evaluates nothing and reports the same
+    capsys.readouterr()
+    assert hil_cli(["--port", device, "--resume", str(run)]) == 0
+    assert "PASS" in capsys.readouterr().out
+    assert load_run(run)["outputs"] == first["outputs"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--vectors", "-5"], "--vectors must be >= 0, got -5"),
+    (["--json", "no/such/folder/r.json"], "folder no/such/folder does not exist"),
+    (["--run", "no/such/folder/r.hil.sqlite"], "folder no/such/folder does not exist"),
+])
+def test_hil_bad_options_are_one_line(args, message, capsys):
+    code = hil_cli(["--port", "socket://127.0.0.1:1", "--kernel", str(TOY), "--reference", str(TOY_DOUBLE), *args])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_hil_resume_of_no_run_is_one_line(tmp_path, capsys):
+    assert hil_cli(["--port", "socket://127.0.0.1:1", "--resume", str(tmp_path / "none.hil.sqlite")]) == 2
+    err = capsys.readouterr().err
+    assert "no run database at" in err and err.count("\n") == 1
+
+
+def test_hil_resume_of_a_file_that_is_no_run_is_one_line(tmp_path, capsys):
+    (tmp_path / "x.hil.sqlite").write_text("not a database")
+    assert hil_cli(["--port", "socket://127.0.0.1:1", "--resume", str(tmp_path / "x.hil.sqlite")]) == 2
+    err = capsys.readouterr().err
+    assert "not a readable run database" in err and err.count("\n") == 1

@@ -6,6 +6,7 @@ import struct
 import threading
 import time
 import zlib
+from pathlib import Path
 
 import pytest
 
@@ -151,9 +152,16 @@ def test_decoder_garbage_between_frames():
 
 
 def test_hello_pack_unpack():
-    h = P.Hello(1, "float", 3, 2, "SysTick", 168_000_000, 96, 1024, "ab" * 32, "fw 1")
+    h = P.Hello(P.PROTOCOL_VERSION, "float", 3, 2, "SysTick", 168_000_000, 96, 1024, "ab" * 32, "fw 1",
+                boot_id=7, max_batch=20)
     assert P.Hello.unpack(h.pack()) == h
     assert len(h.pack()) == P.hello_payload_len("fw 1")
+
+
+def test_hello_of_another_protocol_is_refused():
+    h = P.Hello(1, "float", 3, 2, "SysTick", 168_000_000, 96, 1024, "ab" * 32, "fw 1")
+    with pytest.raises(ValueError, match="link protocol 1"):
+        P.Hello.unpack(h.pack())
 
 
 @pytest.fixture
@@ -204,3 +212,150 @@ def test_link_open_failure_is_a_link_error():
     s.close()  # nothing listens there now
     with pytest.raises(LinkError, match="cannot open"):
         Link(f"socket://127.0.0.1:{port}", timeout=0.5)
+
+
+# ---- the firmware's parser and the Python decoder agree (differential fuzz) ---------------------------
+FUZZ_HARNESS = r"""
+#include <stdio.h>
+#include "mbf_link.h"
+void mbf_uart_putc(uint8_t byte) { putchar(byte); }
+int main(void)
+{
+    int c;
+    mbf_frame_t f;
+    while ((c = getchar()) != EOF) {
+        if (mbf_link_feed((uint8_t)c, &f)) { /* a good frame: echo what the parser saw */
+            uint8_t *p = mbf_link_tx_payload();
+            p[0] = f.type;
+            mbf_put_u16(p + 1, f.len);
+            mbf_link_send(0x55, f.seq, p, 3);
+        }
+    }
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def host_parser(tmp_path_factory):
+    """The firmware's mbf_link.c, generated for a kernel whose max payload is 1212 bytes
+    (above the 245 where the buffers of COBS-decoded and raw frames differ by a block),
+    compiled for the host with the sanitizers; (executable, max payload)."""
+    import json
+    import shutil
+    import subprocess
+
+    from mbforge.firmware.project import plan_project
+
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc not installed")
+    root = tmp_path_factory.mktemp("parser")
+    kernel = root / "k"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "toy", kernel)
+    m = json.loads((kernel / "manifest.json").read_text())
+    m["outputs"][0].update(shape=[300], size=300)
+    m["n_out"] = 300
+    (kernel / "manifest.json").write_text(json.dumps(m))
+    plan = plan_project(kernel)
+    src = root / "src"
+    for name in ("mbf_config.h", "mbf_link.h", "mbf_link.c"):
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        (src / name).write_bytes(plan[f"src/{name}"])
+    for name, data in plan.items():
+        if name.startswith("src/kernel/"):
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_bytes(data)
+    (src / "mbf_board.h").write_text("#include <stdint.h>\nvoid mbf_uart_putc(uint8_t byte);\n")
+    (src / "fuzz.c").write_text(FUZZ_HARNESS)
+    exe = root / "parser"
+    subprocess.run(["gcc", "-std=c11", "-O1", "-g", "-Wall", "-Werror", "-fsanitize=address,undefined",
+                    "-fno-sanitize-recover=all", "-I", str(src), str(src / "mbf_link.c"), str(src / "fuzz.c"),
+                    "-o", str(exe)], check=True)
+    text = (src / "mbf_config.h").read_text()
+    max_payload = int(text.split("#define MBF_MAX_PAYLOAD")[1].split()[0].rstrip("u"))
+    assert max_payload >= 245
+    return exe, max_payload
+
+
+def _fuzz_frames(rng: random.Random, max_payload: int) -> bytes:
+    raw_max = P.max_frame_len(max_payload)
+    out = bytearray()
+    for _ in range(3000):
+        kind = rng.randrange(9)
+        seq = rng.randrange(0x10000)
+        plen = rng.randrange(0, max_payload + 1) if rng.random() < 0.3 else rng.randrange(0, 40)
+        payload = bytes(rng.randrange(256) for _ in range(plen))
+        body = bytearray(P.encode_body(rng.choice([1, 2, 3, 0x55]), seq, payload))
+        if kind == 0:  # good
+            enc = cobs.encode(bytes(body))
+        elif kind == 1:  # bytes flipped
+            enc = bytearray(cobs.encode(bytes(body)))
+            for _ in range(rng.randrange(1, 4)):
+                enc[rng.randrange(len(enc))] ^= rng.randrange(1, 256)
+            enc = bytes(enc).replace(b"\x00", b"\x01")
+        elif kind == 2:  # truncated
+            enc = cobs.encode(bytes(body))[:rng.randrange(0, len(body))]
+        elif kind == 3:  # a body longer than its len says, up to and past the buffers
+            extra = rng.randrange(1, raw_max + 300)
+            body += bytes(rng.randrange(256) for _ in range(extra))
+            enc = cobs.encode(bytes(body))
+        elif kind == 4:  # len field beyond the max payload
+            body[3:5] = (max_payload + rng.randrange(1, 3000)).to_bytes(2, "little")
+            enc = cobs.encode(bytes(body))
+        elif kind == 5:  # oversize on the wire
+            enc = bytes(rng.randrange(1, 256) for _ in range(raw_max + rng.randrange(1, 50)))
+        elif kind == 6:  # garbage
+            enc = bytes(rng.randrange(1, 256) for _ in range(rng.randrange(1, 60)))
+        elif kind == 7:  # a raw frame of exactly the buffer's size, or one more
+            enc = bytes(rng.randrange(1, 256) for _ in range(raw_max + rng.randrange(-2, 2)))
+        else:  # short bodies around the header size
+            enc = cobs.encode(bytes(body[:rng.randrange(0, 8)]))
+        out += b"\x00" + enc + (b"\x00" * rng.randrange(1, 3))
+    return bytes(out)
+
+
+def _expected(stream: bytes, max_payload: int) -> list:
+    out = []
+    for item in P.FrameDecoder(max_payload).feed(stream):
+        if isinstance(item, P.Frame):
+            out.append(("ok", item.seq, item.type, len(item.payload)))
+        else:
+            out.append(("err", item.code, item.seq))
+    return out
+
+
+def _device(exe, stream: bytes) -> list:
+    import subprocess
+
+    replies = subprocess.run([str(exe)], input=stream, capture_output=True, check=True).stdout
+    out = []
+    for f in P.FrameDecoder().feed(replies):
+        assert isinstance(f, P.Frame), f
+        if f.type == 0x55:
+            out.append(("ok", f.seq, f.payload[0], int.from_bytes(f.payload[1:3], "little")))
+        else:
+            assert f.type == P.ERROR
+            code, seq = P.ERROR_PAYLOAD.unpack(f.payload)
+            out.append(("err", code, seq))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_c_parser_and_python_decoder_agree_on_every_frame(host_parser, seed):
+    exe, max_payload = host_parser
+    stream = _fuzz_frames(random.Random(seed), max_payload)
+    expected = _expected(stream, max_payload)
+    assert len(expected) > 2500 and {e[1] for e in expected if e[0] == "err"} >= {1, 2, 3, 6}
+    assert _device(exe, stream) == expected
+
+
+def test_long_body_at_a_large_max_payload_is_a_length_error(host_parser):
+    """The case that disagreed: a body longer than its len field whose decoding overflows
+    the device's body buffer is ERR_LENGTH on both sides (the len field is legal)."""
+    exe, max_payload = host_parser
+    good = P.encode_body(P.EVAL, 77, b"\x01" * 12)
+    # zeros cost no COBS overhead: the frame fits the raw buffer, its decoding not the body's
+    body = good + b"\x00" * (P.OVERHEAD + max_payload + 3 - len(good))
+    stream = b"\x00" + cobs.encode(body) + b"\x00"
+    assert len(cobs.encode(body)) <= P.max_frame_len(max_payload)
+    assert _expected(stream, max_payload) == _device(exe, stream) == [("err", P.ERR_LENGTH, 77)]
