@@ -68,10 +68,10 @@ class Report:
     host_model: dict | None
     passed: bool
     seconds: dict = field(default_factory=dict)
+    per_vector: dict | None = None  # report.vector_details: what the HTML report plots
     link: dict = field(default_factory=dict)  # LinkStats summed over sessions, batch, timing
     run: dict = field(default_factory=dict)  # the run database: path, state
     vectors_missing: int = 0  # never answered (an interrupted run's report)
-    per_vector: dict | None = None  # report.vector_details: what the HTML report plots
 
     def to_json(self) -> dict:
         return {

@@ -230,7 +230,8 @@ def test_hil_cli_writes_html_junit_and_json(toy_firmware, tmp_path, capsys):
     check_junit(out["xml"].read_text())
     # a report file that cannot be written: one line, exit 2
     code = hil_cli(["--emulate", str(toy_firmware("emulated_f405")[1]), "--kernel", str(kernel),
-                    "--reference", str(TOY_DOUBLE), "--vectors", "5", "--html", str(tmp_path / "no" / "r.html")])
+                    "--reference", str(TOY_DOUBLE), "--vectors", "5", "--html", str(tmp_path / "no" / "r.html"),
+                    "--run", str(tmp_path / "bad-html.hil.sqlite")])
     err = capsys.readouterr().err
     assert code == 2 and "cannot write" in err and "Traceback" not in err
 
