@@ -51,6 +51,8 @@ class Group:
     # error bound per element versus exact arithmetic (reduced-precision targets; None:
     # no finite bound, e.g. downstream of a divisor whose range reaches 0)
     error_bound: list[float | None] | None = None
+    # outputs: what each element is (a coordinate, a constraint, "row/col" of a matrix entry)
+    labels: list[str] | None = None
 
 
 @dataclass
@@ -135,7 +137,7 @@ class Manifest:
                 expect = len(g.pattern) if g.pattern is not None else _prod(g.shape)
                 if g.size != expect:
                     raise ManifestError(f"{kind} {g.name!r} has size {g.size}, expected {expect}")
-                for attr in ("range", "frac_bits", "error_bound"):
+                for attr in ("range", "frac_bits", "error_bound", "labels"):
                     v = getattr(g, attr)
                     if v is not None and len(v) != g.size:
                         raise ManifestError(f"{kind} {g.name!r}: {attr} has {len(v)} entries, size is {g.size}")

@@ -81,6 +81,25 @@ def _doc(groups, names) -> list[str]:
     return out
 
 
+def _out_doc(groups) -> list[str]:
+    """Every output element on its own line: index, what it is, and (fixed point) its Q
+    format and (reduced precision) its error bound, so the header alone says which entry
+    of out[] is which."""
+    out = _doc(groups, {})
+    lines = []
+    for g, head in zip(groups, out):
+        lines.append(head)
+        for k in range(g.size):
+            what = f"{g.offset + k:>12}   {g.labels[k]}"
+            if g.frac_bits is not None:
+                f = g.frac_bits[k]
+                what += f"  Q{31 - f}.{f}" if 0 <= f <= 31 else f"  frac_bits {f}"
+            if g.error_bound is not None and g.error_bound[k] is not None:
+                what += f"  +-{g.error_bound[k]:.3g}"
+            lines.append(what)
+    return lines
+
+
 def _parameters(kernel: Kernel, mode: str) -> Kernel:
     """Model parameters (symbols of kind param) the outputs depend on: folded in as their
     values, or appended as a runtime input port `params` with their declared ranges."""
@@ -144,7 +163,7 @@ def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Opt
     outputs, off = [], 0
     for p in kernel.outputs:
         pat = [list(ij) for ij in p.pattern] if p.pattern is not None else None
-        outputs.append(Group(p.name, p.shape, off, len(p.atoms), pattern=pat))
+        outputs.append(Group(p.name, p.shape, off, len(p.atoms), pattern=pat, labels=p.element_labels()))
         off += len(p.atoms)
 
     backend.check(sched)
@@ -164,7 +183,7 @@ def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Opt
         guard=f"{prefix.upper()}_H", macro=function.upper(),
         n_in=sum(g.size for g in inputs), n_out=sum(g.size for g in outputs),
         description=kernel.description or kernel.name,
-        in_doc=_doc(inputs, in_names), out_doc=_doc(outputs, {}),
+        in_doc=_doc(inputs, in_names), out_doc=_out_doc(outputs),
         status=[("0", "on success")] + [(code, text) for code, (_, text) in backend.status.items()],
         ops_line=f"{counts['total']} operations ({', '.join(f'{k} {v}' for k, v in counts.items() if k != 'total')}), "
                  f"peak {sched.peak_live} live values",

@@ -182,3 +182,29 @@ def test_a_function_the_dialect_lacks_is_named_before_any_analysis():
     assert "atan2(" in generate(k, "c-double").files["tb.c"]
     with pytest.raises(ExpressionError, match=r"^target c-float32 has no 'atan2' \(used by the model\)$"):
         generate(k, "c-float32")
+
+
+def test_headers_name_every_output_element_with_its_format():
+    """The header alone says which entry of out[] is which: the constraint, coordinate or
+    matrix entry (row/column), and for c-fixed its Q format and error bound; the manifest
+    carries the same labels."""
+    from mbforge.examples import load
+    from mbforge.kernels.builders import build_kernel
+    from mbforge.pipeline import generate
+
+    eqs = load("slidercrank").equations()
+    plan = generate(build_kernel(eqs, "inverse-dynamics"), "c-double")
+    h = plan.files["slidercrank.h"]
+    assert "     0   u_crank_torque\n" in h and "     1   lambda_ground_x\n" in h
+    labels = [l for g in plan.manifest.outputs for l in g.labels]
+    assert len(labels) == plan.manifest.n_out == 12
+    k = build_kernel(load("fourbar").equations(), "kinematics")
+    fx = generate(k, "c-fixed")
+    h = fx.files["fourbar.h"]
+    qd = fx.manifest.outputs[0]
+    assert qd.labels == ["xB_d", "yB_d", "xC_d", "yC_d"]
+    f, b = qd.frac_bits[0], qd.error_bound[0]
+    assert f" 0   xB_d  Q{31 - f}.{f}  +-{b:.3g}\n" in h
+    eq = generate(build_kernel(eqs, "equations"), "c-float32").manifest
+    phi_q = next(g for g in eq.outputs if g.name == "Phi_q")
+    assert phi_q.labels[:2] == ["ground_x/x0", "ground_y/y0"]

@@ -94,7 +94,7 @@ def forward_dynamics_kernel(eqs: Equations, samples=None, method: str = "auto") 
                     + (" and actuator inputs u" if u else "")
                     + f" (straight-line {F.kind} of the KKT matrix, pivots fixed at generation time)",
         inputs=inputs,
-        outputs=[OutPort.vector("qdd", qdd), OutPort.vector("lambda", lam)],
+        outputs=[OutPort.vector("qdd", qdd, names(eqs.qdd)), OutPort.vector("lambda", lam, lam_names)],
         info=KernelInfo(solves={"KKT": F}, report=F.report(x), derived_ranges=derived, multipliers=lam_names),
     )
     if motion is not None:
@@ -148,7 +148,7 @@ def inverse_dynamics_kernel(eqs: Equations, samples=None) -> Kernel:
                     "(straight-line LU of [Phi_q^T, -B], pivots fixed at generation time)",
         inputs=[port("q", eqs, eqs.q), port("qd", eqs, eqs.qd), port("qdd", eqs, eqs.qdd),
                 port("t", eqs, [eqs.t])],
-        outputs=[OutPort.vector("u", uu), OutPort.vector("lambda", lam)],
+        outputs=[OutPort.vector("u", uu, system.col_names[r:]), OutPort.vector("lambda", lam, lam_names)],
         info=KernelInfo(solves={"G": F}, report=F.report(x), multipliers=lam_names),
     )
     k.motion = motion_inputs(eqs, lambda q, qd, qdd, t: [*q, *qd, *qdd, t])

@@ -58,14 +58,31 @@ class OutPort:
     shape: list[int]
     atoms: list[Atom]
     pattern: list[tuple[int, int]] | None = None  # sparse matrices: stored entries
+    # what each element is (a coordinate, a constraint, "row/col" of a matrix entry), for
+    # headers and reports; None: name[k] / name[i,j]
+    labels: list[str] | None = None
 
     @classmethod
-    def vector(cls, name: str, atoms: list[Atom]) -> "OutPort":
-        return cls(name, [len(atoms)], list(atoms))
+    def vector(cls, name: str, atoms: list[Atom], labels: list[str] | None = None) -> "OutPort":
+        return cls(name, [len(atoms)], list(atoms), labels=None if labels is None else list(labels))
 
     @classmethod
-    def sparse(cls, name: str, m: Sparse) -> "OutPort":
-        return cls(name, list(m.shape), m.values(), m.pattern)
+    def sparse(cls, name: str, m: Sparse, rows: list[str] | None = None, cols: list[str] | None = None) -> "OutPort":
+        labels = None
+        if rows is not None and cols is not None:
+            labels = [f"{rows[i]}/{cols[j]}" for i, j in m.pattern]
+        return cls(name, list(m.shape), m.values(), m.pattern, labels)
+
+    def element_labels(self) -> list[str]:
+        if self.labels is not None:
+            return list(self.labels)
+        if self.pattern is not None:
+            return [f"{self.name}[{i},{j}]" for i, j in self.pattern]
+        return [f"{self.name}[{k}]" for k in range(len(self.atoms))]
+
+    def __post_init__(self):
+        if self.labels is not None and len(self.labels) != len(self.atoms):
+            raise ExpressionError(f"output {self.name}: {len(self.labels)} labels for {len(self.atoms)} elements")
 
 
 @dataclass

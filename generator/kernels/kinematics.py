@@ -44,7 +44,8 @@ def kinematics_kernel(eqs: Equations, samples=None) -> Kernel:
         description="velocities qd and accelerations qdd of the driven motion from q, t "
                     "(straight-line sparse LU of Phi_q, pivots fixed at generation time); position residual Phi",
         inputs=[port("q", eqs, eqs.q), port("t", eqs, [eqs.t])],
-        outputs=[OutPort.vector("qd", qd), OutPort.vector("qdd", qdd), OutPort.vector("Phi", eqs.phi)],
+        outputs=[OutPort.vector("qd", qd, names(eqs.qd)), OutPort.vector("qdd", qdd, names(eqs.qdd)),
+                 OutPort.vector("Phi", eqs.phi, eqs.phi_names)],
         info=KernelInfo(solves={"Phi_q": F}, report=F.report(qd, qdd)),
     )
     k.motion = motion_inputs(eqs, lambda q, qd_, qdd_, t: [*q, t])
