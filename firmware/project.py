@@ -163,6 +163,16 @@ def write_plan(plan: dict[str, bytes], out_dir: str | Path) -> Path:
     removed (a stale kernel source would otherwise be compiled in). Unchanged files
     are not rewritten, so PlatformIO's incremental build stays incremental."""
     out = Path(out_dir)
+    for parent in [out, *out.parents]:
+        if parent.exists() and not parent.is_dir():
+            raise ProjectError(f"--out {out}: {parent} is a file, not a folder")
+    try:
+        return _write_plan(plan, out)
+    except OSError as e:
+        raise ProjectError(f"--out {out}: cannot write {e.filename or out}: {e.strerror}") from None
+
+
+def _write_plan(plan: dict[str, bytes], out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     old_record = out / RECORD
     if old_record.is_file():

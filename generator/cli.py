@@ -10,14 +10,14 @@ from .errors import CLIError
 
 def cmd_generate(args) -> int:
     from .backends import all_option_fields
-    from .examples import load_model
+    from .examples import load_model, parse_options
     from .kernels.builders import build_kernel
     from .pipeline import generate, resolve_options
 
     # only the flags given: a flag of another target is refused, a default is the backend's
     given = {name: getattr(args, name) for name in all_option_fields() if getattr(args, name) is not None}
     options = resolve_options(args.target, given, cli=True)
-    model = load_model(args.model)
+    model = load_model(args.model, options=parse_options(args.set))
     kernel = build_kernel(model.equations(), args.kernel)
     plan = generate(kernel, args.target, prefix=args.prefix, options=options)
     out = plan.write(args.out)
@@ -40,6 +40,8 @@ def _register_generate(sub) -> None:
     p.add_argument("--target", default="c-double", choices=TARGETS,
                    help="; ".join(f"{n}: {INFO[n].use}" for n in TARGETS) + " (default c-double)")
     p.add_argument("--prefix", default=None, help="prefix of emitted C symbols (default: model name)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="an option of the model's build() (repeatable), e.g. --set motion=yaw")
     fields = all_option_fields()
     add_flags(p, [f for f, _ in fields.values()], applies={n: ts for n, (_, ts) in fields.items()})
     p.add_argument("--out", required=True, type=Path, help="directory for the files and manifest.json")
@@ -51,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     from .manifest import ManifestError
     from .model import ModelError
     from .pipeline import GenerateError
+    from .reference.solvers import AssemblyError, DynamicsError
 
     ap = argparse.ArgumentParser(prog="mbforge", description="multibody models to real-time code")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -66,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         return args.func(args) or 0
-    except (CLIError, ModelError, ExpressionError, ManifestError, GenerateError) as e:
+    except (CLIError, ModelError, ExpressionError, ManifestError, GenerateError, AssemblyError, DynamicsError) as e:
         print(f"mbforge {args.command}: error: {e}", file=sys.stderr)
         return 2
 

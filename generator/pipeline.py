@@ -13,6 +13,9 @@ the same request.
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
+import tempfile
 import hashlib
 import json
 from dataclasses import dataclass
@@ -34,7 +37,7 @@ FIXED_TARGETS = tuple(name for name, t in TARGET_INFO.items() if t.fixed)  # one
 MOTION_NAME = "motion.json"
 DOMAIN_NAME = "domain.json"
 
-__all__ = ["GenerateError", "Plan", "TARGETS", "generate", "kernel_digest", "resolve_options"]
+__all__ = ["GenerateError", "Plan", "TARGETS", "check_prefix", "generate", "kernel_digest", "resolve_options"]
 
 
 @dataclass
@@ -43,11 +46,30 @@ class Plan:
     manifest: Manifest
 
     def write(self, out_dir: str | Path) -> Path:
+        """Write the files and manifest.json into out_dir, all or nothing: they are written
+        to a temporary folder beside it first and moved in one by one only when all were
+        written, the manifest last, so a failure leaves no half-written kernel (and a
+        folder with a manifest always has the files it describes). GenerateError names
+        the problem (out_dir a file, below a file, not writable, a name taken by a folder)."""
         out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        for name, text in self.files.items():
-            (out / name).write_text(text)
-        (out / MANIFEST_NAME).write_text(self.manifest.to_json())
+        where = f"--out {out}"
+        for parent in [out, *out.parents]:
+            if parent.exists() and not parent.is_dir():
+                raise GenerateError(f"{where}: {parent} is a file, not a folder")
+        names = [*self.files, MANIFEST_NAME]
+        for name in names:
+            if (out / name).is_dir():
+                raise GenerateError(f"{where}: {out / name} is a folder; the kernel needs that name for a file")
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out) as tmp:
+                texts = {**self.files, MANIFEST_NAME: self.manifest.to_json()}
+                for name in names:
+                    (Path(tmp) / name).write_text(texts[name])
+                for name in names:  # same file system: each move is atomic
+                    os.replace(Path(tmp) / name, out / name)
+        except OSError as e:
+            raise GenerateError(f"{where}: cannot write {e.filename or out}: {e.strerror}") from None
         return out
 
 
@@ -146,8 +168,22 @@ def generate(kernel: Kernel, target: str, prefix: str | None = None, options: di
         return _generate(kernel, backend, prefix, opts)
 
 
+C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern float for goto
+if inline int long register restrict return short signed sizeof static struct switch typedef union unsigned void
+volatile while _Bool _Complex _Imaginary""".split())
+
+
+def check_prefix(prefix: str, where: str = "--prefix") -> str:
+    """The prefix of every emitted C symbol (and of the file names): a C identifier."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", prefix) or prefix in C_KEYWORDS:
+        hint = "" if where == "--prefix" else "; name the C symbols with --prefix"
+        raise GenerateError(f"{where} {prefix!r} is not a C identifier (letters, digits and _, "
+                            f"not starting with a digit, not a C keyword){hint}")
+    return prefix
+
+
 def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Options) -> Plan:
-    prefix = prefix or kernel.model
+    prefix = check_prefix(prefix) if prefix is not None else check_prefix(kernel.model, "the model name")
     function = f"{prefix}_{kernel.name.replace('-', '_')}"
     tape = lower(kernel.output_atoms, kernel.input_symbols)
     sched = schedule(tape, pressure=options.schedule == "pressure")

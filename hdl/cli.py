@@ -15,7 +15,7 @@ import numpy as np
 
 
 def cmd_hdl(args) -> int:
-    from mbforge.examples import load_model
+    from mbforge.examples import load_model, parse_options
     from mbforge.hil import hostlib
     from mbforge.kernels.builders import build_kernel
     from mbforge.pipeline import generate, resolve_options
@@ -27,7 +27,7 @@ def cmd_hdl(args) -> int:
     t0 = time.perf_counter()
     given = {f.name: getattr(args, f.name) for f in _rtl_fields() if getattr(args, f.name) is not None}
     opts = resolve_options("verilog", given, cli=True)
-    kernel = build_kernel(load_model(args.model).equations(), args.kernel)
+    kernel = build_kernel(load_model(args.model, options=parse_options(args.set)).equations(), args.kernel)
     dirs = {"rtl": out / "rtl", "hls": out / "hls", "fixed": out / "fixed", "double": out / "double"}
     generate(kernel, "verilog", prefix=args.prefix, options=opts).write(dirs["rtl"])
     generate(kernel, "hls-c", prefix=args.prefix).write(dirs["hls"])
@@ -77,6 +77,8 @@ def register(sub) -> None:
     p.add_argument("--vectors", type=int, default=200, help="random vectors (the motion's come on top)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random vectors (default 0)")
     p.add_argument("--prefix", default=None, help="prefix of emitted symbols (default: model name)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="an option of the model's build() (repeatable), e.g. --set motion=yaw")
     p.add_argument("--no-synth", action="store_true", help="skip the yosys report")
     p.add_argument("--ice40", action="store_true", help="run synth_ice40 even on a large design")
     p.add_argument("--out", required=True, type=Path, help="directory for rtl/, hls/, fixed/ and double/")

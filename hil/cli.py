@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import signal
 import sys
 import time
@@ -92,6 +93,17 @@ def _default_run(args) -> Path:
     return path
 
 
+def _bad_socket_url(url: str | None) -> str | None:
+    """What is wrong with a socket://HOST:PORT URL (pyserial's own message for a bad port
+    names its logging levels), or None."""
+    if not url or not url.startswith("socket://"):
+        return None
+    host, _, port = url[len("socket://"):].partition("?")[0].rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        return "expected socket://HOST:PORT with PORT from 1 to 65535"
+    return None
+
+
 def run_command(args: argparse.Namespace) -> int:
     if args.board and not args.emulate:
         print("mbforge hil: error: --board goes with --emulate (a --port is already a board)", file=sys.stderr)
@@ -101,6 +113,13 @@ def run_command(args: argparse.Namespace) -> int:
         return 2
     if args.vectors < 0:
         print(f"mbforge hil: error: --vectors must be >= 0, got {args.vectors}", file=sys.stderr)
+        return 2
+    if args.tol is not None and not (math.isfinite(args.tol) and args.tol > 0):
+        print(f"mbforge hil: error: --tol must be a positive number, got {args.tol}", file=sys.stderr)
+        return 2
+    bad_port = _bad_socket_url(args.port)
+    if bad_port:
+        print(f"mbforge hil: error: --port {args.port}: {bad_port}", file=sys.stderr)
         return 2
     if args.json and not args.json.parent.is_dir():
         print(f"mbforge hil: error: cannot write --json {args.json}: folder {args.json.parent} does not exist",

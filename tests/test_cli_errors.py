@@ -1,0 +1,135 @@
+"""Every mistake a user can make at the command line gives one line and a non-zero exit:
+no traceback, nothing half-written (issue: a user's first contact is a command line).
+Each case runs the real `mbforge` in a fresh process."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TOY = ROOT / "tests" / "fixtures" / "toy"
+TOY_DOUBLE = ROOT / "tests" / "fixtures" / "toy_double"
+
+
+def mbforge(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "mbforge.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=300, cwd=cwd)
+
+
+def one_line(r, code: int = 2) -> str:
+    assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr, r.stderr
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1, r.stderr
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def model_files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("models")
+    files = {
+        "syntax.py": "def build(:\n",
+        "name.py": "def build():\n    return undefined_thing\n",
+        "nomodel.py": "def build():\n    return 42\n",
+        "redundant.py": ("from mbforge.model import Model\n"
+                         "def build():\n"
+                         "    m = Model('red')\n"
+                         "    x = m.coordinate('x', guess=0.5, range=(-2, 2))\n"
+                         "    m.constraint(x - 1.0, 'c1')\n"
+                         "    m.constraint(2.0 * x - 2.0, 'c2')\n"
+                         "    return m\n"),
+        "unassemblable.py": ("from mbforge.model import Model\n"
+                             "def build():\n"
+                             "    m = Model('far')\n"
+                             "    x = m.coordinate('x', guess=0.0, range=(-2, 2))\n"
+                             "    m.constraint(x * x + 1.0, 'never')\n"
+                             "    return m\n"),
+    }
+    for name, text in files.items():
+        (d / name).write_text(text)
+    return d
+
+
+@pytest.mark.parametrize("name, words", [
+    ("syntax.py", "syntax error at line 1"),
+    ("name.py", "NameError"),
+    ("nomodel.py", "returned int, not a Model"),
+])
+def test_generate_of_a_broken_model_file(model_files, tmp_path, name, words):
+    line = one_line(mbforge("generate", model_files / name, "--out", tmp_path / "o"))
+    assert words in line and name in line
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("name", ["redundant.py", "unassemblable.py"])
+def test_generate_of_a_model_that_cannot_assemble(model_files, tmp_path, name):
+    line = one_line(mbforge("generate", model_files / name, "--kernel", "kinematics", "--out", tmp_path / "o"))
+    assert line.startswith("mbforge generate: error: ")
+    assert not (tmp_path / "o" / "manifest.json").exists()
+
+
+def test_generate_out_is_a_file_below_a_file_or_unwritable(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    assert "is a file, not a folder" in one_line(mbforge("generate", "fourbar", "--out", f))
+    assert "is a file, not a folder" in one_line(mbforge("generate", "fourbar", "--out", f / "below"))
+    if os.geteuid() != 0:  # root writes anywhere
+        ro = tmp_path / "ro"
+        ro.mkdir(0o500)
+        assert "cannot write" in one_line(mbforge("generate", "fourbar", "--out", ro / "k"))
+    (tmp_path / "k" / "manifest.json").mkdir(parents=True)
+    line = one_line(mbforge("generate", "fourbar", "--out", tmp_path / "k"))
+    assert "manifest.json is a folder" in line
+    assert not (tmp_path / "k" / "fourbar.c").exists()  # nothing half-written
+
+
+def test_generate_prefix_must_be_a_c_identifier(tmp_path):
+    line = one_line(mbforge("generate", "fourbar", "--prefix", "1bad-name;", "--out", tmp_path / "o"))
+    assert "--prefix '1bad-name;' is not a C identifier" in line
+    assert "not a C identifier" in one_line(mbforge("generate", "fourbar", "--prefix", "int", "--out", tmp_path / "o"))
+    assert not (tmp_path / "o").exists()
+
+
+def test_generate_set_of_an_unknown_option(tmp_path):
+    line = one_line(mbforge("generate", "stewart", "--set", "speed=3", "--out", tmp_path / "o"))
+    assert "takes no option speed (--set); its options: motion" in line
+    r = mbforge("generate", "stewart", "--set", "motion='yaw'", "--kernel", "inverse-dynamics-reduced",
+                "--out", tmp_path / "yaw")
+    assert r.returncode == 0, r.stderr
+
+
+def test_firmware_out_is_a_file(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    line = one_line(mbforge("firmware", "--kernel", TOY, "--out", f))
+    assert "is a file, not a folder" in line
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--vectors", "-5"], "--vectors must be >= 0"),
+    (["--tol", "nan"], "--tol must be a positive number"),
+    (["--tol", "-1"], "--tol must be a positive number"),
+    (["--port", "socket://127.0.0.1:99999"], "PORT from 1 to 65535"),
+])
+def test_hil_bad_options(tmp_path, args, words):
+    base = ["hil", "--kernel", TOY, "--reference", TOY_DOUBLE]
+    if "--port" not in args:
+        base += ["--port", "socket://127.0.0.1:9"]
+    line = one_line(mbforge(*base, *args, cwd=tmp_path))
+    assert words in line
+    assert not list(tmp_path.glob("*.sqlite"))
+
+
+def test_hil_json_into_a_missing_folder(tmp_path):
+    line = one_line(mbforge("hil", "--port", "socket://127.0.0.1:9", "--kernel", TOY, "--reference", TOY_DOUBLE,
+                            "--json", tmp_path / "no" / "r.json", cwd=tmp_path))
+    assert "does not exist" in line
+
+
+def test_simulate_of_an_unassemblable_model(model_files, tmp_path):
+    line = one_line(mbforge("simulate", model_files / "unassemblable.py", "--out", tmp_path / "s"))
+    assert line.startswith("mbforge simulate: error: ")
