@@ -240,6 +240,15 @@ class Emulator:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def exit_note(self) -> str:
+        """'' while QEMU runs; once it has exited, its status and last words (e.g. "qemu:
+        fatal: Lockup: can't escalate 3 to HardFault" for an image that is no firmware), so
+        that a link error caused by a dead emulator says so."""
+        if self.proc is None or self.proc.poll() is None:
+            return ""
+        words = [l for l in self._stderr().splitlines() if l.strip() and "waiting for connection" not in l]
+        return f"QEMU exited with status {self.proc.returncode}" + (f": {words[0].strip()}" if words else "")
+
     def stop(self) -> None:
         if self.proc is not None:
             _kill(self.proc)

@@ -131,14 +131,21 @@ def run_command(args: argparse.Namespace) -> int:
     handlers = {s: signal.signal(s, _stop) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         with contextlib.ExitStack() as stack:
-            port = args.port
+            port, emu = args.port, None
             if args.emulate:
-                port = stack.enter_context(Emulator(args.emulate, board=args.board)).url
-            report = run(port, args.kernel, args.reference, vectors=args.vectors, seed=args.seed,
-                         tol=args.tol, host_model=args.host_model, timeout=args.timeout,
-                         window=args.window, batch=args.batch,
-                         baudrate=args.baud or (BOARDS[args.board].baud if args.board else 115200),
-                         run_db=run_db, resume=args.resume)
+                emu = stack.enter_context(Emulator(args.emulate, board=args.board))
+                port = emu.url
+            try:
+                report = run(port, args.kernel, args.reference, vectors=args.vectors, seed=args.seed,
+                             tol=args.tol, host_model=args.host_model, timeout=args.timeout,
+                             window=args.window, batch=args.batch,
+                             baudrate=args.baud or (BOARDS[args.board].baud if args.board else 115200),
+                             run_db=run_db, resume=args.resume)
+            except (HarnessError, LinkError) as e:  # a dead emulator says why, in the same line
+                dead = emu.exit_note() if emu is not None else ""
+                if dead:
+                    raise HarnessError(f"{e} ({dead})") from None
+                raise
     except Stopped as e:
         try:  # after SIGHUP the terminal may be gone
             print(f"mbforge hil: stopped by {signal.Signals(e.signum).name}: {_kept(where)}; "

@@ -97,12 +97,15 @@ class Report:
         head = f"{'output':<16}{'max abs err':>13}{'max rel err':>13}{'scale':>12}{'tolerance':>12}  {'worst (vector)':<24}ok"
         lines += [head, "-" * len(head)]
         for g in self.outputs:
-            tol = f"{g.tolerance:.1e}" + ("*" if g.tolerance_kind == "error_bound" else "")
+            tol = f"{g.tolerance:.1e}" + {"error_bound": "*", "relative_or_bound": "+"}.get(g.tolerance_kind, "")
             lines.append(f"{g.name:<16}{g.max_abs_error:>13.3e}{g.max_rel_error:>13.3e}{g.scale:>12.3e}"
                          f"{tol:>12}  {g.worst_element + ' (' + str(g.worst_vector) + ')':<24}"
                          f"{'yes' if g.passed else 'NO'}")
         if any(g.tolerance_kind == "error_bound" for g in self.outputs):
             lines.append("* per-element absolute error bound from the manifest (largest shown)")
+        if any(g.tolerance_kind == "relative_or_bound" for g in self.outputs):
+            lines.append("+ relative to the group's scale, or within each element's float32 error bound "
+                         "from the manifest (outputs near 0 on consistent states)")
         w = self.work_per_call
         lines.append(f"work per call ({w['unit']}): min {w['min']}, median {w['median']}, max {w['max']}"
                      + (f"  [{w['ticks_per_unit']:.4f} ticks each]" if w.get("ticks_per_unit") else ""))

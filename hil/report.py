@@ -56,7 +56,7 @@ def vector_details(m, X, n_random: int, Yd, sd, Yr, sr, work, groups) -> dict:
         sl = slice(g.offset, g.offset + g.size)
         e = err[:, sl].max(axis=1, initial=0.0) if g.size else np.zeros(n)
         per_group[g.name] = {"abs_error": _finite_or_none(e), "rel_error": _finite_or_none(e / res.scale)}
-        limit = res.tolerance * (res.scale if res.tolerance_kind == "relative" else 1.0)
+        limit = res.tolerance * (res.scale if res.tolerance_kind != "error_bound" else 1.0)
         with np.errstate(divide="ignore", invalid="ignore"):
             score = np.maximum(score, np.where(limit > 0, e / limit, np.where(e > 0, np.inf, 0.0)))
     worst = []

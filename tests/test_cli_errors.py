@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,3 +134,40 @@ def test_hil_json_into_a_missing_folder(tmp_path):
 def test_simulate_of_an_unassemblable_model(model_files, tmp_path):
     line = one_line(mbforge("simulate", model_files / "unassemblable.py", "--out", tmp_path / "s"))
     assert line.startswith("mbforge simulate: error: ")
+
+
+def test_hil_emulate_an_image_that_is_no_firmware(tmp_path):
+    """QEMU's own last words (a lockup) reach the one error line."""
+    line = one_line(mbforge("hil", "--emulate", "/bin/true", "--kernel", TOY, "--reference", TOY_DOUBLE,
+                            "--timeout", "2", cwd=tmp_path))
+    assert "QEMU exited" in line and "Lockup" in line
+
+
+def test_float_outputs_that_vanish_on_consistent_states_pass_within_their_bound(tmp_path):
+    """Only the motion's (consistent) vectors: Phi is ~1e-7 there, so 1e-5 of its own scale
+    is below float32's rounding; each element within the manifest's sound float32 bound
+    passes, and an error beyond it still fails."""
+    from mbforge.examples import load
+    from mbforge.hil import hostlib
+    from mbforge.hil.compare import compare
+    from mbforge.hil.device import Evaluation
+    from mbforge.hil.vectors import from_raw, to_raw
+    from mbforge.kernels.builders import build_kernel
+    from mbforge.manifest import Manifest
+    from mbforge.pipeline import generate
+
+    k = build_kernel(load("fourbar").equations(), "equations")
+    for t in ("c-float32", "c-double"):
+        generate(k, t).write(tmp_path / t)
+    m = Manifest.load(tmp_path / "c-float32")
+    X = np.array(k.motion)
+    X_dev = to_raw(m, X)
+    dev = hostlib.load_kernel(tmp_path / "c-float32").eval(X_dev)
+    ref = hostlib.load_kernel(tmp_path / "c-double").eval(from_raw(m, X_dev, "inputs"))
+    phi = next(g for g in compare(m, dev, ref=ref).groups if g.name == "Phi")
+    assert phi.passed and phi.max_rel_error > 1e-5 and phi.tolerance_kind == "relative_or_bound"
+    g = m.outputs[0]
+    worse = dev.outputs.copy()
+    worse[:, g.offset] += np.float32(10 * g.error_bound[0])
+    phi = next(g for g in compare(m, Evaluation(worse, dev.status, None), ref=ref).groups if g.name == "Phi")
+    assert not phi.passed

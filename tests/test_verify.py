@@ -6,7 +6,6 @@ the vector source keeps to the domain; hdl's sim/bench/synth and hil stay off th
 model layer."""
 import ast
 import json
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -25,18 +24,6 @@ from mbforge.pipeline import generate
 
 ROOT = Path(__file__).resolve().parent.parent
 INT32_EDGES = [0, 1, -1, 2**31 - 1, -2**31, 2**30, -2**30, 65536, -65536]
-
-
-@pytest.fixture
-def deadline():
-    def expired(*_):
-        raise TimeoutError("test exceeded its 120 s deadline")
-
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(120)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
 
 
 def _edge_rows(n_in: int) -> np.ndarray:
