@@ -48,6 +48,22 @@ def _register_generate(sub) -> None:
     p.set_defaults(func=cmd_generate)
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """`mbforge` and its subcommands, each registered by its stage."""
+    from .demo import register as register_demo
+    from .firmware import cli as fw_cli
+    from .hdl import cli as hdl_cli
+    from .hil import cli as hil_cli
+    from .reference import cli as model_cli
+
+    ap = argparse.ArgumentParser(prog="mbforge", description="multibody models to real-time code")
+    sub = ap.add_subparsers(dest="command", required=True)
+    _register_generate(sub)
+    for register in (fw_cli.register, hil_cli.register, model_cli.register, hdl_cli.register, register_demo):
+        register(sub)
+    return ap
+
+
 def main(argv: list[str] | None = None) -> int:
     from .ir import ExpressionError
     from .manifest import ManifestError
@@ -55,18 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     from .pipeline import GenerateError
     from .reference.solvers import AssemblyError, DynamicsError
 
-    ap = argparse.ArgumentParser(prog="mbforge", description="multibody models to real-time code")
-    sub = ap.add_subparsers(dest="command", required=True)
-    _register_generate(sub)
-    from .demo import register as register_demo
-    from .firmware import cli as fw_cli
-    from .hdl import cli as hdl_cli
-    from .hil import cli as hil_cli
-    from .reference import cli as model_cli
-
-    for register in (fw_cli.register, hil_cli.register, model_cli.register, hdl_cli.register, register_demo):
-        register(sub)
-    args = ap.parse_args(argv)
+    args = build_parser().parse_args(argv)
     try:
         return args.func(args) or 0
     except (CLIError, ModelError, ExpressionError, ManifestError, GenerateError, AssemblyError, DynamicsError) as e:

@@ -81,10 +81,10 @@ def cmd_demo(args) -> int:
 
 def register(sub) -> None:
     p = sub.add_parser("demo", help="run the four-bar end to end on the emulated board")
-    p.add_argument("--model", default="fourbar")
-    p.add_argument("--kernel", default="equations")
-    p.add_argument("--vectors", type=int, default=1000)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--model", default="fourbar", help="a shipped example or a .py file with build() (default fourbar)")
+    p.add_argument("--kernel", default="equations", help="what the kernel computes (default equations)")
+    p.add_argument("--vectors", type=int, default=1000, help="random vectors (the motion's come on top; default 1000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random vectors (default 0)")
     p.add_argument("--out", type=Path, default=None, help="keep the generated files here")
     p.add_argument("--json", type=Path, default=None, help="also write the report as JSON")
     p.set_defaults(func=cmd_demo)

@@ -42,7 +42,7 @@ def register(subparsers) -> None:
     p.add_argument("--kernel", help="the device kernel's directory (manifest.json)")
     p.add_argument("--reference", help="c-double kernel directory of the same model and kernel")
     p.add_argument("--vectors", type=int, default=1000, help="random input vectors (default 1000)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the random vectors (default 0)")
     p.add_argument("--tol", type=float, default=None,
                    help="tolerance relative to each output group's scale "
                         "(default 1e-5 float, 1e-12 double, the manifest's error_bound for int32)")

@@ -171,3 +171,18 @@ def test_float_outputs_that_vanish_on_consistent_states_pass_within_their_bound(
     worse[:, g.offset] += np.float32(10 * g.error_bound[0])
     phi = next(g for g in compare(m, Evaluation(worse, dev.status, None), ref=ref).groups if g.name == "Phi")
     assert not phi.passed
+
+
+def test_every_option_of_every_command_has_help():
+    import argparse
+
+    from mbforge.cli import build_parser
+
+    ap = build_parser()
+    sub = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction))
+    assert {"generate", "firmware", "hil", "simulate", "hdl", "demo"} <= set(sub.choices)
+    for name, p in sub.choices.items():
+        for a in p._actions:
+            if isinstance(a, argparse._HelpAction):
+                continue
+            assert a.help, f"mbforge {name} {a.option_strings or a.dest} has no help text"
