@@ -15,7 +15,7 @@ from pathlib import Path
 
 
 def run_demo(out: Path, model_name: str = "fourbar", kernel_name: str = "equations",
-             vectors: int = 1000, seed: int = 0) -> tuple[dict, int]:
+             vectors: int = 1000, seed: int = 0, options: dict | None = None) -> tuple[dict, int]:
     from mbforge.firmware.build import build
     from mbforge.firmware.project import generate_project
     from mbforge.firmware.qemu import Emulator
@@ -35,7 +35,7 @@ def run_demo(out: Path, model_name: str = "fourbar", kernel_name: str = "equatio
         return now
 
     t = t0
-    kernel = build_kernel(load_model(model_name).equations(), kernel_name)
+    kernel = build_kernel(load_model(model_name, options=options).equations(), kernel_name)
     dev_dir, ref_dir = out / "kernel-float32", out / "kernel-double"
     dev_plan = generate(kernel, "c-float32")
     dev_plan.write(dev_dir)
@@ -62,6 +62,20 @@ def run_demo(out: Path, model_name: str = "fourbar", kernel_name: str = "equatio
 
 
 def cmd_demo(args) -> int:
+    from mbforge.firmware.build import BuildError
+    from mbforge.firmware.project import ProjectError
+    from mbforge.firmware.qemu import EmulatorError
+    from mbforge.hil.harness import HarnessError
+    from mbforge.hil.link import LinkError
+
+    from .errors import CLIError
+    from .examples import parse_options
+
+    if args.json is not None and not args.json.parent.is_dir():
+        raise CLIError(f"--json {args.json}: folder {args.json.parent} does not exist")
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        raise CLIError(f"--out {args.out} is a file, not a folder")
+    options = parse_options(args.set)
     if args.out is None:
         tmp = tempfile.TemporaryDirectory(prefix="mbforge-demo-")
         out = Path(tmp.name)
@@ -70,7 +84,10 @@ def cmd_demo(args) -> int:
         out = args.out
         out.mkdir(parents=True, exist_ok=True)
     try:
-        result, code = run_demo(out, args.model, args.kernel, args.vectors, args.seed)
+        try:
+            result, code = run_demo(out, args.model, args.kernel, args.vectors, args.seed, options)
+        except (BuildError, ProjectError, EmulatorError, HarnessError, LinkError) as e:
+            raise CLIError(str(e)) from None
         if args.json:
             args.json.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
         return code
@@ -85,6 +102,8 @@ def register(sub) -> None:
     p.add_argument("--kernel", default="equations", help="what the kernel computes (default equations)")
     p.add_argument("--vectors", type=int, default=1000, help="random vectors (the motion's come on top; default 1000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random vectors (default 0)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="an option of the model's build() (repeatable)")
     p.add_argument("--out", type=Path, default=None, help="keep the generated files here")
     p.add_argument("--json", type=Path, default=None, help="also write the report as JSON")
     p.set_defaults(func=cmd_demo)

@@ -186,3 +186,11 @@ def test_every_option_of_every_command_has_help():
             if isinstance(a, argparse._HelpAction):
                 continue
             assert a.help, f"mbforge {name} {a.option_strings or a.dest} has no help text"
+
+
+def test_demo_bad_options(tmp_path):
+    assert "takes no option speed (--set)" in one_line(mbforge("demo", "--set", "speed=2"))
+    assert "does not exist" in one_line(mbforge("demo", "--json", tmp_path / "no" / "r.json"))
+    f = tmp_path / "f"
+    f.write_text("x")
+    assert "is a file, not a folder" in one_line(mbforge("demo", "--out", f))
