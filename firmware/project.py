@@ -51,12 +51,13 @@ def _board_values(b: Board) -> dict:
     return {"env": b.env, "macro": "MBF_BOARD_" + b.env.upper(), "mcu": b.mcu, "cpu": b.cpu, "fpu": b.fpu,
             "cpu_hz": b.cpu_hz, "link": b.link, "counter": b.counter, "qemu_machine": b.qemu_machine,
             "pio_board": b.pio_board, "ldscript": b.ldscript, "uart": b.uart, "num_irq": b.num_irq,
-            "link_irq": b.link_irq, "irq_handler": b.irq_handler, "baud": b.baud}
+            "link_irq": b.link_irq, "irq_handler": b.irq_handler, "baud": b.baud,
+            "uart_base": b.uart_base}
 
 
 def _linker_values(b: Board) -> dict:
     return {"chip": b.mcu, "code_origin": b.code_origin, "flash_kb": b.flash_kb, "ram_kb": b.ram_kb,
-            "code_note": b.code_note}
+            "code_note": b.code_note, "ram_origin": b.ram_origin}
 
 
 def _env() -> jinja2.Environment:

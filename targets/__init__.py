@@ -40,7 +40,8 @@ class Board:
     flash_kb: int
     ram_kb: int
     code_note: str  # what the code region is, for the linker script's header
-    # firmware: the link UART's driver in src/mbf_board.c ("stm32_usart" or "cmsdk_uart"),
+    # firmware: the link UART's driver in src/mbf_board.c ("stm32_usart", "cmsdk_uart" or
+    # "nrf51_uart"),
     # the vector table's external interrupts and the link UART's receive interrupt
     uart: str
     num_irq: int
@@ -60,6 +61,9 @@ class Board:
     qemu_machine: str | None = None  # None: a real board
     qemu_serial: int | None = None
     icount_shift: int | None = None
+    # the link UART's registers (its driver adds the offsets) and where RAM starts
+    uart_base: int = 0x40004000
+    ram_origin: int = 0x20000000
 
     @property
     def emulated(self) -> bool:
@@ -114,5 +118,46 @@ BOARDS: dict[str, Board] = {b.env: b for b in (
           pio_name="Arm MPS2 AN385 (Cortex-M3, no FPU) as emulated by qemu-system-arm -M mps2-an385",
           pio_url="https://www.qemu.org/docs/master/system/arm/mps2.html",
           qemu_machine="mps2-an385", qemu_serial=0, icount_shift=7),
+    # Arm's MPS2 FPGA image AN500: a Cortex-M7 with single- and double-precision FPU (FPv5-D16)
+    # at 25 MHz, the AN385's CMSDK UART0 (first serial, RX IRQ 0) and memory map
+    Board(env="emulated_an500", mcu="MPS2 AN500", cpu="cortex-m7", fpu="fpv5-d16", cpu_hz=25_000_000,
+          link="UART0 (CMSDK APB UART)", counter="SysTick",
+          code_origin=0x00000000, flash_kb=4096, ram_kb=4096,
+          code_note="ZBT SSRAM1 at 0 (the image, vector table first: the\n * core fetches it there at reset)",
+          uart="cmsdk_uart", num_irq=32, link_irq=0, irq_handler="UART0RX_IRQHandler",
+          ldscript="ld/mps2_an500.ld",
+          pio_board="mps2_an500_qemu", pio_mcu="an500",
+          pio_name="Arm MPS2 AN500 (Cortex-M7, double-precision FPU) as emulated by qemu-system-arm -M mps2-an500",
+          pio_url="https://www.qemu.org/docs/master/system/arm/mps2.html",
+          qemu_machine="mps2-an500", qemu_serial=0, icount_shift=7),
+    # Arm's MPS2 FPGA image AN505 (SSE-200 IoT kit): a Cortex-M33 with FPU (single precision)
+    # at 20 MHz, booting in the secure state from 0x10000000 (the secure alias of ZBT SSRAM1);
+    # RAM is the secure alias of SSRAM2/3, UART0 the secure alias 0x50200000 (RX IRQ 32, 92 IRQs).
+    Board(env="emulated_an505", mcu="MPS2 AN505", cpu="cortex-m33", fpu="fpv5-sp-d16", cpu_hz=20_000_000,
+          link="UART0 (CMSDK APB UART)", counter="SysTick",
+          code_origin=0x10000000, flash_kb=4096, ram_kb=4096,
+          code_note="ZBT SSRAM1, secure alias at 0x10000000 (the image, vector\n * table first: the secure core fetches it there at reset)",
+          uart="cmsdk_uart", num_irq=92, link_irq=32, irq_handler="UART0RX_IRQHandler",
+          ldscript="ld/mps2_an505.ld",
+          pio_board="mps2_an505_qemu", pio_mcu="an505",
+          pio_name="Arm MPS2 AN505 (Cortex-M33, FPU) as emulated by qemu-system-arm -M mps2-an505",
+          pio_url="https://www.qemu.org/docs/master/system/arm/mps2.html",
+          qemu_machine="mps2-an505", qemu_serial=0, icount_shift=7,
+          uart_base=0x50200000, ram_origin=0x38000000),
+    # BBC micro:bit (v1): nRF51822, a Cortex-M0 at 16 MHz with no FPU and no long multiply;
+    # 256 KiB flash at 0, 16 KiB RAM. The nRF51 UART (0x40002000, IRQ 2) is QEMU's first
+    # serial (on the board: P0.24/P0.25 to the interface chip's USB serial). The real nRF51 has
+    # no SysTick; QEMU's does count. 16 MHz x 2**8 ns = 4.096 ticks per instruction (at
+    # shift 7 the firmware's longest CALIB loop would not wrap the 24-bit count).
+    Board(env="emulated_microbit", mcu="nRF51822", cpu="cortex-m0", fpu=None, cpu_hz=16_000_000,
+          link="UART0 (nRF51 UART)", counter="SysTick",
+          code_origin=0x00000000, flash_kb=256, ram_kb=16,
+          code_note="flash at 0 (vector table first)",
+          uart="nrf51_uart", num_irq=32, link_irq=2, irq_handler="UART0_IRQHandler",
+          ldscript="ld/nrf51822.ld",
+          pio_board="microbit_qemu", pio_mcu="nrf51822",
+          pio_name="BBC micro:bit (nRF51822, Cortex-M0) as emulated by qemu-system-arm -M microbit",
+          pio_url="https://www.qemu.org/docs/master/system/arm/nrf.html",
+          qemu_machine="microbit", qemu_serial=0, icount_shift=8, uart_base=0x40002000),
 )}
 EMULATED_BOARDS: tuple[str, ...] = tuple(env for env, b in BOARDS.items() if b.emulated)

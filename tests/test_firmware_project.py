@@ -59,7 +59,7 @@ def test_each_board_record_drives_its_environment_and_linker_script(env):
     assert f"-DMBF_COUNTER_{b.counter.upper()}" in section["build_flags"]
     ld = plan[b.ldscript].decode()
     assert f"FLASH (rx)  : ORIGIN = 0x{b.code_origin:08X}, LENGTH = {b.flash_kb}K" in ld
-    assert f"RAM   (rwx) : ORIGIN = 0x20000000, LENGTH = {b.ram_kb}K" in ld
+    assert f"RAM   (rwx) : ORIGIN = 0x{b.ram_origin:08X}, LENGTH = {b.ram_kb}K" in ld
     board_h = plan["src/mbf_board.h"].decode()
     assert f"#define MBF_CPU_HZ            {b.cpu_hz}u" in board_h and b.irq_handler in board_h
     if b.pio_board:  # the local dev-platform's manifest is the record's, in PlatformIO's form
