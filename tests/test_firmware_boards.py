@@ -11,6 +11,7 @@ for, through the real CLIs (`mbforge firmware --build`, `mbforge hil --emulate`)
   instructions per call on the M0 are compared with the AN385 (M3).
 Every test has a deadline (conftest.deadline)."""
 import json
+import struct
 import subprocess
 
 import pytest
@@ -87,3 +88,85 @@ def test_c_fixed_passes_bit_exact(fourbar, tmp_path, capsys, env):
     w = r["work_per_call"]
     assert w["unit"] == "instructions" and w["counter_overflows"] == 0
     print(env, "c-fixed instructions per call", w["min"], w["median"], w["max"])
+
+
+# ---- real boards: the project's sources compiled and linked with Debian's toolchain -------------
+REAL_BOARDS = [env for env, b in BOARDS.items() if not b.emulated]
+# what each board's clock, link UART and counter set-up must put into the image: a register
+# value only that board's set-up writes, its link UART's base address, its counter's registers
+CLOCK_WORD = {
+    # RCC_PLLCFGR: M 8 | N 168 << 6 | Q 7 << 24 | R 2 << 28 (HSI 16 MHz -> 168 MHz)
+    "nucleo_f446re": 8 | 168 << 6 | 7 << 24 | 2 << 28,
+    "disco_f407vg": 8 | 168 << 6 | 7 << 24 | 2 << 28,
+    # RCC_PLL1DIVR: N 50 - 1 | (P 2 - 1) << 9 | (Q 4 - 1) << 16 | (R 2 - 1) << 24: 16 MHz x 50 / 2
+    "nucleo_h743zi": 49 | 1 << 9 | 3 << 16 | 1 << 24,
+    # RCC_CFGR: PLLSRC HSE << 16 | PLLMUL x9 (7) << 18 | PPRE1 /2 (4) << 8
+    "bluepill_f103c8": 1 << 16 | 7 << 18 | 4 << 8,
+    # RCC_PLLCFGR: HSI16 (2) | N 8 << 8 | PLLREN << 28 | R /2 (1) << 29
+    "nucleo_g071rb": 2 | 8 << 8 | 1 << 28 | 1 << 29,
+    # XOSC_CTRL: 1-15 MHz range (0xAA0) | ENABLE (0xFAB) << 12, the PLL_SYS's reference
+    "pico": 0xAA0 | 0xFAB << 12,
+}
+FP_ARCH = {"fpv4-sp-d16": "VFPv4-D16", "fpv5-d16": "FPv5/FP-D16 for ARMv8"}
+CPU_ARCH = {"cortex-m0plus": "v6S-M", "cortex-m3": "v7", "cortex-m4": "v7E-M", "cortex-m7": "v7E-M"}
+
+
+def test_every_real_board_has_a_clock_check():
+    assert sorted(CLOCK_WORD) == sorted(REAL_BOARDS)
+
+
+@pytest.mark.parametrize("env", REAL_BOARDS)
+def test_real_board_sources_compile_and_link(env, tmp_path):
+    from conftest import TOY
+    from test_firmware_project import extra_script_linkflags, ini_build_flags
+
+    from mbforge.firmware.project import generate_project
+
+    b = BOARDS[env]
+    project = generate_project(TOY, tmp_path / "proj")
+    cflags = ini_build_flags(project, env)
+    linkflags = extra_script_linkflags(project, env)
+    assert f"-mcpu={b.cpu}" in linkflags and "-nostartfiles" in linkflags
+    assert ("-mfloat-abi=hard" in linkflags and f"-mfpu={b.fpu}" in cflags) if b.fpu else "-mfloat-abi=soft" in linkflags
+    elf = tmp_path / "firmware.elf"
+    sources = sorted(str(p) for p in (project / "src").rglob("*.c"))
+    # what the official platforms' bare-metal builders add (-Os, -mthumb, -mcpu, gc-sections),
+    # then the project's own flags; our own sources must be warning-free
+    cmd = ["arm-none-eabi-gcc", "-Os", "-mthumb", f"-mcpu={b.cpu}", *cflags, "-Wextra", "-Werror",
+           f"-DF_CPU={b.cpu_hz}L", f"-I{project / 'src'}", *sources, "-T", str(project / b.ldscript),
+           "-Wl,--gc-sections", *linkflags, "-o", str(elf), "-lc", "-lgcc", "-lm"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+    def tool(name, *args):
+        return subprocess.run([f"arm-none-eabi-{name}", *args, str(elf)], capture_output=True,
+                              text=True, check=True).stdout
+
+    symbols = {parts[2]: int(parts[0], 16) for parts in
+               (line.split() for line in tool("nm").splitlines()) if len(parts) == 3}
+    assert symbols["mbf_vectors"] == b.code_origin
+    vectors = subprocess.run(["arm-none-eabi-objcopy", "-O", "binary", "--only-section=.isr_vector", str(elf),
+                              "/dev/stdout"], capture_output=True, check=True).stdout
+    assert len(vectors) == 4 * (16 + b.num_irq)
+    sp, reset = struct.unpack_from("<II", vectors)
+    assert sp == b.ram_origin + b.ram_kb * 1024 and reset == symbols["Reset_Handler"] | 1
+    assert struct.unpack_from("<I", vectors, 4 * (16 + b.link_irq))[0] == symbols[b.irq_handler] | 1
+    attrs = tool("readelf", "-A")
+    assert f"Tag_CPU_arch: {CPU_ARCH[b.cpu]}\n" in attrs
+    if b.fpu:
+        assert "Tag_ABI_VFP_args: VFP registers" in attrs and f"Tag_FP_arch: {FP_ARCH[b.fpu]}" in attrs
+    else:
+        assert "Tag_FP_arch" not in attrs and "VFP" not in attrs
+    text, data, bss = map(int, tool("size").splitlines()[1].split()[:3])
+    assert 1000 < text + data < b.flash_kb * 1024 and data + bss + 4096 <= b.ram_kb * 1024
+    disasm = tool("objdump", "-d")
+    assert f"{CLOCK_WORD[env]:08x}" in disasm, "the board's clock set-up is not in the image"
+    # the link UART's driver and registers are the record's
+    macros = subprocess.run(["arm-none-eabi-gcc", "-E", "-dM", *cflags, f"-mcpu={b.cpu}", "-mthumb",
+                             str(project / "src/mbf_board.h")], capture_output=True, text=True, check=True).stdout
+    assert f"#define MBF_UART_BASE 0x{b.uart_base:08X}u" in macros
+    assert f"#define MBF_UART_{b.uart.upper()} 1" in macros and f"#define MBF_LINK_IRQ {b.link_irq}u" in macros
+    if b.counter == "DWT":  # cycles: DWT->CYCCNT, enabled through DEMCR
+        assert "e0001000" in disasm
+    else:  # Cortex-M0+ has no cycle counter: SysTick at the core clock
+        assert b.cpu == "cortex-m0plus" and "e000e014" in disasm and "e0001000" not in disasm

@@ -141,11 +141,15 @@ def test_build_without_project_is_a_clear_error(tmp_path):
         fw_build.build(tmp_path)
 
 
-def extra_script_linkflags(project: Path) -> list[str]:
+def extra_script_linkflags(project: Path, pioenv: str = "nucleo_f446re") -> list[str]:
     """Run the generated PlatformIO extra script against a recording environment."""
     appended: dict[str, list] = {}
 
     class Recorder:
+        def __getitem__(self, key):
+            assert key == "PIOENV"
+            return pioenv
+
         def Append(self, **kw):
             for k, v in kw.items():
                 appended.setdefault(k, []).extend(v)
