@@ -88,6 +88,9 @@ def test_c_fixed_passes_bit_exact(fourbar, tmp_path, capsys, env):
     w = r["work_per_call"]
     assert w["unit"] == "instructions" and w["counter_overflows"] == 0
     print(env, "c-fixed instructions per call", w["min"], w["median"], w["max"])
+    # deterministic under -icount: AN385 (M3, SMULL) 1672, AN505 (M33) 1680; the M0 calls
+    # __aeabi_lmul for each of the 64 multiplies: 6821 with libgcc's, 5556 with mbforge's
+    assert w["median"] < {"emulated_microbit": 6000, "emulated_an505": 1800, "emulated_an385": 1800}[env]
 
 
 # ---- real boards: the project's sources compiled and linked with Debian's toolchain -------------
@@ -170,3 +173,64 @@ def test_real_board_sources_compile_and_link(env, tmp_path):
         assert "e0001000" in disasm
     else:  # Cortex-M0+ has no cycle counter: SysTick at the core clock
         assert b.cpu == "cortex-m0plus" and "e000e014" in disasm and "e0001000" not in disasm
+
+
+# ---- Cortex-M0: mbforge's __aeabi_lmul (mbf_board.c) ---------------------------------------------
+def mul_kernel(path):
+    """An int32 kernel of 64-bit products: a signed 32x32 one and a 64x64 one, each returned as
+    its low and high words (written by hand: the expected bits come from Python's integers)."""
+    from conftest import TOY
+
+    path.mkdir()
+    (path / "mul.h").write_text("#include <stdint.h>\nint mb_mul(const int32_t *in, int32_t *out);\n")
+    (path / "mul.c").write_text(
+        '#include "mul.h"\n'
+        "int mb_mul(const int32_t *in, int32_t *out)\n{\n"
+        "    const int64_t p = (int64_t)in[0] * in[1];\n"
+        "    const uint64_t x = ((uint64_t)(int64_t)in[0] << 17) ^ (uint32_t)in[1];\n"
+        "    const uint64_t y = (uint64_t)(int64_t)in[1] * 3u + (uint32_t)in[0];\n"
+        "    const uint64_t q = x * y;\n"
+        "    out[0] = (int32_t)(uint32_t)p; out[1] = (int32_t)((uint64_t)p >> 32);\n"
+        "    out[2] = (int32_t)(uint32_t)q; out[3] = (int32_t)(q >> 32);\n"
+        "    return 0;\n}\n")
+    m = json.loads((TOY / "manifest.json").read_text())
+    m.pop("files", None)  # hand-written: no generation hashes to check
+    m.update(function="mb_mul", real="int32", target="c-fixed32", sources=["mul.c"], headers=["mul.h"],
+             inputs=[{"name": "a", "shape": [2], "offset": 0, "size": 2, "range": [[-1, 1], [-1, 1]],
+                      "frac_bits": [31, 31]}],
+             outputs=[{"name": "r", "shape": [4], "offset": 0, "size": 4, "frac_bits": [0, 0, 0, 0],
+                       "error_bound": [0, 0, 0, 0]}])
+    (path / "manifest.json").write_text(json.dumps(m))
+    return path
+
+
+def expected_products(a: int, b: int) -> list[int]:
+    m64 = (1 << 64) - 1
+    p = (a * b) & m64
+    x = ((a << 17) & m64) ^ (b & 0xFFFFFFFF)
+    y = (b * 3 + (a & 0xFFFFFFFF)) & m64
+    q = (x * y) & m64
+    return [w - (1 << 32) if w >= 1 << 31 else w for w in (p & 0xFFFFFFFF, p >> 32, q & 0xFFFFFFFF, q >> 32)]
+
+
+def test_m0_long_multiply_gives_the_exact_bits(tmp_path):
+    import numpy as np
+
+    from mbforge.firmware.build import build
+    from mbforge.firmware.project import generate_project
+    from mbforge.firmware.qemu import Emulator
+    from mbforge.hil.link import Link
+
+    project = generate_project(mul_kernel(tmp_path / "mul"), tmp_path / "fw")
+    elf = build(project, "emulated_microbit")
+    # the firmware's own __aeabi_lmul, not libgcc's (which also has __muldi3)
+    nm = subprocess.run(["arm-none-eabi-nm", str(elf)], capture_output=True, text=True, check=True).stdout
+    assert " T __aeabi_lmul" in nm and "__muldi3" not in nm
+    edges = [-2**31, 2**31 - 1, -1, 0, 1, 0xFFFF, 0x10000, -0x10000, -0xFFFF, 0x7FFF8000, -0x7FFF8001, 12345]
+    rng = np.random.default_rng(3)
+    pairs = [(a, b) for a in edges for b in edges] + rng.integers(-2**31, 2**31, (300, 2)).tolist()
+    X = np.array(pairs, dtype=np.int32)
+    with Emulator(elf) as emu, Link(emu.url, timeout=3.0) as link:
+        dev = link.eval_many(X)
+    got = dev.outputs.astype(np.int64).tolist()
+    assert got == [expected_products(int(a), int(b)) for a, b in pairs]
