@@ -34,11 +34,9 @@ RX_BUFFER = 4096  # device receive ring, bytes (a power of two): several frames 
 DEFAULT_BAUD = 115200
 CALIB_MAX_ITERATIONS = 4_000_000  # 8e6 instructions: wraps the 24-bit SysTick on every emulated board (tested)
 ENVIRONMENTS = tuple(BOARDS)  # one PlatformIO environment per board record
-# the boards built with the official ststm32 platform (pio_board None) share one extra
-# script that gives the link their FPU flags: one such board, with an FPU, is supported
-_STSTM32 = [b for b in BOARDS.values() if b.pio_board is None]
-if len(_STSTM32) != 1 or not _STSTM32[0].fpu:
-    raise RuntimeError("targets.BOARDS must have exactly one board of the official platform, with an FPU")
+# the real boards, built with an official platform (pio_board None), share one extra
+# script that gives the link each board's machine flags
+_OFFICIAL = [b for b in BOARDS.values() if b.pio_board is None]
 CPU_HZ = BOARDS["emulated_f405"].cpu_hz  # the Nucleo's PLL is set to the same (targets.BOARDS)
 STACK_BYTES = 4096
 
@@ -51,12 +49,13 @@ def _board_values(b: Board) -> dict:
     return {"env": b.env, "macro": "MBF_BOARD_" + b.env.upper(), "mcu": b.mcu, "cpu": b.cpu, "fpu": b.fpu,
             "cpu_hz": b.cpu_hz, "link": b.link, "counter": b.counter, "qemu_machine": b.qemu_machine,
             "pio_board": b.pio_board, "ldscript": b.ldscript, "uart": b.uart, "num_irq": b.num_irq,
-            "link_irq": b.link_irq, "irq_handler": b.irq_handler, "baud": b.baud}
+            "link_irq": b.link_irq, "irq_handler": b.irq_handler, "baud": b.baud,
+            "uart_base": b.uart_base, "pio_platform": b.pio_platform}
 
 
 def _linker_values(b: Board) -> dict:
     return {"chip": b.mcu, "code_origin": b.code_origin, "flash_kb": b.flash_kb, "ram_kb": b.ram_kb,
-            "code_note": b.code_note}
+            "code_note": b.code_note, "ram_origin": b.ram_origin}
 
 
 def _env() -> jinja2.Environment:
@@ -133,7 +132,7 @@ def plan_project(kernel_dir: str | Path, baud: int | None = None) -> dict[str, b
                                          P.max_batch_for(m.real, m.n_in, m.n_out)),
         "max_batch": P.max_batch_for(m.real, m.n_in, m.n_out),
         "rx_buffer": RX_BUFFER,
-        "baud": int(baud) if baud else _STSTM32[0].baud,  # the official board's monitor_speed
+        "baud": int(baud) if baud else None,  # None: each board's monitor_speed is its own
         "link_baud": int(baud) if baud else None,
         "boards": [_board_values(BOARDS[env]) for env in ENVIRONMENTS],
         "calib_max_iterations": CALIB_MAX_ITERATIONS,
@@ -147,7 +146,7 @@ def plan_project(kernel_dir: str | Path, baud: int | None = None) -> dict[str, b
         return env.get_template(template).render(**values, **extra).encode()
 
     plan["platformio.ini"] = render("platformio.ini.j2")
-    plan[EXTRA_SCRIPT] = render("mbf_ststm32_link.py.j2", ststm32=_board_values(_STSTM32[0]))
+    plan[EXTRA_SCRIPT] = render("mbf_ststm32_link.py.j2", official=[_board_values(b) for b in _OFFICIAL])
     for board in BOARDS.values():  # one linker script per board record
         plan[board.ldscript] = render("ld/cortex_m.ld.j2", **_linker_values(board))
     for tpl in env.list_templates(filter_func=lambda t: t.startswith("src/") and t.endswith(".j2")):

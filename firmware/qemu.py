@@ -8,6 +8,9 @@ The board (an emulated entry of mbforge.targets.BOARDS) gives the QEMU machine, 
 `-serial` index of the link UART, the clock and the -icount shift:
   emulated_f405   -M netduinoplus2 (STM32F405, Cortex-M4F, 168 MHz), USART2 = serial 1
   emulated_an385  -M mps2-an385 (Cortex-M3, no FPU, 25 MHz), UART0 = serial 0
+  emulated_an500  -M mps2-an500 (Cortex-M7, double FPU, 25 MHz), UART0 = serial 0
+  emulated_an505  -M mps2-an505 (Cortex-M33, FPU, 20 MHz, secure), UART0 = serial 0
+  emulated_microbit -M microbit (nRF51822, Cortex-M0, 16 MHz), UART0 = serial 0
 Every firmware mbforge generates names its environment in a section that is not loaded
 (.mbf.board); `board_of_elf` reads it, so an ELF starts on its own machine. An ELF
 without that section runs as emulated_f405 (the default); a `board` that contradicts the
@@ -23,7 +26,9 @@ Invariants:
 - `-icount shift=S` makes virtual time a function of the instruction count, so SysTick
   counts are deterministic. One instruction is 2**S ns, i.e. cpu_hz * 2**S / 1e9
   SysTick ticks: 5.376 on emulated_f405 (168 MHz, S = 5), 3.2 on emulated_an385 (25 MHz,
-  S = 7; at S = 5 a tick would be 1.25 instructions, too coarse to count them). The
+  S = 7; at S = 5 a tick would be 1.25 instructions, too coarse to count them), 3.2 on
+  emulated_an500, 2.56 on emulated_an505 (20 MHz, S = 7), 4.096 on emulated_microbit
+  (16 MHz, S = 8: at S = 7 the longest CALIB loop would not wrap SysTick). The
   firmware's CALIB request measures it, see mbforge.hil.harness.
 - The serials before the link UART's are discarded; the link UART's is a TCP server
   that waits for one client before the guest starts, so no byte is sent to nobody.

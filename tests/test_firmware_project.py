@@ -59,7 +59,7 @@ def test_each_board_record_drives_its_environment_and_linker_script(env):
     assert f"-DMBF_COUNTER_{b.counter.upper()}" in section["build_flags"]
     ld = plan[b.ldscript].decode()
     assert f"FLASH (rx)  : ORIGIN = 0x{b.code_origin:08X}, LENGTH = {b.flash_kb}K" in ld
-    assert f"RAM   (rwx) : ORIGIN = 0x20000000, LENGTH = {b.ram_kb}K" in ld
+    assert f"RAM   (rwx) : ORIGIN = 0x{b.ram_origin:08X}, LENGTH = {b.ram_kb}K" in ld
     board_h = plan["src/mbf_board.h"].decode()
     assert f"#define MBF_CPU_HZ            {b.cpu_hz}u" in board_h and b.irq_handler in board_h
     if b.pio_board:  # the local dev-platform's manifest is the record's, in PlatformIO's form
@@ -141,11 +141,15 @@ def test_build_without_project_is_a_clear_error(tmp_path):
         fw_build.build(tmp_path)
 
 
-def extra_script_linkflags(project: Path) -> list[str]:
+def extra_script_linkflags(project: Path, pioenv: str = "nucleo_f446re") -> list[str]:
     """Run the generated PlatformIO extra script against a recording environment."""
     appended: dict[str, list] = {}
 
     class Recorder:
+        def __getitem__(self, key):
+            assert key == "PIOENV"
+            return pioenv
+
         def Append(self, **kw):
             for k, v in kw.items():
                 appended.setdefault(k, []).extend(v)
