@@ -34,8 +34,8 @@ def register(subparsers) -> None:
     where.add_argument("--port", help="serial port or URL: /dev/ttyACM0, socket://127.0.0.1:PORT")
     where.add_argument("--emulate", metavar="ELF",
                        help="start this firmware in QEMU and talk to it; the machine is the one of the "
-                            "board the ELF was built for (emulated_f405: netduinoplus2, "
-                            "emulated_an385: mps2-an385)")
+                            "board the ELF was built for (" + ", ".join(
+                                f"{e}: {BOARDS[e].qemu_machine}" for e in EMULATED_BOARDS) + ")")
     p.add_argument("--board", choices=EMULATED_BOARDS, default=None,
                    help="with --emulate: the board to emulate, checked against the ELF's "
                         "(default: the ELF's; emulated_f405 for an ELF that names none)")
