@@ -99,8 +99,16 @@ def load_manifest(kernel_dir: str | Path) -> Manifest:
         raise ProjectError(str(e)) from None
 
 
-def plan_project(kernel_dir: str | Path, baud: int | None = None) -> dict[str, bytes]:
-    """baud: the link's baud rate on every board; None: each board record's own."""
+def runtime_payload(m: Manifest) -> int:
+    """The link's largest payload for this kernel (sizes the runtime's frame buffers)."""
+    return P.max_payload_for(m.real, m.n_in, m.n_out, FIRMWARE_VERSION, P.max_batch_for(m.real, m.n_in, m.n_out))
+
+
+def plan_project(kernel_dir: str | Path, baud: int | None = None, *, library: bool = False) -> dict[str, bytes]:
+    """baud: the link's baud rate on every board; None: each board record's own.
+    library: a PlatformIO library (library.json, include/, src/, ld/) instead of a project:
+    the same runtime, the server's loop as `void mbf_serve(void)` (mbforge.h) and no main(),
+    which the user's project supplies (README: "Your own firmware")."""
     kernel_dir = Path(kernel_dir)
     m = load_manifest(kernel_dir)
     if len(m.digest) != 64:
@@ -129,8 +137,7 @@ def plan_project(kernel_dir: str | Path, baud: int | None = None) -> dict[str, b
         "digest": m.digest,
         "firmware_version": FIRMWARE_VERSION,
         "kernel_headers": [f"kernel/{_kernel_file(h)}" for h in m.headers],
-        "max_payload": P.max_payload_for(m.real, m.n_in, m.n_out, FIRMWARE_VERSION,
-                                         P.max_batch_for(m.real, m.n_in, m.n_out)),
+        "max_payload": runtime_payload(m),
         "max_batch": P.max_batch_for(m.real, m.n_in, m.n_out),
         "rx_buffer": RX_BUFFER,
         "baud": int(baud) if baud else _STSTM32[0].baud,  # the official board's monitor_speed
@@ -140,22 +147,49 @@ def plan_project(kernel_dir: str | Path, baud: int | None = None) -> dict[str, b
         "crc_table": ", ".join(f"0x{v:08X}u" for v in crc32_nibble_table()),
         "extra_script": EXTRA_SCRIPT,
         "stack_bytes": STACK_BYTES,
+        "library": library,
+        "lib_name": f"mbforge-{m.function}",
+        "version": __version__,
     }
     env = _env()
 
     def render(template: str, **extra) -> bytes:
         return env.get_template(template).render(**values, **extra).encode()
 
-    plan["platformio.ini"] = render("platformio.ini.j2")
-    plan[EXTRA_SCRIPT] = render("mbf_ststm32_link.py.j2", ststm32=_board_values(_STSTM32[0]))
     for board in BOARDS.values():  # one linker script per board record
         plan[board.ldscript] = render("ld/cortex_m.ld.j2", **_linker_values(board))
-    for tpl in env.list_templates(filter_func=lambda t: t.startswith("src/") and t.endswith(".j2")):
-        plan[tpl.removesuffix(".j2")] = render(tpl)
+    sources = env.list_templates(filter_func=lambda t: t.startswith("src/") and t.endswith(".j2"))
+    if library:
+        _library_plan(plan, sources, kernel_files, m.headers, render)
+    else:
+        plan["platformio.ini"] = render("platformio.ini.j2")
+        plan[EXTRA_SCRIPT] = render("mbf_ststm32_link.py.j2", ststm32=_board_values(_STSTM32[0]))
+        for tpl in sources:
+            plan[tpl.removesuffix(".j2")] = render(tpl)
     record = {"generator": FIRMWARE_VERSION, "kernel": m.function, "digest": m.digest,
               "environments": list(ENVIRONMENTS), "files": sorted(plan)}
     plan[RECORD] = (json.dumps(record, indent=1, sort_keys=True) + "\n").encode()
     return dict(sorted(plan.items()))
+
+
+def _library_plan(plan: dict[str, bytes], sources, kernel_files, headers, render) -> None:
+    """Move the project's plan into a library's layout: headers under include/ (the user's
+    sources see them), sources under src/; the kernel's headers are in both, since the
+    kernel's C includes its own header by a plain name."""
+    for name in list(plan):
+        if name.startswith(KERNEL_SUBDIR + "/"):
+            data = plan.pop(name)
+            rel = name.removeprefix(KERNEL_SUBDIR + "/")
+            plan[f"src/kernel/{rel}"] = data
+            if rel in headers:
+                plan[f"include/kernel/{rel}"] = data
+    for tpl in sources:
+        name = tpl.removesuffix(".j2").removeprefix("src/")
+        if name == "main.c":
+            name = "mbf_serve.c"  # the server's loop, as mbf_serve()
+        plan[("include/" if name.endswith(".h") else "src/") + name] = render(tpl)
+    plan["include/mbforge.h"] = render("lib/mbforge.h.j2")
+    plan["library.json"] = render("lib/library.json.j2")
 
 
 def write_plan(plan: dict[str, bytes], out_dir: str | Path) -> Path:
@@ -191,5 +225,6 @@ def _write_plan(plan: dict[str, bytes], out: Path) -> Path:
     return out
 
 
-def generate_project(kernel_dir: str | Path, out_dir: str | Path, baud: int | None = None) -> Path:
-    return write_plan(plan_project(kernel_dir, baud=baud), out_dir)
+def generate_project(kernel_dir: str | Path, out_dir: str | Path, baud: int | None = None, *,
+                     library: bool = False) -> Path:
+    return write_plan(plan_project(kernel_dir, baud=baud, library=library), out_dir)
