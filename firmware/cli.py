@@ -6,7 +6,7 @@ import sys
 
 from mbforge.firmware import budget as B
 from mbforge.firmware.build import BuildError, build
-from mbforge.firmware.project import (ENVIRONMENTS, RX_BUFFER, STACK_BYTES, ProjectError, generate_project,
+from mbforge.firmware.project import (APPS, ENVIRONMENTS, RX_BUFFER, STACK_BYTES, ProjectError, generate_project,
                                       load_manifest, runtime_payload)
 from mbforge.targets import BOARDS, Board
 
@@ -24,6 +24,11 @@ def register(subparsers) -> None:
     p.add_argument("--library", action="store_true",
                    help="write a PlatformIO library (library.json, include/, src/, ld/) for your own project's "
                         "lib_deps instead of a project: your main() calls the kernel, and mbf_serve() to serve the link")
+    p.add_argument("--app", choices=APPS, default="server",
+                   help="server: the HIL server `mbforge hil` talks to (default); loop: the kernel from a "
+                        "timer interrupt every 1/--rate s, reporting periods, overruns, cycles and jitter "
+                        "(`mbforge hil --loop SECONDS`)")
+    p.add_argument("--rate", type=float, default=None, help="with --app loop: the loop rate in Hz")
     p.add_argument("--soft-float", action="store_true",
                    help="allow --build of a float or double kernel for a core without that FPU (software "
                         "floating point, tens of cycles per operation)")
@@ -71,6 +76,30 @@ def check_budget(kernel_dir: str, board: Board, manifest=None) -> B.Budget:
     return b
 
 
+def check_rate(args: argparse.Namespace) -> int | None:
+    """The loop app's rate in whole Hz, checked against every board's 24-bit SysTick."""
+    if args.app != "loop":
+        if args.rate is not None:
+            raise ProjectError("--rate goes with --app loop")
+        return None
+    if args.library:
+        raise ProjectError("--app loop makes a project: it does not go with --library")
+    if args.rate is None:
+        raise ProjectError("--app loop needs --rate HZ (the loop rate)")
+    if not (args.rate > 0 and args.rate == int(args.rate)):
+        raise ProjectError(f"--rate must be a whole number of Hz > 0, got {args.rate:g}")
+    rate = int(args.rate)
+    for b in BOARDS.values():
+        period = round(b.cpu_hz / rate)
+        if not 64 <= period <= 1 << 24:
+            lo, hi = -(-b.cpu_hz // (1 << 24)), b.cpu_hz // 64
+            raise ProjectError(f"--rate {rate} Hz: a period of {period} SysTick ticks on {b.env} "
+                               f"({b.cpu_hz / 1e6:g} MHz); the loop app needs {lo} to {hi} Hz there")
+    if BOARDS[args.env].cpu == "cortex-m0":
+        raise ProjectError(f"--app loop on {args.env}: a Cortex-M0 has no VTOR to install the loop's handler")
+    return rate
+
+
 def run_command(args: argparse.Namespace) -> int:
     try:
         return _run(args)
@@ -83,6 +112,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.library and args.build:
         raise ProjectError("--library writes a library for your own project: build that project "
                            "(pio run), not the library (drop --build)")
+    rate = check_rate(args)
     m = load_manifest(args.kernel)
     note = soft_float_note(m.real, args.env)
     if note and args.build and not args.soft_float:
@@ -94,7 +124,10 @@ def _run(args: argparse.Namespace) -> int:
         table = {}
     if args.env in table:
         check_budget(args.kernel, BOARDS[args.env], m)
-    out = generate_project(args.kernel, args.out, baud=args.baud, library=args.library)
+    if rate and args.env in table and rate > table[args.env].max_rate_hz:
+        print(f"note: {rate} Hz is above the estimated highest loop rate on {args.env} "
+              f"({table[args.env].max_rate_hz:,.0f} Hz): expect overruns", file=sys.stderr)
+    out = generate_project(args.kernel, args.out, baud=args.baud, library=args.library, app=args.app, rate=rate)
     print(f"{'library' if args.library else 'project'} written to {out}")
     for env, b in table.items():
         print(f"budget {b.line()}")

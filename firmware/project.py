@@ -104,11 +104,44 @@ def runtime_payload(m: Manifest) -> int:
     return P.max_payload_for(m.real, m.n_in, m.n_out, FIRMWARE_VERSION, P.max_batch_for(m.real, m.n_in, m.n_out))
 
 
-def plan_project(kernel_dir: str | Path, baud: int | None = None, *, library: bool = False) -> dict[str, bytes]:
+APPS = ("server", "loop")
+LOOP_TYPE = 0x10  # the loop app's request type (mbforge.hil.loop.LOOP)
+LOOP_REPLY_FIXED = 44  # bytes before the outputs in a LOOP reply
+MOTION_ROWS_MAX = 256  # motion vectors built into the loop app
+
+
+def _c_literals(m: Manifest, kernel_dir: Path) -> list[str]:
+    """The kernel's motion vectors (at most MOTION_ROWS_MAX) as C initialisers of its real
+    type: hexadecimal floats (exact), or raw fixed-point integers."""
+    import numpy as np
+
+    from mbforge.hil.vectors import VectorError, _companion, to_raw
+    if not m.motion:
+        return []
+    try:
+        X = _companion(kernel_dir, m.motion, "vectors", "motion").reshape(-1, m.n_in)[:MOTION_ROWS_MAX]
+    except (VectorError, ValueError) as e:
+        raise ProjectError(f"motion file of {kernel_dir}: {e}") from None
+    if m.real == "int32":
+        R = to_raw(m, X, "inputs")
+        return [", ".join("(-2147483647 - 1)" if v == -2**31 else str(int(v)) for v in row) for row in R]
+    if m.real == "float":
+        return [", ".join(float(np.float32(v)).hex() + "f" for v in row) for row in X]
+    return [", ".join(float(v).hex() for v in row) for row in X]
+
+
+def plan_project(kernel_dir: str | Path, baud: int | None = None, *, library: bool = False,
+                 app: str = "server", rate: int | None = None) -> dict[str, bytes]:
     """baud: the link's baud rate on every board; None: each board record's own.
     library: a PlatformIO library (library.json, include/, src/, ld/) instead of a project:
     the same runtime, the server's loop as `void mbf_serve(void)` (mbforge.h) and no main(),
-    which the user's project supplies (README: "Your own firmware")."""
+    which the user's project supplies (README: "Your own firmware").
+    app: "server" (the HIL server, the default) or "loop" (the kernel from SysTick at
+    `rate` Hz, reporting over the link: templates/app/loop.c.j2)."""
+    if app not in APPS:
+        raise ProjectError(f"unknown app {app!r}: expected one of {', '.join(APPS)}")
+    if app == "loop" and (library or not rate or int(rate) <= 0):
+        raise ProjectError("the loop app needs a --rate in Hz > 0 (and is a project, not a --library)")
     kernel_dir = Path(kernel_dir)
     m = load_manifest(kernel_dir)
     if len(m.digest) != 64:
@@ -137,7 +170,8 @@ def plan_project(kernel_dir: str | Path, baud: int | None = None, *, library: bo
         "digest": m.digest,
         "firmware_version": FIRMWARE_VERSION,
         "kernel_headers": [f"kernel/{_kernel_file(h)}" for h in m.headers],
-        "max_payload": runtime_payload(m),
+        "max_payload": max(runtime_payload(m), LOOP_REPLY_FIXED + m.n_out * P.REAL_SIZES[m.real],
+                           m.n_in * P.REAL_SIZES[m.real]) if app == "loop" else runtime_payload(m),
         "max_batch": P.max_batch_for(m.real, m.n_in, m.n_out),
         "rx_buffer": RX_BUFFER,
         "baud": int(baud) if baud else _STSTM32[0].baud,  # the official board's monitor_speed
@@ -148,6 +182,9 @@ def plan_project(kernel_dir: str | Path, baud: int | None = None, *, library: bo
         "extra_script": EXTRA_SCRIPT,
         "stack_bytes": STACK_BYTES,
         "library": library,
+        "app": app,
+        "rate": int(rate) if rate else 0,
+        "loop_type": LOOP_TYPE,
         "lib_name": f"mbforge-{m.function}",
         "version": __version__,
     }
@@ -166,6 +203,9 @@ def plan_project(kernel_dir: str | Path, baud: int | None = None, *, library: bo
         plan[EXTRA_SCRIPT] = render("mbf_ststm32_link.py.j2", ststm32=_board_values(_STSTM32[0]))
         for tpl in sources:
             plan[tpl.removesuffix(".j2")] = render(tpl)
+        if app == "loop":
+            motion = _c_literals(m, kernel_dir)
+            plan["src/main.c"] = render("app/loop.c.j2", motion=motion, motion_rows=len(motion))
     record = {"generator": FIRMWARE_VERSION, "kernel": m.function, "digest": m.digest,
               "environments": list(ENVIRONMENTS), "files": sorted(plan)}
     plan[RECORD] = (json.dumps(record, indent=1, sort_keys=True) + "\n").encode()
@@ -226,5 +266,5 @@ def _write_plan(plan: dict[str, bytes], out: Path) -> Path:
 
 
 def generate_project(kernel_dir: str | Path, out_dir: str | Path, baud: int | None = None, *,
-                     library: bool = False) -> Path:
-    return write_plan(plan_project(kernel_dir, baud=baud, library=library), out_dir)
+                     library: bool = False, app: str = "server", rate: int | None = None) -> Path:
+    return write_plan(plan_project(kernel_dir, baud=baud, library=library, app=app, rate=rate), out_dir)
