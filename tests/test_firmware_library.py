@@ -5,7 +5,11 @@ and its own main.c, which calls the kernel and then mbf_serve(). It is built wit
 `pio run` for emulated_f405 and emulated_an385 and must pass `mbforge hil` in QEMU
 against the double reference; its kernel call at start-up is checked in the ELF."""
 import json
+import re
+import shlex
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, TOY
@@ -20,19 +24,19 @@ pytestmark = [pytest.mark.firmware, pytest.mark.usefixtures("deadline")]
 TOY_DOUBLE = FIXTURES / "toy_double"
 ENVS = ("emulated_f405", "emulated_an385")
 
-USER_MAIN = """\
-#include "mbforge.h"
+README = Path(__file__).resolve().parent.parent / "README.md"
 
-static mbf_real_t x[MBF_N_IN], y[MBF_N_OUT];
-volatile int first_status = -1;
 
-int main(void)
-{
-    x[0] = 1.0f;
-    first_status = MBF_KERNEL(x, y); /* the user's own call of the kernel */
-    mbf_serve();                     /* then serve the link for `mbforge hil` */
-}
-"""
+def readme_section() -> str:
+    text = README.read_text()
+    return text.split("## Your own firmware: the library and the loop app", 1)[1].split("\n## ", 1)[0]
+
+
+def fenced(section: str, lang: str) -> list[str]:
+    return re.findall(rf"^```{lang}\n(.*?)^```$", section, re.S | re.M)
+
+
+USER_MAIN = fenced(readme_section(), "c")[0]  # the README's main.c is the one built here
 
 
 def user_ini(lib: str) -> str:
@@ -82,6 +86,31 @@ def test_library_goes_without_build(tmp_path, capsys):
     assert firmware_cli(["--library", "--build", "--kernel", str(TOY), "--out", str(tmp_path / "l")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--library" in err and "drop --build" in err
+
+
+def test_the_readme_section_commands_work(tmp_path):
+    """The README's commands, in order, in a fresh folder: generate, --library, the user
+    project (its platformio.ini and main.c from the README), build, hil, the loop app."""
+    section = readme_section()
+    (ini,) = fenced(section, "ini")
+    bindir = Path(sys.executable).parent
+    commands = [c for block in fenced(section, "sh") for c in block.splitlines() if c.strip()]
+    assert len(commands) == 7
+    for line in commands:
+        if "build(" in line:  # the library exists: write the user's project as the README shows it
+            (tmp_path / "out/myapp/src").mkdir(parents=True)
+            (tmp_path / "out/myapp/platformio.ini").write_text(ini)
+            (tmp_path / "out/myapp/src/main.c").write_text(USER_MAIN)
+        argv = shlex.split(line.split("   #", 1)[0])
+        argv[0] = str(bindir / Path(argv[0]).name)
+        proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, f"{line}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+        if "--reference" in line:
+            assert "PASS" in proc.stdout
+        if "--loop" in line:
+            assert "0 overruns" in proc.stdout and "periods at 100 Hz" in proc.stdout
+        if "--library" in line:
+            assert (tmp_path / "out/kernel-lib/library.json").is_file()
 
 
 @pytest.mark.parametrize("env", ENVS)
