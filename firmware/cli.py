@@ -29,6 +29,9 @@ def register(subparsers) -> None:
                         "timer interrupt every 1/--rate s, reporting periods, overruns, cycles and jitter "
                         "(`mbforge hil --loop SECONDS`)")
     p.add_argument("--rate", type=float, default=None, help="with --app loop: the loop rate in Hz")
+    p.add_argument("--cycles", type=int, default=None,
+                   help="measured cycles per call on the --env board (e.g. from `mbforge hil` on it): the "
+                        "budget's time per call and highest loop rate use it instead of the op-count estimate")
     p.add_argument("--soft-float", action="store_true",
                    help="allow --build of a float or double kernel for a core without that FPU (software "
                         "floating point, tens of cycles per operation)")
@@ -113,6 +116,8 @@ def _run(args: argparse.Namespace) -> int:
         raise ProjectError("--library writes a library for your own project: build that project "
                            "(pio run), not the library (drop --build)")
     rate = check_rate(args)
+    if args.cycles is not None and args.cycles <= 0:
+        raise ProjectError(f"--cycles must be a count > 0, got {args.cycles}")
     m = load_manifest(args.kernel)
     note = soft_float_note(m.real, args.env)
     if note and args.build and not args.soft_float:
@@ -122,8 +127,12 @@ def _run(args: argparse.Namespace) -> int:
     except B.BudgetError as e:  # no cross compiler: the budget is a help, not a requirement
         print(f"note: no budgets: {e}", file=sys.stderr)
         table = {}
+    if args.cycles and args.env in table:
+        table[args.env].cycles, table[args.env].measured = args.cycles, True
     if args.env in table:
-        check_budget(args.kernel, BOARDS[args.env], m)
+        why = B.refusal(table[args.env], B.runtime_ram(runtime_payload(m), RX_BUFFER, STACK_BYTES))
+        if why:
+            raise ProjectError(why)
     if rate and args.env in table and rate > table[args.env].max_rate_hz:
         print(f"note: {rate} Hz is above the estimated highest loop rate on {args.env} "
               f"({table[args.env].max_rate_hz:,.0f} Hz): expect overruns", file=sys.stderr)

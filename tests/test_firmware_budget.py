@@ -98,3 +98,13 @@ def test_cli_prints_budgets_for_every_board_and_the_images(fourbar, tmp_path, ca
 def test_budget_of_a_kernel_without_op_counts(capsys, tmp_path):
     assert firmware_cli(["--kernel", str(TOY), "--out", str(tmp_path / "p")]) == 0
     assert "budget emulated_f405: kernel flash" in capsys.readouterr().out
+
+
+def test_a_measured_count_replaces_the_estimate(fourbar, tmp_path, capsys):
+    args = ["--kernel", str(fourbar / "c-float32"), "--out", str(tmp_path / "p"), "--env", "emulated_f405"]
+    assert firmware_cli([*args, "--cycles", "1680"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("budget emulated_f405:"))
+    assert "1680 cycles/call (measured) = 10.00 us at 168 MHz" in line
+    assert f"loop rate up to {168e6 / (1680 + B.LOOP_OVERHEAD_CYCLES):,.0f} Hz" in line
+    assert firmware_cli([*args, "--cycles", "0"]) == 2
+    assert "--cycles must be a count > 0" in capsys.readouterr().err

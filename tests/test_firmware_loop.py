@@ -1,12 +1,11 @@
 """The loop app (`mbforge firmware --app loop --rate HZ`) in QEMU on emulated_f405: the
-four-bar kinematics in c-float32 (about 1040 SysTick ticks a call) from SysTick at 100 Hz
+four-bar kinematics in c-float32 (about 1050 SysTick ticks a call) from SysTick at 1 kHz
 (fits: no overrun) and at 200 kHz (840 ticks a period: every call overruns), on one input
 vector the host streams. Under -icount the cycles per call are a function of the
 instructions, so every window reports the same worst and median, and the same at both
-rates; the overruns are counted per call. The start latency under QEMU includes the
-emulator's wake-up from WFI (with `-icount` sleeping, virtual time follows the host's
-timers, up to ~1 ms late on a loaded machine), so only its lower bound is checked, and
-the fitting rate leaves room for that lateness. Host side: mbforge.hil.loop
+rates; the overruns are counted per call. On this board (STM32 USART) the main loop
+never sleeps, so the start latency is deterministic too but for the periods a link
+byte's interrupt delays (a few hundred ticks at most). Host side: mbforge.hil.loop
 and `mbforge hil --loop SECONDS` (exit 0 no overrun, 1 overruns, 2 errors)."""
 import numpy as np
 import pytest
@@ -14,7 +13,7 @@ from conftest import TOY
 
 from mbforge.firmware.build import build
 from mbforge.firmware.cli import main as firmware_cli
-from mbforge.firmware.project import plan_project
+from mbforge.firmware.project import ProjectError, plan_project
 from mbforge.firmware.qemu import Emulator
 from mbforge.hil.cli import main as hil_cli
 from mbforge.hil.link import Link, LinkError
@@ -23,7 +22,7 @@ from mbforge.manifest import Manifest
 
 pytestmark = [pytest.mark.firmware, pytest.mark.usefixtures("deadline")]
 ENV = "emulated_f405"
-FIT, FAIL = 100, 200_000
+FIT, FAIL = 1000, 200_000
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +52,7 @@ def windows(elf, x, n):
 
 
 def test_the_loop_app_replaces_the_server_and_builds_in_the_motion():
-    with pytest.raises(Exception, match="--rate"):
+    with pytest.raises(ProjectError, match="--rate"):
         plan_project(TOY, app="loop")
     plan = plan_project(TOY, app="loop", rate=500)
     main = plan["src/main.c"].decode()
@@ -68,7 +67,7 @@ def test_a_rate_that_fits_runs_every_period_without_overrun(fourbar):
     for w in ws:
         assert (w.rate_hz, w.period, w.periods, w.overruns) == (FIT, 168_000_000 // FIT, FIT // 10, 0)
         assert w.worst == w.median == ws[0].worst  # deterministic under -icount
-        assert 0 < w.latency_min <= w.latency_max
+        assert 0 < w.latency_min <= w.latency_max < 1000
     assert 500 < ws[0].worst < 5000
     fourbar["cycles"] = ws[0].worst
 
@@ -101,7 +100,7 @@ def test_outputs_follow_the_streamed_inputs(fourbar):
 def test_hil_loop_cli(fourbar, capsys):
     assert hil_cli(["--emulate", str(fourbar["elf"][FIT]), "--loop", "1", "--kernel", str(fourbar["kernel"])]) == 0
     out = capsys.readouterr().out
-    assert "window 1:" in out and f"periods at {FIT} Hz" in out and "0 overruns" in out
+    assert "\nwindow " in out and f"periods at {FIT} Hz" in out and "windows" in out and " 0 overruns\n" in out
     assert hil_cli(["--emulate", str(fourbar["elf"][FIT]), "--loop", "0"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--loop must be" in err
