@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from conftest import TOY
 
-from mbforge.firmware.build import build
 from mbforge.firmware.cli import main as firmware_cli
 from mbforge.firmware.project import ProjectError, plan_project
 from mbforge.firmware.qemu import Emulator
