@@ -15,7 +15,9 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "firmware", help="generate a PlatformIO project that runs a kernel behind the serial link",
         description="Write a PlatformIO project (environments: " + ", ".join(ENVIRONMENTS) + ") "
-                    "for the kernel in --kernel; with --build, also build one environment offline.")
+                    "for the kernel in --kernel (or, with --library, a library for your own project); "
+                    "prints the kernel's flash, RAM, stack and cycle budget on every board and refuses "
+                    "one that does not fit --env; with --build, also build that environment offline.")
     p.add_argument("--kernel", required=True, help="generated kernel directory (holds manifest.json)")
     p.add_argument("--out", required=True, help="project directory to write")
     p.add_argument("--baud", type=int, default=None, help="UART baud rate of the link (default: each board's, "

@@ -2,6 +2,9 @@
 
 `plan_project(kernel_dir)` returns the project as a plan {relative path: bytes};
 `write_plan` writes it; `generate_project(kernel_dir, out_dir)` does both.
+`library=True` lays the same runtime out as a PlatformIO library (library.json, include/,
+src/ with the server loop as mbf_serve() and no main(), ld/); `app="loop"` replaces the
+server's main.c by the real-time loop (templates/app/loop.c.j2) at `rate` Hz.
 
 Invariants:
 - The plan depends only on the kernel directory (its manifest and the files it lists)
