@@ -4,21 +4,39 @@ from __future__ import annotations
 import argparse
 import sys
 
+from mbforge.firmware import budget as B
 from mbforge.firmware.build import BuildError, build
-from mbforge.firmware.project import ENVIRONMENTS, ProjectError, generate_project, load_manifest
-from mbforge.targets import BOARDS
+from mbforge.firmware.project import (APPS, ENVIRONMENTS, RX_BUFFER, STACK_BYTES, ProjectError, generate_project,
+                                      load_manifest, runtime_payload)
+from mbforge.targets import BOARDS, Board
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "firmware", help="generate a PlatformIO project that runs a kernel behind the serial link",
         description="Write a PlatformIO project (environments: " + ", ".join(ENVIRONMENTS) + ") "
-                    "for the kernel in --kernel; with --build, also build one environment offline.")
+                    "for the kernel in --kernel (or, with --library, a library for your own project); "
+                    "prints the kernel's flash, RAM, stack and cycle budget on every board and refuses "
+                    "one that does not fit --env; with --build, also build that environment offline.")
     p.add_argument("--kernel", required=True, help="generated kernel directory (holds manifest.json)")
     p.add_argument("--out", required=True, help="project directory to write")
     p.add_argument("--baud", type=int, default=None, help="UART baud rate of the link (default: each board's, "
                    + ", ".join(f"{b.env} {b.baud}" for b in BOARDS.values()) + ")")
     p.add_argument("--build", action="store_true", help="build after generating (pio run)")
+    p.add_argument("--library", action="store_true",
+                   help="write a PlatformIO library (library.json, include/, src/, ld/) for your own project's "
+                        "lib_deps instead of a project: your main() calls the kernel, and mbf_serve() to serve the link")
+    p.add_argument("--app", choices=APPS, default="server",
+                   help="server: the HIL server `mbforge hil` talks to (default); loop: the kernel from a "
+                        "timer interrupt every 1/--rate s, reporting periods, overruns, cycles and jitter "
+                        "(`mbforge hil --loop SECONDS`)")
+    p.add_argument("--rate", type=float, default=None, help="with --app loop: the loop rate in Hz")
+    p.add_argument("--cycles", type=int, default=None,
+                   help="measured cycles per call on the --env board (e.g. from `mbforge hil` on it): the "
+                        "budget's time per call and highest loop rate use it instead of the op-count estimate")
+    p.add_argument("--soft-float", action="store_true",
+                   help="allow --build of a float or double kernel for a core without that FPU (software "
+                        "floating point, tens of cycles per operation)")
     p.add_argument("--env", default="emulated_f405", choices=ENVIRONMENTS,
                    help="environment to build with --build (nucleo_f446re needs the PlatformIO registry; "
                         "emulated_an385 is a Cortex-M3 without FPU, for c-fixed kernels)")
@@ -26,28 +44,110 @@ def register(subparsers) -> None:
 
 
 def soft_float_note(real: str, env: str) -> str | None:
-    """A float or double kernel on a core without an FPU runs, in software floating point
-    (libgcc's, IEEE-correct): say so, and name the target meant for such cores."""
+    """A float or double kernel on a core without that FPU (none, or single precision only
+    for double) runs in software floating point (libgcc's, IEEE-correct): say so, with its
+    cost, and name the target meant for such cores."""
     board = BOARDS[env]
-    if board.fpu is None and real in ("float", "double"):
-        return (f"note: {env} ({board.cpu}) has no FPU: this {real} kernel runs in software floating "
-                f"point (correct, but many instructions per operation); c-fixed is the target for this core")
-    return None
+    if not B.needs_soft_float(real, board):
+        return None
+    what = "no FPU" if board.fpu is None else f"a single-precision FPU ({board.fpu})"
+    return (f"{env} ({board.cpu}) has {what}: this {real} kernel runs in software floating point "
+            f"(correct, ~{B.SOFT_FLOAT_FACTOR[real]:g}x the cycles of hardware floating point); "
+            f"c-fixed is the target for this core")
+
+
+def budgets(kernel_dir: str, boards: list[Board], manifest) -> dict[str, B.Budget]:
+    """The kernel's budget on each board, compiled once per core and FPU."""
+    by_core: dict[tuple, B.Budget] = {}
+    out = {}
+    for b in boards:
+        key = (b.cpu, b.fpu)
+        if key not in by_core:
+            by_core[key] = B.kernel_budget(kernel_dir, b, manifest)
+        first = by_core[key]
+        ops, cycles = B.estimate_cycles(manifest, b)
+        out[b.env] = B.Budget(board=b, real=first.real, flash=first.flash, ram=first.ram, stack=first.stack,
+                              ops=ops, cycles=cycles)
+    return out
+
+
+def check_budget(kernel_dir: str, board: Board, manifest=None) -> B.Budget:
+    """The kernel's budget on `board`; ProjectError (one line, the numbers) if it does not fit."""
+    m = manifest or load_manifest(kernel_dir)
+    b = B.kernel_budget(kernel_dir, board, m)
+    why = B.refusal(b, B.runtime_ram(runtime_payload(m), RX_BUFFER, STACK_BYTES))
+    if why:
+        raise ProjectError(why)
+    return b
+
+
+def check_rate(args: argparse.Namespace) -> int | None:
+    """The loop app's rate in whole Hz, checked against every board's 24-bit SysTick."""
+    if args.app != "loop":
+        if args.rate is not None:
+            raise ProjectError("--rate goes with --app loop")
+        return None
+    if args.library:
+        raise ProjectError("--app loop makes a project: it does not go with --library")
+    if args.rate is None:
+        raise ProjectError("--app loop needs --rate HZ (the loop rate)")
+    if not (args.rate > 0 and args.rate == int(args.rate)):
+        raise ProjectError(f"--rate must be a whole number of Hz > 0, got {args.rate:g}")
+    rate = int(args.rate)
+    for b in BOARDS.values():
+        period = round(b.cpu_hz / rate)
+        if not 64 <= period <= 1 << 24:
+            lo, hi = -(-b.cpu_hz // (1 << 24)), b.cpu_hz // 64
+            raise ProjectError(f"--rate {rate} Hz: a period of {period} SysTick ticks on {b.env} "
+                               f"({b.cpu_hz / 1e6:g} MHz); the loop app needs {lo} to {hi} Hz there")
+    if BOARDS[args.env].cpu == "cortex-m0":
+        raise ProjectError(f"--app loop on {args.env}: a Cortex-M0 has no VTOR to install the loop's handler")
+    return rate
 
 
 def run_command(args: argparse.Namespace) -> int:
     try:
-        out = generate_project(args.kernel, args.out, baud=args.baud)
-        print(f"project written to {out}")
-        if args.build:
-            note = soft_float_note(load_manifest(args.kernel).real, args.env)
-            if note:
-                print(note, file=sys.stderr)
-            elf = build(out, args.env)
-            print(f"built {elf}")
-    except (ProjectError, BuildError) as e:
+        return _run(args)
+    except (ProjectError, BuildError, B.BudgetError) as e:
         print(f"mbforge firmware: error: {e}", file=sys.stderr)
         return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.library and args.build:
+        raise ProjectError("--library writes a library for your own project: build that project "
+                           "(pio run), not the library (drop --build)")
+    rate = check_rate(args)
+    if args.cycles is not None and args.cycles <= 0:
+        raise ProjectError(f"--cycles must be a count > 0, got {args.cycles}")
+    m = load_manifest(args.kernel)
+    note = soft_float_note(m.real, args.env)
+    if note and args.build and not args.soft_float:
+        raise ProjectError(f"refusing to build: {note}; add --soft-float to build it anyway")
+    try:
+        table = budgets(args.kernel, list(BOARDS.values()), m)
+    except B.BudgetError as e:  # no cross compiler: the budget is a help, not a requirement
+        print(f"note: no budgets: {e}", file=sys.stderr)
+        table = {}
+    if args.cycles and args.env in table:
+        table[args.env].cycles, table[args.env].measured = args.cycles, True
+    if args.env in table:
+        why = B.refusal(table[args.env], B.runtime_ram(runtime_payload(m), RX_BUFFER, STACK_BYTES))
+        if why:
+            raise ProjectError(why)
+    if rate and args.env in table and rate > table[args.env].max_rate_hz:
+        print(f"note: {rate} Hz is above the estimated highest loop rate on {args.env} "
+              f"({table[args.env].max_rate_hz:,.0f} Hz): expect overruns", file=sys.stderr)
+    out = generate_project(args.kernel, args.out, baud=args.baud, library=args.library, app=args.app, rate=rate)
+    print(f"{'library' if args.library else 'project'} written to {out}")
+    for env, b in table.items():
+        print(f"budget {b.line()}")
+    if args.build:
+        if note:
+            print(f"note: {note}", file=sys.stderr)
+        elf = build(out, args.env)
+        print(f"built {elf}")
+        print(f"budget {B.elf_budget(elf, out, args.env)}")
     return 0
 
 

@@ -2,6 +2,9 @@
 
 `plan_project(kernel_dir)` returns the project as a plan {relative path: bytes};
 `write_plan` writes it; `generate_project(kernel_dir, out_dir)` does both.
+`library=True` lays the same runtime out as a PlatformIO library (library.json, include/,
+src/ with the server loop as mbf_serve() and no main(), ld/); `app="loop"` replaces the
+server's main.c by the real-time loop (templates/app/loop.c.j2) at `rate` Hz.
 
 Invariants:
 - The plan depends only on the kernel directory (its manifest and the files it lists)
@@ -98,8 +101,49 @@ def load_manifest(kernel_dir: str | Path) -> Manifest:
         raise ProjectError(str(e)) from None
 
 
-def plan_project(kernel_dir: str | Path, baud: int | None = None) -> dict[str, bytes]:
-    """baud: the link's baud rate on every board; None: each board record's own."""
+def runtime_payload(m: Manifest) -> int:
+    """The link's largest payload for this kernel (sizes the runtime's frame buffers)."""
+    return P.max_payload_for(m.real, m.n_in, m.n_out, FIRMWARE_VERSION, P.max_batch_for(m.real, m.n_in, m.n_out))
+
+
+APPS = ("server", "loop")
+LOOP_TYPE = 0x10  # the loop app's request type (mbforge.hil.loop.LOOP)
+LOOP_REPLY_FIXED = 44  # bytes before the outputs in a LOOP reply
+MOTION_ROWS_MAX = 256  # motion vectors built into the loop app
+
+
+def _c_literals(m: Manifest, kernel_dir: Path) -> list[str]:
+    """The kernel's motion vectors (at most MOTION_ROWS_MAX) as C initialisers of its real
+    type: hexadecimal floats (exact), or raw fixed-point integers."""
+    import numpy as np
+
+    from mbforge.hil.vectors import VectorError, _companion, to_raw
+    if not m.motion:
+        return []
+    try:
+        X = _companion(kernel_dir, m.motion, "vectors", "motion").reshape(-1, m.n_in)[:MOTION_ROWS_MAX]
+    except (VectorError, ValueError) as e:
+        raise ProjectError(f"motion file of {kernel_dir}: {e}") from None
+    if m.real == "int32":
+        R = to_raw(m, X, "inputs")
+        return [", ".join("(-2147483647 - 1)" if v == -2**31 else str(int(v)) for v in row) for row in R]
+    if m.real == "float":
+        return [", ".join(float(np.float32(v)).hex() + "f" for v in row) for row in X]
+    return [", ".join(float(v).hex() for v in row) for row in X]
+
+
+def plan_project(kernel_dir: str | Path, baud: int | None = None, *, library: bool = False,
+                 app: str = "server", rate: int | None = None) -> dict[str, bytes]:
+    """baud: the link's baud rate on every board; None: each board record's own.
+    library: a PlatformIO library (library.json, include/, src/, ld/) instead of a project:
+    the same runtime, the server's loop as `void mbf_serve(void)` (mbforge.h) and no main(),
+    which the user's project supplies (README: "Your own firmware").
+    app: "server" (the HIL server, the default) or "loop" (the kernel from SysTick at
+    `rate` Hz, reporting over the link: templates/app/loop.c.j2)."""
+    if app not in APPS:
+        raise ProjectError(f"unknown app {app!r}: expected one of {', '.join(APPS)}")
+    if app == "loop" and (library or not rate or int(rate) <= 0):
+        raise ProjectError("the loop app needs a --rate in Hz > 0 (and is a project, not a --library)")
     kernel_dir = Path(kernel_dir)
     m = load_manifest(kernel_dir)
     if len(m.digest) != 64:
@@ -128,8 +172,8 @@ def plan_project(kernel_dir: str | Path, baud: int | None = None) -> dict[str, b
         "digest": m.digest,
         "firmware_version": FIRMWARE_VERSION,
         "kernel_headers": [f"kernel/{_kernel_file(h)}" for h in m.headers],
-        "max_payload": P.max_payload_for(m.real, m.n_in, m.n_out, FIRMWARE_VERSION,
-                                         P.max_batch_for(m.real, m.n_in, m.n_out)),
+        "max_payload": max(runtime_payload(m), LOOP_REPLY_FIXED + m.n_out * P.REAL_SIZES[m.real],
+                           m.n_in * P.REAL_SIZES[m.real]) if app == "loop" else runtime_payload(m),
         "max_batch": P.max_batch_for(m.real, m.n_in, m.n_out),
         "rx_buffer": RX_BUFFER,
         "baud": int(baud) if baud else None,  # None: each board's monitor_speed is its own
@@ -139,22 +183,55 @@ def plan_project(kernel_dir: str | Path, baud: int | None = None) -> dict[str, b
         "crc_table": ", ".join(f"0x{v:08X}u" for v in crc32_nibble_table()),
         "extra_script": EXTRA_SCRIPT,
         "stack_bytes": STACK_BYTES,
+        "library": library,
+        "app": app,
+        "rate": int(rate) if rate else 0,
+        "loop_type": LOOP_TYPE,
+        "lib_name": f"mbforge-{m.function}",
+        "version": __version__,
     }
     env = _env()
 
     def render(template: str, **extra) -> bytes:
         return env.get_template(template).render(**values, **extra).encode()
 
-    plan["platformio.ini"] = render("platformio.ini.j2")
-    plan[EXTRA_SCRIPT] = render("mbf_ststm32_link.py.j2", official=[_board_values(b) for b in _OFFICIAL])
     for board in BOARDS.values():  # one linker script per board record
         plan[board.ldscript] = render("ld/cortex_m.ld.j2", **_linker_values(board))
-    for tpl in env.list_templates(filter_func=lambda t: t.startswith("src/") and t.endswith(".j2")):
-        plan[tpl.removesuffix(".j2")] = render(tpl)
+    sources = env.list_templates(filter_func=lambda t: t.startswith("src/") and t.endswith(".j2"))
+    if library:
+        _library_plan(plan, sources, kernel_files, m.headers, render)
+    else:
+        plan["platformio.ini"] = render("platformio.ini.j2")
+        plan[EXTRA_SCRIPT] = render("mbf_ststm32_link.py.j2", official=[_board_values(b) for b in _OFFICIAL])
+        for tpl in sources:
+            plan[tpl.removesuffix(".j2")] = render(tpl)
+        if app == "loop":
+            motion = _c_literals(m, kernel_dir)
+            plan["src/main.c"] = render("app/loop.c.j2", motion=motion, motion_rows=len(motion))
     record = {"generator": FIRMWARE_VERSION, "kernel": m.function, "digest": m.digest,
               "environments": list(ENVIRONMENTS), "files": sorted(plan)}
     plan[RECORD] = (json.dumps(record, indent=1, sort_keys=True) + "\n").encode()
     return dict(sorted(plan.items()))
+
+
+def _library_plan(plan: dict[str, bytes], sources, kernel_files, headers, render) -> None:
+    """Move the project's plan into a library's layout: headers under include/ (the user's
+    sources see them), sources under src/; the kernel's headers are in both, since the
+    kernel's C includes its own header by a plain name."""
+    for name in list(plan):
+        if name.startswith(KERNEL_SUBDIR + "/"):
+            data = plan.pop(name)
+            rel = name.removeprefix(KERNEL_SUBDIR + "/")
+            plan[f"src/kernel/{rel}"] = data
+            if rel in headers:
+                plan[f"include/kernel/{rel}"] = data
+    for tpl in sources:
+        name = tpl.removesuffix(".j2").removeprefix("src/")
+        if name == "main.c":
+            name = "mbf_serve.c"  # the server's loop, as mbf_serve()
+        plan[("include/" if name.endswith(".h") else "src/") + name] = render(tpl)
+    plan["include/mbforge.h"] = render("lib/mbforge.h.j2")
+    plan["library.json"] = render("lib/library.json.j2")
 
 
 def write_plan(plan: dict[str, bytes], out_dir: str | Path) -> Path:
@@ -190,5 +267,6 @@ def _write_plan(plan: dict[str, bytes], out: Path) -> Path:
     return out
 
 
-def generate_project(kernel_dir: str | Path, out_dir: str | Path, baud: int | None = None) -> Path:
-    return write_plan(plan_project(kernel_dir, baud=baud), out_dir)
+def generate_project(kernel_dir: str | Path, out_dir: str | Path, baud: int | None = None, *,
+                     library: bool = False, app: str = "server", rate: int | None = None) -> Path:
+    return write_plan(plan_project(kernel_dir, baud=baud, library=library, app=app, rate=rate), out_dir)

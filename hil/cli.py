@@ -63,6 +63,9 @@ def register(subparsers) -> None:
     p.add_argument("--run", type=Path, default=None,
                    help="run database to keep every answer in as it arrives (default: beside --json, "
                         "else ./KERNEL-TIME.hil.sqlite)")
+    p.add_argument("--loop", type=float, metavar="SECONDS", default=None,
+                   help="the device runs the loop app (mbforge firmware --app loop): print its window reports "
+                        "for SECONDS (exit 0: no overrun, 1: overruns; --kernel optional, checks the digest)")
     p.add_argument("--resume", type=Path, metavar="RUN", default=None,
                    help="continue the run kept in this database (its kernel, reference and options)")
     p.set_defaults(func=run_command)
@@ -104,10 +107,26 @@ def _bad_socket_url(url: str | None) -> str | None:
     return None
 
 
+def _loop(args: argparse.Namespace) -> int:
+    from mbforge.hil.loop import loop_command
+
+    try:
+        with contextlib.ExitStack() as stack:
+            port = args.port
+            if args.emulate:
+                port = stack.enter_context(Emulator(args.emulate, board=args.board)).url
+            return loop_command(port, args.loop, args.timeout, args.kernel)
+    except (LinkError, EmulatorError, ManifestError) as e:
+        print(f"mbforge hil: error: {e}", file=sys.stderr)
+        return 2
+
+
 def run_command(args: argparse.Namespace) -> int:
     if args.board and not args.emulate:
         print("mbforge hil: error: --board goes with --emulate (a --port is already a board)", file=sys.stderr)
         return 2
+    if args.loop is not None:
+        return _loop(args)
     if args.resume is None and not (args.kernel and args.reference):
         print("mbforge hil: error: --kernel and --reference are required (unless --resume RUN)", file=sys.stderr)
         return 2

@@ -157,7 +157,13 @@ def test_cli_builds_for_the_board_and_hil_emulates_the_elfs_machine(fourbar, tmp
     assert "built for emulated_an385" in capsys.readouterr().err
 
 
-def test_cli_says_a_float_kernel_runs_in_software(toy_project, elf, capsys):
-    assert firmware_cli(["--kernel", str(TOY), "--out", str(toy_project), "--build", "--env", ENV]) == 0
-    err = capsys.readouterr().err
+def test_cli_builds_a_float_kernel_in_software_only_when_asked(toy_project, elf, capsys):
+    # without --soft-float: refused in one line, nothing built
+    assert firmware_cli(["--kernel", str(TOY), "--out", str(toy_project), "--build", "--env", ENV]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "refusing to build" in err and "--soft-float" in err
     assert "emulated_an385 (cortex-m3) has no FPU" in err and "software floating point" in err
+    assert firmware_cli(["--kernel", str(TOY), "--out", str(toy_project), "--build", "--env", ENV,
+                         "--soft-float"]) == 0
+    err = capsys.readouterr().err
+    assert "emulated_an385 (cortex-m3) has no FPU" in err and "x the cycles of hardware floating point" in err

@@ -142,7 +142,7 @@ def test_installed_mbforge_builds_firmware_with_its_own_dev_platform(installed, 
     before = files()
     kernel = ROOT / "tests" / "fixtures" / "toy"
     out = run([installed / "mbforge", "firmware", "--kernel", kernel, "--out", outside / "toy_fw", "--build",
-               "--env", "emulated_an385"], cwd=outside, env=env, timeout=600).stdout
+               "--env", "emulated_an385", "--soft-float"], cwd=outside, env=env, timeout=600).stdout
     elf = outside / "toy_fw" / ".pio" / "build" / "emulated_an385" / "program.elf"
     assert f"built {elf}" in out and elf.is_file()
     # PlatformIO's record of the platform it linked: the installed package's copy

@@ -1,0 +1,110 @@
+"""Budgets before flashing (mbforge.firmware.budget and `mbforge firmware`): the kernel's
+flash, RAM and stack from its objects compiled for the board's core (arm-none-eabi-gcc
+and -size, -fstack-usage), the cycles per call estimated from the manifest's op counts,
+the highest loop rate; the built image's figures after --build; and the one-line
+refusal of a kernel that does not fit a board. The small board is a Board record made
+here (the shipped records may change), with the kernel of the four-bar's kinematics in
+c-fixed (its sin/cos tables make it ~9 KB)."""
+import dataclasses
+import subprocess
+
+import pytest
+from conftest import TOY
+
+from mbforge.firmware import budget as B
+from mbforge.firmware.cli import check_budget
+from mbforge.firmware.cli import main as firmware_cli
+from mbforge.firmware.project import ProjectError
+from mbforge.manifest import Manifest
+from mbforge.targets import BOARDS
+
+pytestmark = [pytest.mark.firmware]
+
+
+@pytest.fixture(scope="module")
+def fourbar(tmp_path_factory):
+    from mbforge.examples import load
+    from mbforge.kernels.builders import build_kernel
+    from mbforge.pipeline import generate
+
+    root = tmp_path_factory.mktemp("budget")
+    k = build_kernel(load("fourbar").equations(), "kinematics")
+    for target in ("c-fixed", "c-float32"):
+        generate(k, target).write(root / target)
+    return root
+
+
+def small_board(flash_kb: int, ram_kb: int):
+    return dataclasses.replace(BOARDS["emulated_an385"], env="tiny_m3", mcu="TINY", flash_kb=flash_kb,
+                               ram_kb=ram_kb, qemu_machine=None)
+
+
+def test_kernel_budget_matches_the_compiled_objects(fourbar, tmp_path):
+    board = BOARDS["emulated_f405"]
+    b = B.kernel_budget(fourbar / "c-fixed", board)
+    m = Manifest.load(fourbar / "c-fixed")
+    # the same compile by hand: flash = text + data of the object
+    obj = tmp_path / "k.o"
+    subprocess.run(["arm-none-eabi-gcc", *B.machine_flags(board), *B.COMPILE_FLAGS, f"-I{fourbar / 'c-fixed'}",
+                    "-c", str(fourbar / "c-fixed" / m.sources[0]), "-o", str(obj)], check=True, cwd=tmp_path)
+    text, data, bss = (int(v) for v in subprocess.run(["arm-none-eabi-size", "-B", "-d", str(obj)],
+                                                      capture_output=True, text=True).stdout.splitlines()[1].split()[:3])
+    assert (b.flash, b.ram) == (text + data, data + bss) and 4000 < b.flash < 40000
+    su = (tmp_path / "k.su").read_text()
+    assert f":{m.function}\t{b.stack}\t" in su and b.stack > 0
+    assert b.ops == m.ops["total"] and b.cycles > b.ops
+    assert b.max_rate_hz == pytest.approx(board.cpu_hz / (b.cycles + B.LOOP_OVERHEAD_CYCLES))
+    line = b.line()
+    assert line.startswith("emulated_f405: kernel flash") and f"estimated from {b.ops} ops" in line
+
+
+def test_the_estimate_follows_the_core(fourbar):
+    m = Manifest.load(fourbar / "c-float32")
+    _, hard = B.estimate_cycles(m, BOARDS["emulated_f405"])
+    _, soft = B.estimate_cycles(m, BOARDS["emulated_an385"])
+    assert soft > 10 * hard  # single precision in software on the M3
+    assert B.needs_soft_float("double", BOARDS["emulated_f405"])  # single-precision FPU
+    assert not B.needs_soft_float("float", BOARDS["emulated_f405"])
+    assert not B.needs_soft_float("int32", BOARDS["emulated_an385"])
+
+
+def test_an_oversized_kernel_is_refused_in_one_line_with_the_numbers(fourbar):
+    kernel = fourbar / "c-fixed"
+    b = B.kernel_budget(kernel, small_board(16, 64))
+    with pytest.raises(ProjectError) as e:
+        check_budget(str(kernel), small_board(8, 64))
+    msg = str(e.value)
+    assert "\n" not in msg and "does not fit tiny_m3" in msg
+    assert f"flash {b.flash + B.RUNTIME_FLASH} B (kernel {b.flash} + runtime {B.RUNTIME_FLASH}) > 8192 B" in msg
+    with pytest.raises(ProjectError, match=r"RAM \d+ B .* > 4096 B"):
+        check_budget(str(kernel), small_board(1024, 4))
+    assert check_budget(str(kernel), small_board(64, 64)).flash == b.flash  # fits
+
+
+def test_cli_prints_budgets_for_every_board_and_the_images(fourbar, tmp_path, capsys):
+    out_dir = tmp_path / "fw"
+    assert firmware_cli(["--kernel", str(fourbar / "c-fixed"), "--out", str(out_dir), "--build",
+                         "--env", "emulated_an385"]) == 0
+    out = capsys.readouterr().out
+    for env in BOARDS:
+        assert f"budget {env}: kernel flash" in out
+    image = next(line for line in out.splitlines() if line.startswith("budget emulated_an385 image:"))
+    elf = out_dir / ".pio/build/emulated_an385/program.elf"
+    text, data, bss = B.size_of([elf])
+    assert f"flash {text + data} B, RAM {data + bss} B" in image and "fourbar_kinematics" in image
+    assert list((out_dir / ".pio/build/emulated_an385").rglob("*.su"))  # -fstack-usage in the build
+
+
+def test_budget_of_a_kernel_without_op_counts(capsys, tmp_path):
+    assert firmware_cli(["--kernel", str(TOY), "--out", str(tmp_path / "p")]) == 0
+    assert "budget emulated_f405: kernel flash" in capsys.readouterr().out
+
+
+def test_a_measured_count_replaces_the_estimate(fourbar, tmp_path, capsys):
+    args = ["--kernel", str(fourbar / "c-float32"), "--out", str(tmp_path / "p"), "--env", "emulated_f405"]
+    assert firmware_cli([*args, "--cycles", "1680"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("budget emulated_f405:"))
+    assert "1680 cycles/call (measured) = 10.00 us at 168 MHz" in line
+    assert f"loop rate up to {168e6 / (1680 + B.LOOP_OVERHEAD_CYCLES):,.0f} Hz" in line
+    assert firmware_cli([*args, "--cycles", "0"]) == 2
+    assert "--cycles must be a count > 0" in capsys.readouterr().err

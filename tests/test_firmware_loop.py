@@ -1,0 +1,148 @@
+"""The loop app (`mbforge firmware --app loop --rate HZ`) in QEMU on emulated_f405: the
+four-bar kinematics in c-float32 (about 1050 SysTick ticks a call) from SysTick at 1 kHz
+(fits: no overrun) and at 200 kHz (840 ticks a period: every call overruns), on one input
+vector the host streams. Under -icount the cycles per call are a function of the
+instructions, so every window reports the same worst and median, and the same at both
+rates; the overruns are counted per call. On this board (STM32 USART) the main loop
+never sleeps, so the start latency is deterministic too but for the periods a link
+byte's interrupt delays (a few hundred ticks at most). Host side: mbforge.hil.loop
+and `mbforge hil --loop SECONDS` (exit 0 no overrun, 1 overruns, 2 errors)."""
+import numpy as np
+import pytest
+from conftest import TOY
+
+from mbforge.firmware.cli import main as firmware_cli
+from mbforge.firmware.project import ProjectError, plan_project
+from mbforge.firmware.qemu import Emulator
+from mbforge.hil.cli import main as hil_cli
+from mbforge.hil.link import Link, LinkError
+from mbforge.hil.loop import read_windows, request
+from mbforge.manifest import Manifest
+
+pytestmark = [pytest.mark.firmware, pytest.mark.usefixtures("deadline")]
+ENV = "emulated_f405"
+FIT, FAIL = 1000, 200_000
+
+
+@pytest.fixture(scope="module")
+def fourbar(tmp_path_factory):
+    from mbforge.examples import load
+    from mbforge.kernels.builders import build_kernel
+    from mbforge.pipeline import generate
+
+    root = tmp_path_factory.mktemp("loop")
+    k = build_kernel(load("fourbar").equations(), "kinematics")
+    generate(k, "c-float32").write(root / "kernel")
+    elfs = {}
+    for rate in (FIT, FAIL):
+        assert firmware_cli(["--kernel", str(root / "kernel"), "--out", str(root / f"fw{rate}"),
+                             "--app", "loop", "--rate", str(rate), "--build", "--env", ENV]) == 0
+        elfs[rate] = root / f"fw{rate}" / ".pio/build" / ENV / "program.elf"
+    m = Manifest.load(root / "kernel")
+    x = np.array(m.input_ranges()).mean(axis=1).astype(np.float32)
+    return {"kernel": root / "kernel", "elf": elfs, "x": x, "m": m}
+
+
+def windows(elf, x, n):
+    with Emulator(elf) as emu, Link(emu.url, timeout=3.0) as link:
+        link.hello()
+        ws = read_windows(link, seconds=40.0, inputs=x, windows=n + 1)
+    return ws[1:]  # the first may hold periods from before the host's vector
+
+
+def test_the_loop_app_replaces_the_server_and_builds_in_the_motion():
+    with pytest.raises(ProjectError, match="--rate"):
+        plan_project(TOY, app="loop")
+    plan = plan_project(TOY, app="loop", rate=500)
+    main = plan["src/main.c"].decode()
+    assert "#define MBF_LOOP_RATE_HZ   500u" in main and "ram_vectors[15] = loop_tick" in main
+    assert "on_eval" not in main and "zeros until the first one" in main
+    assert plan == plan_project(TOY, app="loop", rate=500)
+
+
+def test_a_rate_that_fits_runs_every_period_without_overrun(fourbar):
+    ws = windows(fourbar["elf"][FIT], fourbar["x"], 3)
+    assert len(ws) == 3
+    for w in ws:
+        assert (w.rate_hz, w.period, w.periods, w.overruns) == (FIT, 168_000_000 // FIT, FIT // 10, 0)
+        assert w.worst == w.median == ws[0].worst  # deterministic under -icount
+        assert 0 < w.latency_min <= w.latency_max < 1000
+    assert 500 < ws[0].worst < 5000
+    fourbar["cycles"] = ws[0].worst
+
+
+def test_a_rate_that_does_not_fit_counts_every_call_as_an_overrun(fourbar):
+    ws = windows(fourbar["elf"][FAIL], fourbar["x"], 1)
+    w = ws[0]
+    assert (w.rate_hz, w.period, w.periods) == (FAIL, 840, FAIL // 10)
+    assert w.overruns == w.periods and w.worst == w.median > w.period
+    assert w.total_overruns >= w.overruns
+    if "cycles" in fourbar:  # the same call at both rates: the same count
+        assert w.worst == fourbar["cycles"]
+
+
+def test_outputs_follow_the_streamed_inputs(fourbar):
+    from mbforge.hil.hostlib import load_kernel
+
+    m = fourbar["m"]
+    host = load_kernel(fourbar["kernel"])
+    with Emulator(fourbar["elf"][FIT]) as emu, Link(emu.url, timeout=3.0) as link:
+        link.hello()
+        read_windows(link, seconds=20.0, inputs=fourbar["x"], windows=1)
+        frame = link.request(0x10, b"", what="LOOP")
+    y = np.frombuffer(frame.payload[44:], dtype="<f4")
+    Y, status = host(fourbar["x"])  # a host build of the same C: bit for bit
+    assert y.shape == (m.n_out,) and status[0] == 0
+    np.testing.assert_array_equal(y, Y[0])
+
+
+def test_hil_loop_cli(fourbar, capsys):
+    assert hil_cli(["--emulate", str(fourbar["elf"][FIT]), "--loop", "1", "--kernel", str(fourbar["kernel"])]) == 0
+    out = capsys.readouterr().out
+    assert "\nwindow " in out and f"periods at {FIT} Hz" in out and "windows" in out and " 0 overruns\n" in out
+    assert hil_cli(["--emulate", str(fourbar["elf"][FIT]), "--loop", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--loop must be" in err
+
+
+def test_hil_loop_refuses_the_server_in_one_line(toy_firmware, capsys):
+    _, elf = toy_firmware(ENV)
+    with Emulator(elf) as emu, Link(emu.url, timeout=3.0) as link:
+        link.hello()
+        with pytest.raises(LinkError, match="--app loop"):
+            request(link)
+    assert hil_cli(["--emulate", str(elf), "--loop", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "does not answer LOOP requests" in err
+
+
+def test_cli_refuses_bad_rates_in_one_line(tmp_path, capsys):
+    for args, what in ((["--app", "loop"], "needs --rate"), (["--rate", "10"], "goes with --app loop"),
+                       (["--app", "loop", "--rate", "1"], "needs 11 to"),
+                       (["--app", "loop", "--rate", "2.5"], "whole number")):
+        assert firmware_cli(["--kernel", str(TOY), "--out", str(tmp_path / "p"), *args]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and what in err, err
+
+
+def test_the_loop_app_on_the_an385_sleeps_between_link_bytes_and_counts_alike(tmp_path):
+    """c-fixed on the Cortex-M3: its UART driver drains several bytes per interrupt, so the
+    main loop sleeps in WFI there; the cycles per call stay deterministic but for the
+    phase of the tick (3.2 ticks an instruction) at which the call starts: within 1 tick."""
+    from mbforge.examples import load
+    from mbforge.hil.vectors import to_raw
+    from mbforge.kernels.builders import build_kernel
+    from mbforge.pipeline import generate
+
+    k = build_kernel(load("fourbar").equations(), "kinematics")
+    generate(k, "c-fixed").write(tmp_path / "kernel")
+    assert firmware_cli(["--kernel", str(tmp_path / "kernel"), "--out", str(tmp_path / "fw"), "--app", "loop",
+                         "--rate", "100", "--build", "--env", "emulated_an385"]) == 0
+    main = (tmp_path / "fw/src/main.c").read_text()
+    assert "static const mbf_real_t motion[48][N_IN_ALLOC]" in main  # the motion, in raw fixed point
+    m = Manifest.load(tmp_path / "kernel")
+    x = to_raw(m, np.array(m.input_ranges()).mean(axis=1)[None, :], "inputs")[0]
+    ws = windows(tmp_path / "fw/.pio/build/emulated_an385/program.elf", x, 2)
+    assert [(w.rate_hz, w.period, w.periods) for w in ws] == [(100, 250_000, 10)] * 2
+    counts = [c for w in ws for c in (w.worst, w.median)]
+    assert max(counts) - min(counts) <= 1 and 1000 < ws[0].worst < 50_000
