@@ -149,7 +149,7 @@ def size_of(objects) -> tuple[int, int, int]:
 
 
 def kernel_budget(kernel_dir: str | Path, board: Board, manifest: Manifest | None = None) -> Budget:
-    kernel_dir = Path(kernel_dir)
+    kernel_dir = Path(kernel_dir).resolve()  # the compiler runs in a temporary folder
     m = manifest or Manifest.load(kernel_dir)
     gcc = tool("gcc")
     with tempfile.TemporaryDirectory(prefix="mbf_budget_") as tmp:

@@ -108,3 +108,12 @@ def test_a_measured_count_replaces_the_estimate(fourbar, tmp_path, capsys):
     assert f"loop rate up to {168e6 / (1680 + B.LOOP_OVERHEAD_CYCLES):,.0f} Hz" in line
     assert firmware_cli([*args, "--cycles", "0"]) == 2
     assert "--cycles must be a count > 0" in capsys.readouterr().err
+
+
+def test_cli_budgets_with_a_relative_kernel_path(fourbar, tmp_path, capsys, monkeypatch):
+    """The kernel is compiled in a temporary folder: a --kernel given relative to the
+    user's folder must still be found (it printed 'no budgets' once)."""
+    monkeypatch.chdir(fourbar)
+    assert firmware_cli(["--kernel", "c-fixed", "--out", str(tmp_path / "fw")]) == 0
+    out = capsys.readouterr().out
+    assert "no budgets" not in out and "budget emulated_f405: kernel flash" in out
