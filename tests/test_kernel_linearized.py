@@ -13,31 +13,22 @@ from mbforge.kernels.builders import KernelError, build_kernel
 from mbforge.model import Model
 from mbforge.pipeline import generate
 
+from test_linearize import cart_pole as linearize_cart_pole
 from test_linearize import double_pendulum
 
 G = 9.81
 M_CART, M_POLE, L_COM, I_POLE = 1.3, 0.4, 0.6, 0.05
 
 
+# the kernel's inputs (and test vectors) need a declared range for every position, velocity
+# and acceleration that fits the operating points
+KERNEL_RANGES = {"travel": ((-1, 1), (-2, 2), (-50, 50)), "still": ((-0.01, 0.01), (-0.01, 0.01), (-1, 1)),
+                 "pole": ((1.2, 1.9), (-3, 3), (-99, 99))}
+
+
 def cart_pole() -> Model:
-    """The cart-pole of test_linearize with a declared range for every position, velocity,
-    acceleration and the push: the kernel's inputs (and test vectors) need them."""
-    m = Model("lkcp_cartpole")
-    xc = m.coordinate("lkcp_xc", range=(-1, 1), vrange=(-2, 2), arange=(-50, 50))
-    yc = m.coordinate("lkcp_yc", range=(-0.01, 0.01), vrange=(-0.01, 0.01), arange=(-1, 1))
-    thc = m.coordinate("lkcp_thc", range=(-0.01, 0.01), vrange=(-0.01, 0.01), arange=(-1, 1))
-    xp = m.coordinate("lkcp_xp", range=(-1, 1), vrange=(-2, 2), arange=(-50, 50))
-    yp = m.coordinate("lkcp_yp", range=(-0.01, 0.01), vrange=(-0.01, 0.01), arange=(-1, 1))
-    thp = m.coordinate("lkcp_thp", guess=math.pi / 2, range=(1.2, 1.9), vrange=(-3, 3), arange=(-99, 99))
-    ground = m.ground(dim=2)
-    cart = m.body2d("cart", xc, yc, thc, mass=M_CART, inertia=0.1)
-    pole = m.body2d("pole", xp, yp, thp, mass=M_POLE, com=(L_COM, 0.0), inertia=I_POLE)
-    m.prismatic2d(ground, (0.0, 0.0), cart, (0.0, 0.0), (0.0, 1.0), "rail")
-    m.revolute2d(cart, (0.0, 0.0), pole, (0.0, 0.0), "pivot")
-    m.gravity((0.0, -G))
-    m.actuator("push", xc)
-    m.output("tip_x", pole.point((2 * L_COM, 0.0))[0])
-    return m
+    """The cart-pole of test_linearize over KERNEL_RANGES."""
+    return linearize_cart_pole("lkcp", **KERNEL_RANGES)
 
 
 def _matrix(kernel, got: np.ndarray, name: str) -> np.ndarray:
@@ -206,7 +197,8 @@ def _model_file(folder):
     (folder / "lkcp_model.py").write_text(
         "import math\nfrom mbforge.model import Model\n\n"
         f"G = {G}\nM_CART, M_POLE, L_COM, I_POLE = {M_CART}, {M_POLE}, {L_COM}, {I_POLE}\n\n\n"
-        + inspect.getsource(cart_pole) + "\n\ndef build():\n    return cart_pole()\n")
+        + inspect.getsource(linearize_cart_pole)
+        + f"\n\ndef build():\n    return cart_pole('lkcp', **{KERNEL_RANGES!r})\n")
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
 
     def run(*args):

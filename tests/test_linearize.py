@@ -17,24 +17,31 @@ G = 9.81
 M_CART, M_POLE, L_COM, I_POLE = 1.3, 0.4, 0.6, 0.05  # pole: centre of mass L_COM from the pivot
 
 
-def cart_pole(prefix: str) -> Model:
+def cart_pole(prefix: str, travel=((-2, 2), (-5, 5), (-50, 50)), still=((-0.1, 0.1), None, None),
+              pole=((-7, 7), (-20, 20), (-99, 99))) -> Model:
     """A cart on a rail (prismatic joint) pushed by a force, a pole on a revolute joint at the
-    cart's centre: 2-D reference-point coordinates, 6 coordinates, 4 equations."""
+    cart's centre: 2-D reference-point coordinates, 6 coordinates, 4 equations. travel,
+    still, pole: (range, vrange, arange) of the cart's and pole's x, of the coordinates the
+    joints hold (y, angle of the cart, y of the pole), of the pole's angle (None: the
+    model's default)."""
+
+    def coordinate(name, ranges, **kw):
+        r, v, a = ranges
+        return m.coordinate(f"{prefix}_{name}", range=r, **({"vrange": v} if v else {}),
+                            **({"arange": a} if a else {}), **kw)
+
     m = Model(f"{prefix}_cartpole")
-    xc = m.coordinate(f"{prefix}_xc", range=(-2, 2), vrange=(-5, 5), arange=(-50, 50))
-    yc = m.coordinate(f"{prefix}_yc", range=(-0.1, 0.1))
-    thc = m.coordinate(f"{prefix}_thc", range=(-0.1, 0.1))
-    xp = m.coordinate(f"{prefix}_xp", range=(-2, 2), vrange=(-5, 5), arange=(-50, 50))
-    yp = m.coordinate(f"{prefix}_yp", range=(-0.1, 0.1))
-    thp = m.coordinate(f"{prefix}_thp", guess=math.pi / 2, range=(-7, 7), vrange=(-20, 20), arange=(-99, 99))
+    xc, yc, thc = coordinate("xc", travel), coordinate("yc", still), coordinate("thc", still)
+    xp, yp = coordinate("xp", travel), coordinate("yp", still)
+    thp = coordinate("thp", pole, guess=math.pi / 2)
     ground = m.ground(dim=2)
     cart = m.body2d("cart", xc, yc, thc, mass=M_CART, inertia=0.1)
-    pole = m.body2d("pole", xp, yp, thp, mass=M_POLE, com=(L_COM, 0.0), inertia=I_POLE)
+    pole_ = m.body2d("pole", xp, yp, thp, mass=M_POLE, com=(L_COM, 0.0), inertia=I_POLE)
     m.prismatic2d(ground, (0.0, 0.0), cart, (0.0, 0.0), (0.0, 1.0), "rail")
-    m.revolute2d(cart, (0.0, 0.0), pole, (0.0, 0.0), "pivot")
+    m.revolute2d(cart, (0.0, 0.0), pole_, (0.0, 0.0), "pivot")
     m.gravity((0.0, -G))
     m.actuator("push", xc)
-    m.output("tip_x", pole.point((2 * L_COM, 0.0))[0])
+    m.output("tip_x", pole_.point((2 * L_COM, 0.0))[0])
     return m
 
 

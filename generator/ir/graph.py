@@ -3,40 +3,10 @@ from __future__ import annotations
 
 import gc
 from contextlib import contextmanager
-from typing import Iterable
 
 from .atom import Atom
 from .ops import OPS
-
-
-def topo(roots: Iterable[Atom], mask: int | None = None) -> list[Atom]:
-    """Atoms reachable from `roots`, arguments before users, in a deterministic order.
-
-    With `mask`, only atoms whose free symbols meet it are visited (and returned): the
-    sub-graph that depends on those symbols.
-    """
-    seen: set[Atom] = set()
-    out: list[Atom] = []
-    for r in roots:
-        if r in seen or (mask is not None and not r.mask & mask):
-            continue
-        stack = [r]
-        while stack:
-            a = stack[-1]
-            if a in seen:
-                stack.pop()
-                continue
-            if mask is None:
-                pending = [x for x in a.args if x not in seen]
-            else:
-                pending = [x for x in a.args if x.mask & mask and x not in seen]
-            if pending:
-                stack.extend(reversed(pending))
-            else:
-                seen.add(a)
-                out.append(a)
-                stack.pop()
-    return out
+from .walk import topo  # noqa: F401  (re-exported: the one traversal)
 
 
 def flatten(f) -> list[Atom]:

@@ -1,42 +1,24 @@
 """Infix text of an expression, from the op table alone.
 
-This module imports no other part of the IR (atoms are read through `op`, `args` and
-`value`), so `atom.py` can print and order atoms with it without an import cycle.
+This module imports only the op table and the traversal of the IR (atoms are read through
+`op`, `args` and `value`), so `atom.py` can print and order atoms with it without an import cycle.
 The text of an atom depends only on its structure: it is the tie-break of the canonical
 order when two structural keys collide.
 """
 from __future__ import annotations
 
 from .ops import OPS
+from .walk import topo
 
 
 def _num(v: float) -> str:
     return repr(int(v)) if v.is_integer() and abs(v) < 1e15 else repr(v)
 
 
-def _postorder(root) -> list:
-    seen: set = set()
-    out: list = []
-    stack = [root]
-    while stack:
-        a = stack[-1]
-        if a in seen:
-            stack.pop()
-            continue
-        pending = [x for x in a.args if x not in seen]
-        if pending:
-            stack.extend(reversed(pending))
-        else:
-            seen.add(a)
-            out.append(a)
-            stack.pop()
-    return out
-
-
 def to_text(root, limit: int = 2000) -> str:
     """Infix text of an expression (shared sub-expressions are written out each time)."""
     memo: dict = {}
-    for a in _postorder(root):
+    for a in topo([root]):
         op = a.op
         if op == "const":
             s, p = _num(a.value), (5 if a.value >= 0 else 2)
