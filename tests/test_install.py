@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from mbforge.targets import BOARDS
+
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 TARGETS = ("c-double", "c-float32", "c-fixed", "hls-c", "verilog")
@@ -102,8 +104,9 @@ def test_installed_modules_and_data_are_in_the_new_venv(installed, outside):
     for path in (*modules, platform):
         assert Path(path).is_relative_to(venv), f"{path} is not in the installed venv {venv}"
     assert (Path(platform) / "platform.json").is_file() and (Path(platform) / "builder" / "main.py").is_file()
+    # every board manifest of the local dev-platform, one per board record that has one
     assert {p.name for p in (Path(platform) / "boards").glob("*.json")} == {
-        "netduinoplus2_qemu.json", "mps2_an385_qemu.json"}
+        f"{b.pio_board}.json" for b in BOARDS.values() if b.pio_board}
     # an installed mbforge keeps its PlatformIO pieces outside the package
     assert checkout == "None" and not Path(home).is_relative_to(venv)
 
