@@ -85,6 +85,22 @@ class Board:
                 "url": self.pio_url, "vendor": "mbforge"}
 
 
+def _mps2(image: str, cpu: str, fpu: str | None, cpu_hz: int, what: str, **differ) -> "Board":
+    """An Arm MPS2 FPGA image as QEMU's mps2-<image> emulates it: CMSDK UART0 (QEMU's first
+    serial, RX IRQ 0 of 32 unless `differ` says otherwise), 4 MB of ZBT SSRAM for the image
+    and 4 MB of RAM, SysTick under -icount shift=7."""
+    fields = dict(env=f"emulated_{image}", mcu=f"MPS2 {image.upper()}", cpu=cpu, fpu=fpu, cpu_hz=cpu_hz,
+                  link="UART0 (CMSDK APB UART)", counter="SysTick",
+                  code_origin=0x00000000, flash_kb=4096, ram_kb=4096,
+                  code_note="ZBT SSRAM1 at 0 (the image, vector table first: the\n * core fetches it there at reset)",
+                  uart="cmsdk_uart", num_irq=32, link_irq=0, irq_handler="UART0RX_IRQHandler",
+                  ldscript=f"ld/mps2_{image}.ld", pio_board=f"mps2_{image}_qemu", pio_mcu=image,
+                  pio_name=f"Arm MPS2 {image.upper()} ({what}) as emulated by qemu-system-arm -M mps2-{image}",
+                  pio_url="https://www.qemu.org/docs/master/system/arm/mps2.html",
+                  qemu_machine=f"mps2-{image}", qemu_serial=0, icount_shift=7)
+    return Board(**{**fields, **differ})
+
+
 _STM32_FLASH = "flash at 0x08000000 (aliased at 0, where the core\n * fetches the vector table at reset)"
 
 BOARDS: dict[str, Board] = {b.env: b for b in (
@@ -151,42 +167,17 @@ BOARDS: dict[str, Board] = {b.env: b for b in (
     # UART0 is QEMU's first serial. 25 MHz x 2**7 ns = 3.2 SysTick ticks per instruction.
     # QEMU and the MPS2 board load the image into SSRAM1, so "flash" is RAM here too.
     # UARTn RX interrupt is 2n, TX 2n + 1 (UART0 RX is IRQ 0, checked in QEMU), 32 IRQs.
-    Board(env="emulated_an385", mcu="MPS2 AN385", cpu="cortex-m3", fpu=None, cpu_hz=25_000_000,
-          link="UART0 (CMSDK APB UART)", counter="SysTick",
-          code_origin=0x00000000, flash_kb=4096, ram_kb=4096,
-          code_note="ZBT SSRAM1 at 0 (the image, vector table first: the\n * core fetches it there at reset)",
-          uart="cmsdk_uart", num_irq=32, link_irq=0, irq_handler="UART0RX_IRQHandler",
-          ldscript="ld/mps2_an385.ld",
-          pio_board="mps2_an385_qemu", pio_mcu="an385",
-          pio_name="Arm MPS2 AN385 (Cortex-M3, no FPU) as emulated by qemu-system-arm -M mps2-an385",
-          pio_url="https://www.qemu.org/docs/master/system/arm/mps2.html",
-          qemu_machine="mps2-an385", qemu_serial=0, icount_shift=7),
+    _mps2("an385", "cortex-m3", None, 25_000_000, "Cortex-M3, no FPU"),
     # Arm's MPS2 FPGA image AN500: a Cortex-M7 with single- and double-precision FPU (FPv5-D16)
     # at 25 MHz, the AN385's CMSDK UART0 (first serial, RX IRQ 0) and memory map
-    Board(env="emulated_an500", mcu="MPS2 AN500", cpu="cortex-m7", fpu="fpv5-d16", cpu_hz=25_000_000,
-          link="UART0 (CMSDK APB UART)", counter="SysTick",
-          code_origin=0x00000000, flash_kb=4096, ram_kb=4096,
-          code_note="ZBT SSRAM1 at 0 (the image, vector table first: the\n * core fetches it there at reset)",
-          uart="cmsdk_uart", num_irq=32, link_irq=0, irq_handler="UART0RX_IRQHandler",
-          ldscript="ld/mps2_an500.ld",
-          pio_board="mps2_an500_qemu", pio_mcu="an500",
-          pio_name="Arm MPS2 AN500 (Cortex-M7, double-precision FPU) as emulated by qemu-system-arm -M mps2-an500",
-          pio_url="https://www.qemu.org/docs/master/system/arm/mps2.html",
-          qemu_machine="mps2-an500", qemu_serial=0, icount_shift=7),
+    _mps2("an500", "cortex-m7", "fpv5-d16", 25_000_000, "Cortex-M7, double-precision FPU"),
     # Arm's MPS2 FPGA image AN505 (SSE-200 IoT kit): a Cortex-M33 with FPU (single precision)
     # at 20 MHz, booting in the secure state from 0x10000000 (the secure alias of ZBT SSRAM1);
     # RAM is the secure alias of SSRAM2/3, UART0 the secure alias 0x50200000 (RX IRQ 32, 92 IRQs).
-    Board(env="emulated_an505", mcu="MPS2 AN505", cpu="cortex-m33", fpu="fpv5-sp-d16", cpu_hz=20_000_000,
-          link="UART0 (CMSDK APB UART)", counter="SysTick",
-          code_origin=0x10000000, flash_kb=4096, ram_kb=4096,
-          code_note="ZBT SSRAM1, secure alias at 0x10000000 (the image, vector\n * table first: the secure core fetches it there at reset)",
-          uart="cmsdk_uart", num_irq=92, link_irq=32, irq_handler="UART0RX_IRQHandler",
-          ldscript="ld/mps2_an505.ld",
-          pio_board="mps2_an505_qemu", pio_mcu="an505",
-          pio_name="Arm MPS2 AN505 (Cortex-M33, FPU) as emulated by qemu-system-arm -M mps2-an505",
-          pio_url="https://www.qemu.org/docs/master/system/arm/mps2.html",
-          qemu_machine="mps2-an505", qemu_serial=0, icount_shift=7,
-          uart_base=0x50200000, ram_origin=0x38000000),
+    _mps2("an505", "cortex-m33", "fpv5-sp-d16", 20_000_000, "Cortex-M33, FPU", code_origin=0x10000000,
+          code_note="ZBT SSRAM1, secure alias at 0x10000000 (the image, vector\n * table first: the secure core "
+                    "fetches it there at reset)",
+          num_irq=92, link_irq=32, uart_base=0x50200000, ram_origin=0x38000000),
     # BBC micro:bit (v1): nRF51822, a Cortex-M0 at 16 MHz with no FPU and no long multiply;
     # 256 KiB flash at 0, 16 KiB RAM. The nRF51 UART (0x40002000, IRQ 2) is QEMU's first
     # serial (on the board: P0.24/P0.25 to the interface chip's USB serial). The real nRF51 has
