@@ -32,6 +32,21 @@ def deadline():
 
 
 @pytest.fixture(scope="session")
+def fourbar_kinematics(tmp_path_factory) -> Path:
+    """A folder with the four-bar kinematics kernel generated once per session for the
+    targets the firmware tests run: <folder>/c-fixed, c-float32, c-double. Read only."""
+    from mbforge.examples import load
+    from mbforge.kernels.builders import build_kernel
+    from mbforge.pipeline import generate
+
+    root = tmp_path_factory.mktemp("fourbar_kinematics")
+    k = build_kernel(load("fourbar").equations(), "kinematics")
+    for target in ("c-fixed", "c-float32", "c-double"):
+        generate(k, target).write(root / target)
+    return root
+
+
+@pytest.fixture(scope="session")
 def toy_firmware(tmp_path_factory):
     """toy_firmware(env) -> (project dir, ELF): the toy kernel's firmware for one board."""
     from mbforge.firmware.build import build

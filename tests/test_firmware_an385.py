@@ -40,19 +40,11 @@ def elf(toy_firmware):
 
 
 @pytest.fixture(scope="module")
-def fourbar(tmp_path_factory):
-    """The four-bar kinematics in c-fixed, its c-double reference and the AN385 firmware."""
-    from mbforge.examples import load
-    from mbforge.kernels.builders import build_kernel
-    from mbforge.pipeline import generate
-
-    root = tmp_path_factory.mktemp("fourbar_an385")
-    k = build_kernel(load("fourbar").equations(), "kinematics")
-    generate(k, "c-fixed").write(root / "fixed")
-    generate(k, "c-double").write(root / "double")
-    project = generate_project(root / "fixed", root / "fw")
-    return {"fixed": root / "fixed", "double": root / "double", "project": project,
-            "elf": build(project, ENV)}
+def fourbar(fourbar_kinematics, tmp_path_factory):
+    """The four-bar kinematics in c-fixed, its c-double reference (conftest) and the AN385 firmware."""
+    fixed, double = fourbar_kinematics / "c-fixed", fourbar_kinematics / "c-double"
+    project = generate_project(fixed, tmp_path_factory.mktemp("fourbar_an385") / "fw")
+    return {"fixed": fixed, "double": double, "project": project, "elf": build(project, ENV)}
 
 
 def tool(name, elf, *args):

@@ -24,17 +24,9 @@ pytestmark = [pytest.mark.firmware, pytest.mark.usefixtures("deadline")]
 
 
 @pytest.fixture(scope="module")
-def fourbar(tmp_path_factory):
-    """The four-bar kinematics in c-fixed and c-double."""
-    from mbforge.examples import load
-    from mbforge.kernels.builders import build_kernel
-    from mbforge.pipeline import generate
-
-    root = tmp_path_factory.mktemp("fourbar_boards")
-    k = build_kernel(load("fourbar").equations(), "kinematics")
-    generate(k, "c-fixed").write(root / "fixed")
-    generate(k, "c-double").write(root / "double")
-    return root
+def fourbar(fourbar_kinematics):
+    """The four-bar kinematics in c-fixed and c-double (conftest)."""
+    return fourbar_kinematics
 
 
 def build_and_run(fourbar, tmp_path, capsys, env, kernel, vectors, *extra):
@@ -43,7 +35,7 @@ def build_and_run(fourbar, tmp_path, capsys, env, kernel, vectors, *extra):
     capsys.readouterr()
     elf = project / ".pio" / "build" / env / "program.elf"
     report = tmp_path / f"{env}_{kernel}.json"
-    args = ["--emulate", str(elf), "--kernel", str(fourbar / kernel), "--reference", str(fourbar / "double"),
+    args = ["--emulate", str(elf), "--kernel", str(fourbar / kernel), "--reference", str(fourbar / "c-double"),
             "--vectors", str(vectors), "--json", str(report), *extra]
     rc = hil_cli(args)
     out = capsys.readouterr()
@@ -63,7 +55,7 @@ def test_emulated_twins_are_the_records_cores():
 
 
 def test_c_double_on_the_m7_agrees_with_the_host_double(fourbar, tmp_path, capsys):
-    elf, r = build_and_run(fourbar, tmp_path, capsys, "emulated_an500", "double", 1000)
+    elf, r = build_and_run(fourbar, tmp_path, capsys, "emulated_an500", "c-double", 1000)
     attrs = subprocess.run(["arm-none-eabi-readelf", "-A", str(elf)], capture_output=True, text=True,
                            check=True).stdout
     assert "Tag_FP_arch: FPv5/FP-D16 for ARMv8" in attrs and "Tag_ABI_VFP_args: VFP registers" in attrs
@@ -82,7 +74,7 @@ def test_c_double_on_the_m7_agrees_with_the_host_double(fourbar, tmp_path, capsy
 
 @pytest.mark.parametrize("env", ["emulated_an505", "emulated_microbit", "emulated_an385"])
 def test_c_fixed_passes_bit_exact(fourbar, tmp_path, capsys, env):
-    _, r = build_and_run(fourbar, tmp_path, capsys, env, "fixed", 300, "--host-model")
+    _, r = build_and_run(fourbar, tmp_path, capsys, env, "c-fixed", 300, "--host-model")
     assert r["passed"] and r["device"]["real"] == "int32"
     assert r["host_model"]["elements_mismatched"] == 0
     w = r["work_per_call"]

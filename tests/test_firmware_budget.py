@@ -22,16 +22,9 @@ pytestmark = [pytest.mark.firmware]
 
 
 @pytest.fixture(scope="module")
-def fourbar(tmp_path_factory):
-    from mbforge.examples import load
-    from mbforge.kernels.builders import build_kernel
-    from mbforge.pipeline import generate
-
-    root = tmp_path_factory.mktemp("budget")
-    k = build_kernel(load("fourbar").equations(), "kinematics")
-    for target in ("c-fixed", "c-float32"):
-        generate(k, target).write(root / target)
-    return root
+def fourbar(fourbar_kinematics):
+    """The four-bar kinematics in c-fixed and c-float32 (conftest)."""
+    return fourbar_kinematics
 
 
 def small_board(flash_kb: int, ram_kb: int):
