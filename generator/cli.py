@@ -77,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     except (CLIError, ModelError, ExpressionError, ManifestError, GenerateError, AssemblyError, DynamicsError) as e:
         print(f"mbforge {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: kernels are written all or nothing, so nothing is half-written
+        print(f"mbforge {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

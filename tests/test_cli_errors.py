@@ -194,3 +194,18 @@ def test_demo_bad_options(tmp_path):
     f = tmp_path / "f"
     f.write_text("x")
     assert "is a file, not a folder" in one_line(mbforge("demo", "--out", f))
+
+
+def test_ctrl_c_during_simulate_is_one_line(tmp_path):
+    """SIGINT in the middle of a long run: one line, exit 130, no traceback."""
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "mbforge.cli", "simulate", "pendulum_block", "--out",
+                             str(tmp_path / "s"), "--points", "200001", "--t-end", "2000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(6)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and err.strip() == "mbforge simulate: interrupted"
