@@ -56,6 +56,12 @@ def build(driven: bool = True, inertia: bool = False) -> Model:
         m.actuator("crank_torque", crank)
     m.output("crank_angle", crank)
     m.output("rocker_angle", atan2(yC, xC - xD))
+    # where a controller runs it: the crank turning fully either way at up to 6.5 rad/s
+    # (the free linkage swings at up to 6), accelerating at up to 55 rad/s^2
+    m.operate("crank", range=(-math.pi, math.pi), rate=(-6.5, 6.5), accel=(-55.0, 55.0), cells=32,
+              equation=lambda th: xB * sin(th) - yB * cos(th))
+    if inertia:
+        m.operate_input("crank_torque", (-40.0, 40.0))
     if driven:
         wt = W * m.t
         m.drive(xB * sin(wt) - yB * cos(wt), "crank_angle")

@@ -62,6 +62,10 @@ def build() -> Model:
     m.drive(c["th1"] - W * m.t, "crank_angle")
     m.gravity((0.0, -G))
     m.actuator("crank_torque", c["th1"] - c["th0"])
+    # where a controller runs it: a full crank turn at 5..60 rpm, accelerating at up to
+    # 5 rad/s^2 either way, against a crank torque within +-60 N m
+    m.operate(c["th1"], range=(0.0, 2 * math.pi), rate=(0.5, 2 * math.pi), accel=(-5.0, 5.0), cells=32)
+    m.operate_input("crank_torque", (-60.0, 60.0))
     m.output("slider_x", c["x3"])
     m.output("slider_v", m.rate(c["x3"]))
     m.output("rod_angle", c["th2"])

@@ -26,6 +26,7 @@ from ..model.equations import Equations
 from .common import (KernelError, LinearSystem, actuator_symbols, actuators, constraint_rows, names, need_inertia,
                      port)
 from .cost import weighted_cost
+from .cover import apply_cover, envelope_cover, with_envelope_samples
 from .domain import actuator_ranges, inverse_forces, kernel_samples, motion_domain, motion_inputs, motion_states
 from .kernel import InPort, Kernel, KernelInfo, OutPort
 
@@ -60,8 +61,9 @@ def forward_dynamics_kernel(eqs: Equations, samples=None, method: str = "auto") 
     lam_names = [f"lambda_{c}" for c in cnames]
     row_names = [f"motion of {q}" for q in qnames] + cnames
     col_names = [f"{q}_dd" for q in qnames] + lam_names
+    cover = envelope_cover(eqs, rows=rows)
     if samples is None:
-        samples = kernel_samples(eqs, rows, "kinematic constraint")
+        samples = with_envelope_samples(kernel_samples(eqs, rows, "kinematic constraint"), cover)
     label = f"{eqs.model} KKT [M A^T; A 0]"
     Bu = B.matvec(u) if u else [ZERO] * n
     rhs = [add(q_, f) for q_, f in zip(eqs.Q, Bu)] + list(gamma)
@@ -101,6 +103,8 @@ def forward_dynamics_kernel(eqs: Equations, samples=None, method: str = "auto") 
         times, Q, QD, QDD = motion
         U = inverse_forces(eqs, A, B, times, Q, QD, QDD) if u else np.zeros((len(times), 0))
         k.motion = [[float(v) for v in (*Q[i], *QD[i], times[i], *U[i])] for i in range(len(times))]
+    if cover is not None:
+        apply_cover(eqs, k, cover)
     return k
 
 
@@ -135,8 +139,10 @@ def inverse_dynamics_kernel(eqs: Equations, samples=None) -> Kernel:
     system, rows = inverse_dynamics_system(eqs)
     r = system.forces[0] if system.forces else system.matrix.shape[0]
     lam_names = system.col_names[:r]
+    cover = envelope_cover(eqs, rows=rows) if system.forces else None
     if samples is None:
-        samples = kernel_samples(eqs, rows if system.forces else None, "kinematic constraint")
+        samples = with_envelope_samples(kernel_samples(eqs, rows if system.forces else None, "kinematic constraint"),
+                                        cover)
     F = factor_lu(system.matrix, samples, row_names=system.row_names, col_names=system.col_names,
                   label=f"{eqs.model} [A^T, -B]")
     x = F.solve(system.rhs)
@@ -151,6 +157,9 @@ def inverse_dynamics_kernel(eqs: Equations, samples=None) -> Kernel:
         outputs=[OutPort.vector("u", uu, system.col_names[r:]), OutPort.vector("lambda", lam, lam_names)],
         info=KernelInfo(solves={"G": F}, report=F.report(x), multipliers=lam_names),
     )
-    k.motion = motion_inputs(eqs, lambda q, qd, qdd, t: [*q, *qd, *qdd, t])
-    k.domain = motion_domain(eqs, lambda q, qd, qdd, t: [*q, *qd, *qdd, t])
+    if cover is not None:
+        apply_cover(eqs, k, cover)
+    else:
+        k.motion = motion_inputs(eqs, lambda q, qd, qdd, t: [*q, *qd, *qdd, t])
+        k.domain = motion_domain(eqs, lambda q, qd, qdd, t: [*q, *qd, *qdd, t])
     return k

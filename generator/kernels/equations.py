@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..model.equations import Equations
 from .common import actuators, port
+from .cover import apply_cover, envelope_cover
 from .domain import motion_inputs
 from .kernel import Kernel, OutPort
 
@@ -39,4 +40,7 @@ def equations_kernel(eqs: Equations) -> Kernel:
         outputs=outputs,
     )
     k.motion = motion_inputs(eqs, lambda q, qd, qdd, t: [*q, *qd, t])
+    cover = envelope_cover(eqs)
+    if cover is not None:  # consistent states of the envelope (an angle measure's x^2 + y^2 stays away from 0)
+        apply_cover(eqs, k, cover)
     return k

@@ -26,6 +26,7 @@ from ..lower import op_counts
 from ..model.equations import Equations
 from .common import KernelError, LinearSystem, actuators, constraint_rows, names, need_inertia, port, subs_sparse
 from .cost import weighted_cost
+from .cover import apply_cover, envelope_cover, with_envelope_samples
 from .domain import DOMAIN_STEPS, independent_box_samples, kernel_samples, motion_domain, motion_inputs
 from .kernel import Kernel, KernelInfo, OutPort
 from .rewrite import share_reciprocals
@@ -239,7 +240,9 @@ def reduced_inverse_dynamics_kernel(eqs: Equations, samples=None, method: str = 
     if method not in REDUCED_METHODS:
         raise KernelError(f"inverse-dynamics-reduced: method {method!r} is not one of {', '.join(REDUCED_METHODS)}")
     red = reduction(eqs)
-    samples = _samples(eqs, red, samples)
+    cover = envelope_cover(eqs, unknowns=red.z, rows=red.psi)
+    samples = _samples(eqs, red, None if samples is None else samples)
+    samples = with_envelope_samples(samples, cover)
     z, zd, zdd, act_names, psi = red.z, red.zd, red.zdd, red.act_names, red.psi
     nz, na = len(z), len(act_names)
     tried = {}
@@ -296,8 +299,11 @@ def reduced_inverse_dynamics_kernel(eqs: Equations, samples=None, method: str = 
     def row(q, qd, qdd, t):
         return [*(q[j] for j in zi), *(qd[j] for j in zi), *(qdd[j] for j in zi)] + ([t] if t_needed else [])
 
-    k.motion = motion_inputs(eqs, row)
-    k.domain = motion_domain(eqs, row, domain_steps)
+    if cover is not None:
+        apply_cover(eqs, k, cover)
+    else:
+        k.motion = motion_inputs(eqs, row)
+        k.domain = motion_domain(eqs, row, domain_steps)
     return k
 
 

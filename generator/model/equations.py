@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .envelope import Envelope
 from ..ir import ONE, ZERO, Atom, Sparse, jacobian, neg, subs, time_derivative
 
 
@@ -61,6 +62,7 @@ class Equations:
     explicit: dict[Atom, Atom] = field(default_factory=dict)
     independent: list[Atom] | None = None
     inertial: list[Atom] | None = None
+    envelope: Envelope = field(default_factory=Envelope)  # where the mechanism operates (model.envelope)
     # lazily built
     _phi_q: Sparse | None = None
     _phi_t: list[Atom] | None = None

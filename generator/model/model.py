@@ -24,6 +24,7 @@ from ..ir import (ONE, ZERO, Atom, ExpressionError, Scope, Sparse, add, as_atom,
 from . import forces as _forces
 from . import joints as _joints
 from .bodies import Body, Body2D, Body3D, BodyError, Ground
+from .envelope import Envelope, Quantity, _cells as _env_cells, _range as _env_range
 from .equations import Equations
 from .errors import ModelError
 from .relative import Relative
@@ -81,6 +82,7 @@ class Model:
         self._tang = None
         self._relative = None
         self.explicit_coords: dict[Atom, Atom] = {}  # dependent coordinate -> atom in the others
+        self.envelope = Envelope()
 
     # ---- coordinates -------------------------------------------------------------------
     def coordinate(self, name: str, guess: float = 0.0, range=(-1.0, 1.0), vrange=(-1.0, 1.0),
@@ -142,6 +144,62 @@ class Model:
         if dep:
             e = subs(e, {d: self.explicit_coords[d] for d in dep})
         self.explicit_coords[q] = e
+
+    # ---- operating envelope ----------------------------------------------------------
+    def operate(self, quantity, range, rate=(0.0, 0.0), accel=(0.0, 0.0), equation=None, cells: int = 1) -> Atom:
+        """Declare where the mechanism operates along one independent quantity: a
+        coordinate of the model (`quantity` its symbol), or a named quantity theta tied to
+        the coordinates by `equation(theta)` -> an expression g(q, theta) that is 0 (e.g. a
+        crank angle in natural coordinates: lambda th: xB * sin(th) - yB * cos(th)).
+        theta sweeps `range` at any rate in `rate` and acceleration in `accel`; kernels
+        serve every consistent state reachable so (kernels.cover). Returns theta."""
+        if isinstance(quantity, Atom):
+            if quantity not in self.guess:
+                raise ModelError(f"{self.name}: operate needs a coordinate of this model or a name, got {quantity!r}")
+            if equation is not None:
+                raise ModelError(f"{self.name}: operate({quantity.value.name}): a coordinate needs no equation")
+            name = quantity.value.name
+        else:
+            name = str(quantity)
+            if not _IDENT.match(name):
+                raise ModelError(f"{self.name}: operating quantity name {name!r} is not an identifier")
+            if equation is None:
+                raise ModelError(f"{self.name}: operate({name!r}): a named quantity needs equation=lambda theta: ...")
+        if any(q.name == name for q in self.envelope.quantities):
+            raise ModelError(f"{self.name}: operating quantity {name!r} is declared twice")
+        where = f"{self.name}: operate({name})"
+        rng = _env_range(range, f"{where}: range", fixed_ok=False)
+        rate, accel = _env_range(rate, f"{where}: rate"), _env_range(accel, f"{where}: accel")
+        cells = _env_cells(cells, f"{where}: cells")
+        try:
+            th = self.scope.new(f"env_{name}", "input")
+            thd = self.scope.new(f"env_{name}_d", "input")
+            thdd = self.scope.new(f"env_{name}_dd", "input")
+        except ExpressionError as e:
+            raise ModelError(f"{where}: {e}") from None
+        if isinstance(quantity, Atom):
+            g = sub(quantity, th)
+        else:
+            try:
+                g = self._atom(equation(th))
+            except ExpressionError as e:
+                raise ModelError(f"{where}: equation: {e}") from None
+            self._check_symbols(g, self._mask(self.q + self.params + [th]), f"operating quantity {name!r}")
+            if not g.mask & th.mask or not g.mask & self._mask(self.q):
+                raise ModelError(f"{where}: the equation must involve both theta and the coordinates")
+        qty = Quantity(name, th, thd, thdd, g, rng, rate, accel, cells)
+        self.envelope = Envelope(self.envelope.quantities + (qty,), dict(self.envelope.inputs))
+        return th
+
+    def operate_input(self, actuator: str, range) -> None:
+        """The range of an actuator's force (or torque) over the operating envelope."""
+        names = [a.name for a in self.actuators]
+        if actuator not in names:
+            raise ModelError(f"{self.name}: operate_input: no actuator {actuator!r} (actuators: "
+                             f"{', '.join(names) or 'none'}; declare it first)")
+        inputs = dict(self.envelope.inputs)
+        inputs[actuator] = _env_range(range, f"{self.name}: operate_input({actuator})")
+        self.envelope = Envelope(self.envelope.quantities, inputs)
 
     def parameter(self, name: str, value: float, range=None) -> Atom:
         """A model parameter (a length, a mass, a stiffness...): folded into the generated
@@ -421,7 +479,8 @@ class Model:
                          driving=list(self.driving), nh=list(self.nh), nh_names=list(self.nh_names),
                          actuator_names=[a.name for a in self.actuators], B=B, T=T, V=V,
                          conservative=conservative, outputs=dict(self.outputs), params=list(self.params),
-                         explicit=dict(self.explicit_coords), inertial=inertial_force)
+                         explicit=dict(self.explicit_coords), inertial=inertial_force,
+                         envelope=self.envelope)
 
     def _check_inertia(self, M: Sparse) -> None:
         """A coordinate with no inertia that no equation involves has no defined acceleration."""
