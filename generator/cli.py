@@ -18,13 +18,28 @@ def cmd_generate(args) -> int:
     given = {name: getattr(args, name) for name in all_option_fields() if getattr(args, name) is not None}
     options = resolve_options(args.target, given, cli=True)
     model = load_model(args.model, options=parse_options(args.set))
-    kernel = build_kernel(model.equations(), args.kernel)
+    eqs = model.equations()
+    if args.envelope is not None:
+        eqs.envelope = override_envelope(eqs, args.envelope)
+    kernel = build_kernel(eqs, args.kernel)
     plan = generate(kernel, args.target, prefix=args.prefix, options=options)
     out = plan.write(args.out)
     m = plan.manifest
     print(f"{m.function} ({m.target}): {m.n_in} inputs, {m.n_out} outputs, "
           f"{m.ops['total']} operations, peak {m.peak_live} live -> {out}")
     return 0
+
+
+def override_envelope(eqs, path: str):
+    """The model's envelope with the ranges of the --envelope file; ModelError naming the
+    file and key otherwise (the model must declare the quantities it overrides)."""
+    from .model.envelope import load_override
+    from .model.errors import ModelError
+
+    if not eqs.envelope:
+        raise ModelError(f"--envelope {path}: model {eqs.model} declares no operating envelope to override "
+                         "(Model.operate)")
+    return eqs.envelope.override(load_override(path), path, list(eqs.actuator_names))
 
 
 def _register_generate(sub) -> None:
@@ -40,6 +55,9 @@ def _register_generate(sub) -> None:
     p.add_argument("--target", default="c-double", choices=TARGETS,
                    help="; ".join(f"{n}: {INFO[n].use}" for n in TARGETS) + " (default c-double)")
     p.add_argument("--prefix", default=None, help="prefix of emitted C symbols (default: model name)")
+    p.add_argument("--envelope", default=None, metavar="FILE.json",
+                   help="operating envelope overriding the model's: {\"quantities\": {name: {\"range\": [lo, hi], "
+                        "\"rate\": [..], \"accel\": [..], \"cells\": n}}, \"inputs\": {actuator: [lo, hi]}}")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="an option of the model's build() (repeatable), e.g. --set motion=yaw")
     fields = all_option_fields()

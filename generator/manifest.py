@@ -78,6 +78,9 @@ class Manifest:
     # optional file with the kernel's input domain, {"boxes": [[[lo, hi], ...], ...]}, when
     # it is a union of boxes inside the declared ranges (formats and bounds hold there)
     domain: str | None = None
+    # the operating envelope the domain covers (Envelope.to_json, its source: "model" or
+    # the --envelope file, and the cover's box count), when the model declares one
+    envelope: dict | None = None
     # sha256 (hex) of every described file, by name (described_files); None: an older
     # manifest without hashes
     files: dict[str, str] | None = None

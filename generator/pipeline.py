@@ -240,6 +240,7 @@ def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Opt
         sources=out.sources, headers=out.headers, inputs=inputs, outputs=outputs,
         status_codes={"0": "ok", **{code: text for code, (text, _) in backend.status.items()}},
         ops=counts, peak_live=sched.peak_live, options=resolved, motion=motion, domain=domain,
+        envelope=kernel.envelope,
     ).with_file_hashes(files)
     manifest.check()
     return Plan(files, manifest)

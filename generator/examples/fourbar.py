@@ -56,9 +56,10 @@ def build(driven: bool = True, inertia: bool = False) -> Model:
         m.actuator("crank_torque", crank)
     m.output("crank_angle", crank)
     m.output("rocker_angle", atan2(yC, xC - xD))
-    # where a controller runs it: the crank turning fully either way at up to 6.5 rad/s
-    # (the free linkage swings at up to 6), accelerating at up to 55 rad/s^2
-    m.operate("crank", range=(-math.pi, math.pi), rate=(-6.5, 6.5), accel=(-55.0, 55.0), cells=32,
+    # where a controller runs it: the crank turning fully either way, driven at up to
+    # 2 rad/s (its motor runs it at 10 rpm, 1.05 rad/s), or swinging free at up to 6.5
+    rate, accel = ((-2.0, 2.0), (-5.0, 5.0)) if driven else ((-6.5, 6.5), (-55.0, 55.0))
+    m.operate("crank", range=(-math.pi, math.pi), rate=rate, accel=accel, cells=32,
               equation=lambda th: xB * sin(th) - yB * cos(th))
     if inertia:
         m.operate_input("crank_torque", (-40.0, 40.0))

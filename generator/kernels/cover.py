@@ -231,10 +231,14 @@ def _grid(params: list[Param]):
 
 
 def _start_values(pr: Problem, guess: np.ndarray) -> np.ndarray:
-    """p at the model's guess: a coordinate quantity's value there; for an equation, the
-    point of its range where |g| is smallest on a grid (Newton's path starts there)."""
+    """p at the model's guess: t at the start of its range; a coordinate quantity's value
+    there; for an equation, the point of its range where |g| is smallest on a grid, the
+    one nearest the range's middle among equals (Newton's path starts there)."""
     p0 = []
     for a in pr.params:
+        if a.sym_d is None:  # time: the guess is the configuration at the start of the time range
+            p0.append(a.range[0])
+            continue
         grid = np.linspace(a.range[0], a.range[1], 721)
         k = pr.params.index(a)
         others = np.array([(b.range[0] + b.range[1]) / 2 for b in pr.params])
@@ -453,6 +457,7 @@ def apply_cover(eqs, kernel, cover: Cover, vectors: int = 64, seed: int = 0) -> 
     consistent states drawn uniformly over the envelope."""
     fb = input_fallback(eqs, kernel)
     kernel.domain = cover.boxes(kernel.input_symbols, fb)
+    kernel.envelope = {**eqs.envelope.to_json(), "source": eqs.envelope.source, "boxes": len(cover)}
     S = cover.sample(vectors, seed)
     m = len(next(iter(S.values()))) if S else 0
     rng = np.random.default_rng(seed + 1)

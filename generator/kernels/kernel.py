@@ -99,6 +99,8 @@ class Kernel:
     # (fixed-point formats, error bounds, pivots) and test vectors use it; None = the box.
     domain: list[list[tuple[float, float]]] | None = None
     info: KernelInfo = field(default_factory=KernelInfo)
+    # the operating envelope `domain` covers (Envelope.to_json + source and box count)
+    envelope: dict | None = None
 
     def __post_init__(self):
         seen: set[Atom] = set()

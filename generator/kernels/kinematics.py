@@ -14,7 +14,7 @@ from ..linalg import factor_lu
 from ..model.equations import Equations
 from .common import KernelError, names, nh_rows, port, stack_rows
 from .cover import time_cover
-from .domain import DOMAIN_STEPS, kernel_samples, motion_inputs
+from .domain import DOMAIN_STEPS, kernel_samples, motion_domain, motion_inputs
 from .kernel import Kernel, KernelInfo, OutPort
 
 
@@ -50,5 +50,8 @@ def kinematics_kernel(eqs: Equations, samples=None) -> Kernel:
         info=KernelInfo(solves={"Phi_q": F}, report=F.report(qd, qdd)),
     )
     k.motion = motion_inputs(eqs, lambda q, qd_, qdd_, t: [*q, t])
-    k.domain = time_cover(eqs, DOMAIN_STEPS).boxes(k.input_symbols, {})
+    if nh_names:  # velocity constraints do not fix positions: the sampled tube around the motion
+        k.domain = motion_domain(eqs, lambda q, qd_, qdd_, t: [*q, t])
+    else:  # a verified cover of the driven configurations over the time range
+        k.domain = time_cover(eqs, DOMAIN_STEPS).boxes(k.input_symbols, {})
     return k

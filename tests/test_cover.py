@@ -1,0 +1,195 @@
+"""Operating envelopes and their verified covers (kernels.cover, analysis.intervals): the
+cover holds every consistent state of the envelope (checked against states computed
+independently, in closed form or by the reference solver, densely), a mechanism that
+cannot serve its envelope is refused with the configuration named, and the envelope is
+declared, overridden and recorded as a user expects."""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from mbforge.analysis.intervals import IntervalEvaluator
+from mbforge.examples import fourbar, slidercrank
+from mbforge.ir import cos, sin, sqrt, symbol
+from mbforge.kernels.builders import build_kernel
+from mbforge.kernels.common import KernelError
+from mbforge.kernels.cover import envelope_cover, time_cover
+from mbforge.model import Model, ModelError
+from mbforge.reference.solvers import Kinematics
+
+
+def _inside(cover, syms, X) -> np.ndarray:
+    """For each row of X (values of syms), whether some cell's box holds it."""
+    b = cover.bounds()
+    L = np.column_stack([b[s][0] for s in syms])
+    H = np.column_stack([b[s][1] for s in syms])
+    ok = np.zeros(len(X), dtype=bool)
+    for k in range(len(L)):
+        ok |= np.all((X >= L[k]) & (X <= H[k]), axis=1)
+    return ok
+
+
+def test_interval_evaluation_encloses_dense_points():
+    x, y = symbol("cov_x"), symbol("cov_y")
+    exprs = [sin(x) * cos(y), x / (y * y + 0.5), sqrt(x * x + y), (x - y) ** 3, -x * x]
+    ev = IntervalEvaluator(exprs, [x, y])
+    rng = np.random.default_rng(3)
+    lo = np.column_stack([rng.uniform(-4, 4, 200), rng.uniform(0.1, 3, 200)])
+    hi = lo + rng.uniform(0, 2, (200, 2))
+    L, H = ev(lo, hi)
+    from mbforge.ir import Evaluator
+    pt = Evaluator(exprs, [x, y])
+    for _ in range(20):
+        P = lo + (hi - lo) * rng.random(lo.shape)
+        Y = pt(P)
+        assert np.all((Y >= L) & (Y <= H))
+    # a divisor whose interval holds 0: unbounded, not an error
+    L, H = IntervalEvaluator([1.0 / x], [x])(np.array([[-1.0]]), np.array([[1.0]]))
+    assert L[0, 0] == -np.inf and H[0, 0] == np.inf
+
+
+def test_slidercrank_cover_holds_closed_form_states():
+    """Full crank turn at 5..60 rpm: positions and velocities in closed form at 20,001
+    crank angles, each at the extreme and a random speed, lie in the cover."""
+    eqs = slidercrank.build().equations()
+    cover = envelope_cover(eqs)
+    th = np.linspace(0.0, 2 * math.pi, 20001)
+    rng = np.random.default_rng(0)
+    for w in (np.full_like(th, 0.5), np.full_like(th, 2 * math.pi), rng.uniform(0.5, 2 * math.pi, th.size)):
+        s2 = -np.sin(th) / 2
+        th2 = np.arcsin(s2)
+        th2d = -np.cos(th) * w / (2 * np.cos(th2))
+        Z = np.zeros_like(th)
+        q = [Z, Z, Z, Z, Z, th, np.cos(th), np.sin(th), th2, np.cos(th) + 2 * np.cos(th2), Z, Z]
+        qd = [Z, Z, Z, Z, Z, w, -np.sin(th) * w, np.cos(th) * w, th2d,
+              -np.sin(th) * w - 2 * np.sin(th2) * th2d, Z, Z]
+        X = np.column_stack(q + qd)
+        assert _inside(cover, list(eqs.q) + list(eqs.qd), X).all()
+
+
+def test_fourbar_cover_holds_the_driven_motion_densely():
+    """The four-bar's envelope (crank angle through an equation, not a coordinate) holds
+    its driven motion (10 rpm) at 20,001 times, positions to accelerations; the verified
+    time cover of the kinematics kernel holds it too."""
+    eqs = fourbar.build().equations()
+    lo, hi = eqs.ranges[eqs.t]
+    T = np.linspace(lo, hi, 20001)
+    Q, QD, QDD = Kinematics(eqs).motion(T)
+    cover = envelope_cover(eqs)
+    syms = list(eqs.q) + list(eqs.qd) + list(eqs.qdd)
+    assert _inside(cover, syms, np.column_stack([Q, QD, QDD])).all()
+    tc = time_cover(eqs, 96)
+    assert _inside(tc, list(eqs.q) + [eqs.t], np.column_stack([Q, T])).all()
+
+
+def test_cover_samples_are_consistent_and_inside():
+    eqs = fourbar.build(inertia=True).equations()
+    cover = envelope_cover(eqs)
+    S = cover.sample(5000, seed=4)
+    syms = list(eqs.q) + list(eqs.qd) + list(eqs.qdd)
+    X = np.column_stack([S[s] for s in syms])
+    assert len(X) == 5000
+    assert _inside(cover, syms, X).all()
+    from mbforge.ir import Evaluator
+    res = Evaluator([eqs.phi[i] for i in eqs.kinematic_rows], list(eqs.q))(X[:, :4])
+    assert np.abs(res).max() < 1e-9
+    # velocities satisfy Phi_q qd = 0 on the kinematic rows
+    J = Evaluator(eqs.phi_kin_q.values(), list(eqs.q))(X[:, :4])
+    v = np.zeros((len(X), len(eqs.kinematic_rows)))
+    for k, (i, j) in enumerate(eqs.phi_kin_q.pattern):
+        v[:, i] += J[:, k] * X[:, 4 + j]
+    assert np.abs(v).max() < 1e-9
+
+
+def test_forward_dynamics_domain_is_the_cover_and_vectors_are_consistent():
+    eqs = slidercrank.build().equations()
+    k = build_kernel(eqs, "forward-dynamics")
+    assert k.envelope["boxes"] == len(k.domain) >= 32
+    assert k.envelope["inputs"] == {"crank_torque": [-60.0, 60.0]}
+    V = np.array(k.motion)
+    D = np.array(k.domain)
+    inside = np.zeros(len(V), dtype=bool)
+    for box in D:
+        inside |= np.all((V >= box[:, 0]) & (V <= box[:, 1]), axis=1)
+    assert inside.all()
+    # the vectors sweep the envelope: the crank angle over most of the turn, speeds too
+    th1 = V[:, 5]
+    assert th1.min() < 0.5 and th1.max() > 2 * math.pi - 0.5
+
+
+def _nongrashof_fourbar() -> Model:
+    """Crank 1, coupler 1.2, rocker 1.3, ground 3: the crank cannot turn fully."""
+    from mbforge.model.natural import NaturalBody2D
+    m = Model("stuck4")
+    xB = m.coordinate("xB", guess=1.0, range=(-1.2, 1.2))
+    yB = m.coordinate("yB", guess=0.0, range=(-1.2, 1.2))
+    xC = m.coordinate("xC", guess=2.0, range=(-3, 5))
+    yC = m.coordinate("yC", guess=0.6, range=(-3, 3))
+    NaturalBody2D(m, "crank", (0.0, 0.0), (xB, yB), length=1.0, constraint_name="bar_AB")
+    NaturalBody2D(m, "coupler", (xB, yB), (xC, yC), length=1.2, constraint_name="bar_BC")
+    NaturalBody2D(m, "rocker", (3.0, 0.0), (xC, yC), length=1.3, constraint_name="bar_CD")
+    m.operate("crank", range=(-math.pi, math.pi), rate=(-1, 1), accel=(-1, 1), cells=16,
+              equation=lambda th: xB * sin(th) - yB * cos(th))
+    return m
+
+
+def test_envelope_the_mechanism_cannot_serve_is_refused_naming_where():
+    m = _nongrashof_fourbar()
+    # the guess must assemble: put C where the loop closes with B = (1, 0)
+    with pytest.raises(KernelError) as e:
+        envelope_cover(m.equations())
+    msg = str(e.value)
+    assert "stuck4" in msg and "crank=" in msg
+    assert "singular configuration" in msg or "does not assemble" in msg
+
+
+def test_operate_errors_name_the_problem():
+    m = Model("e1")
+    q = m.coordinate("q", range=(-1, 1))
+    with pytest.raises(ModelError, match="empty|lo"):
+        m.operate(q, range=(1.0, 0.0))
+    with pytest.raises(ModelError, match="needs equation"):
+        m.operate("angle", range=(0, 1))
+    m.operate(q, range=(-0.5, 0.5))
+    with pytest.raises(ModelError, match="declared twice"):
+        m.operate(q, range=(-0.5, 0.5))
+    with pytest.raises(ModelError, match="no actuator 'motor'"):
+        m.operate_input("motor", (-1, 1))
+
+
+def _mbforge(*args):
+    return subprocess.run([sys.executable, "-m", "mbforge.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_envelope_override_from_the_command_line(tmp_path):
+    env = tmp_path / "env.json"
+    env.write_text(json.dumps({"quantities": {"th1": {"range": [0.0, 3.2], "cells": 8}},
+                               "inputs": {"crank_torque": [-10, 10]}}))
+    out = tmp_path / "k"
+    r = _mbforge("generate", "slidercrank", "--kernel", "forward-dynamics", "--target", "c-float32",
+                 "--envelope", env, "--out", out)
+    assert r.returncode == 0, r.stderr
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["envelope"]["source"] == "env.json"
+    assert m["envelope"]["quantities"]["th1"]["range"] == [0.0, 3.2]
+    assert m["envelope"]["inputs"] == {"crank_torque": [-10.0, 10.0]}
+    assert m["envelope"]["boxes"] >= 8
+    bad = {"nope.json": None, "bad.json": "{", "key.json": json.dumps({"quantities": {"th9": {}}}),
+           "rng.json": json.dumps({"quantities": {"th1": {"range": [2, 1]}}}),
+           "inp.json": json.dumps({"inputs": {"motor": [0, 1]}})}
+    for name, text in bad.items():
+        f = tmp_path / name
+        if text is not None:
+            f.write_text(text)
+        r = _mbforge("generate", "slidercrank", "--kernel", "forward-dynamics", "--envelope", f,
+                     "--out", tmp_path / ("o" + name))
+        lines = [l for l in r.stderr.splitlines() if l.strip()]
+        assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+        assert name in lines[0]
+        assert not (tmp_path / ("o" + name)).exists()
