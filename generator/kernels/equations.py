@@ -42,5 +42,8 @@ def equations_kernel(eqs: Equations) -> Kernel:
     k.motion = motion_inputs(eqs, lambda q, qd, qdd, t: [*q, *qd, t])
     cover = envelope_cover(eqs)
     if cover is not None:  # consistent states of the envelope (an angle measure's x^2 + y^2 stays away from 0)
+        driven = k.motion
         apply_cover(eqs, k, cover)
+        if driven:  # a driven model's vectors satisfy every row, the drives too (Phi ~ 0 there)
+            k.motion = driven
     return k
