@@ -29,9 +29,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis.intervals import IntervalEvaluator
+from ..analysis.intervals import IntervalEvaluator, _mul, _out
 from ..ir import ONE, ZERO, Atom, Evaluator, jacobian, time_derivative
 from .common import KernelError
+from .kernel import InPort
 
 MAX_DEPTH = 10  # halvings of a cell before its configuration is called singular
 NEWTON_ITER = 40
@@ -91,6 +92,9 @@ class Problem:
         self.box_F = IntervalEvaluator(self.rows, self.pos_in)
         self.box_J = IntervalEvaluator(J.values(), self.pos_in)
         self.box_b = IntervalEvaluator(b, self.vel_in)
+        Fp = jacobian(self.rows, p)  # qd = S pd with F_q S = -F_p: enclosing S first keeps signs
+        self.fp_pattern = (np.array([i for i, _ in Fp.pattern], dtype=int), np.array([j for _, j in Fp.pattern], dtype=int))
+        self.box_Fp = IntervalEvaluator(Fp.values(), self.pos_in)
         self.box_c = IntervalEvaluator(c, self.acc_in)
 
     def _matrix(self, vals, B):
@@ -359,6 +363,24 @@ def _verify(pr: Problem, plo, phi, Qs, ok, PD, PDD):
         x, xr = _linear_enclosure(Ac, Ar, *_centre_radius(bl, bh))
         qdlo, qdhi = x - xr, x + xr
         good &= np.all(np.isfinite(xr), axis=1)
+        # the same velocities as S pd, S = -F_q^-1 F_p enclosed column by column: |S| x the
+        # rate's radius instead of |Y| |F_p| x it (no sign lost); both enclose, keep the meet
+        k = len(pr.params)
+        if k:
+            Fl, Fh = pr.box_Fp(np.column_stack([qlo, plo]), np.column_stack([qhi, phi]))
+            ri, cj = pr.fp_pattern
+            FPl, FPh = np.zeros((C, n, k)), np.zeros((C, n, k))
+            FPl[:, ri, cj], FPh[:, ri, cj] = Fl, Fh
+            sl, sh = np.zeros((C, n, k)), np.zeros((C, n, k))
+            for j in range(k):
+                cen, rad = _centre_radius(-FPh[:, :, j], -FPl[:, :, j])
+                sx, sr = _linear_enclosure(Ac, Ar, cen, rad)
+                sl[:, :, j], sh[:, :, j] = sx - sr, sx + sr
+            vlo, vhi = np.zeros((C, n)), np.zeros((C, n))
+            for j in range(k):
+                ml, mh = _mul(sl[:, :, j], sh[:, :, j], pdl[:, j:j + 1], pdh[:, j:j + 1])
+                vlo, vhi = _out(vlo + ml, vhi + mh)
+            qdlo, qdhi = np.maximum(qdlo, vlo), np.minimum(qdhi, vhi)
         al = np.array([a[0] for a in PDD])[None, :].repeat(C, 0) if PDD else np.zeros((C, 0))
         ah = np.array([a[1] for a in PDD])[None, :].repeat(C, 0) if PDD else np.zeros((C, 0))
         cl, ch = pr.box_c(np.column_stack([qlo, qdlo, plo, pdl[:, with_d], al]),
@@ -458,6 +480,14 @@ def apply_cover(eqs, kernel, cover: Cover, vectors: int = 64, seed: int = 0) -> 
     fb = input_fallback(eqs, kernel)
     kernel.domain = cover.boxes(kernel.input_symbols, fb)
     kernel.envelope = {**eqs.envelope.to_json(), "source": eqs.envelope.source, "boxes": len(cover)}
+    D = np.asarray(kernel.domain)
+    lo, hi = D[:, :, 0].min(axis=0), D[:, :, 1].max(axis=0)
+    ports, off = [], 0
+    for p in kernel.inputs:  # what the kernel accepts is what the envelope reaches
+        n = len(p.symbols)
+        ports.append(InPort(p.name, p.symbols, [(float(a), float(b)) for a, b in zip(lo[off:off + n], hi[off:off + n])]))
+        off += n
+    kernel.inputs = ports
     S = cover.sample(vectors, seed)
     m = len(next(iter(S.values()))) if S else 0
     rng = np.random.default_rng(seed + 1)
