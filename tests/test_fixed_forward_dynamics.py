@@ -171,3 +171,37 @@ def test_fourbar_forward_dynamics_rtl_on_icarus(case, tmp_path):
     r = S.simulate(S.build(tmp_path / "rtl", "icarus"), c.fixed, c.double, X=R, tests=("test_vectors",))
     assert r.passed, r.table()
     assert r.bit_exact and r.within_bound and r.vectors == len(R)
+
+
+def test_near_constant_inputs_keep_every_shift_within_int64(tmp_path):
+    """A coordinate the cover pins to +-1e-13 (a ground body's) once got Q74 and its
+    products shifted by 72 bits: undefined in the C, an OverflowError in the interpreter.
+    Formats stop at 62 fractional bits; the C and the interpreter agree bit for bit on
+    any int32 words, and stay within the bound inside the ranges."""
+    from mbforge.analysis.fixerror import bound_over_boxes
+    from mbforge.analysis.ranges import analyse_domain
+    from mbforge.backends.fixed.interp import simulate
+    from mbforge.ir import symbol
+    from mbforge.kernels import InPort, Kernel, OutPort
+    from mbforge.lower import lower
+
+    x, y, z = symbol("nc_x"), symbol("nc_y"), symbol("nc_z")
+    k = Kernel("nc", "near-constant", [InPort("v", [x, y, z], [(-1e-13, 1e-13), (-1e-13, 1e-13), (-1.0, 1.0)])],
+               [OutPort.vector("y", [x * y, x * y * y, x * y * z, x * z + y, z * z * x])])
+    generate(k, "c-fixed").write(tmp_path)
+    m = Manifest.load(tmp_path)
+    assert max(f for g in m.inputs for f in g.frac_bits) == 62
+    tape = lower(k.output_atoms, k.input_symbols)
+    per_box: list = []
+    fx = bound_over_boxes(tape, analyse_domain(tape, [k.input_ranges], per_box=per_box), per_box)
+    rng = np.random.default_rng(3)
+    X = np.vstack([rng.integers(-2 ** 31, 2 ** 31, size=(5000, 3)),
+                   [[-2 ** 31, -2 ** 31, -2 ** 31], [2 ** 31 - 1] * 3, [0, 0, 0]]]).astype(np.int32)
+    Yc, sc = hostlib.load_kernel(tmp_path)(X)
+    Yi, si = simulate(fx, X)
+    assert (Yc.astype(np.int64) == Yi).all() and (sc == si).all()
+    Xr = np.column_stack([rng.uniform(lo, hi, 5000) for lo, hi in k.input_ranges])
+    Y, status = hostlib.load_kernel(tmp_path)(to_raw(m, Xr, "inputs"))
+    err = np.abs(from_raw(m, Y, "outputs") - Evaluator(k.output_atoms, k.input_symbols)(
+        from_raw(m, to_raw(m, Xr, "inputs"), "inputs"))).max(axis=0)
+    assert (status == 0).all() and (err <= np.array(m.outputs[0].error_bound)).all()
