@@ -219,6 +219,31 @@ def test_model_files_take_options_and_import_their_neighbours(tmp_path, capsys):
     assert last["tip_x"] == pytest.approx(2.0 * math.sin(last["q.th"]))
 
 
+def test_bool_options_read_true_false_1_0_and_refuse_anything_else(tmp_path):
+    """--set driven=false must give False (the text "false" is truthy); a yes/no option
+    (annotated bool, or a bool default) takes true/false/1/0 in any case, nothing else."""
+    from mbforge.examples import ModelFileError, load_model, parse_options
+
+    for text, name in (("false", "fourbar_free"), ("False", "fourbar_free"), ("0", "fourbar_free"),
+                       ("true", "fourbar"), ("TRUE", "fourbar"), ("1", "fourbar")):
+        assert load_model("fourbar", options=parse_options([f"driven={text}"])).name == name, text
+    for text in ("no", "2", "", "'maybe'"):
+        with pytest.raises(ModelFileError, match=r"example 'fourbar': option driven is yes or no: "
+                                                 r"--set driven=true\|false\|1\|0, got"):
+            load_model("fourbar", options=parse_options([f"driven={text}"]))
+    (tmp_path / "flag.py").write_text(
+        "from mbforge.model import Model\n"
+        "def build(wide: bool = None, size=1):\n"
+        "    m = Model('wide' if wide else 'narrow')\n"
+        "    th = m.coordinate('th', range=(-2, 2))\n"
+        "    m.drive(th - 0.1 * size * m.t, 'd')\n"
+        "    return m\n")
+    assert load_model(str(tmp_path / "flag.py"), options=parse_options(["wide=false"])).name == "narrow"
+    assert load_model(str(tmp_path / "flag.py"), options=parse_options(["wide=1", "size=0"])).name == "wide"
+    with pytest.raises(ModelFileError, match="option wide is yes or no"):
+        load_model(str(tmp_path / "flag.py"), options=parse_options(["wide=yes"]))
+
+
 def test_simulate_names_files_after_the_default_motion(tmp_path):
     assert _simulate(["stewart", "--out", str(tmp_path), "--points", "3"]) == 0
     assert (tmp_path / "stewart_heave.csv").exists() and (tmp_path / "stewart_heave.png").exists()

@@ -37,7 +37,7 @@ COS_TAYLOR = [(-1) ** k / math.factorial(2 * k) for k in range(1, 7)]  # r^2 .. 
 
 
 def frac_bits_for(mag: float) -> int:
-    """Largest f with mag * 2**f < 2**31 (with a hair of margin)."""
+    """Largest f <= 62 with mag * 2**f < 2**31 (with a hair of margin)."""
     if mag <= 0.0:
         return WORD - 2
     f = WORD - 1 - math.floor(math.log2(mag)) - 1
@@ -45,7 +45,8 @@ def frac_bits_for(mag: float) -> int:
         f -= 1
     while mag * 2.0 ** (f + 1) < MAXMAG * (1 - 1e-12) and f < 62:
         f += 1
-    return f
+    # at most 62: a product of two such words then shifts by at most 62 (rsh needs s < 64)
+    return min(f, 62)
 
 
 def const_bits(c: float) -> int:

@@ -71,7 +71,8 @@ def default_motion(name: str) -> str | None:
 
 def parse_options(pairs) -> dict:
     """`--set key=value` pairs as build() options: values read as Python literals (numbers,
-    True/False/None, strings in quotes, tuples), anything else as a plain string."""
+    True/False/None, strings in quotes, tuples), anything else as a plain string. Options
+    build() declares bool are made True/False when the model is loaded (_check_options)."""
     out: dict = {}
     for pair in pairs or ():
         key, eq, text = pair.partition("=")
@@ -85,8 +86,27 @@ def parse_options(pairs) -> dict:
     return out
 
 
+# how --set may spell a yes/no option (after parse_options: True/1 or the text "true")
+_BOOL_WORDS = {"true": True, "false": False, "1": True, "0": False}
+
+
+def _is_bool(p: inspect.Parameter) -> bool:
+    """A yes/no option: annotated bool (also as the string of postponed annotations) or
+    defaulting to True/False."""
+    return p.annotation in (bool, "bool") or isinstance(p.default, bool)
+
+
 def _check_options(build, options: dict, what: str) -> None:
+    """Refuse options build() does not take; turn the values of its yes/no options into
+    True/False in place (true/false/1/0, any case): a text such as "false" would otherwise
+    reach build() as a non-empty, truthy string."""
     params = inspect.signature(build).parameters
+    for k, v in options.items():
+        if k in params and _is_bool(params[k]) and not isinstance(v, bool):
+            word = str(v).strip().lower() if isinstance(v, (str, int)) else None
+            if word not in _BOOL_WORDS:
+                raise ModelFileError(f"{what}: option {k} is yes or no: --set {k}=true|false|1|0, got {v!r}")
+            options[k] = _BOOL_WORDS[word]
     if any(p.kind is p.VAR_KEYWORD for p in params.values()):
         return
     known = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]

@@ -341,6 +341,13 @@ def lower_hw(fx: FixedProgram, order=None) -> HwProgram:
     ref: dict[int, tuple] = {}
 
     def new(kind, srcs, p, flag=True, nres=1, note="", widths=(32,)) -> HwOp:
+        # rsh/align on int64 are defined for shifts of at most 62 bits either way (the C
+        # builds 1 << (s - 1) and shifts by s): a plan beyond that is refused, not printed
+        shifts = [p[x] for x in ("s", "k") if x in p] + (p["sh"] if isinstance(p.get("sh"), list) else
+                                                         [p["sh"]] if "sh" in p else [])
+        if any(abs(v) > 62 for v in shifts):
+            raise ExpressionError(f"fixed point: a shift of {max(shifts, key=abs)} bits in {kind} computing "
+                                  f"{note[:100]} is beyond int64 (formats of more than 62 fractional bits?)")
         op = HwOp(len(ops), kind, tuple(srcs), p, flag, nres, note, widths)
         ops.append(op)
         return op
