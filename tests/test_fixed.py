@@ -181,8 +181,8 @@ def test_gappa_proves_the_polynomial_bounds_independently():
     fx = plan_fixed(tape, analyse(tape, k.input_ranges))
     proved = gappa.prove(fx, list(range(len(tape.outputs))), k.input_ranges)
     assert len(proved) >= 10
-    for out, b in proved.items():
-        assert b <= fx.out_error[out] * (1 + 1e-12), (out, b, fx.out_error[out])
+    for out, b in proved.items():  # Gappa reads the ranges in decimal: allow its last digits
+        assert b <= fx.out_error[out] * (1 + 1e-9), (out, b, fx.out_error[out])
 
 
 @pytest.mark.parametrize("kernel", ["equations", "kinematics"])
