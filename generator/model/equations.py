@@ -61,6 +61,7 @@ class Equations:
     explicit: dict[Atom, Atom] = field(default_factory=dict)
     independent: list[Atom] | None = None
     inertial: list[Atom] | None = None
+    source: object = field(default=None, compare=False, repr=False)  # the Model (recursive kernels read its trees)
     # lazily built
     _phi_q: Sparse | None = None
     _phi_t: list[Atom] | None = None

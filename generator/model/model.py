@@ -421,7 +421,7 @@ class Model:
                          driving=list(self.driving), nh=list(self.nh), nh_names=list(self.nh_names),
                          actuator_names=[a.name for a in self.actuators], B=B, T=T, V=V,
                          conservative=conservative, outputs=dict(self.outputs), params=list(self.params),
-                         explicit=dict(self.explicit_coords), inertial=inertial_force)
+                         explicit=dict(self.explicit_coords), inertial=inertial_force, source=self)
 
     def _check_inertia(self, M: Sparse) -> None:
         """A coordinate with no inertia that no equation involves has no defined acceleration."""
