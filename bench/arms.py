@@ -72,7 +72,7 @@ def pinocchio_functions(work: Path):
                f"-I{prefix / 'include'}", f"-I{site / 'casadi' / 'include'}", f"-L{site / 'casadi'}", "-lcasadi",
                f"-L{prefix / 'lib'}", "-lpinocchio_default", f"-Wl,-rpath,{site / 'casadi'}",
                f"-Wl,-rpath,{prefix / 'lib'}"]
-        print("compiling Pinocchio's RNEA and ABA over casadi::SX (once, about a minute) ...", flush=True)
+        print("compiling Pinocchio's RNEA and ABA over casadi::SX (once; a few minutes on a busy machine) ...", flush=True)
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode:
             return None, f"not measured: the exporter did not compile: {r.stderr.strip().splitlines()[-1:]}"
