@@ -18,8 +18,11 @@ The tree is read off the model's relative trees (model.relative.Relative):
   point is on the link's joint axis (the joint point, the link frame's origin);
 * a body (base c, point P) belongs to the link of c; P is carried by that link or is its
   joint point. Bodies on the ground are ignored (they do not move).
-The model must have no constraints and no force elements other than gravity; each
-actuator acts on one coordinate with a constant coefficient (inverse dynamics needs one
+The model must have no constraints. Gravity enters the recursions (as an acceleration of
+the ground); force elements (springs, dampers, applied forces and torques) enter as
+their generalized forces by virtual power, as in Model.equations (their own cost, O(N)
+per element for a force deep in a chain); each actuator acts on one coordinate with a
+constant coefficient (inverse dynamics needs one
 actuator per coordinate, or none: then it returns the generalized forces tau). Anything
 else raises KernelError naming what does not fit, and the M(q)-based kernels serve it.
 
@@ -199,8 +202,9 @@ class Link:
 
 
 class OpenTree:
-    def __init__(self, model, links: list[Link], gravity, act: dict[int, tuple[int, float]], act_names):
+    def __init__(self, model, links: list[Link], gravity, act: dict[int, tuple[int, float]], act_names, applied):
         self.model, self.links, self.gravity, self.act, self.act_names = model, links, gravity, act, act_names
+        self.applied = applied  # generalized forces of the force elements (one atom per coordinate)
 
 
 def _numeric_R(base) -> np.ndarray:
@@ -225,9 +229,6 @@ def open_tree(model) -> OpenTree:
         eq = (model.phi_names + model.nh_names)[0]
         raise KernelError(f"{name}: recursive dynamics needs an open tree without constraints; equation {eq!r} "
                           "closes a loop or drives a coordinate (use forward-dynamics / inverse-dynamics)")
-    if model.forces:
-        raise KernelError(f"{name}: recursive dynamics takes gravity and actuators only; force element "
-                          f"{model.forces[0].name!r} is not supported yet (use forward-dynamics / inverse-dynamics)")
     index = {s: j for j, s in enumerate(model.q)}
     bodies = [b for b in model.bodies if b.has_inertia]
     for b in bodies:
@@ -357,7 +358,11 @@ def open_tree(model) -> OpenTree:
         (j, c), = d.items()
         act[k] = (j, float(c.value))
     g = np.zeros(3) if model._gravity is None else np.asarray(model._gravity, dtype=float)
-    return OpenTree(model, depth_order, g, act, [a.name for a in model.actuators])
+    applied = [ZERO] * len(model.q)
+    for f in model.forces:  # springs, dampers, applied forces: by virtual power, as Model.equations
+        for j, a in f.terms(ctx)[0].items():
+            applied[j] = add(applied[j], a)
+    return OpenTree(model, depth_order, g, act, [a.name for a in model.actuators], applied)
 
 
 # ---- kernels --------------------------------------------------------------------------------------
@@ -555,7 +560,7 @@ def rnea_kernel(src) -> Kernel:
     model = _model(src)
     tree = open_tree(model)
     n = len(model.q)
-    tau = rnea(tree, model.q, model.qd, model.qdd)
+    tau = [sub(x, y) for x, y in zip(rnea(tree, model.q, model.qd, model.qdd), tree.applied)]
     if tree.act:
         cols = {}
         for k, (j, c) in tree.act.items():
@@ -594,7 +599,7 @@ def aba_kernel(src) -> Kernel:
         tau = _actuated_tau(tree, u)
     else:
         tau = [ZERO] * n
-    qdd = aba(tree, model.q, model.qd, tau)
+    qdd = aba(tree, model.q, model.qd, [add(x, y) for x, y in zip(tau, tree.applied)])
     return Kernel(
         model=model.name, name="forward-dynamics-aba",
         description="accelerations qdd from q, qd, t" + (" and actuator inputs u" if tree.act else "")
