@@ -31,25 +31,26 @@ def _mass_matrix(eqs, X):
     return out
 
 
-def _check(model, samples=6, seed=0):
+def _check(model, samples=6, seed=0, inverse=True):
     eqs = model.equations()
     n = len(eqs.q)
-    kr, ka = rnea_kernel(eqs), aba_kernel(model)
-    assert [p.name for p in kr.inputs] == ["q", "qd", "qdd", "t"]
+    kr, ka = rnea_kernel(eqs) if inverse else None, aba_kernel(model)
+    assert kr is None or [p.name for p in kr.inputs] == ["q", "qd", "qdd", "t"]
     assert [p.name for p in ka.inputs][:3] == ["q", "qd", "t"]
     rng = np.random.default_rng(seed)
     X = rng.uniform(-1.5, 1.5, (samples, 3 * n + 1))
     U = rng.uniform(-2.0, 2.0, (samples, len(model.actuators)))
-    tau = Evaluator(kr.output_atoms, kr.input_symbols)(X)
+    tau = Evaluator(kr.output_atoms, kr.input_symbols)(X) if inverse else None
     XA = np.hstack([X[:, :2 * n], X[:, 3 * n:], U]) if model.actuators else np.hstack([X[:, :2 * n], X[:, 3 * n:]])
     qdd = Evaluator(ka.output_atoms, ka.input_symbols)(XA)
     B = np.zeros((n, len(model.actuators)))
     for (i, k), a in eqs.B.entries.items():
         B[i, k] = a.value
     for s, (M, Q) in enumerate(_mass_matrix(eqs, X)):
-        ref = M @ X[s, 2 * n:3 * n] - Q
-        got = B @ tau[s] if model.actuators else tau[s]
-        assert np.allclose(got, ref, rtol=1e-10, atol=1e-10 * np.abs(ref).max())
+        if inverse:
+            ref = M @ X[s, 2 * n:3 * n] - Q
+            got = B @ tau[s] if model.actuators else tau[s]
+            assert np.allclose(got, ref, rtol=1e-10, atol=1e-10 * np.abs(ref).max())
         ref_qdd = np.linalg.solve(M, Q + B @ U[s]) if model.actuators else np.linalg.solve(M, Q)
         assert np.allclose(qdd[s], ref_qdd, rtol=1e-10, atol=1e-10 * np.abs(ref_qdd).max())
     return kr, ka
@@ -144,6 +145,42 @@ def test_closed_loops_and_prismatic_joints_are_refused_with_one_line():
     b.set_inertia(1.0)
     with pytest.raises(KernelError, match="slide: point 'C' moves along a coordinate"):
         rnea_kernel(m)
+
+
+def _two_links(actuate):
+    m = Model("pair")
+    t = m.relative()
+    a, b = m.coordinate("a"), m.coordinate("b")
+    ba = t.base("ba", t.world, (0, 0, 1), a)
+    t.body("first", ba, t.origin).set_inertia(1.0, com=(0.5, 0.0, 0.0), inertia=(0.1, 0.1, 0.1))
+    bb = t.base("bb", ba, (0, 1, 0), b)
+    t.body("second", bb, t.point("E", t.origin, (1.0, 0.0, 0.0), ba)).set_inertia(1.0, com=(0.5, 0.0, 0.0))
+    actuate(m, a, b)
+    return m
+
+
+@pytest.mark.parametrize("actuate, kernel, message", [
+    (lambda m, a, b: m.actuator("only_a", a), rnea_kernel,
+     r"pair: inverse-dynamics-rnea needs one actuator per coordinate \(1 actuators for 2 coordinates\)"),
+    (lambda m, a, b: m.actuator("both", a + b), aba_kernel,
+     "pair: actuator 'both' does not act on one coordinate with a constant coefficient"),
+])
+def test_actuators_the_recursions_cannot_take_are_named(actuate, kernel, message):
+    with pytest.raises(KernelError, match=message):
+        kernel(_two_links(actuate))
+
+
+def test_partly_actuated_forward_dynamics_and_angles_that_are_not_one_coordinate():
+    _check(_two_links(lambda m, a, b: m.actuator("only_b", b)), seed=5, inverse=False)  # ABA: tau = B u
+    m = Model("coupled")
+    t = m.relative()
+    a, b = m.coordinate("a"), m.coordinate("b")
+    ba = t.base("ba", t.world, (0, 0, 1), a)
+    t.body("first", ba, t.origin).set_inertia(1.0, com=(0.5, 0.0, 0.0))
+    bb = t.base("bb", ba, (0, 1, 0), a + b)
+    t.body("second", bb, t.origin).set_inertia(1.0, com=(0.5, 0.0, 0.0))
+    with pytest.raises(KernelError, match=r"coupled: base 'bb' turns by .*, not by one coordinate"):
+        aba_kernel(m)
 
 
 def test_arm6_is_pinocchios_sample_manipulator():
