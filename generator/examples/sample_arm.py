@@ -31,7 +31,7 @@ JOINTS = (
     ("wrist1", X, (0.0, 0.0, 1.0), JOINT_BODY),
     ("wrist2", Y, (0.0, 0.0, 0.0), ARM_BODY),
 )
-Q_LIMIT, QD_LIMIT, QDD_LIMIT, TAU_LIMIT = 3.14, 10.0, 100.0, 10.0
+Q_LIMIT, QD_LIMIT, QDD_LIMIT = 3.14, 10.0, 100.0
 
 
 def build() -> Model:
