@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import os
 import re
 import shutil
@@ -284,6 +283,5 @@ def main(argv=None) -> int:
     return 0
 
 
-_ = math
 if __name__ == "__main__":
     sys.exit(main())

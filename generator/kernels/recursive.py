@@ -35,10 +35,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import ONE, ZERO, Atom, add, as_atom, div, mul, neg, sub
-from ..model.errors import ModelError
+from ..ir import ONE, ZERO, Atom, ExpressionError, add, as_atom, cos, div, mul, neg, sin, sub, symbol
 from ..model.frames import axis_rotation
-from ..ir import ExpressionError, symbol
 from .common import KernelError, names
 from .kernel import InPort, Kernel, OutPort
 
@@ -111,7 +109,6 @@ class _Turn:
     trace of the plane block is invariant, its antisymmetric part too."""
 
     def __init__(self, k: int, q):
-        from ..ir import cos, sin
         self.k, self.i, self.j = k, (k + 1) % 3, (k + 2) % 3
         self.c, self.s = cos(q), sin(q)
         self._double = None
@@ -348,10 +345,7 @@ def open_tree(model) -> OpenTree:
     ctx = _Context(model)
     act = {}
     for k, a in enumerate(model.actuators):
-        try:
-            d = a.direction(ctx)
-        except ModelError:
-            raise
+        d = a.direction(ctx)
         if len(d) != 1 or not next(iter(d.values())).is_const:
             raise KernelError(f"{name}: actuator {a.name!r} does not act on one coordinate with a constant "
                               "coefficient")
