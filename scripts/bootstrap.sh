@@ -2,7 +2,8 @@
 # Idempotent set-up for a fresh Debian 12 machine with no internet but the Debian and
 # PyPI registries. Safe to run again: every step checks before it acts.
 #   1. Debian packages (cross toolchain, QEMU, Icarus, yosys, gappa; chromium renders the
-#      HIL report headless in tests/test_hil_report.py)
+#      HIL report headless in tests/test_hil_report.py; Eigen lets bench/arms.py compile
+#      Pinocchio's C++ templates over CasADi)
 #   2. .venv with mbforge (editable) and its test, bench and HDL extras, and the build
 #      backend (for the offline wheel build of tests/test_install.py)
 #   3. .pio/ : an offline PlatformIO core dir (tool-scons from PyPI's scons, the Debian
@@ -14,7 +15,7 @@ cd "$root"
 say() { printf '[bootstrap] %s\n' "$*"; }
 
 # ---- 1. Debian packages -------------------------------------------------------------
-debs=(gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm iverilog yosys gappa valgrind chromium)
+debs=(gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm iverilog yosys gappa valgrind chromium libeigen3-dev)
 missing=()
 for p in "${debs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

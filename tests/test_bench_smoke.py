@@ -25,6 +25,11 @@ def test_host_bench_runs():
     assert "ns/call" in out and "casadi" in out
 
 
+def test_arms_bench_scaling_runs():
+    out = _run("bench.arms", "--no-arm", "--chain", "3,6", "--mq", "")
+    assert "forward-dynamics-aba: operations grow as N^" in out
+
+
 @pytest.mark.firmware
 def test_device_bench_runs():
     out = _run("bench.device", "--models", "fourbar")

@@ -36,6 +36,8 @@ EXAMPLES = {
     "slidercrank_disc": "mbforge.examples.slidercrank_disc",
     "stewart": "mbforge.examples.stewart",
     "stewart_relative": "mbforge.examples.stewart_relative",
+    "sample_arm": "mbforge.examples.sample_arm",
+    "spatial_chain": "mbforge.examples.spatial_chain",
 }
 
 

@@ -6,6 +6,8 @@
     inverse-dynamics          dynamics.py    q, qd, qdd, t -> u, lambda
     inverse-dynamics-reduced  reduced.py     z, zd, zdd -> u over independent coordinates
     linearized-dynamics       linearized.py  q, qd, t, u -> A, B [, C] in independent coordinates
+    inverse-dynamics-rnea     recursive.py   q, qd, qdd, t -> u, open trees of revolute joints, O(N)
+    forward-dynamics-aba      recursive.py   q, qd, t, u -> qdd, open trees of revolute joints, O(N)
 
 Invariants of every kernel built here:
 * every input symbol has a declared range (the model's; for an actuator input without a
@@ -27,6 +29,7 @@ from .equations import equations_kernel
 from .kernel import Kernel
 from .kinematics import kinematics_kernel
 from .linearized import linearized_dynamics_kernel
+from .recursive import aba_kernel, rnea_kernel
 from .reduced import reduced_inverse_dynamics_kernel
 
 BUILDERS = {
@@ -36,6 +39,8 @@ BUILDERS = {
     "inverse-dynamics": inverse_dynamics_kernel,
     "inverse-dynamics-reduced": reduced_inverse_dynamics_kernel,
     "linearized-dynamics": linearized_dynamics_kernel,
+    "inverse-dynamics-rnea": rnea_kernel,
+    "forward-dynamics-aba": aba_kernel,
 }
 
 __all__ = ["BUILDERS", "KernelError", "build_kernel"]

@@ -63,6 +63,7 @@ class Equations:
     independent: list[Atom] | None = None
     inertial: list[Atom] | None = None
     envelope: Envelope = field(default_factory=Envelope)  # where the mechanism operates (model.envelope)
+    source: object = field(default=None, compare=False, repr=False)  # the Model (recursive kernels read its trees)
     # lazily built
     _phi_q: Sparse | None = None
     _phi_t: list[Atom] | None = None

@@ -480,7 +480,7 @@ class Model:
                          actuator_names=[a.name for a in self.actuators], B=B, T=T, V=V,
                          conservative=conservative, outputs=dict(self.outputs), params=list(self.params),
                          explicit=dict(self.explicit_coords), inertial=inertial_force,
-                         envelope=self.envelope)
+                         envelope=self.envelope, source=self)
 
     def _check_inertia(self, M: Sparse) -> None:
         """A coordinate with no inertia that no equation involves has no defined acceleration."""

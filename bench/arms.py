@@ -1,0 +1,287 @@
+"""Serial arms (issue 14, items 5 and 6): recursive dynamics, mbforge against Pinocchio.
+
+1. Pinocchio's 6-revolute sample manipulator (examples/sample_arm.py is the same arm):
+   mbforge's inverse-dynamics-rnea and forward-dynamics-aba kernels against Pinocchio's
+   RNEA and ABA exported to C through CasADi. The pin wheel has no Python CasADi binding,
+   so bench/pin_export.cpp evaluates Pinocchio's C++ templates with casadi::SX scalars
+   (pinocchio/autodiff/casadi.hpp) and saves the functions; CasADi's code generator runs
+   here, as for the other CasADi figures. Needs pin (PyPI), Eigen headers (Debian
+   libeigen3-dev) and g++; the compiled exporter is cached by its source's digest.
+   Figures: operations (+ - * / and calls, sin and cos each one, after dead-code
+   elimination: manifest counts for mbforge, CasADi's instruction list for Pinocchio),
+   host double ns/call and callgrind instructions (gcc -O2), instructions per call on the
+   emulated Cortex-M4F in float32 (QEMU -icount, as bench/device.py; CasADi's C built
+   with casadi_real=float and sin/cos mapped to sinf/cosf) and flash/stack.
+2. Scaling: an N-body chain (examples/spatial_chain.py, joints about z, y, x in turn):
+   operations and generation time (model built, kernel built, C generated, in process;
+   CPU seconds of the process, steadier than wall time on a shared machine) of both
+   recursive kernels for N = 10..100, the growth exponent fitted on log-log; the
+   M(q)-based forward-dynamics kernel for the small N it can afford (--mq).
+
+    python -m bench.arms [--no-device] [--chain 10,20,50,100] [--mq 6,12] [--json FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .cbuild import CKernel, mbforge_kernel
+
+HERE = Path(__file__).resolve().parent
+EXPORT_SRC = HERE / "pin_export.cpp"
+BOOST_DEFS = ["-DBOOST_MPL_LIMIT_LIST_SIZE=30", "-DBOOST_MPL_LIMIT_VECTOR_SIZE=30",
+              "-DBOOST_MPL_CFG_NO_PREPROCESSED_HEADERS", "-DBOOST_FUSION_INVOKE_MAX_ARITY=12"]
+
+
+class _Rd:
+    def __init__(self, plan):
+        self.extra = {"plan": plan}
+
+
+# ---- Pinocchio through CasADi ------------------------------------------------------------------
+def pinocchio_functions(work: Path):
+    """(rnea, aba) CasADi Functions of Pinocchio's sample manipulator, or (None, reason)."""
+    try:
+        import casadi as ca
+        import pinocchio  # noqa: F401  (the wheel ships the C++ headers and libraries used below)
+    except ImportError as e:
+        return None, f"not measured: {e.name} is not installed (pip install pin casadi)"
+    site = Path(ca.__file__).resolve().parent.parent
+    prefix = site / "cmeel.prefix"
+    eigen = Path("/usr/include/eigen3")
+    if not (prefix / "include" / "pinocchio").is_dir() or not eigen.is_dir() or shutil.which("g++") is None:
+        return None, "not measured: needs pin's C++ headers, Eigen (/usr/include/eigen3) and g++"
+    key = hashlib.sha256(EXPORT_SRC.read_bytes() + ca.__version__.encode() + str(prefix).encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "mbforge-bench" / f"pin-{key}"
+    exe = cache / "pin_export"
+    if not exe.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        cmd = ["g++", "-std=c++17", "-O1", "-w", str(EXPORT_SRC), "-o", str(exe), *BOOST_DEFS, f"-I{eigen}",
+               f"-I{prefix / 'include'}", f"-I{site / 'casadi' / 'include'}", f"-L{site / 'casadi'}", "-lcasadi",
+               f"-L{prefix / 'lib'}", "-lpinocchio_default", f"-Wl,-rpath,{site / 'casadi'}",
+               f"-Wl,-rpath,{prefix / 'lib'}"]
+        print("compiling Pinocchio's RNEA and ABA over casadi::SX (once; a few minutes on a busy machine) ...", flush=True)
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode:
+            return None, f"not measured: the exporter did not compile: {r.stderr.strip().splitlines()[-1:]}"
+    subprocess.run([str(exe), str(work)], check=True)
+    return (ca.Function.load(str(work / "pin_rnea.casadi")), ca.Function.load(str(work / "pin_aba.casadi"))), ""
+
+
+def casadi_c(f, real: str, with_t: bool) -> CKernel:
+    """CasADi's C of f behind bench_kernel(in, out), in = mbforge's input layout: (q, v, a,
+    t) for RNEA and (q, v, t, tau) for ABA, so both engines read the same vectors."""
+    import casadi as ca
+
+    name = f.name()
+    with tempfile.TemporaryDirectory() as d:
+        cg = ca.CodeGenerator(name + ".c", {"casadi_real": real, "with_header": False})
+        cg.add(f)
+        cg.generate(d + "/")
+        src = (Path(d) / (name + ".c")).read_text()
+    n = f.nnz_in(0)
+    if real == "float":
+        # single-precision calls, as mbforge's float32 C makes (after the includes: math.h
+        # keeps its own declarations)
+        last = max(m.end() for m in re.finditer(r"^#include.*$", src, re.M))
+        src = "#define casadi_real float\n" + src[:last] + "\n#define sin sinf\n#define cos cosf\n" + src[last:]
+    offs = (0, n, 2 * n) if with_t else (0, n, 2 * n + 1)  # ABA: t sits between v and tau
+    src += (f"\nint bench_kernel(const casadi_real *in, casadi_real *out) {{\n"
+            f"  const casadi_real *arg[{f.sz_arg()}] = {{in + {offs[0]}, in + {offs[1]}, in + {offs[2]}}};\n"
+            f"  casadi_real *res[{f.sz_res()}] = {{out}};\n"
+            f"  casadi_real w[{max(f.sz_w(), 1)}];\n"
+            f"  return {name}(arg, res, 0, w, 0);\n}}\n")
+    return CKernel("pinocchio", src, 3 * n + 1, n)
+
+
+def casadi_ops(f) -> int:
+    from .backends import casadi_ops as count
+
+    return count(f)
+
+
+# ---- the arm -------------------------------------------------------------------------------------
+def arm_rows(device: bool) -> dict:
+    from mbforge.examples import load
+    from mbforge.kernels.builders import build_kernel
+    from mbforge.pipeline import generate
+
+    from .host import callgrind_instructions, time_ns
+
+    model = load("sample_arm")
+    kernels = {"RNEA": build_kernel(model.equations(), "inverse-dynamics-rnea"),
+               "ABA": build_kernel(model.equations(), "forward-dynamics-aba")}
+    report: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        pin, why = pinocchio_functions(tmp)
+        for kname, k in kernels.items():
+            rows = {}
+            plan_d = generate(k, "c-double")
+            plan_f = generate(k, "c-float32")
+            ops = plan_d.manifest.ops
+            rows["mbforge"] = {"ops": ops["total"] + ops.get("sincos", 0), "kernel": mbforge_kernel(_Rd(plan_d)),
+                               "plan_f": plan_f}
+            if pin is not None:
+                f = pin[0] if kname == "RNEA" else pin[1]
+                rows["pinocchio"] = {"ops": casadi_ops(f), "kernel": casadi_c(f, "double", kname == "RNEA"),
+                                     "f": f}
+            for e, r in rows.items():
+                d = tmp / f"{kname}_{e}"
+                d.mkdir()
+                r["host_ns"] = time_ns(r["kernel"], d, 3)
+                r["host_instructions"] = callgrind_instructions(r["kernel"], d)
+            if pin is not None:  # the same arm: the two C files agree (double, random states)
+                rows["pinocchio"]["max_abs_diff"] = _agree(rows, kname, tmp)
+            if device:
+                _device(rows, kname, tmp)
+            report[kname] = {e: {x: v for x, v in r.items() if x not in ("kernel", "plan_f", "f")}
+                             for e, r in rows.items()}
+    return {"rows": report, "pinocchio": why}
+
+
+def _agree(rows, kname, tmp: Path) -> float:
+    """max |mbforge - Pinocchio| over 64 random inputs, both generated C files in double."""
+    import ctypes
+
+    outs = []
+    X = np.random.default_rng(1).uniform(-1, 1, (64, rows["mbforge"]["kernel"].n_in))
+    for e in ("mbforge", "pinocchio"):
+        k = rows[e]["kernel"]
+        src = tmp / f"agree_{kname}_{e}.c"
+        src.write_text(k.source)
+        so = tmp / f"agree_{kname}_{e}.so"
+        subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-w", str(src), "-o", str(so), "-lm"], check=True)
+        lib = ctypes.CDLL(str(so))
+        P = ctypes.POINTER(ctypes.c_double)
+        Y = np.zeros((len(X), k.n_out))
+        for i in range(len(X)):
+            x = np.ascontiguousarray(X[i])
+            y = np.zeros(k.n_out)
+            lib.bench_kernel(x.ctypes.data_as(P), y.ctypes.data_as(P))
+            Y[i] = y
+        outs.append(Y)
+    return float(np.abs(outs[0] - outs[1]).max())
+
+
+def _device(rows, kname, tmp: Path) -> None:
+    from .device import _kernel_dir, device_instructions, mbforge_source, sizes
+
+    srcs = {"mbforge": mbforge_source(_Rd(rows["mbforge"]["plan_f"]))}
+    if "pinocchio" in rows:
+        ck = casadi_c(rows["pinocchio"]["f"], "float", kname == "RNEA")
+        srcs["pinocchio"] = (ck.source, ck.n_in, ck.n_out)
+    for e, (s, ni, no) in srcs.items():
+        base = tmp / f"dev_{kname}_{e}"
+        kdir = _kernel_dir(base / "kernel", f"arm_{kname.lower()}_{e}", s, ni, no)
+        (base / "obj").mkdir()
+        rows[e].update(sizes(kdir, base / "obj"))
+        rows[e].update(device_instructions(kdir, base, n=16))
+
+
+# ---- scaling -------------------------------------------------------------------------------------
+def _fit(ns, ys) -> float:
+    return float(np.polyfit(np.log(ns), np.log(ys), 1)[0])
+
+
+def scaling(ns, mq) -> dict:
+    from mbforge.examples import load
+    from mbforge.kernels.builders import build_kernel
+    from mbforge.pipeline import generate
+
+    out: dict = {"recursive": {}, "mass_matrix": {}}
+    for n in ns:
+        row = {}
+        for kname in ("forward-dynamics-aba", "inverse-dynamics-rnea"):
+            t0 = time.process_time()
+            m = load("spatial_chain", n=n)
+            k = build_kernel(m, kname)
+            plan = generate(k, "c-double")
+            ops = plan.manifest.ops
+            row[kname] = {"seconds": time.process_time() - t0, "ops": ops["total"] + ops.get("sincos", 0)}
+        out["recursive"][n] = row
+    for n in mq:
+        t0 = time.process_time()
+        k = build_kernel(load("spatial_chain", n=n).equations(), "forward-dynamics")
+        plan = generate(k, "c-double")
+        ops = plan.manifest.ops
+        out["mass_matrix"][n] = {"seconds": time.process_time() - t0, "ops": ops["total"] + ops.get("sincos", 0)}
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--no-device", action="store_true", help="skip the emulated Cortex-M4F")
+    ap.add_argument("--no-arm", action="store_true", help="scaling only")
+    ap.add_argument("--chain", default="10,20,50,100", help="chain lengths for the scaling (empty: skip)")
+    ap.add_argument("--mq", default="6,12", help="chain lengths for the M(q)-based forward-dynamics kernel")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    report: dict = {}
+    if not args.no_arm:
+        arm = arm_rows(not args.no_device)
+        report["arm"] = arm
+        print("6-revolute sample manipulator (Pinocchio's buildSampleModelManipulator): mbforge's recursive kernels")
+        print("against Pinocchio's RNEA/ABA exported to C through CasADi (casadi::SX evaluation, cse)")
+        if arm["pinocchio"]:
+            print(f"Pinocchio: {arm['pinocchio']}")
+        hdr = (f"{'kernel':<6} {'engine':<10} {'ops':>6} {'host ns':>8} {'host instr':>11} {'M4F instr':>10} "
+               f"{'flash':>6} {'stack':>6}")
+        print(hdr)
+        print("-" * len(hdr))
+        for kname, rows in arm["rows"].items():
+            for e, r in rows.items():
+                dev = (f"{r['instructions_median']:>10.0f} {r['flash']:>6} {r['stack']:>6}"
+                       if "instructions_median" in r else f"{'-':>10} {'-':>6} {'-':>6}")
+                print(f"{kname if e == 'mbforge' else '':<6} {e:<10} {r['ops']:>6} {r['host_ns']:>8.1f} "
+                      f"{r['host_instructions']:>11.0f} {dev}")
+            if "pinocchio" in rows:
+                a, b = rows["mbforge"], rows["pinocchio"]
+                ratio = f"ops {a['ops'] / b['ops']:.2f}, host instr {a['host_instructions'] / b['host_instructions']:.2f}"
+                if "instructions_median" in a and "instructions_median" in b:
+                    ratio += f", M4F instr {a['instructions_median'] / b['instructions_median']:.2f}"
+                print(f"{'':<6} mbforge / Pinocchio: {ratio} (goal <= 1); outputs agree to "
+                      f"{b['max_abs_diff']:.1e} (double, 64 random states)")
+    ns = [int(x) for x in args.chain.split(",") if x]
+    mq = [int(x) for x in args.mq.split(",") if x]
+    if ns:
+        sc = scaling(ns, mq)
+        report["scaling"] = sc
+        print("\nN-body spatial chain (joints about z, y, x in turn): operations and generation time in process")
+        print(f"{'N':>5} {'ABA ops':>9} {'ABA [s]':>8} {'RNEA ops':>9} {'RNEA [s]':>9}")
+        for n, row in sc["recursive"].items():
+            a, r = row["forward-dynamics-aba"], row["inverse-dynamics-rnea"]
+            print(f"{n:>5} {a['ops']:>9} {a['seconds']:>8.2f} {r['ops']:>9} {r['seconds']:>9.2f}")
+        if len(ns) >= 2:
+            rec = sc["recursive"]
+            grow = {k: (_fit(ns, [rec[n][k]["ops"] for n in ns]), _fit(ns, [rec[n][k]["seconds"] for n in ns]))
+                    for k in ("forward-dynamics-aba", "inverse-dynamics-rnea")}
+            sc["exponents"] = grow
+            a, b = ns[-2], ns[-1]
+            for k, (eo, et) in grow.items():
+                per = (rec[b][k]["ops"] - rec[a][k]["ops"]) / (b - a)
+                print(f"{k}: operations grow as N^{eo:.2f}, generation time as N^{et:.2f} (log-log fit over N); "
+                      f"{per:.0f} operations per added link from N={a} to {b}")
+        if mq:
+            print("M(q)-based forward-dynamics (KKT solve) of the same chain: "
+                  + ", ".join(f"N={n}: {r['ops']} ops, {r['seconds']:.1f} s" for n, r in sc["mass_matrix"].items()))
+            if len(mq) >= 2:
+                print(f"  operations grow as N^{_fit(mq, [sc['mass_matrix'][n]['ops'] for n in mq]):.2f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

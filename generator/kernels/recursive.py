@@ -1,0 +1,602 @@
+"""Recursive dynamics of open trees in relative coordinates, in O(N) operations.
+
+    inverse-dynamics-rnea  q, qd, qdd, t -> u    recursive Newton-Euler (two passes)
+    forward-dynamics-aba   q, qd, t, u -> qdd    articulated-body algorithm (three passes)
+
+The M(q)-based kernels (dynamics.py) expand the mass matrix and factor it: their atoms
+grow as N^2 to N^3 along a chain. These kernels run Featherstone's recursions over the
+links instead, written out as atoms (straight-line, interned, constants folded), so each
+link adds a bounded number of operations whatever its depth.
+
+The tree is read off the model's relative trees (model.relative.Relative):
+* a link is a base turned by exactly one coordinate (its angle is the coordinate's
+  symbol); bases at a constant angle and fixed bases are constant placements, folded
+  into the link above them;
+* a point's vector must be constant (no prismatic joints yet); a point is rigidly carried
+  by the link of the base its vector is given in, when its parent point is carried by
+  that same link; when its parent point is carried by the link's parent, that parent
+  point is on the link's joint axis (the joint point, the link frame's origin);
+* a body (base c, point P) belongs to the link of c; P is carried by that link or is its
+  joint point. Bodies on the ground are ignored (they do not move).
+The model must have no constraints. Gravity enters the recursions (as an acceleration of
+the ground); force elements (springs, dampers, applied forces and torques) enter as
+their generalized forces by virtual power, as in Model.equations (their own cost, O(N)
+per element for a force deep in a chain); each actuator acts on one coordinate with a
+constant coefficient (inverse dynamics needs one
+actuator per coordinate, or none: then it returns the generalized forces tau). Anything
+else raises KernelError naming what does not fit, and the M(q)-based kernels serve it.
+
+Invariants: the kernels compute the same values as forward-dynamics / inverse-dynamics
+of the same model (tests/test_kernels_recursive.py checks 1e-10 at random states); the
+links are visited in a fixed order (parents first, ties by coordinate order), so the
+same model gives the same atoms; inputs carry the model's declared ranges.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import ONE, ZERO, Atom, ExpressionError, add, as_atom, cos, div, mul, neg, sin, sub, symbol
+from ..model.frames import axis_rotation
+from .common import KernelError, names
+from .kernel import InPort, Kernel, OutPort
+
+__all__ = ["Link", "OpenTree", "open_tree", "rnea_kernel", "aba_kernel"]
+
+
+# ---- small algebra over atoms (3-vectors, 3x3 lists of rows); zeros fold as built --------------
+def _c(x: float) -> Atom:
+    x = float(x)
+    return ZERO if abs(x) < 1e-15 else as_atom(x)
+
+
+def _vadd(a, b):
+    return [add(x, y) for x, y in zip(a, b)]
+
+
+def _vsub(a, b):
+    return [sub(x, y) for x, y in zip(a, b)]
+
+
+def _scale(s, a):
+    return [mul(s, x) for x in a]
+
+
+def _dot(a, b):
+    s = ZERO
+    for x, y in zip(a, b):
+        s = add(s, mul(x, y))
+    return s
+
+
+def _cross(a, b):
+    return [sub(mul(a[1], b[2]), mul(a[2], b[1])),
+            sub(mul(a[2], b[0]), mul(a[0], b[2])),
+            sub(mul(a[0], b[1]), mul(a[1], b[0]))]
+
+
+def _mv(A, v):
+    return [_dot(r, v) for r in A]
+
+
+def _mtv(A, v):
+    return [_dot([A[0][j], A[1][j], A[2][j]], v) for j in range(3)]
+
+
+def _is_zero(v) -> bool:
+    return all(x is ZERO for x in v)
+
+
+def _rot_sym(R, S):
+    """R S R^T for symmetric S (upper triangle computed, mirrored)."""
+    RS = [[_dot(R[i], [S[0][j], S[1][j], S[2][j]]) for j in range(3)] for i in range(3)]
+    out = [[ZERO] * 3 for _ in range(3)]
+    for i in range(3):
+        for j in range(i, 3):
+            out[i][j] = out[j][i] = _dot(RS[i], R[j])
+    return out
+
+
+def _rot_gen(R, S):
+    """R S R^T."""
+    RS = [[_dot(R[i], [S[0][j], S[1][j], S[2][j]]) for j in range(3)] for i in range(3)]
+    return [[_dot(RS[i], R[j]) for j in range(3)] for i in range(3)]
+
+
+class _Turn:
+    """R = Rot(e_k, q) with no fixed placement: a rotation in the plane (i, j) of the two
+    other axes (v_i' = c v_i - s v_j, v_j' = s v_i + c v_j). Congruences R S R^T then use
+    the double angle (C2 = c^2 - s^2, S2 = 2 s c, shared by the link's three blocks): the
+    trace of the plane block is invariant, its antisymmetric part too."""
+
+    def __init__(self, k: int, q):
+        self.k, self.i, self.j = k, (k + 1) % 3, (k + 2) % 3
+        self.c, self.s = cos(q), sin(q)
+        self._double = None
+
+    def double(self):
+        if self._double is None:
+            c, s = self.c, self.s
+            self._double = (sub(mul(c, c), mul(s, s)), mul(as_atom(2.0), mul(s, c)))
+        return self._double
+
+    def vec(self, x, y):
+        c, s = self.c, self.s
+        return sub(mul(c, x), mul(s, y)), add(mul(s, x), mul(c, y))
+
+    def _plane(self, a, b, d):
+        C2, S2 = self.double()
+        half = as_atom(0.5)
+        sm = add(a, d)
+        hd = mul(half, sub(a, d))
+        ai = add(mul(half, sm), sub(mul(hd, C2), mul(b, S2)))
+        return ai, add(mul(hd, S2), mul(b, C2)), sub(sm, ai)
+
+    def sym(self, S):
+        i, j, k = self.i, self.j, self.k
+        out = [[ZERO] * 3 for _ in range(3)]
+        out[k][k] = S[k][k]
+        out[i][i], out[i][j], out[j][j] = self._plane(S[i][i], S[i][j], S[j][j])
+        out[j][i] = out[i][j]
+        out[i][k], out[j][k] = self.vec(S[i][k], S[j][k])
+        out[k][i], out[k][j] = out[i][k], out[j][k]
+        return out
+
+    def gen(self, S):
+        i, j, k = self.i, self.j, self.k
+        out = [[ZERO] * 3 for _ in range(3)]
+        out[k][k] = S[k][k]
+        half = as_atom(0.5)
+        ai, b, dj = self._plane(S[i][i], mul(half, add(S[i][j], S[j][i])), S[j][j])
+        t = mul(half, sub(S[i][j], S[j][i]))
+        out[i][i], out[j][j], out[i][j], out[j][i] = ai, dj, add(b, t), sub(b, t)
+        out[i][k], out[j][k] = self.vec(S[i][k], S[j][k])
+        out[k][i], out[k][j] = self.vec(S[k][i], S[k][j])
+        return out
+
+
+def _turn(L: "Link", q):
+    """A _Turn when the link's rotation is about a principal axis with no fixed placement."""
+    if not np.allclose(L.fixed, np.eye(3), atol=1e-15):
+        return None
+    for k in range(3):
+        if np.allclose(L.axis, np.eye(3)[k], atol=1e-15):
+            return _Turn(k, q)
+    return None
+
+
+def _hat(r):
+    x, y, z = r
+    return [[ZERO, neg(z), y], [z, ZERO, neg(x)], [neg(y), x, ZERO]]
+
+
+def _mm(A, B):
+    return [[_dot(A[i], [B[0][j], B[1][j], B[2][j]]) for j in range(3)] for i in range(3)]
+
+
+def _const_v(v):
+    return [_c(x) for x in v]
+
+
+def _const_m(M):
+    return [[_c(x) for x in row] for row in M]
+
+
+# ---- the tree -----------------------------------------------------------------------------------
+class Link:
+    """One joint and what it carries. Frame: the joint base's axes at the joint point.
+
+    v_parent = R v_link with R = fixed @ Rot(axis, q); `r` is the joint point in the
+    parent link's frame (the ground's: world axes from the origin); mass m, first moment
+    h = m c and inertia I about the joint point, all in link axes (numbers)."""
+
+    def __init__(self, j: int, parent: "Link | None", axis, fixed, base):
+        self.j, self.parent, self.axis, self.fixed, self.base = j, parent, axis, fixed, base
+        self.r = None
+        self.m = 0.0
+        self.h = np.zeros(3)
+        self.I = np.zeros((3, 3))
+        self.children: list[Link] = []
+
+
+class OpenTree:
+    def __init__(self, model, links: list[Link], gravity, act: dict[int, tuple[int, float]], act_names, applied):
+        self.model, self.links, self.gravity, self.act, self.act_names = model, links, gravity, act, act_names
+        self.applied = applied  # generalized forces of the force elements (one atom per coordinate)
+
+
+def _numeric_R(base) -> np.ndarray:
+    """v_parent = R v_base of a base whose rotation is constant."""
+    R = np.array([[x.value for x in row] for row in base.R], dtype=float)
+    return R
+
+
+def open_tree(model) -> OpenTree:
+    """The links of a model's relative trees (KernelError when it is not an open tree of
+    revolute joints, naming the first thing that does not fit)."""
+    from ..model.model import Model, _Context
+    from ..model.relative import RelBody
+
+    if not isinstance(model, Model):
+        raise KernelError(f"recursive dynamics needs a Model, got {type(model).__name__}")
+    name = model.name
+    tree = model._relative
+    if tree is None:
+        raise KernelError(f"{name}: recursive dynamics needs a model in relative coordinates (model.relative())")
+    if model.phi or model.nh:
+        eq = (model.phi_names + model.nh_names)[0]
+        raise KernelError(f"{name}: recursive dynamics needs an open tree without constraints; equation {eq!r} "
+                          "closes a loop or drives a coordinate (use forward-dynamics / inverse-dynamics)")
+    index = {s: j for j, s in enumerate(model.q)}
+    bodies = [b for b in model.bodies if b.has_inertia]
+    for b in bodies:
+        if not (isinstance(b, RelBody) and b.tree is tree):
+            raise KernelError(f"{name}: body {b.name!r} is not a body of the model's relative trees")
+
+    links: dict = {}  # joint base -> Link
+    link_of_memo: dict = {}
+
+    def link_of(base):
+        """(link or None for the ground, R with v_link = R v_base, numbers)."""
+        if base in link_of_memo:
+            return link_of_memo[base]
+        if base.parent is None:
+            out = (None, np.eye(3))
+        elif base.angle is not None and base.angle.is_symbol and base.angle in index:
+            out = (joint(base), np.eye(3))
+        elif base.angle is not None and not base.angle.is_const:
+            raise KernelError(f"{name}: base {base.name!r} turns by {base.angle}, not by one coordinate: "
+                              "not an open tree of revolute joints")
+        else:
+            L, R = link_of(base.parent)
+            out = (L, R @ _numeric_R(base))
+        link_of_memo[base] = out
+        return out
+
+    def joint(base) -> Link:
+        L = links.get(base)
+        if L is None:
+            j = index[base.angle]
+            if any(o.j == j for o in links.values()):
+                raise KernelError(f"{name}: coordinate {model.q[j].value.name!r} turns two bases")
+            P, R = link_of(base.parent)
+            L = Link(j, P, np.asarray(base.axis, dtype=float), R, base)
+            links[base] = L
+        return L
+
+    point_memo: dict = {}
+    joint_point: dict = {}  # link -> (point, position in the parent link)
+
+    def claim(L: Link, p, where) -> None:
+        old = joint_point.get(L)
+        if old is None:
+            joint_point[L] = (p, where)
+        elif old[0] is not p and not np.allclose(old[1], where, atol=1e-12):
+            raise KernelError(f"{name}: the axis of {model.q[L.j].value.name!r} would pass through both "
+                              f"{old[0].name!r} and {p.name!r}: not an open tree of revolute joints")
+
+    def descend(p, Lp, op, L, what):
+        """Position in link L of point p, carried by Lp (an ancestor of L, or L) at op: p is
+        then on the axis of every joint from Lp down to L (the joint point of each)."""
+        path = []
+        X = L
+        while X is not Lp:
+            if X is None:
+                raise KernelError(f"{name}: {what} the joints above it do not carry: not an open tree of "
+                                  "revolute joints")
+            path.append(X)
+            X = X.parent
+        for X in reversed(path):
+            claim(X, p, op)
+            op = np.zeros(3)
+        return op
+
+    def resolve(p):
+        """(link carrying point p, its position in that link's frame)."""
+        if p in point_memo:
+            return point_memo[p]
+        if p.parent is None:
+            out = (None, np.zeros(3))
+        else:
+            if not all(isinstance(x, Atom) and x.is_const for x in p.vector):
+                raise KernelError(f"{name}: point {p.name!r} moves along a coordinate: the recursive kernels "
+                                  "handle revolute joints only")
+            e = np.array([x.value for x in p.vector], dtype=float)
+            Lp, op = resolve(p.parent)
+            Lc, R = link_of(p.base)
+            o = descend(p.parent, Lp, op, Lc, f"point {p.name!r} hangs from {p.parent.name!r}, which")
+            out = (Lc, o + R @ e)
+        point_memo[p] = out
+        return out
+
+    placed = []
+    for b in bodies:
+        L, R = link_of(b.base)
+        Lp, op = resolve(b.origin)
+        if L is None:
+            continue
+        o = descend(b.origin, Lp, op, L, f"body {b.name!r} is placed at {b.origin.name!r}, which")
+        placed.append((L, R, o, b))
+    for L, R, o, b in placed:  # inertia about the joint point, link axes
+        com = o + R @ np.asarray(b.com, dtype=float)
+        Ic = R @ np.asarray(b.inertia, dtype=float) @ R.T
+        L.m += b.mass
+        L.h += b.mass * com
+        L.I += Ic + b.mass * (float(com @ com) * np.eye(3) - np.outer(com, com))
+    # every ancestor of a link is a link too (link_of walks up), so this is the whole tree
+    for L in list(links.values()):
+        if L not in joint_point:
+            raise KernelError(f"{name}: coordinate {model.q[L.j].value.name!r} moves no body")
+        L.r = np.asarray(joint_point[L][1], dtype=float)
+    used = {L.j for L in links.values()}
+    missing = [model.q[j].value.name for j in range(len(model.q)) if j not in used]
+    if missing:
+        raise KernelError(f"{name}: coordinate(s) {', '.join(missing)} turn no base of the relative trees")
+    order = sorted(links.values(), key=lambda L: (L.base.depth, L.j))
+    depth_order = []
+    seen = set()
+    while len(depth_order) < len(order):  # parents before children
+        for L in order:
+            if L not in seen and (L.parent is None or L.parent in seen):
+                seen.add(L)
+                depth_order.append(L)
+    for L in depth_order:
+        if L.parent is not None:
+            L.parent.children.append(L)
+    ctx = _Context(model)
+    act = {}
+    for k, a in enumerate(model.actuators):
+        d = a.direction(ctx)
+        if len(d) != 1 or not next(iter(d.values())).is_const:
+            raise KernelError(f"{name}: actuator {a.name!r} does not act on one coordinate with a constant "
+                              "coefficient")
+        (j, c), = d.items()
+        act[k] = (j, float(c.value))
+    g = np.zeros(3) if model._gravity is None else np.asarray(model._gravity, dtype=float)
+    applied = [ZERO] * len(model.q)
+    for f in model.forces:  # springs, dampers, applied forces: by virtual power, as Model.equations
+        for j, a in f.terms(ctx)[0].items():
+            applied[j] = add(applied[j], a)
+    return OpenTree(model, depth_order, g, act, [a.name for a in model.actuators], applied)
+
+
+# ---- kernels --------------------------------------------------------------------------------------
+def _model(src):
+    """The Model behind a builder's argument (a Model, or Equations that know theirs)."""
+    m = getattr(src, "source", None)
+    if m is not None:
+        return m
+    if hasattr(src, "relative") and hasattr(src, "bodies"):
+        return src
+    raise KernelError(f"{getattr(src, 'model', src)}: recursive dynamics needs the model itself "
+                      "(these equations do not name theirs)")
+
+
+def _port(name, model, syms) -> InPort:
+    missing = [s.value.name for s in syms if s not in model.ranges]
+    if missing:
+        raise KernelError(f"{model.name}: input {name}: no declared range for {', '.join(missing)}")
+    return InPort(name, list(syms), [model.ranges[s] for s in syms])
+
+
+def _rotation(L: Link, q) -> list[list[Atom]]:
+    """v_parent = R v_link."""
+    Rq = axis_rotation(L.axis, q)
+    if np.allclose(L.fixed, np.eye(3), atol=1e-15):
+        return Rq
+    return _mm(_const_m(L.fixed), Rq)
+
+
+def _axis(L: Link):
+    return _const_v(L.axis)
+
+
+def rnea(tree: OpenTree, q, qd, qdd) -> list[Atom]:
+    """tau (one atom per coordinate): the generalized forces that give qdd at q, qd,
+    against inertia and gravity (= M qdd - Q)."""
+    n = len(tree.model.q)
+    R, w, al, acc, f, nm = {}, {}, {}, {}, {}, {}
+    zero3 = [ZERO] * 3
+    for L in tree.links:
+        R[L] = Rl = _rotation(L, q[L.j])
+        a = _axis(L)
+        if L.parent is None:
+            wp, alp, ap = zero3, zero3, _const_v(-tree.gravity)
+        else:
+            P = L.parent
+            wp, alp, ap = w[P], al[P], acc[P]
+        r = _const_v(L.r)
+        if not _is_zero(r):  # acceleration of the joint point, parent axes
+            ap = _vadd(ap, _vadd(_cross(alp, r), _cross(wp, _cross(wp, r))))
+        acc[L] = _mtv(Rl, ap)
+        wpl = _mtv(Rl, wp)
+        aqd = _scale(qd[L.j], a)
+        w[L] = _vadd(wpl, aqd)
+        al[L] = _vadd(_vadd(_mtv(Rl, alp), _scale(qdd[L.j], a)), _cross(wpl, aqd))
+        h, I, m = _const_v(L.h), _const_m(L.I), _c(L.m)
+        W, A = w[L], al[L]
+        f[L] = _vadd(_vadd(_scale(m, acc[L]), _cross(A, h)), _cross(W, _cross(W, h)))
+        nm[L] = _vadd(_vadd(_mv(I, A), _cross(W, _mv(I, W))), _cross(h, acc[L]))
+    tau = [ZERO] * n
+    for L in reversed(tree.links):
+        tau[L.j] = _dot(_axis(L), nm[L])
+        P = L.parent
+        if P is None:
+            continue
+        fp = _mv(R[L], f[L])
+        np_ = _mv(R[L], nm[L])
+        r = _const_v(L.r)
+        if not _is_zero(r):
+            np_ = _vadd(np_, _cross(r, fp))
+        f[P] = _vadd(f[P], fp)
+        nm[P] = _vadd(nm[P], np_)
+    return tau
+
+
+def aba(tree: OpenTree, q, qd, tau) -> list[Atom]:
+    """qdd (one atom per coordinate) under the generalized forces tau, inertia and gravity.
+
+    Spatial vectors as pairs of 3-vectors in link axes at the joint point: motion (w, v),
+    force (n, f); an articulated inertia as blocks [n; f] = [[A, B], [B^T, C]] [w; v]."""
+    n = len(tree.model.q)
+    zero3 = [ZERO] * 3
+    R, w, v, cw, cv, IA, pA = {}, {}, {}, {}, {}, {}, {}
+    for L in tree.links:  # pass 1: velocities, velocity-product accelerations, bias forces
+        R[L] = Rl = _rotation(L, q[L.j])
+        a = _axis(L)
+        r = _const_v(L.r)
+        if L.parent is None:
+            wp, vp = zero3, zero3
+        else:
+            wp, vp = w[L.parent], v[L.parent]
+            if not _is_zero(r):
+                vp = _vadd(vp, _cross(wp, r))
+        wpl = _mtv(Rl, wp)
+        v[L] = _mtv(Rl, vp)
+        aqd = _scale(qd[L.j], a)
+        w[L] = _vadd(wpl, aqd)
+        cw[L] = _cross(wpl, aqd)
+        cv[L] = _cross(v[L], aqd)
+        m, h, I = _c(L.m), _const_v(L.h), _const_m(L.I)
+        A, Bm, C = I, _hat(h), [[m if i == k else ZERO for k in range(3)] for i in range(3)]
+        IA[L] = [A, Bm, C]
+        W, V = w[L], v[L]
+        n0 = _vadd(_mv(I, W), _cross(h, V))
+        f0 = _vadd(_scale(m, V), _cross(W, h))
+        pA[L] = [_vadd(_cross(W, n0), _cross(V, f0)), _cross(W, f0)]
+    U, invD, uu = {}, {}, {}
+    for L in reversed(tree.links):  # pass 2: articulated inertias and bias forces
+        A, Bm, C = IA[L]
+        pn, pf = pA[L]
+        a = _axis(L)
+        Un = _mv(A, a)
+        Uf = _mtv(Bm, a)
+        D = _dot(a, Un)
+        iD = div(ONE, D)
+        U[L], invD[L] = (Un, Uf), iD
+        uu[L] = sub(tau[L.j], _dot(a, pn))
+        P = L.parent
+        if P is None:
+            continue
+        Us_n, Us_f = _scale(iD, Un), _scale(iD, Uf)
+        Aa = [[ZERO] * 3 for _ in range(3)]
+        Ca = [[ZERO] * 3 for _ in range(3)]
+        for i in range(3):
+            for k in range(i, 3):
+                Aa[i][k] = Aa[k][i] = sub(A[i][k], mul(Us_n[i], Un[k]))
+                Ca[i][k] = Ca[k][i] = sub(C[i][k], mul(Us_f[i], Uf[k]))
+        Ba = [[sub(Bm[i][k], mul(Us_n[i], Uf[k])) for k in range(3)] for i in range(3)]
+        # pa = p + Ia c + U D^-1 u
+        c_w, c_v = cw[L], cv[L]
+        s = mul(iD, uu[L])
+        pan = _vadd(_vadd(pn, _vadd(_mv(Aa, c_w), _mv(Ba, c_v))), _scale(s, Un))
+        paf = _vadd(_vadd(pf, _vadd(_mtv(Ba, c_w), _mv(Ca, c_v))), _scale(s, Uf))
+        # to the parent: rotate, then move the reference point by r
+        Rl = R[L]
+        T = _turn(L, q[L.j])
+        if T is not None:
+            A1, B1, C1 = T.sym(Aa), T.gen(Ba), T.sym(Ca)
+        else:
+            A1, B1, C1 = _rot_sym(Rl, Aa), _rot_gen(Rl, Ba), _rot_sym(Rl, Ca)
+        fn, ff = _mv(Rl, pan), _mv(Rl, paf)
+        r = _const_v(L.r)
+        if not _is_zero(r):
+            H = _hat(r)
+            K = _mm(H, [[B1[k][i] for k in range(3)] for i in range(3)])  # hat(r) B1^T
+            HC = _mm(H, C1)
+            HCH = _mm(HC, H)
+            A2 = [[ZERO] * 3 for _ in range(3)]
+            for i in range(3):
+                for k in range(i, 3):
+                    A2[i][k] = A2[k][i] = sub(add(A1[i][k], add(K[i][k], K[k][i])), HCH[i][k])
+            B2 = [[add(B1[i][k], HC[i][k]) for k in range(3)] for i in range(3)]
+            A1, B1 = A2, B2
+            fn = _vadd(fn, _cross(r, ff))
+        PA, PB, PC = IA[P]
+        IA[P] = [[[add(PA[i][k], A1[i][k]) for k in range(3)] for i in range(3)],
+                 [[add(PB[i][k], B1[i][k]) for k in range(3)] for i in range(3)],
+                 [[add(PC[i][k], C1[i][k]) for k in range(3)] for i in range(3)]]
+        pA[P] = [_vadd(pA[P][0], fn), _vadd(pA[P][1], ff)]
+    qdd = [ZERO] * n
+    an, av = {}, {}
+    for L in tree.links:  # pass 3: accelerations
+        Rl = R[L]
+        if L.parent is None:
+            apn, apv = zero3, _const_v(-tree.gravity)
+        else:
+            apn, apv = an[L.parent], av[L.parent]
+            r = _const_v(L.r)
+            if not _is_zero(r):
+                apv = _vadd(apv, _cross(apn, r))
+        a1n = _vadd(_mtv(Rl, apn), cw[L]) if L.parent is not None else _mtv(Rl, apn)
+        a1v = _vadd(_mtv(Rl, apv), cv[L]) if L.parent is not None else _mtv(Rl, apv)
+        Un, Uf = U[L]
+        x = mul(invD[L], sub(uu[L], add(_dot(Un, a1n), _dot(Uf, a1v))))
+        qdd[L.j] = x
+        an[L] = _vadd(a1n, _scale(x, _axis(L)))
+        av[L] = a1v
+    return qdd
+
+
+def _actuated_tau(tree: OpenTree, u) -> list[Atom]:
+    tau = [ZERO] * len(tree.model.q)
+    for k, (j, c) in tree.act.items():
+        tau[j] = add(tau[j], mul(_c(c), u[k]))
+    return tau
+
+
+def _u_ranges(model, u):
+    return [model.ranges.get(s, (-1.0, 1.0)) for s in u]
+
+
+def rnea_kernel(src) -> Kernel:
+    """u from q, qd, qdd, t by the recursive Newton-Euler algorithm (tau when the model has
+    no actuators). `src`: the Model, or its Equations."""
+    model = _model(src)
+    tree = open_tree(model)
+    n = len(model.q)
+    tau = [sub(x, y) for x, y in zip(rnea(tree, model.q, model.qd, model.qdd), tree.applied)]
+    if tree.act:
+        cols = {}
+        for k, (j, c) in tree.act.items():
+            cols.setdefault(j, []).append((k, c))
+        if len(tree.act) != n or any(len(v) != 1 for v in cols.values()):
+            raise KernelError(f"{model.name}: inverse-dynamics-rnea needs one actuator per coordinate "
+                              f"({len(tree.act)} actuators for {n} coordinates)")
+        out = [ZERO] * n
+        for j, ((k, c),) in cols.items():
+            out[k] = tau[j] if c == 1.0 else div(tau[j], _c(c))
+        port = OutPort.vector("u", out, [f"u_{a}" for a in tree.act_names])
+    else:
+        port = OutPort.vector("tau", tau, [f"tau_{s}" for s in names(model.q)])
+    return Kernel(
+        model=model.name, name="inverse-dynamics-rnea",
+        description="actuator forces from the prescribed motion q, qd, qdd, t (recursive Newton-Euler over "
+                    f"{n} revolute joints, O(N) straight-line code)",
+        inputs=[_port("q", model, model.q), _port("qd", model, model.qd), _port("qdd", model, model.qdd),
+                _port("t", model, [model.t])],
+        outputs=[port])
+
+
+def aba_kernel(src) -> Kernel:
+    """qdd from q, qd, t and the actuator inputs u by the articulated-body algorithm.
+    `src`: the Model, or its Equations."""
+    model = _model(src)
+    tree = open_tree(model)
+    n = len(model.q)
+    inputs = [_port("q", model, model.q), _port("qd", model, model.qd), _port("t", model, [model.t])]
+    if tree.act:
+        try:
+            u = [symbol(f"u_{a}", "input") for a in tree.act_names]
+        except ExpressionError as e:
+            raise KernelError(f"{model.name}: actuator input: {e}") from None
+        inputs.append(InPort("u", u, _u_ranges(model, u)))
+        tau = _actuated_tau(tree, u)
+    else:
+        tau = [ZERO] * n
+    qdd = aba(tree, model.q, model.qd, [add(x, y) for x, y in zip(tau, tree.applied)])
+    return Kernel(
+        model=model.name, name="forward-dynamics-aba",
+        description="accelerations qdd from q, qd, t" + (" and actuator inputs u" if tree.act else "")
+                    + f" (articulated-body algorithm over {n} revolute joints, O(N) straight-line code)",
+        inputs=inputs,
+        outputs=[OutPort.vector("qdd", qdd, names(model.qdd))])

@@ -1,0 +1,209 @@
+"""Recursive dynamics (kernels/recursive.py) against the M(q)-based equations of the same
+model: RNEA's forces equal M qdd - Q and ABA's accelerations solve M qdd = Q + B u, at
+random states (1e-10 relative), for Pinocchio's sample arm, an N-body chain and a
+branched tree; op counts grow linearly along the chain; models that are not open trees
+of revolute joints are refused with one line; the arm's numbers equal pinocchio's model
+when pin is installed."""
+import numpy as np
+import pytest
+
+from mbforge.examples import sample_arm as arm6, spatial_chain as chain
+from mbforge.ir import Evaluator
+from mbforge.kernels.builders import build_kernel
+from mbforge.kernels.common import KernelError
+from mbforge.kernels.recursive import aba_kernel, rnea_kernel
+from mbforge.lower import op_counts
+from mbforge.model import Model
+
+
+def _mass_matrix(eqs, X):
+    """(M, Q) at each row of X = [q, qd, ...] (numpy, from the equations' atoms)."""
+    n = len(eqs.q)
+    ev = Evaluator(list(eqs.M.values()) + list(eqs.Q), list(eqs.q) + list(eqs.qd))
+    vals = ev(X[:, :2 * n])
+    nm = len(eqs.M.entries)
+    out = []
+    for row in vals:
+        M = np.zeros((n, n))
+        for (i, j), v in zip(eqs.M.pattern, row[:nm]):
+            M[i, j] = v
+        out.append((M, row[nm:]))
+    return out
+
+
+def _check(model, samples=6, seed=0, inverse=True):
+    eqs = model.equations()
+    n = len(eqs.q)
+    kr, ka = rnea_kernel(eqs) if inverse else None, aba_kernel(model)
+    assert kr is None or [p.name for p in kr.inputs] == ["q", "qd", "qdd", "t"]
+    assert [p.name for p in ka.inputs][:3] == ["q", "qd", "t"]
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1.5, 1.5, (samples, 3 * n + 1))
+    U = rng.uniform(-2.0, 2.0, (samples, len(model.actuators)))
+    tau = Evaluator(kr.output_atoms, kr.input_symbols)(X) if inverse else None
+    XA = np.hstack([X[:, :2 * n], X[:, 3 * n:], U]) if model.actuators else np.hstack([X[:, :2 * n], X[:, 3 * n:]])
+    qdd = Evaluator(ka.output_atoms, ka.input_symbols)(XA)
+    B = np.zeros((n, len(model.actuators)))
+    for (i, k), a in eqs.B.entries.items():
+        B[i, k] = a.value
+    for s, (M, Q) in enumerate(_mass_matrix(eqs, X)):
+        if inverse:
+            ref = M @ X[s, 2 * n:3 * n] - Q
+            got = B @ tau[s] if model.actuators else tau[s]
+            assert np.allclose(got, ref, rtol=1e-10, atol=1e-10 * np.abs(ref).max())
+        ref_qdd = np.linalg.solve(M, Q + B @ U[s]) if model.actuators else np.linalg.solve(M, Q)
+        assert np.allclose(qdd[s], ref_qdd, rtol=1e-10, atol=1e-10 * np.abs(ref_qdd).max())
+    return kr, ka
+
+
+def test_arm6_matches_the_mass_matrix_kernels():
+    kr, ka = _check(arm6.build())
+    assert kr.outputs[0].name == "u" and ka.outputs[0].name == "qdd"
+
+
+@pytest.mark.parametrize("n", [1, 2, 7])
+def test_chain_matches_the_mass_matrix_kernels(n):
+    _check(chain.build(n=n), seed=n)
+
+
+def _tree_model(actuated: bool) -> Model:
+    """A trunk with two branches, tilted fixed placements, an oblique axis, off-axis
+    centres of mass, full inertia matrices, a spring-damper and an applied force: what
+    the arm and the chain do not exercise."""
+    m = Model("branchy")
+    t = m.relative()
+    q = [m.coordinate(f"a{k}", range=(-2, 2)) for k in range(5)]
+    c, s = np.cos(0.3), np.sin(0.3)
+    tilt = t.fixed_base("tilt", t.world, [[c, 0, s], [0, 1, 0], [-s, 0, c]])
+    b0 = t.base("b0", tilt, (0, 0, 1), q[0])
+    P1 = t.point("P1", t.origin, (0.1, 0.2, 0.3), tilt)
+    body0 = t.body("trunk", b0, P1)
+    body0.set_inertia(2.0, com=(0.1, 0.0, 0.4), inertia=[[0.3, 0.01, 0.02], [0.01, 0.2, 0.03], [0.02, 0.03, 0.25]])
+    P2 = t.point("P2", P1, (0.0, 0.1, 0.8), b0)
+    b1 = t.base("b1", b0, (1, 1, 0), q[1])
+    t.body("left", b1, P2).set_inertia(1.0, com=(0.2, 0.1, 0.0), inertia=(0.05, 0.06, 0.07))
+    P3 = t.point("P3", P2, (0.5, 0.0, 0.0), b1)
+    k2 = t.fixed_base("k2", b1, [[1, 0, 0], [0, c, -s], [0, s, c]])
+    b2 = t.base("b2", k2, (0, 1, 0), q[2])
+    t.body("hand", b2, P3).set_inertia(0.5, com=(0.0, 0.0, 0.1), inertia=(0.01, 0.01, 0.02))
+    P4 = t.point("P4", P1, (0.0, -0.3, 0.6), b0)
+    b3 = t.base("b3", b0, (1, 0, 0), q[3])
+    t.body("right", b3, P4).set_inertia(1.5, com=(0.0, -0.2, 0.1), inertia=(0.04, 0.02, 0.03))
+    P5 = t.point("P5", P4, (0.0, -0.4, 0.0), b3)
+    b4 = t.base("b4", b3, (0, 0, 1), q[4])
+    t.body("claw", b4, P5).set_inertia(0.3, com=(0.05, 0.0, 0.0), inertia=(0.002, 0.003, 0.004))
+    m.gravity((0.0, 0.0, -9.81))
+    m.spring_damper("elastic", q[1], k=3.0, c=0.4, rest=0.2)
+    m.force("push", body0, (0.0, 0.1, 0.5), (1.0, -2.0, 0.5))
+    if actuated:
+        for k in range(5):
+            m.actuator(f"m{k}", 2.0 * q[k])
+    return m
+
+
+def test_branched_tree_with_placements_and_oblique_axis():
+    _check(_tree_model(actuated=True), seed=3)
+    kr, ka = _check(_tree_model(actuated=False), seed=4)
+    assert kr.outputs[0].name == "tau"
+
+
+def test_operations_grow_linearly_along_the_chain():
+    ops = {}
+    for n in (8, 16, 32):
+        m = chain.build(n=n)
+        ops[n] = (op_counts(rnea_kernel(m).output_atoms)["total"], op_counts(aba_kernel(m).output_atoms)["total"])
+    for k in range(2):  # each added link costs the same: the increments double with N
+        assert ops[32][k] - ops[16][k] == pytest.approx(2 * (ops[16][k] - ops[8][k]), rel=0.02)
+
+
+def test_sample_arm_takes_fewer_operations_than_pinocchio():
+    """Pinocchio's RNEA and ABA of this arm exported through CasADi: 400 and 872 operations
+    (issue 14, sin and cos not counted; bench/arms.py measures them side by side)."""
+    m = arm6.build()
+    for k, peer in ((rnea_kernel(m), 400), (aba_kernel(m), 872)):
+        ops = op_counts(k.output_atoms)
+        assert ops["total"] - ops.get("sincos", 0) <= peer
+
+
+def test_registered_under_their_own_names():
+    eqs = arm6.build().equations()
+    assert build_kernel(eqs, "inverse-dynamics-rnea").name == "inverse-dynamics-rnea"
+    assert build_kernel(eqs, "forward-dynamics-aba").name == "forward-dynamics-aba"
+
+
+def test_closed_loops_and_prismatic_joints_are_refused_with_one_line():
+    from mbforge.examples import load
+    with pytest.raises(KernelError, match="stewart_relative: recursive dynamics needs an open tree without "
+                                          "constraints; equation 'loop1_x'"):
+        aba_kernel(load("stewart_relative"))
+    with pytest.raises(KernelError, match="fourbar: recursive dynamics needs a model in relative coordinates"):
+        rnea_kernel(load("fourbar", inertia=True))
+    m = Model("slide")
+    t = m.relative()
+    x = m.coordinate("x")
+    b = t.body("carriage", t.world, t.point("C", t.origin, (x, 0.0, 0.0), t.world))
+    b.set_inertia(1.0)
+    with pytest.raises(KernelError, match="slide: point 'C' moves along a coordinate"):
+        rnea_kernel(m)
+
+
+def _two_links(actuate):
+    m = Model("pair")
+    t = m.relative()
+    a, b = m.coordinate("a"), m.coordinate("b")
+    ba = t.base("ba", t.world, (0, 0, 1), a)
+    t.body("first", ba, t.origin).set_inertia(1.0, com=(0.5, 0.0, 0.0), inertia=(0.1, 0.1, 0.1))
+    bb = t.base("bb", ba, (0, 1, 0), b)
+    t.body("second", bb, t.point("E", t.origin, (1.0, 0.0, 0.0), ba)).set_inertia(1.0, com=(0.5, 0.0, 0.0))
+    actuate(m, a, b)
+    return m
+
+
+@pytest.mark.parametrize("actuate, kernel, message", [
+    (lambda m, a, b: m.actuator("only_a", a), rnea_kernel,
+     r"pair: inverse-dynamics-rnea needs one actuator per coordinate \(1 actuators for 2 coordinates\)"),
+    (lambda m, a, b: m.actuator("both", a + b), aba_kernel,
+     "pair: actuator 'both' does not act on one coordinate with a constant coefficient"),
+])
+def test_actuators_the_recursions_cannot_take_are_named(actuate, kernel, message):
+    with pytest.raises(KernelError, match=message):
+        kernel(_two_links(actuate))
+
+
+def test_partly_actuated_forward_dynamics_and_angles_that_are_not_one_coordinate():
+    _check(_two_links(lambda m, a, b: m.actuator("only_b", b)), seed=5, inverse=False)  # ABA: tau = B u
+    m = Model("coupled")
+    t = m.relative()
+    a, b = m.coordinate("a"), m.coordinate("b")
+    ba = t.base("ba", t.world, (0, 0, 1), a)
+    t.body("first", ba, t.origin).set_inertia(1.0, com=(0.5, 0.0, 0.0))
+    bb = t.base("bb", ba, (0, 1, 0), a + b)
+    t.body("second", bb, t.origin).set_inertia(1.0, com=(0.5, 0.0, 0.0))
+    with pytest.raises(KernelError, match=r"coupled: base 'bb' turns by .*, not by one coordinate"):
+        aba_kernel(m)
+
+
+def test_arm6_is_pinocchios_sample_manipulator():
+    pin = pytest.importorskip("pinocchio")
+    pm = pin.buildSampleModelManipulator()
+    assert pm.nq == len(arm6.JOINTS) == pm.njoints - 1
+    axes = {"JointModelRX": arm6.X, "JointModelRY": arm6.Y, "JointModelRZ": arm6.Z}
+    for k, (name, axis, placement, (mass, com, inertia)) in enumerate(arm6.JOINTS, start=1):
+        assert pm.names[k] == f"{name}_joint"
+        assert axes[pm.joints[k].shortname()] == axis
+        assert np.allclose(pm.jointPlacements[k].rotation, np.eye(3))
+        assert np.allclose(pm.jointPlacements[k].translation, placement)
+        I = pm.inertias[k]
+        assert I.mass == pytest.approx(mass)
+        assert np.allclose(I.lever, com) and np.allclose(I.inertia, np.diag(inertia))
+    assert np.allclose(pm.gravity.linear, (0.0, 0.0, -arm6.G))
+    # and the dynamics agree: pinocchio's RNEA and ABA against the generated atoms
+    m = arm6.build()
+    kr, ka = rnea_kernel(m), aba_kernel(m)
+    rng = np.random.default_rng(7)
+    for _ in range(4):
+        q, qd, qdd, u = (rng.uniform(-1, 1, 6) for _ in range(4))
+        tau = Evaluator(kr.output_atoms, kr.input_symbols)(np.concatenate([q, qd, qdd, [0.0]])[None])[0]
+        assert np.allclose(tau, pin.rnea(pm, pm.createData(), q, qd, qdd), rtol=1e-10, atol=1e-10)
+        acc = Evaluator(ka.output_atoms, ka.input_symbols)(np.concatenate([q, qd, [0.0], u])[None])[0]
+        assert np.allclose(acc, pin.aba(pm, pm.createData(), q, qd, u), rtol=1e-10, atol=1e-10)
