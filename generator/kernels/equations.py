@@ -38,5 +38,5 @@ def equations_kernel(eqs: Equations) -> Kernel:
         inputs=[port("q", eqs, eqs.q), port("qd", eqs, eqs.qd), port("t", eqs, [eqs.t])],
         outputs=outputs,
     )
-    k.motion = motion_inputs(eqs, lambda q, qd, qdd, t: [*q, *qd, t])
+    k.motion = lambda: motion_inputs(eqs, lambda q, qd, qdd, t: [*q, *qd, t])  # on first use
     return k
