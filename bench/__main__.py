@@ -1,7 +1,8 @@
-"""python -m bench: every benchmark against the peers, ratios printed (engine, host C, device)."""
+"""python -m bench: every benchmark against the peers, ratios printed (engine, host C, device),
+and the whole generate command against its goal."""
 import sys
 
-from . import device, engine, host, idyn
+from . import command, device, engine, host, idyn
 
 if __name__ == "__main__":
     args = sys.argv[1:]
@@ -9,4 +10,5 @@ if __name__ == "__main__":
     code |= host.main([a for a in args if a in ("--no-sympy",)])
     code |= device.main([])
     code |= idyn.main([])
+    code |= command.main([])
     sys.exit(code)
