@@ -48,6 +48,15 @@ def test_batched_newton_equals_the_sequential_solver(models, name, window):
         _close(a[:window], b)
 
 
+def test_batches_of_a_long_motion_join(models):
+    eqs = models["stewart"]
+    t = _times(eqs, 2 * Kinematics.BATCH + 5)  # three batches
+    fast = Kinematics(eqs)._motion_batched(t)
+    assert fast is not None
+    for a, b in zip(Kinematics(eqs).motion_sequential(t), fast):
+        _close(a, b)
+
+
 @pytest.mark.parametrize("name", ["fourbar", "slidercrank", "stewart"])
 def test_motion_is_the_sequential_solution(models, name):
     # the four-bar and the slider-crank from their guess over whole turns: solved all at

@@ -419,34 +419,59 @@ class Kinematics:
     # the continuation's prediction may be another branch (a smooth motion has O(h^3)/O(h))
     CONTINUATION_RATIO = 0.25
 
+    # times solved together: the Jacobians of a batch are held at once (64 x 98 x 98 doubles,
+    # 5 MB, for the Stewart platform), whatever the length of the motion
+    BATCH = 64
+
     def _motion_batched(self, times: np.ndarray, q0=None):
-        """(Q, QD, QDD) by Newton-Raphson over every time at once (numpy Evaluator, batched
-        LU), from the initial guess; None when the fast path does not apply or its answer
-        is not certainly the sequential one (see `motion`)."""
+        """(Q, QD, QDD) by Newton-Raphson over batches of times at once (grouped numpy
+        evaluation, batched LU), each time from the initial guess; None when the fast path
+        does not apply or its answer is not certainly the sequential one (see `motion`)."""
         N, n, m = len(times), self.n, self.m
         if N == 0 or m != n or self.m_nh or self.redundant:
             return None
-        ev = self._batch_evaluators()
-        k = len(self._rows)
         q = np.array([self.eqs.guess.get(s, 0.0) for s in self.eqs.q]) if q0 is None else np.array(q0, float)
         if q.shape != (n,):
             return None
+        parts = []
+        for lo in range(0, N, self.BATCH):
+            part = self._batch_solve(times[lo:lo + self.BATCH], q)
+            if part is None:
+                return None
+            parts.append(part)
+            if self.redundant is None:  # as the sequential solver: judged at the first configuration
+                self.redundant = self._check_redundancy(part[3], self.row_names, float(times[0]))
+                if self.redundant:
+                    return None
+        Q, QD, QDD = (np.concatenate([p[i] for p in parts]) for i in range(3))
+        if N > 1:
+            h = np.diff(times)[:, None]
+            pred = Q[:-1] + h * QD[:-1] + 0.5 * h * h * QDD[:-1]
+            err = np.max(np.abs(Q[1:] - pred), axis=1)
+            step = np.max(np.abs(Q[1:] - Q[:-1]), axis=1)
+            if not np.all(err <= self.CONTINUATION_RATIO * step + 1e-9):
+                return None
+        return Q, QD, QDD
+
+    def _batch_solve(self, times: np.ndarray, q: np.ndarray):
+        """(Q, QD, QDD, Phi_q at the first time) at `times`, every Newton iteration from q
+        at once; None if some time does not converge or has a (nearly) singular Jacobian."""
+        ev = self._batch_evaluators()
+        N, n, m, k = len(times), self.n, self.m, len(self._rows)
         Q = np.tile(q, (N, 1))
-
         J = np.zeros((N, m, n))  # the pattern's entries are overwritten at every evaluation
-
         zero = np.zeros((N, n))  # the position outputs do not read qd
 
         def evaluate(Q):
             Y = ev(np.column_stack([Q, zero, times]), 0)
             J[:, self._rows, self._cols] = Y[:, m:m + k]
-            return Y[:, :m], J, Y[:, m + k:]
+            return Y[:, :m], Y[:, m + k:]
 
         tol, converged = 1e-12, 0
         with np.errstate(all="ignore"):
             try:
                 for _ in range(50):  # as `position`: one more step after convergence
-                    F, J, b = evaluate(Q)
+                    F, b = evaluate(Q)
                     if not np.all(np.isfinite(F)):
                         return None
                     if np.max(np.abs(F)) < tol:
@@ -465,24 +490,12 @@ class Kinematics:
                 if not np.all(rcond > RANK_TOL * 1e-3):
                     return None
                 QD = np.einsum("kij,kj->ki", Ji, b)
-                G = ev(np.column_stack([Q, QD, times]), 1)
-                QDD = np.einsum("kij,kj->ki", Ji, G)
+                QDD = np.einsum("kij,kj->ki", Ji, ev(np.column_stack([Q, QD, times]), 1))
             except np.linalg.LinAlgError:
                 return None
         if not (np.all(np.isfinite(QD)) and np.all(np.isfinite(QDD))):
             return None
-        if N > 1:
-            h = np.diff(times)[:, None]
-            pred = Q[:-1] + h * QD[:-1] + 0.5 * h * h * QDD[:-1]
-            err = np.max(np.abs(Q[1:] - pred), axis=1)
-            step = np.max(np.abs(Q[1:] - Q[:-1]), axis=1)
-            if not np.all(err <= self.CONTINUATION_RATIO * step + 1e-9):
-                return None
-        if self.redundant is None:  # as the sequential solver: judged at the first configuration
-            self.redundant = self._check_redundancy(J[0], self.row_names, float(times[0]))
-            if self.redundant:
-                return None
-        return Q, QD, QDD
+        return Q, QD, QDD, J[0].copy()
 
     def _batch_evaluators(self):
         """One evaluator over batches of (q, qd, t): part 0 the position outputs (phi, the
