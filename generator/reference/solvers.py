@@ -134,13 +134,12 @@ class _Batched:
         for a in reversed(order):
             p = part[a]
             for x in a.args:
-                if part.get(x, last) > p:
+                if part.get(x, last + 1) > p:
                     part[x] = p
-                else:
-                    part.setdefault(x, last)
         depth: dict[Atom, int] = {}
         groups: dict[tuple, list[Atom]] = {}
         consts = []
+        valued = {name for name, o in OPS.items() if o.valued}
         for a in order:
             op, args = a.op, a.args
             if not args:  # sym or const
@@ -148,11 +147,14 @@ class _Batched:
                 if op == "const":
                     consts.append(a)
                 continue
-            d = depth[args[0]]
-            for x in args[1:]:
-                d = max(d, depth[x])
-            depth[a] = d + 1
-            groups.setdefault((part[a], d + 1, op, a.value if OPS[op].valued else 0), []).append(a)
+            d = 1 + max([depth[x] for x in args])
+            depth[a] = d
+            key = (part[a], d, op, a.value if op in valued else 0)
+            g = groups.get(key)
+            if g is None:
+                groups[key] = [a]
+            else:
+                g.append(a)
         n = len(inputs)
         for a in consts:
             slot[a] = n
@@ -440,7 +442,10 @@ class Kinematics:
                 return None
             parts.append(part)
             if self.redundant is None:  # as the sequential solver: judged at the first configuration
-                self.redundant = self._check_redundancy(part[3], self.row_names, float(times[0]))
+                # cond_2 <= n cond_1: below 1 / RANK_TOL the SVD would find every row independent
+                J0, rcond0 = part[3]
+                self.redundant = [] if n < rcond0 / RANK_TOL else self._check_redundancy(
+                    J0, self.row_names, float(times[0]))
                 if self.redundant:
                     return None
         Q, QD, QDD = (np.concatenate([p[i] for p in parts]) for i in range(3))
@@ -454,7 +459,7 @@ class Kinematics:
         return Q, QD, QDD
 
     def _batch_solve(self, times: np.ndarray, q: np.ndarray):
-        """(Q, QD, QDD, Phi_q at the first time) at `times`, every Newton iteration from q
+        """(Q, QD, QDD, (Phi_q, its reciprocal 1-norm condition) at the first time) at `times`, every Newton iteration from q
         at once; None if some time does not converge or has a (nearly) singular Jacobian."""
         ev = self._batch_evaluators()
         N, n, m, k = len(times), self.n, self.m, len(self._rows)
@@ -495,7 +500,7 @@ class Kinematics:
                 return None
         if not (np.all(np.isfinite(QD)) and np.all(np.isfinite(QDD))):
             return None
-        return Q, QD, QDD, J[0].copy()
+        return Q, QD, QDD, (J[0].copy(), float(rcond[0]))
 
     def _batch_evaluators(self):
         """One evaluator over batches of (q, qd, t): part 0 the position outputs (phi, the
