@@ -106,3 +106,29 @@ def test_lazy_motion_is_written_as_the_eager_one():
     lazy = build_kernel(eqs, "equations")
     assert generate(lazy, "c-double").files[MOTION_NAME] == generate(eager, "c-double").files[MOTION_NAME]
     assert '"vectors": [[' in generate(lazy, "c-double").files[MOTION_NAME]
+
+
+def test_near_a_singular_configuration_the_answer_is_the_sequential_one():
+    """A slider-crank driven by its slider reaches the dead point (slider at full stretch)
+    at t = 0, where two Newton paths stop 1e-6 apart within the tolerance: the batched
+    path declines there and motion() is the sequential solver's answer."""
+    from mbforge.ir import cos, sin
+    from mbforge.model import Model
+
+    m = Model("slider_dead_point")
+    a = m.coordinate("sdp_crank", guess=0.3, range=(-4, 4))
+    b = m.coordinate("sdp_rod", guess=-0.15, range=(-4, 4))
+    s = m.coordinate("sdp_slider", guess=2.9, range=(0, 4))
+    m.constraint(cos(a) + 2 * cos(b) - s, "loop_x")
+    m.constraint(sin(a) + 2 * sin(b), "loop_y")
+    m.drive(s - (3.0 - 0.5 * (1 - cos(m.t))), "slider_law")
+    eqs = m.equations()
+    t = np.linspace(1.0, 0.0, 6)
+    assert Kinematics(eqs)._motion_batched(t) is None
+    for x, y in zip(Kinematics(eqs).motion_sequential(t), Kinematics(eqs).motion(t)):
+        assert np.array_equal(x, y)
+    # away from it the batched path answers, as the sequential solver does
+    fast = Kinematics(eqs)._motion_batched(t[:3])
+    assert fast is not None
+    for x, y in zip(Kinematics(eqs).motion_sequential(t[:3]), fast):
+        _close(x, y)

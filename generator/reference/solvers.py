@@ -409,8 +409,8 @@ class Kinematics:
         to about 1e-15 (not bit for bit: another order of the same operations).
 
         All times are solved at once (`_motion_batched`) when the model is square (as many
-        holonomic equations as coordinates, none non-holonomic) and regular along the
-        motion; each solution is then checked to be the one that continuation from its
+        holonomic equations as coordinates, none non-holonomic) and well conditioned along
+        the motion; each solution is then checked to be the one that continuation from its
         predecessor reaches, and anything else (a branch or a turn of an angle away, a
         singular or badly conditioned Jacobian, no convergence) falls back to the
         sequential solver, which also gives the errors their message."""
@@ -421,6 +421,8 @@ class Kinematics:
     # the continuation's prediction may be another branch (a smooth motion has O(h^3)/O(h))
     CONTINUATION_RATIO = 0.25
 
+    # the batched path answers only where the Jacobian's 1-norm condition is below 1e6
+    BATCH_RCOND = 1e-6
     # times solved together: the Jacobians of a batch are held at once (64 x 98 x 98 doubles,
     # 5 MB, for the Stewart platform), whatever the length of the motion
     BATCH = 64
@@ -488,11 +490,13 @@ class Kinematics:
                     return None
                 if not np.all(np.isfinite(J)):  # F, J, b: at the final Q
                     return None
-                # the regularity test of _Factor (reciprocal 1-norm condition), exact here; the
+                # well conditioned only (reciprocal 1-norm condition, exact here): near a
+                # singular configuration two Newton paths stop at visibly different points
+                # within the tolerance, and the sequential solver's is the answer; the
                 # inverse then solves both the velocity and the acceleration problems
                 Ji = np.linalg.inv(J)
                 rcond = 1.0 / (np.max(np.sum(np.abs(J), axis=1), axis=1) * np.max(np.sum(np.abs(Ji), axis=1), axis=1))
-                if not np.all(rcond > RANK_TOL * 1e-3):
+                if not np.all(rcond > self.BATCH_RCOND):
                     return None
                 QD = np.einsum("kij,kj->ki", Ji, b)
                 QDD = np.einsum("kij,kj->ki", Ji, ev(np.column_stack([Q, QD, times]), 1))
