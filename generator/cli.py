@@ -16,10 +16,9 @@ def cmd_generate(args) -> int:
     mark = stages.mark if stages else (lambda _name: None)
     from .backends import all_option_fields
     from .examples import load_model, parse_options
+    from .ir.graph import gc_paused
     from .kernels.builders import build_kernel
     from .pipeline import generate, resolve_options
-
-    from .ir.graph import gc_paused
 
     mark("import")
     # only the flags given: a flag of another target is refused, a default is the backend's
