@@ -1,7 +1,8 @@
-"""python -m bench: every benchmark against the peers, ratios printed (engine, host C, device, arms)."""
+"""python -m bench: every benchmark against the peers, ratios printed (engine, host C, device, arms),
+and the whole generate command against its goal."""
 import sys
 
-from . import arms, device, engine, host, idyn
+from . import arms, command, device, engine, host, idyn
 
 if __name__ == "__main__":
     args = sys.argv[1:]
@@ -10,4 +11,5 @@ if __name__ == "__main__":
     code |= device.main([])
     code |= idyn.main([])
     code |= arms.main([])
+    code |= command.main([])
     sys.exit(code)

@@ -12,7 +12,6 @@ the same request.
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import tempfile
@@ -136,13 +135,15 @@ def _parameters(kernel: Kernel, mode: str) -> Kernel:
         if missing:
             raise GenerateError(f"parameters without a value cannot be folded: {', '.join(missing)}")
         outs = [OutPort(p.name, p.shape, subs(p.atoms, vals), p.pattern) for p in kernel.outputs]
-        return dataclasses.replace(kernel, outputs=outs)
+        return kernel.replace(outputs=outs)
     if mode == "runtime":
         port = InPort("params", params, [p.value.range or _default_range(p) for p in params])
-        domain = None if kernel.domain is None else [box + port.ranges for box in kernel.domain]
-        return dataclasses.replace(kernel, inputs=kernel.inputs + [port], domain=domain,
-                                   motion=None if kernel.motion is None else
-                                   [row + [p.value.default for p in params] for row in kernel.motion])
+        # lazy like the kernel's own: computed when read
+        return kernel.replace(
+            inputs=kernel.inputs + [port],
+            domain=lambda: None if kernel.domain is None else [box + port.ranges for box in kernel.domain],
+            motion=lambda: None if kernel.motion is None else
+            [row + [p.value.default for p in params] for row in kernel.motion])
     raise AssertionError(mode)  # Options checks the mode
 
 
@@ -160,12 +161,15 @@ def resolve_options(target: str, options: dict | Options | None = None, *, cli: 
     return get_backend(target).resolve(options, cli=cli)
 
 
-def generate(kernel: Kernel, target: str, prefix: str | None = None, options: dict | Options | None = None) -> Plan:
+def generate(kernel: Kernel, target: str, prefix: str | None = None, options: dict | Options | None = None,
+             stages=None) -> Plan:
+    """The plan of files for `kernel` on `target`. stages: called with the name of each step
+    as it ends ("lower", "analysis", "render", "motion"), to time them (progress.Stages.mark)."""
     backend = get_backend(target)
     opts = backend.resolve(options)
     with gc_paused():
         kernel = _parameters(kernel, opts.params)
-        return _generate(kernel, backend, prefix, opts)
+        return _generate(kernel, backend, prefix, opts, stages or (lambda _name: None))
 
 
 C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern float for goto
@@ -182,11 +186,12 @@ def check_prefix(prefix: str, where: str = "--prefix") -> str:
     return prefix
 
 
-def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Options) -> Plan:
+def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Options, mark) -> Plan:
     prefix = check_prefix(prefix) if prefix is not None else check_prefix(kernel.model, "the model name")
     function = f"{prefix}_{kernel.name.replace('-', '_')}"
     tape = lower(kernel.output_atoms, kernel.input_symbols)
     sched = schedule(tape, pressure=options.schedule == "pressure")
+    mark("lower")
 
     model_digest = kernel_digest(kernel, tape)
     resolved = options.as_dict()
@@ -210,6 +215,7 @@ def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Opt
         if values is not None:
             for g in groups:
                 setattr(g, attr, values[g.offset:g.offset + g.size])
+    mark("analysis")
 
     counts = tape.counts()
     in_names = {p.name: " = " + ", ".join(s.value.name for s in p.symbols) for p in kernel.inputs}
@@ -226,10 +232,13 @@ def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Opt
         notes=backend.notes(analysis),
     )
     out = backend.render(sched, analysis, ctx, options)
+    mark("render")
     files = out.files
     motion = domain = None
-    if kernel.motion:
-        files[MOTION_NAME] = json.dumps({"kernel": function, "vectors": kernel.motion}) + "\n"
+    vectors = kernel.motion  # a lazy kernel computes them here
+    mark("motion")
+    if vectors:
+        files[MOTION_NAME] = json.dumps({"kernel": function, "vectors": vectors}) + "\n"
         motion = MOTION_NAME
     if kernel.domain:
         files[DOMAIN_NAME] = json.dumps({"kernel": function, "boxes": kernel.domain}) + "\n"

@@ -2,24 +2,38 @@
 atom can be read back as a sympy expression (for checks and for printing).
 
 Importing this module registers `from_sympy` with `atom.as_atom` (the atoms do not import
-sympy); sympy symbols become symbols of a Scope, the default one unless told."""
+sympy); sympy symbols become symbols of a Scope, the default one unless told.
+
+Invariant: importing this module (and so mbforge.ir) does not import sympy; sympy is
+imported on the first conversion. It costs about a second, and a command that reads no
+sympy expression (`mbforge generate` of a shipped example) should not pay it; a sympy
+expression can only exist once its author imported sympy."""
 from __future__ import annotations
 
 import math
-
-import sympy as sp
+from functools import lru_cache
 
 from .atom import (DEFAULT_SCOPE, ONE, Atom, ExpressionError, Scope, abs_, add, atan2, const, cos, div, exp,
                    log, mul, power, register_converter, sin, sqrt, tan)
 from .graph import translate
 
-_FUNCS = {sp.sin: sin, sp.cos: cos, sp.tan: tan, sp.exp: exp, sp.log: log, sp.Abs: abs_}
+
+@lru_cache(maxsize=None)
+def _sp():
+    """sympy and the function tables of both directions, on first use."""
+    import sympy as sp
+
+    funcs = {sp.sin: sin, sp.cos: cos, sp.tan: tan, sp.exp: exp, sp.log: log, sp.Abs: abs_}
+    to = {"sin": sp.sin, "cos": sp.cos, "tan": sp.tan, "exp": sp.exp, "log": sp.log, "abs": sp.Abs,
+          "sqrt": sp.sqrt, "atan2": sp.atan2}
+    return sp, funcs, to
 
 
 def from_sympy(expr, symbols: dict | None = None, scope: Scope | None = None) -> Atom:
     """Atoms from a sympy expression. Symbols map through `symbols` ({sympy.Symbol: Atom});
     others become the symbol of the same name in `scope` (default: the default scope): an
     existing one keeps its kind, a new one is made as kind 'input'."""
+    sp, _FUNCS, _ = _sp()
     expr = sp.sympify(expr)
     symbols = symbols or {}
     scope = DEFAULT_SCOPE if scope is None else scope
@@ -86,16 +100,15 @@ def _convert(x) -> Atom | None:
 
 register_converter(_convert)
 
-_TO = {"sin": sp.sin, "cos": sp.cos, "tan": sp.tan, "exp": sp.exp, "log": sp.log, "abs": sp.Abs,
-       "sqrt": sp.sqrt, "atan2": sp.atan2}
-
 
 def _sympy_const(v: float):
+    sp = _sp()[0]
     return sp.Integer(int(v)) if v.is_integer() else sp.Float(v)
 
 
 def to_sympy(root: Atom, symbols: dict | None = None):
     """The sympy expression of an atom; `symbols` maps atom symbols to sympy symbols."""
+    sp, _, _TO = _sp()
     symbols = symbols or {}
 
     def sym(a):

@@ -473,17 +473,31 @@ def input_fallback(eqs, kernel) -> dict:
     return out
 
 
+def envelope_record(eqs, cover: Cover | None = None) -> dict:
+    """What the manifest records of the envelope a domain covers (with the box count
+    when the cover is built)."""
+    rec = {**eqs.envelope.to_json(), "source": eqs.envelope.source}
+    if cover is not None:
+        rec["boxes"] = len(cover)
+    return rec
+
+
+def cover_domain(eqs, kernel, cover: Cover) -> list[list[tuple[float, float]]]:
+    """The cover's boxes over the kernel's flat inputs (see input_fallback)."""
+    return cover.boxes(kernel.input_symbols, input_fallback(eqs, kernel))
+
+
 def apply_cover(eqs, kernel, cover: Cover, vectors: int = 64, seed: int = 0) -> None:
     """Set the kernel's domain to the cover's boxes over its inputs, its input ports'
-    ranges to the cover's hull for the inputs it bounds, and its verification vectors to
-    consistent states drawn uniformly over the envelope."""
+    ranges to the domain's hull (what the kernel accepts is what the envelope reaches),
+    and its verification vectors to consistent states drawn uniformly over the envelope."""
     fb = input_fallback(eqs, kernel)
     kernel.domain = cover.boxes(kernel.input_symbols, fb)
-    kernel.envelope = {**eqs.envelope.to_json(), "source": eqs.envelope.source, "boxes": len(cover)}
+    kernel.envelope = envelope_record(eqs, cover)
     D = np.asarray(kernel.domain)
     lo, hi = D[:, :, 0].min(axis=0), D[:, :, 1].max(axis=0)
     ports, off = [], 0
-    for p in kernel.inputs:  # what the kernel accepts is what the envelope reaches
+    for p in kernel.inputs:
         n = len(p.symbols)
         ports.append(InPort(p.name, p.symbols, [(float(a), float(b)) for a, b in zip(lo[off:off + n], hi[off:off + n])]))
         off += n

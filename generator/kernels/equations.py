@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..model.equations import Equations
 from .common import actuators, port
-from .cover import apply_cover, envelope_cover
+from .cover import cover_domain, envelope_cover, envelope_record
 from .domain import motion_inputs
 from .kernel import Kernel, OutPort
 
@@ -39,11 +39,8 @@ def equations_kernel(eqs: Equations) -> Kernel:
         inputs=[port("q", eqs, eqs.q), port("qd", eqs, eqs.qd), port("t", eqs, [eqs.t])],
         outputs=outputs,
     )
-    k.motion = motion_inputs(eqs, lambda q, qd, qdd, t: [*q, *qd, t])
-    cover = envelope_cover(eqs)
-    if cover is not None:  # consistent states of the envelope (an angle measure's x^2 + y^2 stays away from 0)
-        driven = k.motion
-        apply_cover(eqs, k, cover)
-        if driven:  # a driven model's vectors satisfy every row, the drives too (Phi ~ 0 there)
-            k.motion = driven
+    k.motion = lambda: motion_inputs(eqs, lambda q, qd, qdd, t: [*q, *qd, t])  # on first use
+    if eqs.envelope:  # consistent states of the envelope (an angle measure's x^2 + y^2 stays away from 0)
+        k.envelope = envelope_record(eqs)
+        k.domain = lambda: cover_domain(eqs, k, envelope_cover(eqs))  # on first use: c-double needs none
     return k

@@ -6,9 +6,16 @@ twice, every domain box has one range per flat input. Everything after the kerne
 (lower, analysis, backends, firmware, harness) reads the ports, `motion` and `domain`;
 nothing downstream reads `info`, so two kernels that differ only there generate the
 same files.
+
+`motion` and `domain` may be given as a zero-argument callable instead of a list: the
+kernel calls it once, on first access, and keeps the result (checked then like a list
+given on construction), so work that only verification or range analysis needs is not
+paid by a caller that never reads them. `Kernel.replace` keeps them unevaluated (and
+shared: the copy does not compute them a second time).
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from ..ir import Atom, ExpressionError, Sparse
@@ -111,12 +118,20 @@ class Kernel:
                 if s in seen:
                     raise ExpressionError(f"kernel {self.name}: symbol {s} appears twice among the inputs")
                 seen.add(s)
+        if not isinstance(self.__dict__["_domain"], _Lazy):
+            self._check_domain(self.domain)
 
-        if self.domain is not None:
+    def _check_domain(self, domain) -> None:
+        if domain is not None:
             n = sum(len(p.symbols) for p in self.inputs)
-            for k, box in enumerate(self.domain):
+            for k, box in enumerate(domain):
                 if len(box) != n:
                     raise ExpressionError(f"kernel {self.name}: domain box {k} has {len(box)} ranges for {n} inputs")
+
+    def replace(self, **changes) -> "Kernel":
+        """dataclasses.replace that leaves a lazy motion or domain unevaluated."""
+        kept = {f: self.__dict__["_" + f] for f in _LAZY_FIELDS if f not in changes}
+        return dataclasses.replace(self, **kept, **changes)
 
     @property
     def input_ranges(self) -> list[tuple[float, float]]:
@@ -130,3 +145,43 @@ class Kernel:
     @property
     def output_atoms(self) -> list[Atom]:
         return [a for p in self.outputs for a in p.atoms]
+
+
+class _Lazy:
+    """A zero-argument callable evaluated once; copies of a kernel share it."""
+
+    __slots__ = ("fn", "value", "done")
+
+    def __init__(self, fn):
+        self.fn, self.value, self.done = fn, None, False
+
+    def get(self):
+        if not self.done:
+            self.value, self.done, self.fn = self.fn(), True, None
+        return self.value
+
+
+_LAZY_FIELDS = ("motion", "domain")
+
+
+def _lazy_field(name: str) -> property:
+    key = "_" + name
+
+    def get(self):
+        v = self.__dict__[key]
+        if isinstance(v, _Lazy):
+            first = not v.done
+            v = v.get()
+            if first and name == "domain":
+                self._check_domain(v)
+        return v
+
+    def set(self, v):
+        self.__dict__[key] = _Lazy(v) if callable(v) and not isinstance(v, _Lazy) else v
+
+    return property(get, set, doc=f"Kernel.{name}: a list or None (a callable given for it is evaluated on first access)")
+
+
+# after @dataclass: its __init__ assigns through these properties (defaults stay None)
+for _name in _LAZY_FIELDS:
+    setattr(Kernel, _name, _lazy_field(_name))
