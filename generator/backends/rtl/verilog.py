@@ -104,7 +104,13 @@ def render_pipelined(hp: HwProgram, ps: PipeSchedule, ctx: dict, top: str) -> st
             o["x"] = lit(0, 64) + " " + x if x.startswith("- ") else x
             o["y"] = _rsh(f"{h}_x", p["s"])
         elif op.kind == "mul":
-            o.update(a=src[0], b=lit(p["lit"], 32) if "lit" in p else f"$signed({src[1]})", y=_rsh(f"{h}_p", p["s"]))
+            # the product register keeps only the bits the rounding shift and the saturation
+            # read: none above the product's width (32 + bits of a literal factor), none below
+            # bit s - 1, as rsh(p, s) = rsh(floor(p / 2^(s-1)), 1) for s >= 1
+            full = 32 + abs(p["lit"]).bit_length() if "lit" in p else 64
+            drop = min(max(p["s"] - 1, 0), full - 2)
+            o.update(a=src[0], b=lit(p["lit"], 32) if "lit" in p else f"$signed({src[1]})", pw=full - drop,
+                     sel=f"{full - 1}:{drop}", y=_rsh(f"{h}_pw", p["s"] - drop))
         elif op.kind == "tsel":
             sv, cv, q = src
             if p["which"] == "sin":
@@ -130,7 +136,11 @@ def render_pipelined(hp: HwProgram, ps: PipeSchedule, ctx: dict, top: str) -> st
         names = [f"{base}_d{j}" for j in range(1, d + 1)]
         delays.append({"width": 32 if ref[0] == "in" else hp.ops[ref[1]].widths[ref[2]], "names": names,
                        "chain": " ".join(f"{names[j]} <= {base if j == 0 else names[j - 1]};" for j in range(d))})
-    outputs = [lit(o[1], 32) if o[0] == "c" else tap(o, L) for o in hp.outputs]
+    outputs = []
+    for o, c in zip(hp.outputs, ps.out_cycle):
+        v = lit(o[1], 32) if o[0] == "c" else tap(o, c)
+        # an output computed in cycle c is valid when the vector accepted c cycles ago is
+        outputs.append((v, "ap_done" if c == L else "ap_start" if c == 0 else f"vld[{c}]"))
     return render_template("verilog/pipelined.v.j2", **_head(ctx, top, hp, "pipelined"), ops=ops, delays=delays,
                            L=L, flags=flags, outputs=outputs)
 
@@ -246,10 +256,10 @@ def render_verilog(hp: HwProgram, ctx: dict, options) -> tuple[dict[str, str], d
             "inputs": [f"in_{k}" for k in range(hp.n_in)], "outputs": [f"out_{k}" for k in range(len(hp.outputs))],
             "protocol": "ap_ctrl_hs", "hw_ops": counts, "operator_latency": dict(LATENCY)}
     if o["variant"] == "pipelined":
-        ps = pipeline(hp)
+        ps = pipeline(hp, outputs=options.outputs)
         text = render_pipelined(hp, ps, ctx, top)
         desc.update(latency=ps.latency, interval=1, critical_path=ps.latency, schedule_policy=ps.policy,
-                    delay_line_bits=ps.delay_bits,
+                    delay_line_bits=ps.delay_bits, outputs_timing=ps.outputs, output_cycles=ps.out_cycle,
                     multipliers=counts.get("mul", 0), registers=None)
     else:
         units = default_units(hp, o["multipliers"], o["adders"])
