@@ -14,7 +14,7 @@ cd "$root"
 say() { printf '[bootstrap] %s\n' "$*"; }
 
 # ---- 1. Debian packages -------------------------------------------------------------
-debs=(gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm iverilog yosys gappa valgrind chromium)
+debs=(gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm iverilog yosys gappa valgrind chromium nextpnr-ice40 fpga-icestorm)
 missing=()
 for p in "${debs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
