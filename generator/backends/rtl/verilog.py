@@ -3,7 +3,7 @@
     FixedProgram -> HwProgram (backends.fixed.ops) -> cycle schedule (rtl.schedule) -> Verilog
 
 Files: `<function>_hw.v` (the kernel), `<function>_hw_ops.v` (its operators, from
-templates/verilog/ops.v.j2, pipelines as deep as the op table's latencies), `rtl.json` (ports, latency, interval, units, registers). The
+templates/verilog/ops.v.j2, pipelines as deep as the op table's latencies), `rtl.json` (ports, latency, interval, units, registers, delay-line bits). The
 kernel's ports are those Vitis HLS gives the HLS-ready C's top function `<function>_hw`
 (block protocol ap_ctrl_hs, scalar inputs ap_none, outputs with _ap_vld, the status as
 ap_return), so one bench drives either:
@@ -12,10 +12,13 @@ ap_return), so one bench drives either:
     ap_return[31:0] (1: a value saturated), in_<k>[31:0], out_<k>[31:0], out_<k>_ap_vld
 
 * pipelined: ap_ready = ap_start (an input vector is taken in every cycle ap_start is
-  high, from the ports in that cycle); its outputs, ap_return and ap_done (= every
-  out_<k>_ap_vld) appear `latency` cycles later, one vector per cycle. There is no
-  back-pressure: the consumer takes each result in its ap_done cycle; the producer paces
-  the kernel with ap_start.
+  high, from the ports in that cycle); ap_return and ap_done appear `latency` cycles
+  later, one vector per cycle. With outputs=early (the default) out_<k> and its
+  out_<k>_ap_vld appear in the cycle the value is computed (rtl.json output_cycles: 0 for
+  an input or a constant passed through, `latency` for the last), so nothing is held for
+  the others; with outputs=aligned all in the ap_done cycle. There is no back-pressure:
+  the consumer takes each output in its _ap_vld cycle; the producer paces the kernel
+  with ap_start.
 * shared: ap_start in the idle state starts a computation that reads the input ports
   while it runs, so they must stay as they are until ap_ready; ap_done = ap_ready in the
   last cycle, with the outputs held in registers; the kernel is idle in the next cycle
