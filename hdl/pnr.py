@@ -14,13 +14,14 @@ Invariants:
   logic; the wrapper's flip-flops (32 per input + 32) and XOR LUTs are counted in the
   utilisation (reported beside it as `wrapper_ffs`).
 * A design with more LUTs, DSPs or block RAMs than the device after synthesis does not go
-  to nextpnr: the report says `does not fit: N LUTs for M` (or DSPs, RAMs).
+  to nextpnr: the report says `does not fit: N LUTs for M` (or DSPs, RAMs). With
+  device=auto the HX8K (no DSPs) is skipped when the UP5K mapping already has more LUTs
+  than it, as its multipliers would only add LUTs there.
 * Runs are deterministic: yosys is, and nextpnr gets a fixed --seed (default 1).
 """
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 import tempfile
@@ -103,6 +104,13 @@ def place_and_route(rtl_dir: str | Path, device: str = "up5k", seed: int = 1, ti
         srcs = " ".join(str(rtl_dir / s) for s in m.sources) + " " + str(tmp / "wrap.v")
         for part in parts:
             dev = DEVICES[part]
+            prev = rep["tried"][-1] if rep["tried"] else None
+            if prev and prev["dsps"] > dev["dsps"] and prev["luts"] > dev["luts"]:
+                # its multipliers would only add LUTs on a part without DSPs: not worth a synthesis
+                rep["tried"].append({"device": part, "fits": False, "why": f"does not fit: more than {prev['luts']} "
+                                     f"LUTs (the {prev['device'].upper()} mapping's, with {prev['dsps']} DSPs) "
+                                     f"for {dev['luts']}"})
+                continue
             t0 = time.perf_counter()
             script = (f"read_verilog -sv {srcs}\nsynth_ice40 -top {rtl['top']}_pnr {'-dsp ' if dev['dsp_synth'] else ''}"
                       f"-json {tmp / 'net.json'}\ntee -q -o {tmp / 'stat.json'} stat -json\n")
