@@ -2,7 +2,7 @@
 and the whole generate command against its goal."""
 import sys
 
-from . import arms, command, device, engine, host, idyn
+from . import arms, command, device, engine, host, idyn, rtl
 
 if __name__ == "__main__":
     args = sys.argv[1:]
@@ -12,4 +12,5 @@ if __name__ == "__main__":
     code |= idyn.main([])
     code |= arms.main([])
     code |= command.main([])
+    code |= rtl.main(["--pnr"])
     sys.exit(code)

@@ -4,23 +4,27 @@ Into --out it writes rtl/ (target verilog), hls/ (target hls-c), fixed/ (c-fixed
 bit-exact host model), double/ (c-double, the reference); then it builds the RTL with
 the simulator, runs the cocotb bench (mbforge.hdl.bench), checks the HLS C's C
 simulation against the host model, prints the comparison and the yosys report
-(rtl/synth_report.txt). Exit status 0 when everything passed, 1 otherwise.
+(rtl/synth_report.txt) and, with --pnr, nextpnr-ice40's Fmax and utilisation
+(rtl/pnr_report.json; mbforge.hdl.pnr). Exit status 0 when everything passed (and the
+design fits the part asked for), 1 otherwise, 2 when a tool is missing or failed.
 """
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 
-def cmd_hdl(args) -> int:
+def _cmd_hdl(args) -> int:
     from mbforge.examples import load_model, parse_options
     from mbforge.hil import hostlib
     from mbforge.kernels.builders import build_kernel
     from mbforge.pipeline import generate, resolve_options
 
     from . import sim as S
+    from .pnr import PNR_DEVICE, place_and_route, pnr_text
     from .synth import report_text, synthesize
 
     out = Path(args.out)
@@ -52,7 +56,24 @@ def cmd_hdl(args) -> int:
     if not args.no_synth:
         rep = synthesize(dirs["rtl"], ice40=True if args.ice40 else None)
         print(report_text(rep))
+    if args.pnr:
+        rep = place_and_route(dirs["rtl"], PNR_DEVICE[args.pnr], seed=args.pnr_seed)
+        print(pnr_text(rep))
+        ok &= bool(rep["fits"])
     return 0 if ok else 1
+
+
+def cmd_hdl(args) -> int:
+    from .pnr import PnrError
+    from .sim import SimError
+    from .synth import SynthError
+
+    try:
+        return _cmd_hdl(args)
+    except (PnrError, SimError, SynthError) as e:  # one line, the tool's own words
+        msg = str(e).strip().splitlines()
+        print(f"mbforge hdl: error: {msg[0] if msg else type(e).__name__}", file=sys.stderr)
+        return 2
 
 
 def _rtl_fields():
@@ -66,6 +87,7 @@ def register(sub) -> None:
     from mbforge.backends import add_flags
     from mbforge.kernels.builders import BUILDERS
 
+    from .pnr import PNR_CHOICES
     from .sim import SIMULATORS
 
     p = sub.add_parser("hdl", help="generate a kernel's RTL and HLS C, simulate it with cocotb, report synthesis")
@@ -81,5 +103,9 @@ def register(sub) -> None:
                    help="an option of the model's build() (repeatable), e.g. --set motion=yaw")
     p.add_argument("--no-synth", action="store_true", help="skip the yosys report")
     p.add_argument("--ice40", action="store_true", help="run synth_ice40 even on a large design")
+    p.add_argument("--pnr", choices=PNR_CHOICES, default=None,
+                   help="place and route with nextpnr-ice40 on an UP5K, an HX8K, or (ice40) the first that fits; "
+                        "prints Fmax and utilisation")
+    p.add_argument("--pnr-seed", type=int, default=1, help="nextpnr's placement seed (default 1: runs repeat)")
     p.add_argument("--out", required=True, type=Path, help="directory for rtl/, hls/, fixed/ and double/")
     p.set_defaults(func=cmd_hdl)

@@ -69,6 +69,21 @@ def _ff_bits(stat_width: str) -> int:
     return bits
 
 
+def register_bits(rtl_dir: str | Path, timeout: float = 3600) -> dict:
+    """Flip-flop bits of the RTL as written: yosys `proc; flatten; opt_clean` (no constant
+    folding, no sharing), `stat -width`; by cell type and in total. A count that does not
+    depend on synthesis optimisations, cheap enough for the largest kernels."""
+    rtl_dir = Path(rtl_dir).resolve()
+    m = Manifest.load(rtl_dir)
+    top = json.loads((rtl_dir / "rtl.json").read_text())["top"]
+    srcs = " ".join(str(rtl_dir / s) for s in m.sources)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "stat.txt"
+        _yosys(f"read_verilog -sv {srcs}\nhierarchy -top {top}\nproc\nflatten\nopt_clean\n"
+               f"tee -q -o {out} stat -width\n", timeout)
+        return {"flipflop_bits": _ff_bits(out.read_text())}
+
+
 def synthesize(rtl_dir: str | Path, ice40: bool | None = None, timeout: float = 3600) -> dict:
     rtl_dir = Path(rtl_dir).resolve()
     m = Manifest.load(rtl_dir)

@@ -15,7 +15,8 @@ cd "$root"
 say() { printf '[bootstrap] %s\n' "$*"; }
 
 # ---- 1. Debian packages -------------------------------------------------------------
-debs=(gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm iverilog yosys gappa valgrind chromium libeigen3-dev)
+debs=(gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm iverilog yosys gappa valgrind chromium libeigen3-dev
+      nextpnr-ice40 fpga-icestorm)
 missing=()
 for p in "${debs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

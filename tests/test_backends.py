@@ -23,7 +23,7 @@ from mbforge.pipeline import TARGETS, generate
 from mbforge.targets import TARGETS as TARGET_RECORDS
 
 VERILOG_DEFAULTS = {"params": "fold", "schedule": "pressure", "variant": "pipelined", "multipliers": 4,
-                    "adders": None}
+                    "adders": None, "outputs": "early"}
 
 
 @pytest.fixture(scope="module")

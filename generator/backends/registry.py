@@ -95,6 +95,9 @@ class VerilogOptions(Options):
     multipliers: int = option(4, "multipliers of the shared variant", kind=int, minimum=1)
     adders: int | None = option(None, "adders of the shared variant", kind=int, minimum=1,
                                 default_text="default: as multipliers")
+    outputs: str = option("early", "pipelined variant: early: each output on its port (out_k_ap_vld) in the cycle "
+                          "it is computed, fewer registers; aligned: all in the ap_done cycle",
+                          choices=("early", "aligned"))
 
 
 @register

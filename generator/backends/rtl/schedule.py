@@ -6,11 +6,15 @@ reads its operands during t; its result is in the operator's output register fro
 t + LATENCY[kind] on (for one cycle: the operators are free-running pipelines). LATENCY is
 the op table's (backends.fixed.ops.OPS), from which ops.v.j2's pipelines are generated.
 
-* `pipeline`: every operator its own instance, a new input vector every clock. Each op
-  starts as soon as its operands are ready (ASAP) or as late as its readers allow (ALAP),
-  whichever needs fewer delay-line bits; values read later than they are ready go
-  through delay lines (one shift register per value, tapped by its readers). The latency
-  is the critical path: max over outputs of the ready cycle (at least 1).
+* `pipeline`: every operator its own instance, a new input vector every clock. Values
+  read later than they are ready go through delay lines: one shift register per value
+  (an input included), as long as its last reader needs, tapped by every reader. The
+  start cycles minimise the delay-line bits (sum of width x length) exactly, by a linear
+  program between ASAP and ALAP (scipy's HiGHS; deterministic for one scipy version),
+  with ASAP and ALAP themselves as fallbacks. The latency is the critical path: max over
+  outputs of the ASAP ready cycle (at least 1). Outputs either all leave in that cycle
+  (aligned: values finished early are held) or each in the cycle it is computed (early:
+  out_k_ap_vld marks it; no holding), which is what makes large kernels cheap.
 * `shared`: a fixed number of units per operator class (at most K multipliers), a list
   schedule in program order (the C schedule's register-pressure order, so the values live
   at once stay few) under the units' issue limits; then registers: a value read only in
@@ -46,57 +50,132 @@ def _width(hp: HwProgram, ref: tuple) -> int:
 @dataclass
 class PipeSchedule:
     start: list[int]
-    latency: int  # cycles from the accept cycle to the cycle the outputs are valid
+    latency: int  # cycles from the accept cycle to the cycle the outputs are valid (ap_done)
     ready: dict[tuple, int]
     depth: dict[tuple, int]  # delay-line length per value (0: none)
     delay_bits: int
     policy: str
     lat: dict = field(default_factory=lambda: dict(LATENCY))
+    out_cycle: list[int] = field(default_factory=list)  # per output: the cycle it is on its port
+    outputs: str = "aligned"
 
 
-def pipeline(hp: HwProgram, lat: dict | None = None) -> PipeSchedule:
+def _ready(hp: HwProgram, lat: dict, ref: tuple, start) -> int:
+    return 0 if ref[0] != "h" else start[ref[1]] + lat[hp.ops[ref[1]].kind]
+
+
+def _values(hp: HwProgram) -> list[tuple]:
+    return [("in", k) for k in range(hp.n_in)] + [("h", op.id, j) for op in hp.ops for j in range(op.nres)]
+
+
+def _delay_bits(hp, lat, start, readers, hold) -> tuple[int, dict]:
+    """Delay-line bits of a schedule: one shift register per value, as long as its last
+    reader needs (or until `hold[ref]`, the cycle an aligned output leaves)."""
+    depth: dict[tuple, int] = {}
+    bits = 0
+    for ref in _values(hp):
+        r = _ready(hp, lat, ref, start)
+        need = max([start[c] - r for c in readers.get(ref, ())] + [hold.get(ref, r) - r, 0])
+        depth[ref] = need
+        bits += need * _width(hp, ref)
+    return bits, depth
+
+
+def _min_register_starts(hp, lat, asap, alap, readers, hold) -> list[int] | None:
+    """Start cycles that minimise the delay-line bits exactly: a linear program over the
+    start cycles s_i and the last-use cycles D_v of values, min sum w_v (D_v - ready_v)
+    subject to s_j >= ready_v and D_v >= s_j for every reader j of v, D_v >= hold_v.
+    Every constraint is a difference of two variables, so the constraint matrix is
+    totally unimodular and a simplex vertex is integral (checked; None if not)."""
+    import numpy as np
+    from scipy.optimize import linprog
+    from scipy.sparse import coo_matrix
+
+    n = len(hp.ops)
+    vals = [v for v in _values(hp) if v in readers or v in hold]
+    col = {v: n + i for i, v in enumerate(vals)}
+    nv = n + len(vals)
+    c = np.zeros(nv)
+    lo = np.zeros(nv)
+    hi = np.full(nv, np.inf)
+    rows, cols, coef, rhs = [], [], [], []
+
+    def le(i, j, b):  # x_i - x_j <= b
+        k = len(rhs)
+        rows.extend((k, k))
+        cols.extend((i, j))
+        coef.extend((1.0, -1.0))
+        rhs.append(b)
+
+    for op in hp.ops:
+        lo[op.id], hi[op.id] = asap[op.id], alap[op.id]
+    for v in vals:
+        w = _width(hp, v)
+        d = col[v]
+        c[d] += w
+        if v[0] == "h":
+            i, L = v[1], lat[hp.ops[v[1]].kind]
+            c[i] -= w
+            le(i, d, -L)  # D_v >= ready_v
+            for j in readers.get(v, ()):
+                le(i, j, -L)  # s_j >= ready_v
+        for j in readers.get(v, ()):
+            le(j, d, 0)  # D_v >= s_j
+        if v in hold:
+            lo[d] = hold[v]
+    A = coo_matrix((coef, (rows, cols)), shape=(len(rhs), nv)).tocsr()
+    res = linprog(c, A_ub=A, b_ub=np.array(rhs), bounds=np.column_stack([lo, hi]), method="highs-ds")
+    if res.status != 0 or res.x is None:
+        return None
+    x = res.x[:n]
+    s = np.round(x)
+    if np.abs(x - s).max() > 1e-6:
+        return None
+    start = [int(t) for t in s]
+    for op in hp.ops:
+        if any(start[op.id] < _ready(hp, lat, r, start) for r in op.srcs):
+            return None
+    return start
+
+
+def pipeline(hp: HwProgram, lat: dict | None = None, outputs: str = "aligned",
+             min_registers: bool = True) -> PipeSchedule:
+    """outputs: "aligned" (every output on its port in the cycle `latency`) or "early"
+    (each output in the cycle it is computed; its out_k_ap_vld says when).
+    min_registers=False: only the ASAP/ALAP choice (the schedule before the linear program,
+    kept for the bench's side-by-side count)."""
+    if outputs not in ("aligned", "early"):
+        raise ValueError(f"outputs={outputs!r}: must be aligned or early")
     lat = dict(LATENCY, **(lat or {}))
     n = len(hp.ops)
-
-    def rdy(ref, start):
-        return 0 if ref[0] == "in" else start[ref[1]] + lat[hp.ops[ref[1]].kind]
-
     asap = [0] * n
     for op in hp.ops:  # ops are in topological order
-        asap[op.id] = max((rdy(s, asap) for s in op.srcs), default=0)
+        asap[op.id] = max((_ready(hp, lat, s, asap) for s in op.srcs), default=0)
     out_refs = [o for o in hp.outputs if o[0] != "c"]
-    T = max([rdy(o, asap) for o in out_refs] + [1])
+    T = max([_ready(hp, lat, o, asap) for o in out_refs] + [1])
     readers = _readers(hp)
     alap = [0] * n
-    is_out = {o for o in out_refs}
+    is_out = set(out_refs)
     for op in reversed(hp.ops):
-        late = [T - lat[op.kind]] if any(("h", op.id, j) in is_out for j in range(op.nres)) else []
+        late = [T - lat[op.kind]]
         for j in range(op.nres):
             late += [alap[r] - lat[op.kind] for r in readers.get(("h", op.id, j), ())]
-        alap[op.id] = min(late) if late else asap[op.id]
+        alap[op.id] = min(late)
+    hold = {o: T for o in is_out} if outputs == "aligned" else {}
 
-    def cost(start):
-        depth: dict[tuple, int] = {}
-        refs = [("in", k) for k in range(hp.n_in)] + [("h", op.id, j) for op in hp.ops for j in range(op.nres)]
-        bits = 0
-        for ref in refs:
-            r = rdy(ref, start)
-            need = max((start[c] - r for c in readers.get(ref, ())), default=0)
-            if ref in is_out:
-                need = max(need, T - r)
-            depth[ref] = need
-            bits += need * _width(hp, ref)
-        return bits, depth
-
+    cands = [("asap", asap), ("alap", alap)]
+    best_lp = _min_register_starts(hp, lat, asap, alap, readers, hold) if min_registers else None
+    if best_lp is not None:
+        cands.insert(0, ("min-registers", best_lp))
     best = None
-    for name, start in (("asap", asap), ("alap", alap)):
-        bits, depth = cost(start)
+    for name, start in cands:
+        bits, depth = _delay_bits(hp, lat, start, readers, hold)
         if best is None or bits < best[0]:
             best = (bits, depth, name, start)
     bits, depth, name, start = best
-    ready = {("h", op.id, j): start[op.id] + lat[op.kind] for op in hp.ops for j in range(op.nres)}
-    ready.update({("in", k): 0 for k in range(hp.n_in)})
-    return PipeSchedule(list(start), T, ready, depth, bits, name, lat)
+    ready = {v: _ready(hp, lat, v, start) for v in _values(hp)}
+    out_cycle = [T if outputs == "aligned" else (ready[o] if o[0] != "c" else 0) for o in hp.outputs]
+    return PipeSchedule(list(start), T, ready, depth, bits, name, lat, out_cycle, outputs)
 
 
 @dataclass

@@ -3,7 +3,7 @@
     FixedProgram -> HwProgram (backends.fixed.ops) -> cycle schedule (rtl.schedule) -> Verilog
 
 Files: `<function>_hw.v` (the kernel), `<function>_hw_ops.v` (its operators, from
-templates/verilog/ops.v.j2, pipelines as deep as the op table's latencies), `rtl.json` (ports, latency, interval, units, registers). The
+templates/verilog/ops.v.j2, pipelines as deep as the op table's latencies), `rtl.json` (ports, latency, interval, units, registers, delay-line bits). The
 kernel's ports are those Vitis HLS gives the HLS-ready C's top function `<function>_hw`
 (block protocol ap_ctrl_hs, scalar inputs ap_none, outputs with _ap_vld, the status as
 ap_return), so one bench drives either:
@@ -12,10 +12,13 @@ ap_return), so one bench drives either:
     ap_return[31:0] (1: a value saturated), in_<k>[31:0], out_<k>[31:0], out_<k>_ap_vld
 
 * pipelined: ap_ready = ap_start (an input vector is taken in every cycle ap_start is
-  high, from the ports in that cycle); its outputs, ap_return and ap_done (= every
-  out_<k>_ap_vld) appear `latency` cycles later, one vector per cycle. There is no
-  back-pressure: the consumer takes each result in its ap_done cycle; the producer paces
-  the kernel with ap_start.
+  high, from the ports in that cycle); ap_return and ap_done appear `latency` cycles
+  later, one vector per cycle. With outputs=early (the default) out_<k> and its
+  out_<k>_ap_vld appear in the cycle the value is computed (rtl.json output_cycles: 0 for
+  an input or a constant passed through, `latency` for the last), so nothing is held for
+  the others; with outputs=aligned all in the ap_done cycle. There is no back-pressure:
+  the consumer takes each output in its _ap_vld cycle; the producer paces the kernel
+  with ap_start.
 * shared: ap_start in the idle state starts a computation that reads the input ports
   while it runs, so they must stay as they are until ap_ready; ap_done = ap_ready in the
   last cycle, with the outputs held in registers; the kernel is idle in the next cycle
@@ -104,7 +107,13 @@ def render_pipelined(hp: HwProgram, ps: PipeSchedule, ctx: dict, top: str) -> st
             o["x"] = lit(0, 64) + " " + x if x.startswith("- ") else x
             o["y"] = _rsh(f"{h}_x", p["s"])
         elif op.kind == "mul":
-            o.update(a=src[0], b=lit(p["lit"], 32) if "lit" in p else f"$signed({src[1]})", y=_rsh(f"{h}_p", p["s"]))
+            # the product register keeps only the bits the rounding shift and the saturation
+            # read: none above the product's width (32 + bits of a literal factor), none below
+            # bit s - 1, as rsh(p, s) = rsh(floor(p / 2^(s-1)), 1) for s >= 1
+            full = 32 + abs(p["lit"]).bit_length() if "lit" in p else 64
+            drop = min(max(p["s"] - 1, 0), full - 2)
+            o.update(a=src[0], b=lit(p["lit"], 32) if "lit" in p else f"$signed({src[1]})", pw=full - drop,
+                     sel=f"{full - 1}:{drop}", y=_rsh(f"{h}_pw", p["s"] - drop))
         elif op.kind == "tsel":
             sv, cv, q = src
             if p["which"] == "sin":
@@ -130,7 +139,11 @@ def render_pipelined(hp: HwProgram, ps: PipeSchedule, ctx: dict, top: str) -> st
         names = [f"{base}_d{j}" for j in range(1, d + 1)]
         delays.append({"width": 32 if ref[0] == "in" else hp.ops[ref[1]].widths[ref[2]], "names": names,
                        "chain": " ".join(f"{names[j]} <= {base if j == 0 else names[j - 1]};" for j in range(d))})
-    outputs = [lit(o[1], 32) if o[0] == "c" else tap(o, L) for o in hp.outputs]
+    outputs = []
+    for o, c in zip(hp.outputs, ps.out_cycle):
+        v = lit(o[1], 32) if o[0] == "c" else tap(o, c)
+        # an output computed in cycle c is valid when the vector accepted c cycles ago is
+        outputs.append((v, "ap_done" if c == L else "ap_start" if c == 0 else f"vld[{c}]"))
     return render_template("verilog/pipelined.v.j2", **_head(ctx, top, hp, "pipelined"), ops=ops, delays=delays,
                            L=L, flags=flags, outputs=outputs)
 
@@ -246,10 +259,10 @@ def render_verilog(hp: HwProgram, ctx: dict, options) -> tuple[dict[str, str], d
             "inputs": [f"in_{k}" for k in range(hp.n_in)], "outputs": [f"out_{k}" for k in range(len(hp.outputs))],
             "protocol": "ap_ctrl_hs", "hw_ops": counts, "operator_latency": dict(LATENCY)}
     if o["variant"] == "pipelined":
-        ps = pipeline(hp)
+        ps = pipeline(hp, outputs=options.outputs)
         text = render_pipelined(hp, ps, ctx, top)
         desc.update(latency=ps.latency, interval=1, critical_path=ps.latency, schedule_policy=ps.policy,
-                    delay_line_bits=ps.delay_bits,
+                    delay_line_bits=ps.delay_bits, outputs_timing=ps.outputs, output_cycles=ps.out_cycle,
                     multipliers=counts.get("mul", 0), registers=None)
     else:
         units = default_units(hp, o["multipliers"], o["adders"])

@@ -1,0 +1,116 @@
+"""FPGA resources of a kernel's RTL: latency x resources over the variants, on an iCE40.
+
+For one kernel (default the four-bar's kinematics): the pipelined design with its
+outputs aligned and early, and the shared variant at several multiplier counts. Per
+design: cycles (latency, interval), delay-line bits of the schedule, flip-flop bits of the
+RTL as written (yosys proc, mbforge.hdl.synth.register_bits), and with --pnr the
+nextpnr-ice40 figures (mbforge.hdl.pnr: LUTs, DSPs, Fmax, so cycles become
+microseconds). The delay-line bits of the schedule before the linear program (ASAP or
+ALAP, outputs aligned) are computed in the same run, side by side.
+
+    python -m bench.rtl [--model fourbar --kernel kinematics --multipliers 1,2,4 --pnr --json FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from mbforge.examples import load
+from mbforge.kernels.builders import build_kernel
+from mbforge.pipeline import generate
+
+
+# the pipelined design before the register-minimising schedule, early outputs and trimmed
+# product registers (commit e9d2b0f): counted once at the start of that work, the same way
+BEFORE = {("fourbar", "kinematics"): "84 cycles, 28296 delay-line bits, 44738 FF bits (yosys proc)",
+          ("stewart", "equations"): "30 cycles, 266252 delay-line bits, 669918 FF bits in the kernel module "
+                                    "(its reg declarations; the trig operator's besides)"}
+
+
+def _hw_program(kernel):
+    """The kernel's hardware program as the verilog target builds it."""
+    import mbforge.backends.rtl.verilog as V
+
+    seen = {}
+    orig = V.render_verilog
+
+    def spy(hp, ctx, options):
+        seen["hp"] = hp
+        return orig(hp, ctx, options)
+    V.render_verilog = spy
+    try:
+        generate(kernel, "verilog")
+    finally:
+        V.render_verilog = orig
+    return seen["hp"]
+
+
+def main(argv=None) -> int:
+    from mbforge.backends.rtl.schedule import pipeline
+    from mbforge.hdl.pnr import place_and_route
+    from mbforge.hdl.synth import register_bits
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="fourbar")
+    ap.add_argument("--kernel", default="kinematics")
+    ap.add_argument("--multipliers", default="1,2,4", help="unit counts of the shared variant")
+    ap.add_argument("--pnr", action="store_true", help="place and route every design (minutes each)")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    k = build_kernel(load(args.model).equations(), args.kernel)
+    hp = _hw_program(k)
+    before = {o: pipeline(hp, outputs=o, min_registers=False).delay_bits for o in ("aligned", "early")}
+    designs = [("pipelined", {"variant": "pipelined", "outputs": "aligned"}),
+               ("pipelined", {"variant": "pipelined", "outputs": "early"})]
+    designs += [("shared", {"variant": "shared", "multipliers": int(m)}) for m in args.multipliers.split(",")]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (name, opts) in enumerate(designs):
+            d = Path(tmp) / f"d{i}"
+            generate(k, "verilog", options=opts).write(d)
+            rtl = json.loads((d / "rtl.json").read_text())
+            row = {"design": name, "options": opts, "latency": rtl["latency"], "interval": rtl["interval"],
+                   "units": rtl.get("units"), "delay_line_bits": rtl.get("delay_line_bits"),
+                   "delay_line_bits_before": before.get(opts.get("outputs")) if name == "pipelined" else None}
+            t0 = time.perf_counter()
+            row["ff_bits"] = register_bits(d)["flipflop_bits"]
+            if args.pnr:
+                rep = place_and_route(d, "auto", seed=1)
+                row["pnr"] = {key: rep.get(key) for key in ("device", "fits", "fmax_mhz", "luts", "ffs", "dsps",
+                                                            "brams", "latency_us", "us_per_result", "tried")}
+            row["seconds"] = round(time.perf_counter() - t0, 1)
+            rows.append(row)
+            print(_line(row), flush=True)
+    print(f"\n{args.model} {args.kernel}: delay-line bits of the pipelined schedule before the linear program "
+          f"(ASAP/ALAP): aligned {before['aligned']}, early {before['early']} (same run)")
+    if (args.model, args.kernel) in BEFORE:
+        print(f"before this schedule (commit e9d2b0f, measured at its start, not in this run): "
+              f"{BEFORE[(args.model, args.kernel)]}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+def _line(r: dict) -> str:
+    o = r["options"]
+    what = f"pipelined, outputs {o['outputs']}" if r["design"] == "pipelined" else f"shared, {o['multipliers']} mul"
+    dl = (f"delay lines {r['delay_line_bits']} bits (ASAP/ALAP schedule: {r['delay_line_bits_before']})"
+          if r["delay_line_bits"] is not None else "")
+    s = f"{what:28s} latency {r['latency']:4d} cycles, interval {r['interval']:4d}; FF bits {r['ff_bits']:6d} {dl}"
+    p = r.get("pnr")
+    if p is not None:
+        if p["fits"]:
+            s += (f"\n{'':28s} iCE40 {p['device'].upper()}: {p['luts']} LUT4, {p['ffs']} FF, {p['dsps']} DSP, "
+                  f"{p['brams']} BRAM; Fmax {p['fmax_mhz']:.1f} MHz: {p['latency_us']:.2f} us latency, "
+                  f"{p['us_per_result']:.3f} us per result")
+        else:
+            s += f"\n{'':28s} " + "; ".join(f"iCE40 {t['device'].upper()}: {t['why']}" for t in p["tried"])
+    return s
+
+
+if __name__ == "__main__":
+    sys.exit(main())
