@@ -4,6 +4,13 @@ Inputs and outputs are the arguments, work slots are locals, every emitted symbo
 the kernel's prefix. The float32 dialect spells every literal and function in single
 precision (`0.5f`, mbforge's own sin/cos, `sqrtf`), so nothing is promoted to double on a
 Cortex-M4F; compile with -ffp-contract=off so host and device round alike.
+
+A dialect with a `reach` (elements an instruction addresses from one base register: 256
+floats for Thumb-2 VLDR/VSTR, whose offset is 8 bits times 4) reads and writes in[] and
+out[] beyond it through window pointers in[] + m*reach made opaque to GCC by an empty asm:
+folded back to in/out + constant, each access would cost an address instruction (about 860
+per call on the Stewart joint kernel). The asm only hides a value; the C stays standard
+for compilers without it (`#if defined(__GNUC__)`).
 """
 from __future__ import annotations
 
@@ -25,6 +32,7 @@ class CDialect:
     functions: dict[str, str] = {}
     includes: tuple[str, ...] = ()
     support_template: str | None = None
+    reach: int | None = None  # see the module doc
 
     def literal(self, v: float) -> str:
         raise NotImplementedError
@@ -70,6 +78,7 @@ class Float32C(CDialect):
     real = "float"
     includes = ("math.h",)
     support_template = "c/mathf.c.j2"
+    reach = 256
     functions = {"sqrt": "sqrtf({0})", "sin": "{p}_sinf({0})", "cos": "{p}_cosf({0})",
                  "abs": "fabsf({0})"}
 
@@ -92,18 +101,25 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
     slot = sched.slot
     tape = sched.tape
 
+    r = dialect.reach
+    n_in, n_out = len(tape.inputs), len(tape.outputs)
+
+    def elem(array: str, k: int) -> str:
+        m = k // r if r else 0
+        return f"{array}{m}[{k - m * r}]" if m else f"{array}[{k}]"
+
     def opnd(a: tuple) -> str:
         kind, v = a
         if kind == "t":
             return f"w{slot[v]}"
         if kind == "in":
-            return f"in[{v}]"
+            return elem("in", v)
         lit = dialect.literal(v)
         return f"({lit})" if lit.startswith("-") else lit
 
     body: list[str] = []
     for k, o in sched.direct:
-        body.append(f"out[{k}] = {opnd(o)};")
+        body.append(f"{elem('out', k)} = {opnd(o)};")
     for ins in sched.order:
         args = [opnd(a) for a in ins.args]
         if ins.op == "sincos":
@@ -120,12 +136,22 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
             body.append(f"w{slot[ins.dst[0]]} = {rhs};")
         for d in ins.dst:
             for k in sched.stores.get(d, ()):
-                body.append(f"out[{k}] = w{slot[d]};")
+                body.append(f"{elem('out', k)} = w{slot[d]};")
 
     decls = []
     names = [f"w{i}" for i in range(sched.n_slots)]
     for i in range(0, len(names), 12):
         decls.append(f"{dialect.real} {', '.join(names[i:i + 12])};")
+    windows = []
+    if r:
+        windows = [("const ", "in", m) for m in range(1, (n_in - 1) // r + 1)]
+        windows += [("", "out", m) for m in range(1, (n_out - 1) // r + 1)]
+    for const, array, m in windows:
+        decls.append(f"{const}{dialect.real} *{array}{m} = {array} + {m * r};")
+    if windows:
+        decls.append("#if defined(__GNUC__)  /* window bases stay in registers (see mbforge.backends.c) */")
+        decls.extend(f'__asm__("" : "+r"({array}{m}));' for _, array, m in windows)
+        decls.append("#endif")
 
     support = ""
     if dialect.support_template and any(i.op in ("sin", "cos", "sincos") for i in tape.instrs):
