@@ -24,6 +24,7 @@ from mbforge.examples.loader import EXAMPLES, load
 from mbforge.kernels.builders import BUILDERS, build_kernel
 from mbforge.lower import lower, schedule
 from mbforge.lower.schedule import allocate
+from mbforge.backends.c import DIALECTS
 from mbforge.pipeline import generate
 
 M4F = ["-mcpu=cortex-m4", "-mthumb", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard", "-O2", "-ffp-contract=off",
@@ -70,8 +71,9 @@ def measure(kernel, tmp: Path) -> dict:
     tape = lower(kernel.output_atoms, kernel.input_symbols)
     sched = schedule(tape)
     floor = m.ops["total"] + m.n_in + m.n_out
+    regs = allocate(sched, DIALECTS["c-float32"].registers).used
     return {**c, "ops": m.ops["total"], "n_in": m.n_in, "n_out": m.n_out, "floor": floor,
-            "ratio": c["instructions"] / floor, "peak_live": sched.peak_live, "regs": allocate(sched, 27).used}
+            "ratio": c["instructions"] / floor, "peak_live": sched.peak_live, "regs": regs}
 
 
 def main(argv=None) -> int:

@@ -3,6 +3,8 @@ allocated, is a valid program (each value defined before it is read, every regis
 holds the value the instruction wants, never more values in registers than allowed), the
 allocated program computes bit for bit what the schedule's order computes, and the
 generated C (which prints the allocation) matches the double reference."""
+import shutil
+
 import numpy as np
 import pytest
 
@@ -49,12 +51,13 @@ def _run_allocation(sched, alloc, X):
     at every read that the register or slot holds the value the tape wants there."""
     reg = {}  # register -> (value id, array)
     mem = {}
+    outmem = {}  # out[k] as written so far
     out = {}
     for step in alloc.steps:
         if step[0] == "ld":
             _, r, (kind, v) = step
             assert 0 <= r < alloc.registers
-            reg[r] = (("in", v), X[:, v]) if kind == "in" else mem[v]
+            reg[r] = (("in", v), X[:, v]) if kind == "in" else outmem[v] if kind == "out" else mem[v]
         elif step[0] == "st":
             mem[step[1]] = reg[step[2]]
         else:
@@ -71,6 +74,8 @@ def _run_allocation(sched, alloc, X):
             for d, r, y in zip(ins.dst, dst, _apply(ins.op, xs)):
                 reg[r] = (("t", d), y)
                 out[d] = y
+                for k in sched.stores.get(d, ()):
+                    outmem[k] = reg[r]
     return out
 
 
@@ -121,3 +126,14 @@ def test_generated_c_matches_the_double_reference(kernel, target, tol, tmp_path)
     assert (status == 0).all()
     scale = np.maximum(np.abs(want).max(axis=0), 1.0)
     assert np.max(np.abs(got - want) / scale) < tol
+
+
+@pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None, reason="needs arm-none-eabi-gcc")
+def test_m4f_kernel_that_fits_in_the_registers_has_no_spills(tmp_path):
+    """The disassembly counts of bench.floor: the four-bar equations fit in the registers,
+    so no sp-relative load or store at all."""
+    from bench.floor import measure
+
+    small = measure(build_kernel(load("fourbar").equations(), "equations"), tmp_path)
+    assert small["spill_loads"] == small["spill_stores"] == 0
+    assert small["instructions"] >= small["floor"] - small["n_in"]  # every operation is an instruction

@@ -192,7 +192,8 @@ def schedule(tape: Tape, pressure: bool = True) -> Schedule:
 class Allocation:
     """The schedule's values placed in `registers` C variables (r0 ..) and spill memory
     (m[0] ..): `steps` in program order, each one of
-      ("ld", reg, ("in", k) or ("m", slot))   a register loaded from an input or a spill slot
+      ("ld", reg, (kind, k))                   a register loaded from in[k], a spill slot m[k]
+                                               (kind "m") or an output written before, out[k]
       ("st", slot, reg)                        a register's value kept in a spill slot
       ("op", instr, operands, dst regs)        operands: ("r", reg) or ("c", value)
     Every register holds at most one value at a time and no more than `registers` are live,
@@ -240,6 +241,8 @@ def allocate(sched: Schedule, registers: int) -> Allocation:
     n_mem = 0
     steps: list[tuple] = []
     loads = spills = 0
+    # a computed output is in out[] already: it leaves a register without a store
+    outs = {("t", d): ks[0] for d, ks in sched.stores.items()}
     last_use: dict[tuple, int] = {}
     for p, us in enumerate(uses):
         for a in us:
@@ -247,7 +250,7 @@ def allocate(sched: Schedule, registers: int) -> Allocation:
 
     def cost(v):
         d = when[v] - pos
-        return d * _CLEAN_WEIGHT if (v[0] != "t" or v in mem) else d
+        return d * _CLEAN_WEIGHT if (v[0] != "t" or v in mem or v in outs) else d
 
     def take(protect) -> int:
         nonlocal n_mem, spills
@@ -256,7 +259,7 @@ def allocate(sched: Schedule, registers: int) -> Allocation:
         r = max((r for r, v in held.items() if v not in protect), key=lambda r: (cost(held[r]), r))
         v = held.pop(r)
         del where[v], when[v]
-        if v[0] == "t" and v not in mem:
+        if v[0] == "t" and v not in mem and v not in outs:
             if free_mem:
                 s = heapq.heappop(free_mem)
             else:
@@ -274,7 +277,7 @@ def allocate(sched: Schedule, registers: int) -> Allocation:
         for a, nu in zip(us, next_use[p]):
             if a not in where:
                 r = take(protect)
-                steps.append(("ld", r, a if a[0] == "in" else ("m", mem[a])))
+                steps.append(("ld", r, a if a[0] == "in" else ("out", outs[a]) if a in outs else ("m", mem[a])))
                 loads += 1
                 where[a], held[r] = r, a
             when[a] = nu
