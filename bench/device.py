@@ -114,7 +114,7 @@ def main(argv=None) -> int:
                 (tmp / engine / "obj").mkdir()
                 rows[engine] = sizes(kdir, tmp / engine / "obj") | device_instructions(kdir, tmp / engine)
         for e, r in rows.items():
-            ratio = "" if e == "mbforge" else f"{rows['mbforge']['instructions_median'] / r['instructions_median']:>11.2f}"
+            ratio = "" if e == "mbforge" else f"{rows['mbforge']['instructions_median'] / r['instructions_median']:>11.3f}"
             r["floor"] = floor
             print(f"{model if e == 'mbforge' else '':<12} {e:<8} {r['instructions_median']:>11.0f} {r['flash']:>10} "
                   f"{r['stack']:>10} {r['static_ram']:>7} {r['spill_loads']:>8} {r['spill_stores']:>8} "
