@@ -2,13 +2,14 @@
 and the whole generate command against its goal."""
 import sys
 
-from . import arms, command, device, engine, host, idyn, rtl
+from . import arms, command, device, engine, floor, host, idyn, rtl
 
 if __name__ == "__main__":
     args = sys.argv[1:]
     code = engine.main(args)
     code |= host.main([a for a in args if a in ("--no-sympy",)])
     code |= device.main([])
+    code |= floor.main([])
     code |= idyn.main([])
     code |= arms.main([])
     code |= command.main([])

@@ -2,7 +2,11 @@
 netduinoplus2 under -icount, SysTick turned into instructions by the firmware's CALIB
 loop) for single-precision kernels, mbforge's against CasADi's generated C built with
 casadi_real=float and the same flags and firmware; plus flash (.text of the kernel) and
-RAM (its stack frame from -fstack-usage, and static data).
+RAM (its stack frame from -fstack-usage, and static data); spill loads and stores per call
+from the disassembly (sp-relative; straight-line code runs each once per call) and the ratio
+of instructions per call to the floor (mbforge's operations + one load per input + one
+store per output, the same quantities for both engines). bench.floor does the same for
+every shipped kernel.
 
     python -m bench.device [--models fourbar,stewart] [--json FILE]
 """
@@ -29,6 +33,7 @@ from mbforge.manifest import Group, Manifest
 from . import generic
 from .backends import BACKENDS
 from .cbuild import casadi_kernel
+from .floor import disassembly_counts
 
 M4F = ["-mcpu=cortex-m4", "-mthumb", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard", "-O2", "-ffp-contract=off",
        "-fno-math-errno", "-fstack-usage", "-w", "-c"]
@@ -68,7 +73,9 @@ def sizes(kdir: Path, tmp: Path) -> dict:
     for su in tmp.glob("*.su"):
         for line in su.read_text().splitlines():
             stack = max(stack, int(line.split()[-2]))
-    return {"flash": text, "static_ram": data, "stack": stack}
+    c = disassembly_counts(obj)
+    return {"flash": text, "static_ram": data, "stack": stack, "spill_loads": c["spill_loads"],
+            "spill_stores": c["spill_stores"]}
 
 
 def device_instructions(kdir: Path, tmp: Path, n: int = 32) -> dict:
@@ -90,7 +97,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     report = {}
     hdr = (f"{'model':<12} {'engine':<8} {'instr/call':>11} {'flash [B]':>10} {'stack [B]':>10} "
-           f"{'static':>7}   {'instr ratio':>11}")
+           f"{'static':>7} {'spill ld':>8} {'spill st':>8} {'x floor':>7}   {'instr ratio':>11}")
     print("float32 joint function on the emulated Cortex-M4F (QEMU netduinoplus2, -icount)")
     print(hdr)
     print("-" * len(hdr))
@@ -100,15 +107,19 @@ def main(argv=None) -> int:
             tmp = Path(tmp)
             mb = BACKENDS["mbforge"]().joint(getattr(generic, model), target="c-float32")
             src, n_in, n_out = mbforge_source(mb)
+            floor = mb.ops + n_in + n_out
             ca = casadi_kernel(BACKENDS["casadi"]().joint(getattr(generic, model)), real="float")
             for engine, (s, ni, no) in (("mbforge", (src, n_in, n_out)), ("casadi", (ca.source, ca.n_in, ca.n_out))):
                 kdir = _kernel_dir(tmp / engine / "kernel", f"{model}_{engine}", s, ni, no)
                 (tmp / engine / "obj").mkdir()
                 rows[engine] = sizes(kdir, tmp / engine / "obj") | device_instructions(kdir, tmp / engine)
         for e, r in rows.items():
-            ratio = "" if e == "mbforge" else f"{rows['mbforge']['instructions_median'] / r['instructions_median']:>11.2f}"
+            ratio = "" if e == "mbforge" else f"{rows['mbforge']['instructions_median'] / r['instructions_median']:>11.3f}"
+            r["floor"] = floor
             print(f"{model if e == 'mbforge' else '':<12} {e:<8} {r['instructions_median']:>11.0f} {r['flash']:>10} "
-                  f"{r['stack']:>10} {r['static_ram']:>7}   {ratio}")
+                  f"{r['stack']:>10} {r['static_ram']:>7} {r['spill_loads']:>8} {r['spill_stores']:>8} "
+                  f"{r['instructions_median'] / floor:>7.2f}   {ratio}")
+        print(f"{'':<12} floor {floor} = {mb.ops} operations + {n_in} inputs + {n_out} outputs")
         report[model] = rows
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))

@@ -1,0 +1,111 @@
+"""Every shipped kernel in float32 on the Cortex-M4F against its floor (issue 14).
+
+The floor of a kernel: one instruction per arithmetic operation, one load per input and
+one store per output. Each example's kernels are generated for c-float32 and compiled as
+the firmware compiles them (bench.device.M4F); the kernel function's disassembly gives
+its instructions, which are per call (straight-line code: every instruction runs once,
+except inside mbforge's sin/cos), the spill loads and stores (sp-relative: GCC's own
+spills and the allocation's m[] alike) and the literal-pool loads (constants). Peak live
+is the schedule's most values alive at once; `regs` the registers the allocation uses.
+
+    python -m bench.floor [--examples fourbar,stewart] [--json FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from mbforge.examples.loader import EXAMPLES, load
+from mbforge.kernels.builders import BUILDERS, build_kernel
+from mbforge.lower import lower, schedule
+from mbforge.lower.schedule import allocate
+from mbforge.backends.c import DIALECTS
+from mbforge.pipeline import generate
+
+M4F = ["-mcpu=cortex-m4", "-mthumb", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard", "-O2", "-ffp-contract=off",
+       "-fno-math-errno", "-w", "-c"]
+_INSN = re.compile(r"^\s+[0-9a-f]+:\t[0-9a-f ]+\t(\S+)\t?(.*)$")
+
+
+def disassembly_counts(obj: Path, function: str | None = None) -> dict:
+    """Instructions, spill loads/stores (sp-relative) and literal loads in `function` of
+    an ARM object (all functions when None)."""
+    text = subprocess.run(["arm-none-eabi-objdump", "-d", str(obj)], capture_output=True, text=True,
+                          check=True).stdout
+    n = ld = st = lit = 0
+    inside = function is None
+    for line in text.splitlines():
+        head = re.match(r"^[0-9a-f]+ <(.+)>:$", line)
+        if head:
+            inside = function is None or head.group(1) == function
+            continue
+        m = _INSN.match(line)
+        if not (inside and m):
+            continue
+        op, args = m.groups()
+        if op.startswith(".") or op == "nop":
+            continue
+        n += 1
+        if "[sp" in args:
+            if re.match(r"v?ldr", op):
+                ld += 1
+            elif re.match(r"v?str", op):
+                st += 1
+        elif "[pc" in args and op.startswith("vldr"):
+            lit += 1
+    return {"instructions": n, "spill_loads": ld, "spill_stores": st, "literal_loads": lit}
+
+
+def measure(kernel, tmp: Path) -> dict:
+    plan = generate(kernel, "c-float32")
+    plan.write(tmp)
+    m = plan.manifest
+    obj = tmp / "k.o"
+    subprocess.run(["arm-none-eabi-gcc", *M4F, str(tmp / m.sources[0]), "-o", str(obj)], check=True, cwd=tmp)
+    c = disassembly_counts(obj, m.function)
+    tape = lower(kernel.output_atoms, kernel.input_symbols)
+    sched = schedule(tape)
+    floor = m.ops["total"] + m.n_in + m.n_out
+    regs = allocate(sched, DIALECTS["c-float32"].registers).used
+    return {**c, "ops": m.ops["total"], "n_in": m.n_in, "n_out": m.n_out, "floor": floor,
+            "ratio": c["instructions"] / floor, "peak_live": sched.peak_live, "regs": regs}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--examples", default=",".join(sorted(EXAMPLES)))
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    print("Every shipped kernel, c-float32 on the Cortex-M4F (arm-none-eabi-gcc -O2): instructions per call "
+          "from the disassembly against the floor (ops + inputs + outputs)")
+    hdr = (f"{'example':<17} {'kernel':<25} {'ops':>6} {'floor':>6} {'instr':>6} {'ratio':>6} "
+           f"{'spill ld':>8} {'spill st':>8} {'literal':>7} {'peak live':>9} {'regs':>4}")
+    print(hdr)
+    print("-" * len(hdr))
+    report = {}
+    for ex in args.examples.split(","):
+        eqs = load(ex).equations()
+        for kname in BUILDERS:
+            try:
+                kernel = build_kernel(eqs, kname)
+                with tempfile.TemporaryDirectory() as tmp:
+                    r = measure(kernel, Path(tmp))
+            except Exception as e:  # a kernel the example does not have (or cannot spell in float32)
+                print(f"{ex:<17} {kname:<25} n/a: {str(e).splitlines()[0][:70]}")
+                continue
+            report[f"{ex}/{kname}"] = r
+            print(f"{ex:<17} {kname:<25} {r['ops']:>6} {r['floor']:>6} {r['instructions']:>6} {r['ratio']:>6.2f} "
+                  f"{r['spill_loads']:>8} {r['spill_stores']:>8} {r['literal_loads']:>7} {r['peak_live']:>9} "
+                  f"{r['regs']:>4}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,139 @@
+"""The register-file schedule: every shipped example's equations kernel, scheduled and
+allocated, is a valid program (each value defined before it is read, every register read
+holds the value the instruction wants, never more values in registers than allowed), the
+allocated program computes bit for bit what the schedule's order computes, and the
+generated C (which prints the allocation) matches the double reference."""
+import shutil
+
+import numpy as np
+import pytest
+
+from mbforge.examples import load
+from mbforge.hil.hostlib import load_kernel
+from mbforge.ir import Evaluator
+from mbforge.kernels.builders import build_kernel
+from mbforge.lower import lower, schedule
+from mbforge.lower.schedule import allocate
+from mbforge.pipeline import generate
+
+EXAMPLES = ["fourbar", "slidercrank", "slidercrank_disc", "pendulum_block", "stewart", "stewart_relative"]
+_F = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "neg": np.negative,
+      "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos, "tan": np.tan, "exp": np.exp, "log": np.log,
+      "abs": np.abs, "atan2": np.arctan2}
+
+
+@pytest.fixture(scope="module", params=EXAMPLES)
+def kernel(request):
+    return build_kernel(load(request.param).equations(), "equations")
+
+
+def _apply(op, xs):
+    if op == "sincos":
+        return [np.sin(xs[0]), np.cos(xs[0])]
+    return [_F[op](*xs)]
+
+
+def _run_order(sched, X):
+    """The schedule's order executed directly (one array per value)."""
+    val = {}
+
+    def get(a):
+        return X[:, a[1]] if a[0] == "in" else val[a[1]] if a[0] == "t" else np.full(len(X), a[1])
+
+    for ins in sched.order:
+        for d, y in zip(ins.dst, _apply(ins.op, [get(a) for a in ins.args])):
+            val[d] = y
+    return val
+
+
+def _run_allocation(sched, alloc, X):
+    """The allocation's steps executed on `registers` registers and spill memory, checking
+    at every read that the register or slot holds the value the tape wants there."""
+    reg = {}  # register -> (value id, array)
+    mem = {}
+    outmem = {}  # out[k] as written so far
+    out = {}
+    for step in alloc.steps:
+        if step[0] == "ld":
+            _, r, (kind, v) = step
+            assert 0 <= r < alloc.registers
+            reg[r] = (("in", v), X[:, v]) if kind == "in" else outmem[v] if kind == "out" else mem[v]
+        elif step[0] == "st":
+            mem[step[1]] = reg[step[2]]
+        else:
+            _, ins, operands, dst = step
+            xs = []
+            for a, o in zip(ins.args, operands):
+                if o[0] == "r":
+                    ident, x = reg[o[1]]
+                    assert ident == a, f"{ins}: register {o[1]} holds {ident}, not {a}"
+                    xs.append(x)
+                else:
+                    xs.append(np.full(len(X), o[1]))
+            assert len(set(dst)) == len(dst) and all(0 <= r < alloc.registers for r in dst)
+            for d, r, y in zip(ins.dst, dst, _apply(ins.op, xs)):
+                reg[r] = (("t", d), y)
+                out[d] = y
+                for k in sched.stores.get(d, ()):
+                    outmem[k] = reg[r]
+    return out
+
+
+def _inputs(kernel, n, seed=3):
+    rng = np.random.default_rng(seed)
+    r = np.array([rg for p in kernel.inputs for rg in p.ranges])
+    return r[:, 0] + (r[:, 1] - r[:, 0]) * rng.random((n, len(r)))
+
+
+@pytest.mark.parametrize("registers", [3, 14, 27])
+def test_allocation_is_valid_and_computes_what_the_order_computes(kernel, registers):
+    tape = lower(kernel.output_atoms, kernel.input_symbols)
+    sched = schedule(tape)
+    defined = set()
+    for ins in sched.order:  # the order itself: every value defined before it is read
+        assert all(a[1] in defined for a in ins.args if a[0] == "t"), ins
+        defined.update(ins.dst)
+    assert len(sched.order) == len(tape.instrs)
+    alloc = allocate(sched, registers)
+    X = _inputs(kernel, 64)
+    with np.errstate(all="ignore"):
+        want = _run_order(sched, X)
+        got = _run_allocation(sched, alloc, X)
+    for o in tape.outputs:
+        if o[0] == "t":
+            np.testing.assert_array_equal(got[o[1]], want[o[1]])
+    if registers >= 27 and len(tape.instrs) < 200:
+        assert alloc.spills == 0  # small kernels fit: nothing goes to memory
+
+
+def test_allocation_is_deterministic(kernel):
+    tape = lower(kernel.output_atoms, kernel.input_symbols)
+    a, b = allocate(schedule(tape), 14), allocate(schedule(tape), 14)
+    assert a.steps == b.steps
+
+
+@pytest.mark.host
+@pytest.mark.parametrize("target,tol", [("c-double", 1e-12), ("c-float32", 1e-4)])
+def test_generated_c_matches_the_double_reference(kernel, target, tol, tmp_path):
+    if target == "c-float32" and kernel.model == "stewart_relative":
+        pytest.skip("c-float32 has no atan2 (the relative Stewart model needs it)")
+    generate(kernel, target).write(tmp_path)
+    X = _inputs(kernel, 2000)
+    if target == "c-float32":
+        X = X.astype(np.float32).astype(np.float64)
+    want = Evaluator(kernel.output_atoms, kernel.input_symbols)(X)
+    got, status = load_kernel(tmp_path)(X)
+    assert (status == 0).all()
+    scale = np.maximum(np.abs(want).max(axis=0), 1.0)
+    assert np.max(np.abs(got - want) / scale) < tol
+
+
+@pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None, reason="needs arm-none-eabi-gcc")
+def test_m4f_kernel_that_fits_in_the_registers_has_no_spills(tmp_path):
+    """The disassembly counts of bench.floor: the four-bar equations fit in the registers,
+    so no sp-relative load or store at all."""
+    from bench.floor import measure
+
+    small = measure(build_kernel(load("fourbar").equations(), "equations"), tmp_path)
+    assert small["spill_loads"] == small["spill_stores"] == 0
+    assert small["instructions"] >= small["floor"] - small["n_in"]  # every operation is an instruction
