@@ -5,7 +5,8 @@ Standard model: every operation returns its exact result times (1 + d) with |d| 
 square root likewise, and mbforge's own sin/cos are within 1.5 ulp (see
 templates/c/mathf.c.j2; 2 ulp are charged). Absolute bounds propagate through the tape
 with the ranges of the exact values, so they are sound for inputs in the declared
-ranges, versus exact arithmetic on the float inputs the kernel receives.
+ranges, versus exact arithmetic at the real (unrounded) inputs: each input's rounding
+to float32 (relative 2**-24) is an initial error propagated like any other.
 """
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ def float32_bounds(tape: Tape, ranges: Ranges) -> list[float]:
             return err[v]
         if kind == "c":
             return abs(float(v)) * U  # the literal is the nearest float
-        return 0.0
+        return ranges.inputs[v].mag * U + TINY  # the real input rounded to float32
 
     for ins in tape.instrs:
         op, a = ins.op, ins.args

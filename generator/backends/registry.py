@@ -46,7 +46,8 @@ class Float32Backend(CBackend):
     name = "c-float32"
 
     def notes(self, analysis):
-        return ["Compile with -ffp-contract=off -fno-math-errno so that every machine rounds alike."]
+        return ["Compile with -ffp-contract=off -fno-math-errno so that every machine rounds alike.",
+                "Error bounds (+-) hold against double at the unrounded input (its rounding to float included)."]
 
     def analyse(self, tape, boxes) -> Analysis:
         # outputs downstream of a divisor whose range reaches 0 get no finite bound.
@@ -64,7 +65,8 @@ class FixedBackend(Backend):
                     "if a value saturated (an input outside its declared range)")}
 
     def notes(self, analysis):
-        return ["value = int32 / 2**frac_bits; formats and error bounds are in manifest.json"]
+        return ["value = int32 / 2**frac_bits; formats and error bounds are in manifest.json",
+                "Error bounds (+-) hold against double at the unrounded input (its rounding to the Q format included)."]
 
     def analyse(self, tape, boxes) -> Analysis:
         per_box: list = []
