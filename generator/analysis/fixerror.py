@@ -363,7 +363,7 @@ def _vmerge(ia, la, ha, ib, lb, hb, sb=1.0):
     return ids, lo, hi
 
 
-def output_errors_boxes(fx: FixedProgram, vec: BoxRanges, perr: dict) -> list:
+def output_errors_boxes(fx: FixedProgram, vec: BoxRanges) -> list:
     """output_errors for every box of vec at once: [array over boxes per output]."""
     B = vec.n_boxes
     u: list[float] = [0.0]
@@ -533,7 +533,7 @@ def _box_errors(fx: FixedProgram, vec: BoxRanges, tight: bool) -> np.ndarray:
     _, plan = plan_errors(fx, vec)
     E = np.stack(plan, 1) if plan else np.zeros((vec.n_boxes, 0))
     if tight:
-        E = np.minimum(E, np.stack(output_errors_boxes(fx, vec, None), 1))
+        E = np.minimum(E, np.stack(output_errors_boxes(fx, vec), 1))
     return E
 
 

@@ -8,11 +8,20 @@ Two analyses run side by side and the tighter bound wins, value by value:
   per input plus one per nonlinear operation, so linear correlations cancel (x - x is 0)
   and products of correlated values stay tight.
 Floating-point rounding inside the analysis is covered by rounding every bound outwards.
+
+`analyse` is the scalar analysis of one box. `analyse_boxes` runs the same rules over many
+boxes at once (numpy arrays over the boxes; one merge policy of the affine terms for all
+boxes), and `analyse_domain` uses it for a kernel's domain (a union of boxes): a box where
+a divisor's range reaches 0 is bisected (the halves' union is the box, so the cover stays
+sound and the result deterministic) until a budget of boxes, then refused with the
+operation, the configuration and the input to narrow named.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from ..ir.atom import ExpressionError
 from ..lower.tape import Tape
@@ -381,10 +390,6 @@ def analyse(tape: Tape, input_ranges: list[tuple[float, float]], strict: bool = 
     return Ranges(ivs, ins)
 
 
-def _hull(a: Interval, b: Interval) -> Interval:
-    return Interval(min(a.lo, b.lo), max(a.hi, b.hi))
-
-
 # ---- the same analysis over many boxes at once ---------------------------------------------
 # Every value carries numpy arrays over the boxes: an interval (lo, hi) and an affine form
 # whose noise terms are rows of one matrix (one column per box). The rules are those of the
@@ -399,8 +404,6 @@ def _hull(a: Interval, b: Interval) -> Interval:
 # bisects it (the union of the halves is the box, so the cover stays sound) until the
 # budget of boxes is spent.
 
-import numpy as np
-
 VEC_TERMS = 96  # rows kept by the vectorised affine forms (one policy for all boxes)
 
 
@@ -410,13 +413,6 @@ def _vdown(x):
 
 def _vup(x):
     return np.nextafter(x, np.inf)
-
-
-def _vrnd(c, A):
-    s = np.abs(c)
-    if A.shape[0]:
-        s = s + np.abs(A).sum(0)
-    return s * 2.3e-16 + _TINY
 
 
 def _vmap(fn, x):
@@ -477,16 +473,6 @@ def _append(ids, A, fid, col):
     return np.append(ids, fid), np.vstack([A, col[None, :]])
 
 
-def _vcondense(ids, A, err, keep: int = VEC_TERMS):
-    if ids.shape[0] <= keep:
-        return ids, A, err
-    score = np.abs(A).max(1)
-    order = np.lexsort((ids, -score))
-    kept = np.sort(order[:keep])
-    err = _vup(err + np.abs(A[order[keep:]]).sum(0))
-    return ids[kept], A[kept], err
-
-
 def _finish(ids, A, c, err, bad, plain=None) -> _VAff:
     """err + the rounding of computing c and A (the scalar _rnd; where `plain`, of c
     alone), unbounded columns blanked, at most VEC_TERMS rows: the value's form."""
@@ -507,17 +493,6 @@ def _finish(ids, A, c, err, bad, plain=None) -> _VAff:
         err = _vup(err + absA[order[VEC_TERMS:]].sum(0))
         ids, A, absum = ids[kept], A[kept], absA[kept].sum(0)
     return _VAff(ids, A, c, err, absum)
-
-
-class _VState:
-    """Per value: interval arrays, affine form, and the boxes where it is unbounded."""
-
-    def __init__(self, B: int):
-        self.B = B
-        self.lo: dict = {}
-        self.hi: dict = {}
-        self.af: dict = {}
-        self.bad: dict = {}
 
 
 def _v_interval_and(lo, hi, af: _VAff):
@@ -581,10 +556,6 @@ def _vlinear(a: _VAff, alpha, zeta, delta, noise: _VNoise, plain):
     fresh = np.where(mask, _vup((phi - plo) / 2), fresh)
     ids, A = _append(a.ids, A, noise.fresh(), fresh)
     return ids, A, c, np.where(mask, 0.0, np.abs(alpha) * a.err), mask
-
-
-def _EMPTY_A(c):
-    return np.zeros((0, c.shape[0]))
 
 
 def _vcheb(f, g_pts, lo, hi):
