@@ -170,3 +170,18 @@ def test_float32_bound_holds_against_double_at_the_unrounded_input(tmp_path):
     err = np.abs(Y.astype(np.float64) - Evaluator(k.output_atoms, k.input_symbols)(X)).max(0)
     bound = np.array([b for g in m.outputs for b in g.error_bound], dtype=np.float64)
     assert (err <= bound).all(), [(n, e, b) for n, e, b in zip(m.flat_names(), err, bound) if e > b]
+
+
+def test_float32_bounds_over_boxes_are_the_largest_of_the_box_by_box_bounds():
+    from mbforge.analysis.floaterror import float32_bounds, float32_bounds_boxes
+    from mbforge.analysis.ranges import BoxRanges
+
+    k = build_kernel(load("fourbar").equations(), "kinematics")
+    tape = lower(k.output_atoms, k.input_symbols)
+    per: list = []
+    hull = analyse_domain(tape, k.domain, strict=False, per_box=per)
+    vec = BoxRanges.from_list(tape, per)
+    together = np.array(float32_bounds_boxes(tape, vec))
+    one_by_one = np.array([float32_bounds(tape, r) for r in per]).max(0)
+    np.testing.assert_allclose(together, one_by_one, rtol=1e-12)
+    assert (together <= np.array(float32_bounds(tape, hull)) * (1 + 1e-12)).all()

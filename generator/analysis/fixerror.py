@@ -27,7 +27,8 @@ from ..lower.tape import Tape
 import numpy as np
 
 from ..ir.atom import ExpressionError
-from .ranges import BoxRanges, BoxView, Interval, Ranges, _config, _vi_trig, analyse_boxes, refine, split_box
+from .ranges import (CHUNK, BoxRanges, BoxView, Interval, Ranges, _config, _last_reads, _vi_trig,
+                     analyse_chunked, refine, split_box)
 
 MAX_TERMS = 40
 
@@ -415,8 +416,13 @@ def output_errors_boxes(fx: FixedProgram, vec: BoxRanges) -> list:
             ids, lo, hi = ids[kept], lo[kept], hi[kept]
         return _VForm(ids, lo, hi, r * (1 + 1e-12) + 1e-300)
 
+    dead = _last_reads(fx.tape)
+    keep = {o[1] for o in fx.tape.outputs if o[0] == "t"}
     with np.errstate(all="ignore"):
-        for ins in fx.instrs:
+        for i, ins in enumerate(fx.instrs):
+            for t in dead[i - 1] if i else ():  # forms are the memory: free them after their last read
+                if t not in keep:
+                    del forms[t]
             op, a, p = ins.op, ins.args, ins.params
             d = ins.dst[0]
             if op in ("add", "sub"):
@@ -529,7 +535,10 @@ SPLIT_ROUNDS = 6
 
 
 def _box_errors(fx: FixedProgram, vec: BoxRanges, tight: bool) -> np.ndarray:
-    """(B, n_out): per box the smaller of the two sound bounds."""
+    """(B, n_out): per box the smaller of the two sound bounds (CHUNK boxes at a time)."""
+    if vec.n_boxes > CHUNK:
+        return np.vstack([_box_errors(fx, vec.take(np.arange(j, min(j + CHUNK, vec.n_boxes))), tight)
+                          for j in range(0, vec.n_boxes, CHUNK)])
     _, plan = plan_errors(fx, vec)
     E = np.stack(plan, 1) if plan else np.zeros((vec.n_boxes, 0))
     if tight:
@@ -561,7 +570,7 @@ def bound_over_boxes(tape: Tape, hull: Ranges, boxes: list[Ranges], tight: bool 
             break
         dims = np.argmax((vec.in_hi - vec.in_lo) / np.where(span > 0, span, np.inf), 1)
         halves = [h for b in hot for h in split_box(vec.in_lo[b], vec.in_hi[b], int(dims[b]))]
-        sub = analyse_boxes(tape, np.array([h[0] for h in halves]), np.array([h[1] for h in halves]), True)
+        sub = analyse_chunked(tape, np.array([h[0] for h in halves]), np.array([h[1] for h in halves]), True)
         if (sub.fail >= 0).any():
             break
         Es = _box_errors(fx, sub, tight)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..ir.atom import ExpressionError
 from ..lower.tape import Tape
 from .ranges import Ranges
@@ -91,4 +93,71 @@ def float32_bounds(tape: Tape, ranges: Ranges) -> list[float]:
     out = []
     for o in tape.outputs:
         out.append(e(o) if o[0] != "c" else abs(float(o[1])) * U)
+    return out
+
+
+def float32_bounds_boxes(tape: Tape, vec) -> list[float]:
+    """float32_bounds for every box of a BoxRanges at once (the same rules, numpy arrays
+    over the boxes), the largest over the boxes per output: sound on their union, and
+    never above the bound over the hull (each box's magnitudes are inside the hull's)."""
+    B = vec.n_boxes
+    err: dict = {}
+
+    def rng(o):
+        kind, v = o
+        if kind == "t":
+            return vec.lo[v], vec.hi[v]
+        if kind == "in":
+            return vec.in_lo[:, v], vec.in_hi[:, v]
+        c = np.full(B, float(v))
+        return c, c
+
+    def mag(o):
+        lo, hi = rng(o)
+        return np.maximum(np.abs(lo), np.abs(hi))
+
+    def e(o):
+        kind, v = o
+        if kind == "t":
+            return err[v]
+        if kind == "c":
+            return np.full(B, abs(float(v)) * U)
+        return mag(o) * U + TINY
+
+    def rounded(pre, res):
+        return pre + U * (res + pre) + TINY
+
+    with np.errstate(all="ignore"):
+        for ins in tape.instrs:
+            op, a = ins.op, ins.args
+            d = ins.dst[0]
+            res = mag(("t", d))
+            if op in ("add", "sub"):
+                bound = rounded(e(a[0]) + e(a[1]), res)
+            elif op == "neg":
+                bound = e(a[0])
+            elif op == "mul":
+                ea, eb = e(a[0]), e(a[1])
+                bound = rounded(mag(a[0]) * eb + mag(a[1]) * ea + ea * eb, res)
+            elif op == "div":
+                dlo, dhi = rng(a[1])
+                lo = np.where((dlo <= 0) & (dhi >= 0), 0.0, np.minimum(np.abs(dlo), np.abs(dhi)))
+                eb = e(a[1])
+                bound = np.where(lo <= eb, np.inf, rounded((e(a[0]) + res * eb) / (lo - eb), res))
+            elif op == "sqrt":
+                xlo, _ = rng(a[0])
+                ex = e(a[0])
+                lo = np.maximum(xlo, 0.0)
+                bound = rounded(np.where(lo > ex, ex / (np.sqrt(lo) + np.sqrt(np.maximum(lo - ex, 0.0))),
+                                         np.sqrt(ex)), res)
+            elif op in ("sin", "cos", "sincos"):
+                bound = e(a[0]) + TRIG_ULPS * U * 1.0 + TINY
+            else:
+                raise ExpressionError(f"float32 error bound: no rule for {op!r}")
+            bound = np.where(np.isfinite(res), bound, np.inf)  # downstream of a divisor reaching 0
+            for dd in ins.dst:
+                err[dd] = bound
+    out = []
+    for o in tape.outputs:
+        out.append(float(e(o).max()) if o[0] != "c" else abs(float(o[1])) * U)
     return out

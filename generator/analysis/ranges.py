@@ -730,6 +730,21 @@ class BoxView(Ranges):
         self.inputs = [Interval(float(vec.in_lo[b, k]), float(vec.in_hi[b, k])) for k in range(vec.in_lo.shape[1])]
 
 
+def _last_reads(tape: Tape) -> list[list[int]]:
+    """Per instruction, the temps read (or written) for the last time there."""
+    last: dict[int, int] = {}
+    for i, ins_ in enumerate(tape.instrs):
+        for d in ins_.dst:
+            last[d] = i
+        for kind, v in ins_.args:
+            if kind == "t":
+                last[v] = i
+    out: list[list[int]] = [[] for _ in tape.instrs]
+    for t, i in last.items():
+        out[i].append(t)
+    return out
+
+
 def analyse_boxes(tape: Tape, in_lo: np.ndarray, in_hi: np.ndarray, strict: bool = True) -> BoxRanges:
     """One pass over the tape for all boxes (rows of in_lo/in_hi). Never raises for a
     divisor reaching 0: the box is marked (BoxRanges.fail) and unbounded from there."""
@@ -782,6 +797,7 @@ def analyse_boxes(tape: Tape, in_lo: np.ndarray, in_hi: np.ndarray, strict: bool
         rel = np.where(span > 0, w / np.where(span > 0, span, 1.0), 0.0)
         fail_dim[first] = np.where(has, dims, np.argmax(rel, 1))
 
+    dead = _last_reads(tape)
     with np.errstate(all="ignore"):
         for i, ins_ in enumerate(tape.instrs):
             op = ins_.op
@@ -862,10 +878,22 @@ def analyse_boxes(tape: Tape, in_lo: np.ndarray, in_hi: np.ndarray, strict: bool
                     l2, h2 = _v_interval_and(np.where(bad, 0.0, lo), np.where(bad, 0.0, hi), af)
                     lo, hi = np.where(bad, -np.inf, l2), np.where(bad, np.inf, h2)
                 lo_[d], hi_[d], af_[d], bad_[d] = lo, hi, af, bad
+            for t in dead[i]:  # affine forms are the memory: (terms x boxes) each
+                del af_[t]
     return BoxRanges(tape, in_lo, in_hi, lo_, hi_, fail, fail_dim, fail_range, strict)
 
 
 SPLIT_BUDGET = 4  # analyse_domain may grow the domain to this many times its boxes
+
+
+CHUNK = 1024  # boxes per pass: bounds the memory of the live affine forms
+
+
+def analyse_chunked(tape: Tape, in_lo, in_hi, strict: bool = True) -> BoxRanges:
+    """analyse_boxes, CHUNK boxes at a time (the boxes are independent)."""
+    B = in_lo.shape[0]
+    return BoxRanges.concat([analyse_boxes(tape, in_lo[j:j + CHUNK], in_hi[j:j + CHUNK], strict)
+                             for j in range(0, B, CHUNK)])
 
 
 def split_box(lo: np.ndarray, hi: np.ndarray, dim: int):
@@ -888,7 +916,7 @@ def refine(vec: BoxRanges, which, dims, analyse=None) -> BoxRanges:
         for l, h in split_box(vec.in_lo[b], vec.in_hi[b], int(dims[b])):
             sub_lo.append(l)
             sub_hi.append(h)
-    sub = (analyse or (lambda lo, hi: analyse_boxes(vec.tape, lo, hi, vec.strict)))(np.array(sub_lo), np.array(sub_hi))
+    sub = (analyse or (lambda lo, hi: analyse_chunked(vec.tape, lo, hi, vec.strict)))(np.array(sub_lo), np.array(sub_hi))
     # order: each parent's halves where the parent was
     both = BoxRanges.concat([vec, sub])
     order, split = [], {b: j for j, b in enumerate(which)}
@@ -950,7 +978,7 @@ def analyse_domain(tape: Tape, boxes, strict: bool = True, per_box: list | None 
         if bad.any():
             b = int(np.argmax(bad))
             raise ExpressionError(f"input {tape.inputs[k].value.name}: empty range [{in_lo[b, k]}, {in_hi[b, k]}]")
-    vec = first = analyse_boxes(tape, in_lo, in_hi, strict)
+    vec = first = analyse_chunked(tape, in_lo, in_hi, strict)
     cap = max(len(boxes), int(budget * len(boxes)))
     splits = 0
     while True:
