@@ -185,3 +185,23 @@ def test_float32_bounds_over_boxes_are_the_largest_of_the_box_by_box_bounds():
     one_by_one = np.array([float32_bounds(tape, r) for r in per]).max(0)
     np.testing.assert_allclose(together, one_by_one, rtol=1e-12)
     assert (together <= np.array(float32_bounds(tape, hull)) * (1 + 1e-12)).all()
+
+
+def test_unbounded_boxes_stay_unbounded_through_sin_and_cos():
+    """Not strict: downstream of a divisor reaching 0 a box's values are unbounded (sin
+    and cos of them too, as in the scalar analysis), and the other boxes keep their own
+    enclosures."""
+    from mbforge.ir import cos, sin
+
+    x, y = symbol("ub_x"), symbol("ub_y")
+    tape = lower([sin(x / y) + cos(x / y), x * y], [x, y])
+    per: list = []
+    analyse_domain(tape, [[(0.0, 1.0), (-1.0, 1.0)], [(0.0, 1.0), (1.0, 2.0)]], strict=False, per_box=per, budget=1)
+    first, second = per
+    s = first.of(tape.outputs[0])
+    assert (s.lo, s.hi) == (-np.inf, np.inf)
+    scalar = analyse(tape, [(0.0, 1.0), (-1.0, 1.0)], strict=False).of(tape.outputs[0])
+    assert (scalar.lo, scalar.hi) == (-np.inf, np.inf)
+    assert np.isfinite(first.of(tape.outputs[1]).hi)
+    t = second.of(tape.outputs[0])
+    assert t.hi - t.lo < 2.0

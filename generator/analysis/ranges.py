@@ -523,11 +523,11 @@ def _vi_sqr(lo, hi):
 def _vi_trig(lo, hi, fn: str):
     f = math.sin if fn == "sin" else math.cos
     shift = math.pi / 2 if fn == "sin" else 0.0
-    vmin = np.minimum(_vmap(f, lo), _vmap(f, hi))
-    vmax = np.maximum(_vmap(f, lo), _vmap(f, hi))
-    full = hi - lo >= 2 * math.pi
-    safe_lo = np.where(full | ~np.isfinite(lo), 0.0, lo)
-    safe_hi = np.where(full | ~np.isfinite(hi), 0.0, hi)
+    full = ~(hi - lo < 2 * math.pi)  # also where unbounded
+    safe_lo = np.where(full, 0.0, lo)
+    safe_hi = np.where(full, 0.0, hi)
+    vmin = np.minimum(_vmap(f, safe_lo), _vmap(f, safe_hi))
+    vmax = np.maximum(_vmap(f, safe_lo), _vmap(f, safe_hi))
     k0 = np.ceil((safe_lo - shift) / math.pi)
     k1 = np.floor((safe_hi - shift) / math.pi)
     for j in range(3):  # a width below 2 pi holds at most two peaks
