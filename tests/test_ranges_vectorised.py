@@ -205,3 +205,15 @@ def test_unbounded_boxes_stay_unbounded_through_sin_and_cos():
     assert np.isfinite(first.of(tape.outputs[1]).hi)
     t = second.of(tape.outputs[0])
     assert t.hi - t.lo < 2.0
+
+
+def test_an_input_form_covers_its_box_when_the_midpoint_rounds():
+    """[0.29999999999999993, 0.3]: (lo + hi) / 2 rounds to lo, so half the width from
+    there misses hi; y - 0.3 reaches 0 at hi and the division must be refused."""
+    y = symbol("mr_y")
+    tape = lower([1.0 / (y - 0.3)], [y])
+    box = [(0.29999999999999993, 0.3)]
+    with pytest.raises(ExpressionError, match="contains 0"):
+        analyse(tape, box)
+    arr = np.array([box])
+    assert analyse_boxes(tape, arr[:, :, 0], arr[:, :, 1]).fail[0] >= 0

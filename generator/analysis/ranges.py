@@ -355,7 +355,8 @@ def analyse(tape: Tape, input_ranges: list[tuple[float, float]], strict: bool = 
     for k, iv in enumerate(ins):
         if not iv.lo <= iv.hi:
             raise ExpressionError(f"input {tape.inputs[k].value.name}: empty range [{iv.lo}, {iv.hi}]")
-    a_in = [Affine((iv.lo + iv.hi) / 2, {k: _up((iv.hi - iv.lo) / 2)}) for k, iv in enumerate(ins)]
+    # the midpoint is rounded: the radius reaches both ends from it (rounded up)
+    a_in = [Affine(c, {k: _up(max(iv.hi - c, c - iv.lo))}) for k, iv in enumerate(ins) for c in [(iv.lo + iv.hi) / 2]]
     ivs: dict[int, Interval] = {}
     afs: dict[int, Affine] = {}
 
@@ -642,6 +643,7 @@ class BoxRanges:
     fail_dim: np.ndarray
     fail_range: np.ndarray  # (B, 2): the failing operand's range
     strict: bool
+    span: np.ndarray | None = None  # the domain's width per input (see analyse_boxes)
 
     @property
     def n_boxes(self) -> int:
@@ -660,7 +662,7 @@ class BoxRanges:
         idx = np.asarray(idx, dtype=np.int64)
         return BoxRanges(self.tape, self.in_lo[idx], self.in_hi[idx], {t: v[idx] for t, v in self.lo.items()},
                          {t: v[idx] for t, v in self.hi.items()}, self.fail[idx], self.fail_dim[idx],
-                         self.fail_range[idx], self.strict)
+                         self.fail_range[idx], self.strict, self.span)
 
     @staticmethod
     def concat(parts: list) -> "BoxRanges":
@@ -672,7 +674,7 @@ class BoxRanges:
                          {t: cat([p.lo[t] for p in parts]) for t in p0.lo},
                          {t: cat([p.hi[t] for p in parts]) for t in p0.hi},
                          cat([p.fail for p in parts]), cat([p.fail_dim for p in parts]),
-                         cat([p.fail_range for p in parts]), p0.strict)
+                         cat([p.fail_range for p in parts]), p0.strict, p0.span)
 
     @staticmethod
     def from_list(tape: Tape, ranges: list) -> "BoxRanges":
@@ -730,6 +732,18 @@ class BoxView(Ranges):
         self.inputs = [Interval(float(vec.in_lo[b, k]), float(vec.in_hi[b, k])) for k in range(vec.in_lo.shape[1])]
 
 
+def _input_deps(tape: Tape) -> dict[int, int]:
+    """Per temp, the inputs it depends on as a bit mask (bit k: input k)."""
+    out: dict[int, int] = {}
+    for ins_ in tape.instrs:
+        m = 0
+        for kind, v in ins_.args:
+            m |= out[v] if kind == "t" else (1 << v if kind == "in" else 0)
+        for d in ins_.dst:
+            out[d] = m
+    return out
+
+
 def _last_reads(tape: Tape) -> list[list[int]]:
     """Per instruction, the temps read (or written) for the last time there."""
     last: dict[int, int] = {}
@@ -745,12 +759,16 @@ def _last_reads(tape: Tape) -> list[list[int]]:
     return out
 
 
-def analyse_boxes(tape: Tape, in_lo: np.ndarray, in_hi: np.ndarray, strict: bool = True) -> BoxRanges:
+def analyse_boxes(tape: Tape, in_lo: np.ndarray, in_hi: np.ndarray, strict: bool = True,
+                  span: np.ndarray | None = None) -> BoxRanges:
     """One pass over the tape for all boxes (rows of in_lo/in_hi). Never raises for a
-    divisor reaching 0: the box is marked (BoxRanges.fail) and unbounded from there."""
+    divisor reaching 0: the box is marked (BoxRanges.fail) and unbounded from there.
+    `span`: the widths of the whole domain per input (default: of these boxes), what
+    "relatively widest" means when choosing the input to bisect."""
     in_lo = np.ascontiguousarray(in_lo, dtype=np.float64)
     in_hi = np.ascontiguousarray(in_hi, dtype=np.float64)
     B, n = in_lo.shape
+    span_ = in_hi.max(0) - in_lo.min(0) if span is None else span
     noise = _VNoise(n)
     fail = np.full(B, -1, dtype=np.int64)
     fail_dim = np.zeros(B, dtype=np.int64)
@@ -762,8 +780,9 @@ def analyse_boxes(tape: Tape, in_lo: np.ndarray, in_hi: np.ndarray, strict: bool
     in_af = []
     for k in range(n):
         c = (in_lo[:, k] + in_hi[:, k]) / 2
-        in_af.append(_VAff(np.array([k], dtype=np.int64), _vup((in_hi[:, k] - in_lo[:, k]) / 2)[None, :],
-                           c, np.zeros(B)))
+        # the midpoint is rounded: the radius reaches both ends from it (rounded up)
+        r = _vup(np.maximum(in_hi[:, k] - c, c - in_lo[:, k]))
+        in_af.append(_VAff(np.array([k], dtype=np.int64), r[None, :], c, np.zeros(B)))
     zeros = np.zeros(B)
     no_bad = None
 
@@ -776,7 +795,9 @@ def analyse_boxes(tape: Tape, in_lo: np.ndarray, in_hi: np.ndarray, strict: bool
         cv = np.full(B, float(v))
         return cv, cv, _VAff(_EMPTY_IDS, np.zeros((0, B)), cv, zeros), no_bad
 
-    def mark(i, newbad, lo, hi, af):
+    deps: list = []  # per temp, the inputs it depends on (a bit mask), built at the first failure
+
+    def mark(i, newbad, lo, hi, af, operand):
         """record the first failure of the boxes in newbad, with the input to split"""
         first = newbad & (fail < 0)
         if not first.any():
@@ -791,10 +812,15 @@ def analyse_boxes(tape: Tape, in_lo: np.ndarray, in_hi: np.ndarray, strict: bool
         else:
             has = np.zeros(first.sum(), dtype=bool)
             dims = np.zeros(first.sum(), dtype=np.int64)
-        # no linear dependence seen: the widest input relative to the whole domain
+        # no linear dependence seen: of the inputs the operand depends on, the widest
+        # relative to the whole domain
+        if not deps:
+            deps.append(_input_deps(tape))
+        kind, v = operand
+        mask = deps[0].get(v, 0) if kind == "t" else (1 << v if kind == "in" else 0)
+        uses = np.array([(mask >> k) & 1 for k in range(n)], dtype=bool) if mask else np.ones(n, dtype=bool)
         w = in_hi[first] - in_lo[first]
-        span = in_hi.max(0) - in_lo.min(0)
-        rel = np.where(span > 0, w / np.where(span > 0, span, 1.0), 0.0)
+        rel = np.where(uses & (span_ > 0), w / np.where(span_ > 0, span_, 1.0), -1.0)
         fail_dim[first] = np.where(has, dims, np.argmax(rel, 1))
 
     dead = _last_reads(tape)
@@ -843,7 +869,7 @@ def analyse_boxes(tape: Tape, in_lo: np.ndarray, in_hi: np.ndarray, strict: bool
                 zero = ((blo <= 0.0) & (0.0 <= bhi)) | ~np.isfinite(blo) | ~np.isfinite(bhi)
                 if zero.any():
                     newbad = zero if bad is None else zero & ~bad
-                    mark(i, newbad, blo, bhi, ab)
+                    mark(i, newbad, blo, bhi, ab, ins_.args[1])
                     bad = zero if bad is None else bad | zero
                 rlo, rhi = _vdown(1.0 / bhi), _vup(1.0 / blo)
                 lo, hi = _vi_mul(alo, ahi, rlo, rhi)
@@ -857,7 +883,7 @@ def analyse_boxes(tape: Tape, in_lo: np.ndarray, in_hi: np.ndarray, strict: bool
                 neg = ahi < 0
                 if neg.any():
                     newbad = neg if bad is None else neg & ~bad
-                    mark(i, newbad, alo, ahi, aa)
+                    mark(i, newbad, alo, ahi, aa, ins_.args[0])
                     bad = neg if bad is None else bad | neg
                 lo, hi = _vsqrt_iv(alo, ahi)
                 res.append((lo, hi, *_vsqrt(aa, alo, ahi, noise)))
@@ -880,19 +906,21 @@ def analyse_boxes(tape: Tape, in_lo: np.ndarray, in_hi: np.ndarray, strict: bool
                 lo_[d], hi_[d], af_[d], bad_[d] = lo, hi, af, bad
             for t in dead[i]:  # affine forms are the memory: (terms x boxes) each
                 del af_[t]
-    return BoxRanges(tape, in_lo, in_hi, lo_, hi_, fail, fail_dim, fail_range, strict)
+    return BoxRanges(tape, in_lo, in_hi, lo_, hi_, fail, fail_dim, fail_range, strict, span_)
 
 
-SPLIT_BUDGET = 4  # analyse_domain may grow the domain to this many times its boxes
+SPLIT_BUDGET = 4  # analyse_domain may grow the domain to this many times its boxes,
+MIN_SPLITS = 64  # plus this many (a domain of one box gets room to bisect)
 
 
 CHUNK = 1024  # boxes per pass: bounds the memory of the live affine forms
 
 
-def analyse_chunked(tape: Tape, in_lo, in_hi, strict: bool = True) -> BoxRanges:
+def analyse_chunked(tape: Tape, in_lo, in_hi, strict: bool = True, span=None) -> BoxRanges:
     """analyse_boxes, CHUNK boxes at a time (the boxes are independent)."""
     B = in_lo.shape[0]
-    return BoxRanges.concat([analyse_boxes(tape, in_lo[j:j + CHUNK], in_hi[j:j + CHUNK], strict)
+    span = in_hi.max(0) - in_lo.min(0) if span is None else span
+    return BoxRanges.concat([analyse_boxes(tape, in_lo[j:j + CHUNK], in_hi[j:j + CHUNK], strict, span)
                              for j in range(0, B, CHUNK)])
 
 
@@ -916,7 +944,8 @@ def refine(vec: BoxRanges, which, dims, analyse=None) -> BoxRanges:
         for l, h in split_box(vec.in_lo[b], vec.in_hi[b], int(dims[b])):
             sub_lo.append(l)
             sub_hi.append(h)
-    sub = (analyse or (lambda lo, hi: analyse_chunked(vec.tape, lo, hi, vec.strict)))(np.array(sub_lo), np.array(sub_hi))
+    sub = (analyse or (lambda lo, hi: analyse_chunked(vec.tape, lo, hi, vec.strict, vec.span)))(
+        np.array(sub_lo), np.array(sub_hi))
     # order: each parent's halves where the parent was
     both = BoxRanges.concat([vec, sub])
     order, split = [], {b: j for j, b in enumerate(which)}
@@ -960,7 +989,8 @@ def analyse_domain(tape: Tape, boxes, strict: bool = True, per_box: list | None 
     """Range analysis over a union of input boxes, all boxes in one vectorised pass (small
     boxes keep intervals and affine forms tight), the enclosures joined. A box where a
     divisor's range reaches 0 (or a radicand is always negative) is bisected along the
-    input that drives that operand most, until the domain holds `budget` times its boxes;
+    input that drives that operand most, until the domain holds `budget` times its boxes
+    (plus MIN_SPLITS; budget 1: no bisection);
     then strict: one error naming the operation, the box's midpoint and the input to
     narrow; not strict: that box's values downstream are unbounded. With `per_box` (a
     list), each final box's own Ranges (views of one BoxRanges) are appended to it."""
@@ -979,7 +1009,7 @@ def analyse_domain(tape: Tape, boxes, strict: bool = True, per_box: list | None 
             b = int(np.argmax(bad))
             raise ExpressionError(f"input {tape.inputs[k].value.name}: empty range [{in_lo[b, k]}, {in_hi[b, k]}]")
     vec = first = analyse_chunked(tape, in_lo, in_hi, strict)
-    cap = max(len(boxes), int(budget * len(boxes)))
+    cap = max(len(boxes), int(budget * len(boxes))) + (MIN_SPLITS if budget > 1 else 0)
     splits = 0
     while True:
         failing = np.flatnonzero(vec.fail >= 0)
