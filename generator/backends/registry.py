@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 
 from ..analysis.fixerror import bound_over_boxes
-from ..analysis.floaterror import float32_bounds, float32_bounds_boxes
+from ..analysis.floaterror import float32_bounds, float32_bounds_boxes, float32_forms_boxes
 from ..analysis.ranges import BoxRanges, analyse_domain
 from .base import Analysis, Backend, Options, Rendered, option, register
 from .c import DIALECTS, render_c
@@ -58,6 +58,9 @@ class Float32Backend(CBackend):
         if len(per_box) > 1:
             vec = BoxRanges.from_list(tape, per_box)
             bounds = [min(a, b) for a, b in zip(bounds, float32_bounds_boxes(tape, vec))]
+        else:
+            vec = BoxRanges.from_list(tape, per_box)
+        bounds = [min(a, b) for a, b in zip(bounds, float32_forms_boxes(tape, vec))]
         return Analysis(out_error=[b if math.isfinite(b) else None for b in bounds])
 
 
