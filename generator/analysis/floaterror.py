@@ -26,6 +26,7 @@ from .ranges import Ranges
 U = 2.0 ** -24
 TINY = 2.0 ** -126  # smallest normal float
 TRIG_ULPS = 2.0
+F32_TERMS = 96  # rounding symbols kept per error form (the rest go into the remainder)
 
 
 # One rule per tape instruction: (operands, result magnitude, e, ranges) -> error bound of
@@ -174,7 +175,7 @@ def float32_forms_boxes(tape: Tape, vec) -> list[float]:
     that errors reaching a value along two paths cancel by sign; second-order terms,
     the rounding of the errors themselves and underflow (TINY per operation) go into
     the remainder. Input rounding is a symbol per input. The largest over the boxes."""
-    from .fixerror import MAX_TERMS, _VForm, _vmerge, _vscale
+    from .fixerror import _VForm, _vmerge, _vscale  # (fixerror imports nothing of this module)
 
     B = vec.n_boxes
     zero = np.zeros(B)
@@ -210,11 +211,11 @@ def float32_forms_boxes(tape: Tape, vec) -> list[float]:
         return ids[order], lo[order], hi[order], r + U * pre + TINY
 
     def finish(ids, lo, hi, r):
-        if ids.shape[0] > MAX_TERMS:
+        if ids.shape[0] > F32_TERMS:
             w = np.maximum(np.abs(lo), np.abs(hi))
             order = np.lexsort((ids, -w.max(1)))
-            kept = np.sort(order[:MAX_TERMS])
-            r = r + w[order[MAX_TERMS:]].sum(0) * U
+            kept = np.sort(order[:F32_TERMS])
+            r = r + w[order[F32_TERMS:]].sum(0) * U
             ids, lo, hi = ids[kept], lo[kept], hi[kept]
         return _VForm(ids, lo, hi, r * (1 + 1e-12) + 1e-300)
 
