@@ -30,6 +30,9 @@ FORMAT = "mbforge-kernel/1"
 REAL_KINDS = ("double", "float", "int32")
 MANIFEST_NAME = "manifest.json"
 C_REAL = {"double": "double", "float": "float", "int32": "int32_t"}  # the kernel's C type per real kind
+# what the error bounds hold against (Manifest.error_bound_basis, the header's +- column)
+ERROR_BOUND_BASIS = ("against double at the unrounded input: the rounding of each input to the kernel's "
+                     "type is included; proved against exact arithmetic, over the whole domain")
 
 
 class ManifestError(ValueError):
@@ -48,8 +51,8 @@ class Group:
     pattern: list[list[int]] | None = None
     # fixed point only: fractional bits per element
     frac_bits: list[int] | None = None
-    # error bound per element versus exact arithmetic (reduced-precision targets; None:
-    # no finite bound, e.g. downstream of a divisor whose range reaches 0)
+    # error bound per element (reduced-precision targets; None: no finite bound, e.g.
+    # downstream of a divisor whose range reaches 0), see ERROR_BOUND_BASIS
     error_bound: list[float | None] | None = None
     # outputs: what each element is (a coordinate, a constraint, "row/col" of a matrix entry)
     labels: list[str] | None = None
@@ -84,6 +87,8 @@ class Manifest:
     # sha256 (hex) of every described file, by name (described_files); None: an older
     # manifest without hashes
     files: dict[str, str] | None = None
+    # reduced-precision targets: what the outputs' error_bound holds against (ERROR_BOUND_BASIS)
+    error_bound_basis: str | None = None
     format: str = FORMAT
 
     @property

@@ -26,7 +26,7 @@ from .ir import subs, topo
 from .lower import lower
 from .ir.graph import gc_paused
 from .kernels import InPort, Kernel, OutPort
-from .manifest import MANIFEST_NAME, Group, Manifest
+from .manifest import ERROR_BOUND_BASIS, MANIFEST_NAME, Group, Manifest
 from .lower.schedule import schedule
 from .targets import TARGETS as TARGET_INFO
 
@@ -118,6 +118,8 @@ def _out_doc(groups) -> list[str]:
             if g.error_bound is not None and g.error_bound[k] is not None:
                 what += f"  +-{g.error_bound[k]:.3g}"
             lines.append(what)
+    if any(g.error_bound is not None for g in groups):
+        lines.append(f"+-: error bound {ERROR_BOUND_BASIS}")
     return lines
 
 
@@ -250,6 +252,7 @@ def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Opt
         status_codes={"0": "ok", **{code: text for code, (text, _) in backend.status.items()}},
         ops=counts, peak_live=sched.peak_live, options=resolved, motion=motion, domain=domain,
         envelope=kernel.envelope,
+        error_bound_basis=ERROR_BOUND_BASIS if analysis.out_error is not None else None,
     ).with_file_hashes(files)
     manifest.check()
     return Plan(files, manifest)

@@ -14,9 +14,9 @@ renderer and the Verilog generator (bit-exact), with rsh(v, s) = (v + 2**(s-1)) 
   div      sign * ((2|n| / |d| + 1) >> 1), n = a << k (or rsh(a, -k))
   sqrt     nearest integer square root of a << k (a < 0 read as 0)
   sincos   reduction by pi/2 and Taylor polynomials in Q30 (see FIXED_TRIG)
-then saturation to int32. Error bounds are absolute, sound, versus exact arithmetic on
-the kernel's own int32 inputs (quantising a real input to its format is the caller's
-half ulp, not included).
+then saturation to int32. Error bounds are absolute, sound, versus exact arithmetic at
+the real inputs before their conversion to int32 (round to nearest: half an ulp of each
+input's format, included and propagated).
 """
 from __future__ import annotations
 
@@ -87,9 +87,9 @@ def plan_fixed(tape: Tape, ranges: Ranges, like: FixedProgram | None = None) -> 
     `like` are kept and only the error bounds are derived again over these (narrower)
     ranges: how a union of boxes gets bounds box by box (see fixerror.bound_over_boxes)."""
     in_bits = list(like.in_bits) if like else [frac_bits_for(iv.mag) for iv in ranges.inputs]
-    # bounds are against exact arithmetic on the inputs the kernel receives (int32 words);
-    # quantising a real input adds at most half an ulp of its format, see in_bits
-    in_err = [0.0 for _ in in_bits]
+    # bounds are against exact arithmetic at the real (unrounded) inputs: converting one
+    # to its format rounds to nearest, half an ulp, an error that propagates like any other
+    in_err = [half_ulp(f) for f in in_bits]
     bits: dict[int, int] = {}
     err: dict[int, float] = {}
     out: list[FixedInstr] = []

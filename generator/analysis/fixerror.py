@@ -9,16 +9,26 @@ magnitudes cannot see. Second-order terms (products of errors) and the smallest
 coefficients go into r. Sound for inputs in the box: the bound is max over the box of
 |sum c_k d_k| + r.
 
+Each real input's conversion to its format (round to nearest, half an ulp) is a rounding
+symbol like any other: bounds hold against exact arithmetic at the unrounded inputs.
+
 `bound_over_boxes` is the bound the backends record: formats from the domain's hull,
-error bounds box by box (the smaller of fixedpoint's magnitude bound and this one).
+error bounds for all boxes at once (numpy arrays over the boxes, the same rules as the
+scalar code here and in fixedpoint), per box the smaller of fixedpoint's magnitude bound
+and the error-form bound, the largest over the boxes reported. Boxes that hold the
+largest bound of an output are bisected while that lowers it (within a budget).
 """
 from __future__ import annotations
 
 import math
 
-from .fixedpoint import TRIG_ERROR, FixedProgram, half_ulp, plan_fixed
+from .fixedpoint import TRIG_ERROR, FixedProgram, const_bits, half_ulp, plan_fixed
 from ..lower.tape import Tape
-from .ranges import Interval, Ranges
+import numpy as np
+
+from ..ir.atom import ExpressionError
+from .ranges import (CHUNK, BoxRanges, BoxView, Interval, Ranges, _config, _last_reads, _vi_trig,
+                     analyse_chunked, refine, split_box)
 
 MAX_TERMS = 40
 
@@ -80,8 +90,13 @@ def output_errors(fx: FixedProgram, ranges: Ranges) -> list[float]:
         u[sym[0]] = mag
         return sym[0], (1.0, 1.0)
 
+    in_forms = []
+    for f in fx.in_bits:  # each real input rounded to its format: a rounding of its own
+        k, one = new(half_ulp(f))
+        in_forms.append(_Form({k: one}, 0.0))
+
     def form(o) -> _Form:
-        return forms[o[1]] if o[0] == "t" else ZERO
+        return forms[o[1]] if o[0] == "t" else in_forms[o[1]] if o[0] == "in" else ZERO
 
     def rng(o) -> Interval:
         return ranges.of(o)
@@ -201,21 +216,379 @@ def output_errors(fx: FixedProgram, ranges: Ranges) -> list[float]:
     return out
 
 
-def bound_over_boxes(tape: Tape, hull: Ranges, boxes: list[Ranges], tight: bool = True) -> FixedProgram:
+# ---- the same bounds over many boxes at once --------------------------------------------------
+# Arrays over the boxes (shape (B,)) replace the floats of plan_fixed(like=...) and of
+# output_errors; the rules are the same expressions, column by column. Error forms keep one
+# set of symbols for all boxes: the MAX_TERMS of largest max-over-boxes weight.
+
+
+def _box_where(fx: FixedProgram, ins, vec: BoxRanges, b: int) -> str:
+    return f"{ins.op} computing {fx.tape.atoms[ins.dst[0]]!r}"[:300] + \
+        f" in the box around {_config(fx.tape, vec.in_lo[b], vec.in_hi[b])}"
+
+
+def plan_errors(fx: FixedProgram, vec: BoxRanges) -> tuple[dict, list]:
+    """plan_fixed(tape, box, like=fx).temp_error and .out_error for every box of vec:
+    ({temp: array over boxes}, [array over boxes per output])."""
+    B = vec.n_boxes
+    in_err = [np.full(B, e) for e in fx.in_error]
+    err: dict = {}
+    zero = np.zeros(B)
+
+    def ferr(o):
+        kind, v = o
+        return err[v] if kind == "t" else in_err[v] if kind == "in" else zero
+
+    def fbits(o):
+        kind, v = o
+        return fx.temp_bits[v] if kind == "t" else fx.in_bits[v]
+
+    def rng(o):
+        kind, v = o
+        if kind == "t":
+            return vec.lo[v], vec.hi[v]
+        if kind == "in":
+            return vec.in_lo[:, v], vec.in_hi[:, v]
+        c = np.full(B, float(v))
+        return c, c
+
+    def mag(o):
+        lo, hi = rng(o)
+        return np.maximum(np.abs(lo), np.abs(hi))
+
+    with np.errstate(all="ignore"):
+        for ins in fx.instrs:
+            op, a, p = ins.op, ins.args, ins.params
+            d = ins.dst[0]
+            f = fx.temp_bits.get(d)
+            if op in ("add", "sub"):
+                vars_ = [o for o in a if o[0] != "c"]
+                e_pre = zero
+                for o in vars_:
+                    e_pre = e_pre + ferr(o)
+                F = p["F"]
+                consts = [o for o in a if o[0] == "c"]
+                extra = sum(abs(round(o[1] * 2.0 ** F) / 2.0 ** F - o[1]) for o in consts)
+                extra += sum(half_ulp(F) for o in vars_ if fbits(o) > F)
+                e_pre = e_pre + extra
+                e = e_pre + (half_ulp(f) if p["s"] > 0 else 0.0)
+            elif op == "neg":
+                e = ferr(a[0])
+            elif op == "mul":
+                if "lit" in p:
+                    c, x = (a[0], a[1]) if p["const_first"] else (a[1], a[0])
+                    cv = c[1]
+                    fc = const_bits(cv)
+                    ec = abs(p["lit"] / 2.0 ** fc - cv)
+                    e_pre = abs(cv) * ferr(x) + mag(x) * ec + ferr(x) * ec
+                    ci = p["lit"]
+                    tz = (abs(ci) & -abs(ci)).bit_length() - 1 if ci else 64
+                    e = e_pre if p["s"] <= tz else e_pre + (half_ulp(f) if p["s"] > 0 else 0.0)
+                else:
+                    ea, eb = ferr(a[0]), ferr(a[1])
+                    e_pre = mag(a[0]) * eb + mag(a[1]) * ea + ea * eb
+                    e = e_pre + (half_ulp(f) if p["s"] > 0 else 0.0)
+            elif op == "div":
+                num, den = a
+                dlo, dhi = rng(den)
+                lo_den = np.where((dlo <= 0) & (dhi >= 0), 0.0, np.minimum(np.abs(dlo), np.abs(dhi)))
+                eb = ferr(den)
+                close = ~(lo_den > eb)
+                if close.any():
+                    b = int(np.argmax(close))
+                    raise ExpressionError(f"{_box_where(fx, ins, vec, b)}: the divisor can come within its error "
+                                          f"bound of 0 (range [{dlo[b]:.6g}, {dhi[b]:.6g}], error {eb[b]:.3g})")
+                qmag = mag(("t", d))
+                e_pre = (ferr(num) + qmag * eb) / (lo_den - eb)
+                fn = fbits(num) if num[0] != "c" else const_bits(num[1])
+                if p["k"] < 0:
+                    e_pre = e_pre + half_ulp(fn + p["k"]) / lo_den
+                e = e_pre + half_ulp(f)
+            elif op == "sqrt":
+                x = a[0]
+                xlo, _ = rng(x)
+                ex = ferr(x)
+                lo = np.maximum(xlo, 0.0)
+                e_pre = np.where(lo > ex, ex / (np.sqrt(lo) + np.sqrt(np.maximum(lo - ex, 0.0))), np.sqrt(ex))
+                if p["k"] < 0:
+                    e_pre = e_pre + math.sqrt(half_ulp(fbits(x) + p["k"]))
+                e = e_pre + half_ulp(f)
+            elif op in ("sin", "cos", "sincos"):
+                e_pre = ferr(a[0]) + TRIG_ERROR
+                for dd in ins.dst:
+                    fo = fx.temp_bits[dd]
+                    err[dd] = e_pre + (half_ulp(fo) if fo < 30 else 0.0)
+                continue
+            else:  # pragma: no cover
+                raise AssertionError(op)
+            err[d] = e
+    outs = []
+    for k, o in enumerate(fx.tape.outputs):
+        outs.append(np.full(B, fx.out_error[k]) if o[0] == "c" else ferr(o) + 0.0)
+    return err, outs
+
+
+class _VForm:
+    """Error form over boxes: rows `ids` of coefficient intervals (lo, hi) (K, B), and r (B,)."""
+
+    __slots__ = ("ids", "lo", "hi", "r")
+
+    def __init__(self, ids, lo, hi, r):
+        self.ids, self.lo, self.hi, self.r = ids, lo, hi, r
+
+    def mag(self, w):
+        """sum |c_k| u_k + r; w: the u of the rows (K,)"""
+        if not self.ids.shape[0]:
+            return self.r
+        return (np.maximum(np.abs(self.lo), np.abs(self.hi)) * w[:, None]).sum(0) + self.r
+
+
+def _vscale(f: _VForm, a, b):
+    """coefficients times a value in [a, b] (arrays over boxes)"""
+    p1, p2, p3, p4 = f.lo * a, f.lo * b, f.hi * a, f.hi * b
+    return np.minimum(np.minimum(p1, p2), np.minimum(p3, p4)), np.maximum(np.maximum(p1, p2), np.maximum(p3, p4))
+
+
+def _vmerge(ia, la, ha, ib, lb, hb, sb=1.0):
+    if sb < 0:
+        lb, hb = -hb, -lb
+    if ia.shape == ib.shape and np.array_equal(ia, ib):
+        return ia, la + lb, ha + hb
+    ids = np.union1d(ia, ib)
+    B = la.shape[1] if la.ndim == 2 else lb.shape[1]
+    lo, hi = np.zeros((ids.shape[0], B)), np.zeros((ids.shape[0], B))
+    pa, pb = np.searchsorted(ids, ia), np.searchsorted(ids, ib)
+    lo[pa], hi[pa] = la, ha
+    lo[pb] += lb
+    hi[pb] += hb
+    return ids, lo, hi
+
+
+def output_errors_boxes(fx: FixedProgram, vec: BoxRanges) -> list:
+    """output_errors for every box of vec at once: [array over boxes per output]."""
+    B = vec.n_boxes
+    u: list[float] = [0.0]
+    zero = np.zeros(B)
+    empty = np.zeros(0, dtype=np.int64)
+    Z = _VForm(empty, np.zeros((0, B)), np.zeros((0, B)), zero)
+
+    def new(mag: float) -> int:
+        u.append(mag)
+        return len(u) - 1
+
+    def one(k):
+        return _VForm(np.array([k], dtype=np.int64), np.ones((1, B)), np.ones((1, B)), zero)
+
+    in_forms = [one(new(e)) for e in fx.in_error]
+    forms: dict = {}
+
+    def form(o):
+        return forms[o[1]] if o[0] == "t" else in_forms[o[1]] if o[0] == "in" else Z
+
+    def rng(o):
+        kind, v = o
+        if kind == "t":
+            return vec.lo[v], vec.hi[v]
+        if kind == "in":
+            return vec.in_lo[:, v], vec.in_hi[:, v]
+        c = np.full(B, float(v))
+        return c, c
+
+    def rmag(o):
+        lo, hi = rng(o)
+        return np.maximum(np.abs(lo), np.abs(hi))
+
+    def W(ids):
+        return np.array([u[k] for k in ids.tolist()])
+
+    def fmag(f):
+        return f.mag(W(f.ids))
+
+    def add_sym(ids, lo, hi, k, clo, chi):
+        return (np.append(ids, k), np.vstack([lo, np.full((1, B), clo)]), np.vstack([hi, np.full((1, B), chi)]))
+
+    def finish(ids, lo, hi, r):
+        if ids.shape[0] > MAX_TERMS:
+            w = np.maximum(np.abs(lo), np.abs(hi)) * W(ids)[:, None]
+            order = np.lexsort((ids, -w.max(1)))
+            kept = np.sort(order[:MAX_TERMS])
+            r = r + w[order[MAX_TERMS:]].sum(0)
+            ids, lo, hi = ids[kept], lo[kept], hi[kept]
+        return _VForm(ids, lo, hi, r * (1 + 1e-12) + 1e-300)
+
+    dead = _last_reads(fx.tape)
+    keep = {o[1] for o in fx.tape.outputs if o[0] == "t"}
+    with np.errstate(all="ignore"):
+        for i, ins in enumerate(fx.instrs):
+            for t in dead[i - 1] if i else ():  # forms are the memory: free them after their last read
+                if t not in keep:
+                    del forms[t]
+            op, a, p = ins.op, ins.args, ins.params
+            d = ins.dst[0]
+            if op in ("add", "sub"):
+                fa, fb = form(a[0]), form(a[1])
+                ids, lo, hi = _vmerge(fa.ids, fa.lo, fa.hi, fb.ids, fb.lo, fb.hi, 1.0 if op == "add" else -1.0)
+                r = fa.r + fb.r
+                F = p["F"]
+                for o, (kind, v) in zip(a, p["align"]):
+                    if kind == "lit":
+                        r = r + abs(v / 2.0 ** F - o[1])
+                    elif v < 0:  # finer operand rounded to F
+                        neg = not (o is a[0] or op == "add")
+                        ids, lo, hi = add_sym(ids, lo, hi, new(half_ulp(F)), -1.0 if neg else 1.0,
+                                              -1.0 if neg else 1.0)
+                if p["s"] > 0:
+                    ids, lo, hi = add_sym(ids, lo, hi, new(half_ulp(fx.temp_bits[d])), 1.0, 1.0)
+            elif op == "neg":
+                f = form(a[0])
+                ids, lo, hi, r = f.ids, -f.hi, -f.lo, f.r
+            elif op == "mul":
+                if "lit" in p:
+                    x, cst = (a[1], a[0]) if p["const_first"] else (a[0], a[1])
+                    cv = cst[1]
+                    fc = const_bits(cv)
+                    lv = p["lit"] / 2.0 ** fc
+                    ec = abs(lv - cv)
+                    fxf = form(x)
+                    lo, hi = _vscale(fxf, lv, lv)
+                    ids = fxf.ids
+                    r = fxf.r * abs(lv) + rmag(x) * ec
+                else:
+                    fa, fb = form(a[0]), form(a[1])
+                    (alo, ahi), (blo, bhi) = rng(a[0]), rng(a[1])
+                    l1, h1 = _vscale(fa, blo, bhi)
+                    l2, h2 = _vscale(fb, alo, ahi)
+                    ids, lo, hi = _vmerge(fa.ids, l1, h1, fb.ids, l2, h2)
+                    r = fa.r * rmag(a[1]) + fb.r * rmag(a[0]) + fmag(fa) * fmag(fb)
+                tz = 64
+                if "lit" in p and p["lit"]:
+                    tz = (abs(p["lit"]) & -abs(p["lit"])).bit_length() - 1
+                if p["s"] > 0 and not ("lit" in p and p["s"] <= tz):
+                    ids, lo, hi = add_sym(ids, lo, hi, new(half_ulp(fx.temp_bits[d])), 1.0, 1.0)
+            elif op == "div":
+                num, den = a
+                dlo, dhi = rng(den)
+                qlo, qhi = vec.lo[d], vec.hi[d]
+                qmag = np.maximum(np.abs(qlo), np.abs(qhi))
+                lo_den = np.minimum(np.abs(dlo), np.abs(dhi))
+                fn, fd = form(num), form(den)
+                ed = fmag(fd)
+                i1, i2 = 1 / dlo, 1 / dhi
+                ilo, ihi = np.minimum(i1, i2), np.maximum(i1, i2)
+                m1, m2, m3, m4 = -qhi * ilo, -qhi * ihi, -qlo * ilo, -qlo * ihi
+                olo = np.minimum(np.minimum(m1, m2), np.minimum(m3, m4))
+                ohi = np.maximum(np.maximum(m1, m2), np.maximum(m3, m4))
+                l1, h1 = _vscale(fn, ilo, ihi)
+                l2, h2 = _vscale(fd, olo, ohi)
+                ids, lo, hi = _vmerge(fn.ids, l1, h1, fd.ids, l2, h2)
+                first = fmag(fn) + qmag * ed
+                r = (fn.r + qmag * fd.r) / lo_den + first * ed / (lo_den * (lo_den - ed))
+                if p["k"] < 0 and num[0] != "c":
+                    r = r + half_ulp(fx.bits(num) + p["k"]) / lo_den
+                if "lit" in p:
+                    r = r + abs(p["lit"] / 2.0 ** p["lit_bits"] - num[1]) / lo_den
+                ids, lo, hi = add_sym(ids, lo, hi, new(half_ulp(fx.temp_bits[d])), 1.0, 1.0)
+            elif op == "sqrt":
+                f = form(a[0])
+                xlo, xhi = rng(a[0])
+                ex = fmag(f)
+                xl = np.maximum(xlo, 0.0)
+                lin = xl > ex
+                sl, sh = np.where(lin, xl, 1.0), np.where(lin, xhi, 1.0)
+                lo, hi = _vscale(f, 1 / (2 * np.sqrt(sh)), 1 / (2 * np.sqrt(sl)))
+                lo, hi = np.where(lin, lo, 0.0), np.where(lin, hi, 0.0)
+                ids = f.ids
+                r = np.where(lin, f.r / (2 * np.sqrt(sl)) + ex * ex / (8 * (sl - ex) ** 1.5), np.sqrt(ex))
+                if p["k"] < 0:
+                    r = r + math.sqrt(half_ulp(fx.bits(a[0]) + p["k"]))
+                ids, lo, hi = add_sym(ids, lo, hi, new(half_ulp(fx.temp_bits[d])), 1.0, 1.0)
+            elif op in ("sin", "cos", "sincos"):
+                f = form(a[0])
+                ex = fmag(f)
+                xlo, xhi = rng(a[0])
+                for dd, fn_ in zip(ins.dst, {"sin": ["sin"], "cos": ["cos"], "sincos": ["sin", "cos"]}[op]):
+                    dlo_, dhi_ = _vi_trig(xlo, xhi, "cos" if fn_ == "sin" else "sin")
+                    if fn_ == "cos":
+                        dlo_, dhi_ = -dhi_, -dlo_
+                    lo, hi = _vscale(f, dlo_, dhi_)
+                    ids = f.ids
+                    rr = f.r + ex * ex / 2 + TRIG_ERROR
+                    fo = fx.temp_bits[dd]
+                    if fo < 30:
+                        ids, lo, hi = add_sym(ids, lo, hi, new(half_ulp(fo)), 1.0, 1.0)
+                    forms[dd] = finish(ids, lo, hi, rr)
+                continue
+            else:  # pragma: no cover
+                raise AssertionError(op)
+            forms[d] = finish(ids, lo, hi, r)
+    out = []
+    for k, o in enumerate(fx.tape.outputs):
+        if o[0] == "c":
+            out.append(np.full(B, fx.out_error[k]))
+        else:
+            out.append(fmag(form(o)) * (1 + 1e-12))
+    return out
+
+
+SPLIT_BUDGET = 1  # bisections where a box holds the largest bound: measured to gain <1% on the Stewart tube at 8x the time, off by default
+SPLIT_ROUNDS = 6
+
+
+def _box_errors(fx: FixedProgram, vec: BoxRanges, tight: bool) -> np.ndarray:
+    """(B, n_out): per box the smaller of the two sound bounds (CHUNK boxes at a time)."""
+    if vec.n_boxes > CHUNK:
+        return np.vstack([_box_errors(fx, vec.take(np.arange(j, min(j + CHUNK, vec.n_boxes))), tight)
+                          for j in range(0, vec.n_boxes, CHUNK)])
+    _, plan = plan_errors(fx, vec)
+    E = np.stack(plan, 1) if plan else np.zeros((vec.n_boxes, 0))
+    if tight:
+        E = np.minimum(E, np.stack(output_errors_boxes(fx, vec), 1))
+    return E
+
+
+def bound_over_boxes(tape: Tape, hull: Ranges, boxes: list[Ranges], tight: bool = True,
+                     budget: float = SPLIT_BUDGET) -> FixedProgram:
     """Formats from the hull of the domain; error bounds box by box with those formats
     (inside a small box the magnitudes that multiply errors, and the smallest divisors,
     are the box's own), the largest over the boxes reported: sound on the union. With
-    `tight`, each box also gets the first-order error-form bound (output_errors) and the
-    smaller of the two sound bounds is kept."""
+    `tight`, each box also gets the first-order error-form bound and the smaller of the
+    two sound bounds is kept. When `boxes` come from analyse_domain (one vectorised
+    analysis), the boxes that hold an output's largest bound are bisected along their
+    widest input (relative to the domain) while that lowers the bound, up to `budget`
+    times the boxes; the formats stay those of the hull (the halves lie inside it)."""
     fx = plan_fixed(tape, hull)
-    worst = [0.0] * len(fx.out_error)
-    for r in boxes if len(boxes) > 1 else [hull]:
-        b = plan_fixed(tape, r, like=fx) if len(boxes) > 1 else fx
-        if [i.params for i in b.instrs] != [i.params for i in fx.instrs]:  # pragma: no cover
-            raise AssertionError("re-bounding changed the fixed-point program")
-        box_err = b.out_error
-        if tight:
-            box_err = [min(x, y) for x, y in zip(box_err, output_errors(b, r))]
-        worst = [max(w, e) for w, e in zip(worst, box_err)]
-    fx.out_error = worst
+    vec = BoxRanges.from_list(tape, boxes if len(boxes) > 1 else [hull])
+    E = _box_errors(fx, vec, tight)
+    can_split = len(boxes) > 1 and all(isinstance(r, BoxView) for r in boxes) and budget > 1
+    cap = int(budget * vec.n_boxes)
+    span = vec.in_hi.max(0) - vec.in_lo.min(0)
+    for _ in range(SPLIT_ROUNDS if can_split else 0):
+        worst = E.max(0)
+        hot = sorted({int(np.argmax(E[:, j])) for j in range(E.shape[1]) if worst[j] > 0})
+        hot = hot[:max(0, (cap - vec.n_boxes))]
+        if not hot:
+            break
+        dims = np.argmax((vec.in_hi - vec.in_lo) / np.where(span > 0, span, np.inf), 1)
+        halves = [h for b in hot for h in split_box(vec.in_lo[b], vec.in_hi[b], int(dims[b]))]
+        sub = analyse_chunked(tape, np.array([h[0] for h in halves]), np.array([h[1] for h in halves]), True)
+        if (sub.fail >= 0).any():
+            break
+        Es = _box_errors(fx, sub, tight)
+        # a box is replaced by its halves only where no output's bound gets worse
+        good = [j for j, b in enumerate(hot) if (np.maximum(Es[2 * j], Es[2 * j + 1]) <= E[b]).all()]
+        if not good:
+            break
+        take = [hot[j] for j in good]
+        pick = [i for j in good for i in (2 * j, 2 * j + 1)]
+        sub, Es = sub.take(pick), Es[pick]
+        vec = refine(vec, take, dims, analyse=lambda lo, hi, s=sub: s)
+        rows, j, ts = [], 0, set(take)
+        for b in range(E.shape[0]):
+            if b in ts:
+                rows += [Es[2 * j], Es[2 * j + 1]]
+                j += 1
+            else:
+                rows.append(E[b])
+        E = np.array(rows)
+    fx.out_error = [float(x) for x in E.max(0)] if E.shape[0] else []
     return fx

@@ -5,11 +5,19 @@ Standard model: every operation returns its exact result times (1 + d) with |d| 
 square root likewise, and mbforge's own sin/cos are within 1.5 ulp (see
 templates/c/mathf.c.j2; 2 ulp are charged). Absolute bounds propagate through the tape
 with the ranges of the exact values, so they are sound for inputs in the declared
-ranges, versus exact arithmetic on the float inputs the kernel receives.
+ranges, versus exact arithmetic at the real (unrounded) inputs: each input's rounding
+to float32 (relative 2**-24) is an initial error propagated like any other.
+
+`float32_bounds` propagates magnitudes over one Ranges; `float32_bounds_boxes` does the
+same for every box of a BoxRanges at once, and `float32_forms_boxes` keeps signed
+first-order error forms (fixerror's, one symbol per rounding) so that errors cancel where
+they do in the arithmetic. The c-float32 backend records the smallest of these sound bounds.
 """
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 from ..ir.atom import ExpressionError
 from ..lower.tape import Tape
@@ -18,6 +26,7 @@ from .ranges import Ranges
 U = 2.0 ** -24
 TINY = 2.0 ** -126  # smallest normal float
 TRIG_ULPS = 2.0
+F32_TERMS = 96  # rounding symbols kept per error form (the rest go into the remainder)
 
 
 # One rule per tape instruction: (operands, result magnitude, e, ranges) -> error bound of
@@ -71,7 +80,7 @@ def float32_bounds(tape: Tape, ranges: Ranges) -> list[float]:
             return err[v]
         if kind == "c":
             return abs(float(v)) * U  # the literal is the nearest float
-        return 0.0
+        return ranges.inputs[v].mag * U + TINY  # the real input rounded to float32
 
     for ins in tape.instrs:
         op, a = ins.op, ins.args
@@ -90,4 +99,221 @@ def float32_bounds(tape: Tape, ranges: Ranges) -> list[float]:
     out = []
     for o in tape.outputs:
         out.append(e(o) if o[0] != "c" else abs(float(o[1])) * U)
+    return out
+
+
+def float32_bounds_boxes(tape: Tape, vec) -> list[float]:
+    """float32_bounds for every box of a BoxRanges at once (the same rules, numpy arrays
+    over the boxes), the largest over the boxes per output: sound on their union, and
+    never above the bound over the hull (each box's magnitudes are inside the hull's)."""
+    B = vec.n_boxes
+    err: dict = {}
+
+    def rng(o):
+        kind, v = o
+        if kind == "t":
+            return vec.lo[v], vec.hi[v]
+        if kind == "in":
+            return vec.in_lo[:, v], vec.in_hi[:, v]
+        c = np.full(B, float(v))
+        return c, c
+
+    def mag(o):
+        lo, hi = rng(o)
+        return np.maximum(np.abs(lo), np.abs(hi))
+
+    def e(o):
+        kind, v = o
+        if kind == "t":
+            return err[v]
+        if kind == "c":
+            return np.full(B, abs(float(v)) * U)
+        return mag(o) * U + TINY
+
+    def rounded(pre, res):
+        return pre + U * (res + pre) + TINY
+
+    with np.errstate(all="ignore"):
+        for ins in tape.instrs:
+            op, a = ins.op, ins.args
+            d = ins.dst[0]
+            res = mag(("t", d))
+            if op in ("add", "sub"):
+                bound = rounded(e(a[0]) + e(a[1]), res)
+            elif op == "neg":
+                bound = e(a[0])
+            elif op == "mul":
+                ea, eb = e(a[0]), e(a[1])
+                bound = rounded(mag(a[0]) * eb + mag(a[1]) * ea + ea * eb, res)
+            elif op == "div":
+                dlo, dhi = rng(a[1])
+                lo = np.where((dlo <= 0) & (dhi >= 0), 0.0, np.minimum(np.abs(dlo), np.abs(dhi)))
+                eb = e(a[1])
+                bound = np.where(lo <= eb, np.inf, rounded((e(a[0]) + res * eb) / (lo - eb), res))
+            elif op == "sqrt":
+                xlo, _ = rng(a[0])
+                ex = e(a[0])
+                lo = np.maximum(xlo, 0.0)
+                bound = rounded(np.where(lo > ex, ex / (np.sqrt(lo) + np.sqrt(np.maximum(lo - ex, 0.0))),
+                                         np.sqrt(ex)), res)
+            elif op in ("sin", "cos", "sincos"):
+                bound = e(a[0]) + TRIG_ULPS * U * 1.0 + TINY
+            else:
+                raise ExpressionError(f"float32 error bound: no rule for {op!r}")
+            bound = np.where(np.isfinite(res), bound, np.inf)  # downstream of a divisor reaching 0
+            for dd in ins.dst:
+                err[dd] = bound
+    out = []
+    for o in tape.outputs:
+        out.append(float(e(o).max()) if o[0] != "c" else abs(float(o[1])) * U)
+    return out
+
+
+def float32_forms_boxes(tape: Tape, vec) -> list[float]:
+    """A tighter sound bound, box by box: first-order error forms (as fixerror's, one
+    symbol per rounding, |d| <= U, its coefficient the range of the rounded value), so
+    that errors reaching a value along two paths cancel by sign; second-order terms,
+    the rounding of the errors themselves and underflow (TINY per operation) go into
+    the remainder. Input rounding is a symbol per input. The largest over the boxes."""
+    from .fixerror import _VForm, _vmerge, _vscale  # (fixerror imports nothing of this module)
+
+    B = vec.n_boxes
+    zero = np.zeros(B)
+    Z = _VForm(np.zeros(0, dtype=np.int64), np.zeros((0, B)), np.zeros((0, B)), zero)
+    count = [0]
+    forms: dict = {}
+
+    def rng(o):
+        kind, v = o
+        if kind == "t":
+            return vec.lo[v], vec.hi[v]
+        if kind == "in":
+            return vec.in_lo[:, v], vec.in_hi[:, v]
+        c = np.full(B, float(v))
+        return c, c
+
+    def rmag(o):
+        lo, hi = rng(o)
+        return np.maximum(np.abs(lo), np.abs(hi))
+
+    def fmag(f):
+        if not f.ids.shape[0]:
+            return f.r
+        return np.maximum(np.abs(f.lo), np.abs(f.hi)).sum(0) * U + f.r
+
+    def rounding(ids, lo, hi, r, pre, vlo, vhi):
+        """+ the rounding of a value in [vlo, vhi] (exact) + pre (its error so far)"""
+        count[0] += 1
+        ids = np.append(ids, -count[0])  # rounding symbols below the inputs' (kept sorted)
+        lo = np.vstack([vlo[None, :], lo])
+        hi = np.vstack([vhi[None, :], hi])
+        order = np.argsort(ids, kind="stable")
+        return ids[order], lo[order], hi[order], r + U * pre + TINY
+
+    def finish(ids, lo, hi, r):
+        if ids.shape[0] > F32_TERMS:
+            w = np.maximum(np.abs(lo), np.abs(hi))
+            order = np.lexsort((ids, -w.max(1)))
+            kept = np.sort(order[:F32_TERMS])
+            r = r + w[order[F32_TERMS:]].sum(0) * U
+            ids, lo, hi = ids[kept], lo[kept], hi[kept]
+        return _VForm(ids, lo, hi, r * (1 + 1e-12) + 1e-300)
+
+    in_forms = []
+    for k in range(len(tape.inputs)):  # the real input rounded to float32
+        lo, hi = rng(("in", k))
+        in_forms.append(_VForm(np.array([k], dtype=np.int64), lo[None, :].copy(), hi[None, :].copy(),
+                               np.full(B, TINY)))
+
+    def form(o):
+        kind, v = o
+        if kind == "t":
+            return forms[v]
+        if kind == "in":
+            return in_forms[v]
+        return _VForm(Z.ids, Z.lo, Z.hi, np.full(B, abs(float(v)) * U))  # the nearest float
+
+    inf = np.full(B, np.inf)
+    with np.errstate(all="ignore"):
+        for ins in tape.instrs:
+            op, a = ins.op, ins.args
+            d = ins.dst[0]
+            vlo, vhi = vec.lo[d], vec.hi[d]
+            if op in ("add", "sub"):
+                fa, fb = form(a[0]), form(a[1])
+                ids, lo, hi = _vmerge(fa.ids, fa.lo, fa.hi, fb.ids, fb.lo, fb.hi, 1.0 if op == "add" else -1.0)
+                r = fa.r + fb.r
+                pre = fmag(fa) + fmag(fb)
+            elif op == "neg":
+                f = form(a[0])
+                forms[d] = _VForm(f.ids, -f.hi, -f.lo, f.r)
+                continue
+            elif op == "mul":
+                fa, fb = form(a[0]), form(a[1])
+                (alo, ahi), (blo, bhi) = rng(a[0]), rng(a[1])
+                l1, h1 = _vscale(fa, blo, bhi)
+                l2, h2 = _vscale(fb, alo, ahi)
+                ids, lo, hi = _vmerge(fa.ids, l1, h1, fb.ids, l2, h2)
+                ma, mb = fmag(fa), fmag(fb)
+                r = fa.r * rmag(a[1]) + fb.r * rmag(a[0]) + ma * mb
+                pre = ma * rmag(a[1]) + mb * rmag(a[0]) + ma * mb
+            elif op == "div":
+                num, den = a
+                dlo, dhi = rng(den)
+                qlo, qhi = vlo, vhi
+                qmag = np.maximum(np.abs(qlo), np.abs(qhi))
+                lo_den = np.where((dlo <= 0) & (dhi >= 0), 0.0, np.minimum(np.abs(dlo), np.abs(dhi)))
+                fn, fd = form(num), form(den)
+                ed = fmag(fd)
+                i1, i2 = 1 / dlo, 1 / dhi
+                ilo, ihi = np.minimum(i1, i2), np.maximum(i1, i2)
+                m1, m2, m3, m4 = -qhi * ilo, -qhi * ihi, -qlo * ilo, -qlo * ihi
+                olo = np.minimum(np.minimum(m1, m2), np.minimum(m3, m4))
+                ohi = np.maximum(np.maximum(m1, m2), np.maximum(m3, m4))
+                l1, h1 = _vscale(fn, ilo, ihi)
+                l2, h2 = _vscale(fd, olo, ohi)
+                ids, lo, hi = _vmerge(fn.ids, l1, h1, fd.ids, l2, h2)
+                first = fmag(fn) + qmag * ed
+                r = (fn.r + qmag * fd.r) / lo_den + first * ed / (lo_den * (lo_den - ed))
+                r = np.where(lo_den > ed, r, inf)
+                pre = np.where(lo_den > ed, first / (lo_den - ed), inf)
+            elif op == "sqrt":
+                f = form(a[0])
+                xlo, xhi = rng(a[0])
+                ex = fmag(f)
+                xl = np.maximum(xlo, 0.0)
+                lin = xl > ex
+                sl, sh = np.where(lin, xl, 1.0), np.where(lin, xhi, 1.0)
+                lo, hi = _vscale(f, 1 / (2 * np.sqrt(sh)), 1 / (2 * np.sqrt(sl)))
+                lo, hi = np.where(lin, lo, 0.0), np.where(lin, hi, 0.0)
+                ids = f.ids
+                r = np.where(lin, f.r / (2 * np.sqrt(sl)) + ex * ex / (8 * (sl - ex) ** 1.5), np.sqrt(ex))
+                pre = np.where(lin, ex / (np.sqrt(sl) + np.sqrt(np.maximum(sl - ex, 0.0))), np.sqrt(ex))
+            elif op in ("sin", "cos", "sincos"):
+                from .ranges import _vi_trig
+
+                f = form(a[0])
+                ex = fmag(f)
+                xlo, xhi = rng(a[0])
+                for dd, fn_ in zip(ins.dst, {"sin": ["sin"], "cos": ["cos"], "sincos": ["sin", "cos"]}[op]):
+                    dlo_, dhi_ = _vi_trig(xlo, xhi, "cos" if fn_ == "sin" else "sin")
+                    if fn_ == "cos":
+                        dlo_, dhi_ = -dhi_, -dlo_
+                    lo, hi = _vscale(f, dlo_, dhi_)
+                    # mbforge's sinf/cosf: within TRIG_ULPS ulp of the float argument's value
+                    rr = f.r + ex * ex / 2 + TRIG_ULPS * U + TINY
+                    forms[dd] = finish(f.ids, lo, hi, rr)
+                continue
+            else:
+                raise ExpressionError(f"float32 error bound: no rule for {op!r}")
+            ids, lo, hi, r = rounding(ids, lo, hi, r, pre, vlo, vhi)
+            r = np.where(np.isfinite(vlo) & np.isfinite(vhi), r, np.inf)
+            forms[d] = finish(ids, lo, hi, r)
+    out = []
+    for o in tape.outputs:
+        if o[0] == "c":
+            out.append(abs(float(o[1])) * U)
+            continue
+        v = fmag(form(o)) * (1 + 1e-12)
+        out.append(float(np.where(np.isnan(v), np.inf, v).max()))  # nan: an unbounded box
     return out

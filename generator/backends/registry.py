@@ -10,8 +10,8 @@ import math
 from dataclasses import dataclass
 
 from ..analysis.fixerror import bound_over_boxes
-from ..analysis.floaterror import float32_bounds
-from ..analysis.ranges import analyse_domain
+from ..analysis.floaterror import float32_bounds, float32_bounds_boxes, float32_forms_boxes
+from ..analysis.ranges import BoxRanges, analyse_domain
 from .base import Analysis, Backend, Options, Rendered, option, register
 from .c import DIALECTS, render_c
 from .fixed.c import render_fixed
@@ -46,15 +46,21 @@ class Float32Backend(CBackend):
     name = "c-float32"
 
     def notes(self, analysis):
-        return ["Compile with -ffp-contract=off -fno-math-errno so that every machine rounds alike."]
+        return ["Compile with -ffp-contract=off -fno-math-errno so that every machine rounds alike.",
+                "Error bounds (+-) hold against double at the unrounded input (its rounding to float included)."]
 
     def analyse(self, tape, boxes) -> Analysis:
         # outputs downstream of a divisor whose range reaches 0 get no finite bound.
-        # The hull of the domain first (one analysis); box by box only if that fails
-        hull = [(min(b[i][0] for b in boxes), max(b[i][1] for b in boxes)) for i in range(len(boxes[0]))]
-        bounds = float32_bounds(tape, analyse_domain(tape, [hull], strict=False))
-        if len(boxes) > 1 and not all(math.isfinite(b) for b in bounds):
-            bounds = float32_bounds(tape, analyse_domain(tape, boxes, strict=False))
+        # Box by box (one vectorised pass), the largest over the boxes; with one box, its own
+        per_box: list = []
+        hull = analyse_domain(tape, boxes, strict=False, per_box=per_box)
+        bounds = float32_bounds(tape, hull)
+        if len(per_box) > 1:
+            vec = BoxRanges.from_list(tape, per_box)
+            bounds = [min(a, b) for a, b in zip(bounds, float32_bounds_boxes(tape, vec))]
+        else:
+            vec = BoxRanges.from_list(tape, per_box)
+        bounds = [min(a, b) for a, b in zip(bounds, float32_forms_boxes(tape, vec))]
         return Analysis(out_error=[b if math.isfinite(b) else None for b in bounds])
 
 
@@ -64,7 +70,8 @@ class FixedBackend(Backend):
                     "if a value saturated (an input outside its declared range)")}
 
     def notes(self, analysis):
-        return ["value = int32 / 2**frac_bits; formats and error bounds are in manifest.json"]
+        return ["value = int32 / 2**frac_bits; formats and error bounds are in manifest.json",
+                "Error bounds (+-) hold against double at the unrounded input (its rounding to the Q format included)."]
 
     def analyse(self, tape, boxes) -> Analysis:
         per_box: list = []
