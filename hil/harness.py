@@ -23,7 +23,8 @@ manifest's per-element error_bound for int32), status codes equal to the referen
 and with host_model the device's raw outputs equal to a host build of the same
 reduced-precision C bit for bit.
 
-Work per call: the device's overhead-corrected counter ticks. With SysTick (the
+Work per call: the device's overhead-corrected counter ticks, over the domain's vectors (not the
+robustness set's, which return at once or leave the bound's promise). With SysTick (the
 emulated board under -icount) they are turned into instructions: the CALIB request
 times a loop of a known instruction count at two lengths and the slope gives ticks per
 instruction (cpu_hz * 2**shift / 1e9: 5.376 on emulated_f405, 168 MHz at shift 5; 3.2 on
@@ -378,8 +379,9 @@ def report_from_db(db: RunDB, S: _Setup | None = None, tol=None) -> Report:
     groups, status_mismatches = c.groups, c.status_mismatches
     host = c.host.to_json() if c.host is not None else None
     statuses = status_checks(S, rows, dev_all.status)
-    ticks = st["work"][rows][~overflow].astype(np.int64)
-    work = work_all[~overflow] if unit else ticks
+    timed = ~overflow & nom  # work per call over the domain's vectors (status 2 returns at once)
+    ticks = st["work"][rows][timed].astype(np.int64)
+    work = work_all[timed] if unit else ticks
     work_stats = _stats(work) | {"unit": unit or "none", "ticks_per_unit": tpi, "ticks": _stats(ticks),
                                  "counter_overflows": int(np.count_nonzero(overflow))}
     missing = n - len(rows)
@@ -398,7 +400,7 @@ def report_from_db(db: RunDB, S: _Setup | None = None, tol=None) -> Report:
     details = vector_details(m, S.X_used[rows[nom]], o["vectors"], from_raw(m, dev.outputs, "outputs"), dev.status,
                              ref.outputs, ref.status, dev.work, groups)
     r = Report(m.function, device, S.n_nominal, groups, work_stats,
-               _stats(st["ticks"][rows][~overflow].astype(np.int64)),
+               _stats(st["ticks"][rows][timed].astype(np.int64)),
                status_mismatches, host, passed,
                {"device": timing.get("device"), "eval": timing.get("eval"),
                 "vectors_per_second": evaluated / timing["eval"] if timing.get("eval") else None}, details)
