@@ -31,7 +31,7 @@ import numpy as np
 from mbforge.hil import hostlib
 from mbforge.hil.compare import CompareError, check_pair, compare
 from mbforge.hil.device import Evaluation
-from mbforge.hil.vectors import VectorError, draw_raw, from_raw, robustness, to_raw
+from mbforge.hil.vectors import OUT_OF_ENVELOPE, VectorError, draw_raw, from_raw, robustness, to_raw
 from mbforge.manifest import Manifest
 
 SIMULATORS = ("icarus", "verilator")
@@ -125,6 +125,16 @@ def make_vectors(kernel_dir: str | Path, n: int, seed: int = 0, motion: bool = T
         return draw_raw(Manifest.load(kernel_dir), kernel_dir, n, seed, motion)
     except VectorError as e:
         raise SimError(str(e)) from None
+
+
+def with_robustness(kernel_dir: str | Path, X: np.ndarray):
+    """(X then the robustness set's raw vectors, the set (hil.vectors.Robustness), len(X))."""
+    try:
+        rob = robustness(Manifest.load(kernel_dir), kernel_dir)
+        R = to_raw(Manifest.load(kernel_dir), rob.X, "inputs")
+    except VectorError as e:
+        raise SimError(str(e)) from None
+    return np.vstack([X, R]).astype(np.int32), rob, len(X)
 
 
 def _run_bench(b: Build, X: np.ndarray, expected: Evaluation | None, tests: tuple[str, ...],
@@ -244,15 +254,9 @@ def simulate(b: Build, fixed_dir: str | Path, double_dir: str | Path | None = No
             raise SimError(str(e)) from None
         reference = hostlib.load_kernel(double_dir)
     t0 = time.perf_counter()
-    rob = None
+    rob, n_nom = None, len(X) if X is not None else 0
     if X is None:  # drawn in the domain, then the labelled robustness set (hil.vectors)
-        X = make_vectors(fixed_dir, vectors, seed)
-        try:
-            rob = robustness(mf, fixed_dir)
-            n_nom, X = len(X), np.vstack([X, to_raw(mf, rob.X, "inputs")]).astype(np.int32)
-        except VectorError as e:
-            raise SimError(str(e)) from None
-    n_nom = len(X) if rob is None else n_nom
+        X, rob, n_nom = with_robustness(fixed_dir, make_vectors(fixed_dir, vectors, seed))
     host = hostlib.load_kernel(fixed_dir).eval(X)
     t_model = time.perf_counter() - t0
     res, errors, t_sim = _run_bench(b, X, host, tests, gap, seed)
@@ -267,7 +271,8 @@ def simulate(b: Build, fixed_dir: str | Path, double_dir: str | Path | None = No
         exact = compare(m, dev, host=host).host
         for i, (lab, exp) in enumerate(zip(rob.labels, rob.expected) if rob else ()):
             st = int(dev.status[n_nom + i])
-            cls = lab.split(":")[0]
+            cls = (OUT_OF_ENVELOPE if lab.startswith(OUT_OF_ENVELOPE) else lab) \
+                + f" (expected {' or '.join(map(str, exp))})"
             statuses.setdefault(cls, {}).setdefault(st, 0)
             statuses[cls][st] += 1
             if st not in exp:
