@@ -109,14 +109,22 @@ def test_unsupported_function_is_named(tmp_path):
         generate(k, "c-fixed")
 
 
-def test_saturation_outside_the_declared_range_sets_status(tmp_path):
+def test_input_outside_the_envelope_is_status_2_and_saturation_inside_it_status_1(tmp_path):
     x = symbol("sat_x")
     k = Kernel("sat", "k", [InPort("v", [x], [(-1.0, 1.0)])], [OutPort.vector("y", [x * x * x * 5])])
-    generate(k, "c-fixed").write(tmp_path)
-    m = Manifest.load(tmp_path)
-    raw = np.array([[m.inputs[0].frac_bits and (2 ** 31 - 1)]], dtype=np.int32)  # ~ 2.0: outside
-    _, status = hostlib.load_kernel(tmp_path)(raw)
-    assert status[0] == 1
+    generate(k, "c-fixed").write(tmp_path / "a")
+    raw = np.array([[2 ** 31 - 1]], dtype=np.int32)  # ~ 2.0: outside the declared range
+    _, status = hostlib.load_kernel(tmp_path / "a")(raw)
+    assert status[0] == 2
+    # a domain of two boxes: their hull holds (1, 1), where x*y leaves the format chosen
+    # over the boxes (|x y| <= 0.1): inside the envelope, so computed, and saturated
+    y = symbol("sat_y")
+    k = Kernel("sat", "k", [InPort("v", [x, y], [(-1.0, 1.0), (-1.0, 1.0)])], [OutPort.vector("p", [x * y * 3])],
+               domain=[[(0.0, 0.1), (0.9, 1.0)], [(0.9, 1.0), (0.0, 0.1)]])
+    generate(k, "c-fixed").write(tmp_path / "b")
+    m = Manifest.load(tmp_path / "b")
+    _, status = hostlib.load_kernel(tmp_path / "b")(hostlib.to_raw(m, [[1.0, 1.0], [0.05, 0.95], [1.0, -0.01]]))
+    assert status.tolist() == [1, 0, 2]
 
 
 @pytest.mark.firmware
