@@ -31,7 +31,8 @@ import numpy as np
 from mbforge.hil import hostlib
 from mbforge.hil.compare import CompareError, check_pair, compare
 from mbforge.hil.device import Evaluation
-from mbforge.hil.vectors import OUT_OF_ENVELOPE, VectorError, draw_raw, from_raw, robustness, to_raw
+from mbforge.hil.vectors import (OUT_OF_ENVELOPE, VectorError, draw_raw, for_reference, from_raw, robustness,
+                                 to_raw)
 from mbforge.manifest import Manifest
 
 SIMULATORS = ("icarus", "verilator")
@@ -267,7 +268,8 @@ def simulate(b: Build, fixed_dir: str | Path, double_dir: str | Path | None = No
     if dev is not None:
         # the bound is promised on the drawn vectors only; bit-exactness on all of them
         nom = Evaluation(dev.outputs[:n_nom], dev.status[:n_nom], None)
-        c = compare(m, nom, ref=reference.eval(from_raw(m, X[:n_nom], "inputs")) if reference else None)
+        c = compare(m, nom, ref=reference.eval(for_reference(mf, fixed_dir, from_raw(m, X[:n_nom], "inputs")))
+                    if reference else None)
         exact = compare(m, dev, host=host).host
         for i, (lab, exp) in enumerate(zip(rob.labels, rob.expected) if rob else ()):
             st = int(dev.status[n_nom + i])

@@ -9,7 +9,9 @@ vectors, if any), then the labelled robustness set (vectors.robustness: out of e
 off-manifold); convert them to the device's type (rounded to nearest; a value the format
 cannot hold is refused, never clipped); evaluate them on the device and evaluate the
 *quantised* inputs, widened back to double, with the reference compiled on the host, so
-the error measured is the kernel's, not the input rounding's.
+the error measured is the kernel's, not the input rounding's (vectors.for_reference: an
+input whose envelope is narrower than one unit of the device's format gets the
+envelope's value, which the double reference accepts).
 
 Statuses: every vector's status must be one its label allows (status_checks): 0 inside
 the domain, 2 out of the envelope, 0 or 1 off-manifold (no error bound there, so those
@@ -55,7 +57,8 @@ from mbforge.hil.compare import check_pair as _check_pair
 from mbforge.hil.device import Evaluation
 from mbforge.hil.link import TICKS_OVERFLOW, Link, LinkDevice, LinkError, calibrate
 from mbforge.hil.rundb import RunDB, RunDBError, add_stats
-from mbforge.hil.vectors import OFF_MANIFOLD, OUT_OF_ENVELOPE, VectorError, draw, from_raw, robustness, to_raw
+from mbforge.hil.vectors import (OFF_MANIFOLD, OUT_OF_ENVELOPE, VectorError, draw, for_reference, from_raw,
+                                 robustness, to_raw)
 from mbforge.manifest import Manifest
 
 
@@ -372,7 +375,7 @@ def report_from_db(db: RunDB, S: _Setup | None = None, tol=None) -> Report:
     nom = rows < S.n_nominal
     dev_all = Evaluation(st["outputs"][rows], st["status"][rows], work_all if unit else None)
     dev = Evaluation(dev_all.outputs[nom], dev_all.status[nom], None if dev_all.work is None else dev_all.work[nom])
-    ref = S.reference.eval(S.X_used[rows[nom]])
+    ref = S.reference.eval(for_reference(m, Path(o["kernel"]), S.X_used[rows[nom]]))
     c = compare(m, dev, ref=ref, tol=tol)
     if S.device_model is not None:
         c.host = compare(m, dev_all, host=S.device_model.eval(S.X_dev[rows])).host

@@ -154,6 +154,18 @@ def _inward(m: Manifest, X: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.nd
     return np.where(ok, np.clip(Xq, np.where(ok, a, -np.inf), np.where(ok, b, np.inf)), Xq)
 
 
+def for_reference(m: Manifest, kernel_dir, X_used: np.ndarray) -> np.ndarray:
+    """The inputs a device saw (drawn in the domain, as float64), for the double
+    reference: unchanged but where an input's envelope is narrower than one unit of the
+    device's format (a constant coordinate): no device value lies inside it, the device
+    accepts its nearest (bounds rounded outward) and the reference would refuse it, so it
+    gets the envelope's value, less than one unit away."""
+    if not _checked(m):
+        return X_used
+    lo, hi = envelope(m, kernel_dir)
+    return np.clip(X_used, lo, hi)
+
+
 def _boxes(m: Manifest, kernel_dir) -> np.ndarray:
     boxes = _companion(kernel_dir, m.domain, "boxes", "domain")
     if boxes.ndim != 3 or boxes.shape[1:] != (m.n_in, 2):

@@ -115,3 +115,23 @@ def test_robustness_set_gets_the_statuses_of_its_labels(kernels, target):
     lo, hi = vectors.envelope(m, d)
     off = np.array([lab == vectors.OFF_MANIFOLD for lab in rob.labels])
     assert ((rob.X[off] >= lo) & (rob.X[off] <= hi)).all()  # off the manifold, inside the envelope
+
+
+@pytest.mark.host
+def test_an_envelope_narrower_than_a_float32_unit(tmp_path):
+    """A constant coordinate (a zero-width envelope at 0.1, not a float32): the float
+    kernel accepts its nearest float (bounds rounded outward), the double reference
+    refuses that float but accepts it moved back into the envelope (for_reference)."""
+    x, y = symbol("nw_x"), symbol("nw_y")
+    k = Kernel("nw", "k", [InPort("v", [x, y], [(-1.0, 1.0), (-1.0, 1.0)])], [OutPort.vector("o", [x * y + y])],
+               domain=[[(0.1, 0.1), (-1.0, 1.0)]])
+    generate(k, "c-float32").write(tmp_path / "f")
+    generate(k, "c-double").write(tmp_path / "d")
+    m = Manifest.load(tmp_path / "f")
+    X = vectors.draw(m, tmp_path / "f", 50, seed=1)
+    Xd = vectors.to_raw(m, X)
+    assert (hostlib.load_kernel(tmp_path / "f")(Xd)[1] == 0).all()
+    used = vectors.from_raw(m, Xd, "inputs")
+    ref = hostlib.load_kernel(tmp_path / "d")
+    assert (ref(used)[1] == 2).all()
+    assert (ref(vectors.for_reference(m, tmp_path / "f", used))[1] == 0).all()
