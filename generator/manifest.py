@@ -47,6 +47,9 @@ class Group:
     size: int
     # inputs: declared range per element [[lo, hi], ...]; outputs: None
     range: list[list[float]] | None = None
+    # inputs: the range the kernel checks each element against ([[lo, hi], ...]; status 2
+    # outside it, see status_codes); None: an older manifest or an output
+    envelope: list[list[float]] | None = None
     # sparse matrix outputs: [[row, col], ...] in storage order; None means dense
     pattern: list[list[int]] | None = None
     # fixed point only: fractional bits per element
@@ -145,7 +148,7 @@ class Manifest:
                 expect = len(g.pattern) if g.pattern is not None else _prod(g.shape)
                 if g.size != expect:
                     raise ManifestError(f"{kind} {g.name!r} has size {g.size}, expected {expect}")
-                for attr in ("range", "frac_bits", "error_bound", "labels"):
+                for attr in ("range", "envelope", "frac_bits", "error_bound", "labels"):
                     v = getattr(g, attr)
                     if v is not None and len(v) != g.size:
                         raise ManifestError(f"{kind} {g.name!r}: {attr} has {len(v)} entries, size is {g.size}")

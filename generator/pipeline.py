@@ -200,8 +200,10 @@ def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Opt
     digest = _sha(json.dumps({"model": model_digest, "target": backend.name, "prefix": prefix,
                               "options": resolved, "version": __version__}, sort_keys=True))
     inputs, off = [], 0
+    envelope = kernel.input_envelope()
     for p in kernel.inputs:
-        inputs.append(Group(p.name, p.shape, off, len(p.symbols), range=[list(r) for r in p.ranges]))
+        inputs.append(Group(p.name, p.shape, off, len(p.symbols), range=[list(r) for r in p.ranges],
+                            envelope=[list(r) for r in envelope[off:off + len(p.symbols)]]))
         off += len(p.symbols)
     outputs, off = [], 0
     for p in kernel.outputs:
@@ -232,6 +234,7 @@ def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Opt
         ops_line=f"{counts['total']} operations ({', '.join(f'{k} {v}' for k, v in counts.items() if k != 'total')}), "
                  f"peak {sched.peak_live} live values",
         notes=backend.notes(analysis),
+        envelope=envelope,
     )
     out = backend.render(sched, analysis, ctx, options)
     mark("render")

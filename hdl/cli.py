@@ -40,7 +40,8 @@ def _cmd_hdl(args) -> int:
     t_gen = time.perf_counter() - t0
     print(f"generated {kernel.model} {kernel.name} ({opts.variant}) in {t_gen:.1f} s -> {out}")
 
-    X = S.make_vectors(dirs["fixed"], args.vectors, args.seed)
+    # the vectors simulate() draws: the domain's, then the labelled robustness set
+    X = S.with_robustness(dirs["fixed"], S.make_vectors(dirs["fixed"], args.vectors, args.seed))[0]
     ok = True
     Yf, sf = hostlib.load_kernel(dirs["fixed"])(X)
     Yh, sh = hostlib.load_kernel(dirs["hls"])(X)
@@ -50,7 +51,7 @@ def _cmd_hdl(args) -> int:
           f"{'bit-exact' if hls_ok else 'DIFFERENT'}")
 
     b = S.build(dirs["rtl"], args.sim)
-    r = S.simulate(b, dirs["fixed"], dirs["double"], X=X, seed=args.seed)
+    r = S.simulate(b, dirs["fixed"], dirs["double"], vectors=args.vectors, seed=args.seed)
     print(r.table())
     ok &= r.passed
     if not args.no_synth:

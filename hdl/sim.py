@@ -31,7 +31,8 @@ import numpy as np
 from mbforge.hil import hostlib
 from mbforge.hil.compare import CompareError, check_pair, compare
 from mbforge.hil.device import Evaluation
-from mbforge.hil.vectors import VectorError, draw_raw, from_raw
+from mbforge.hil.vectors import (OUT_OF_ENVELOPE, VectorError, draw_raw, for_reference, from_raw, robustness,
+                                 to_raw)
 from mbforge.manifest import Manifest
 
 SIMULATORS = ("icarus", "verilator")
@@ -127,6 +128,16 @@ def make_vectors(kernel_dir: str | Path, n: int, seed: int = 0, motion: bool = T
         raise SimError(str(e)) from None
 
 
+def with_robustness(kernel_dir: str | Path, X: np.ndarray):
+    """(X then the robustness set's raw vectors, the set (hil.vectors.Robustness), len(X))."""
+    try:
+        rob = robustness(Manifest.load(kernel_dir), kernel_dir)
+        R = to_raw(Manifest.load(kernel_dir), rob.X, "inputs")
+    except VectorError as e:
+        raise SimError(str(e)) from None
+    return np.vstack([X, R]).astype(np.int32), rob, len(X)
+
+
 def _run_bench(b: Build, X: np.ndarray, expected: Evaluation | None, tests: tuple[str, ...],
                gap: float, seed: int) -> tuple[dict, list[str], float]:
     """Run the cocotb bench's `tests` on X; (its results, failures, seconds). With
@@ -202,6 +213,8 @@ class SimResult:
     worst_error_ratio: float | None  # max |rtl - double| / bound over outputs with a bound
     seconds: dict = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    # the robustness set's vectors (after the drawn ones) by label: {label: {status: count}}
+    statuses: dict = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -220,6 +233,8 @@ class SimResult:
                  f"  latency {self.latency} cycles, interval {self.interval}",
                  f"  reset in the middle of a computation: {'ok' if self.reset_ok else 'FAILED'}",
                  "  seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in self.seconds.items())]
+        lines += [f"  ap_return, {lab}: " + ", ".join(f"{k}: {v}" for k, v in sorted(c.items()))
+                  for lab, c in self.statuses.items()]
         lines += [f"  error: {e}" for e in self.errors]
         return "\n".join(lines)
 
@@ -240,18 +255,30 @@ def simulate(b: Build, fixed_dir: str | Path, double_dir: str | Path | None = No
             raise SimError(str(e)) from None
         reference = hostlib.load_kernel(double_dir)
     t0 = time.perf_counter()
-    if X is None:
-        X = make_vectors(fixed_dir, vectors, seed)
+    rob, n_nom = None, len(X) if X is not None else 0
+    if X is None:  # drawn in the domain, then the labelled robustness set (hil.vectors)
+        X, rob, n_nom = with_robustness(fixed_dir, make_vectors(fixed_dir, vectors, seed))
     host = hostlib.load_kernel(fixed_dir).eval(X)
     t_model = time.perf_counter() - t0
     res, errors, t_sim = _run_bench(b, X, host, tests, gap, seed)
     tv = res.get("test_vectors", {})
     rr = res.get("test_reset_midway")
     dev = _evaluation(tv, len(X))
-    within, worst, exact = None, None, None
+    within, worst, exact, statuses = None, None, None, {}
     if dev is not None:
-        c = compare(m, dev, ref=reference.eval(from_raw(m, X, "inputs")) if reference else None, host=host)
-        exact = c.host
+        # the bound is promised on the drawn vectors only; bit-exactness on all of them
+        nom = Evaluation(dev.outputs[:n_nom], dev.status[:n_nom], None)
+        c = compare(m, nom, ref=reference.eval(for_reference(mf, fixed_dir, from_raw(m, X[:n_nom], "inputs")))
+                    if reference else None)
+        exact = compare(m, dev, host=host).host
+        for i, (lab, exp) in enumerate(zip(rob.labels, rob.expected) if rob else ()):
+            st = int(dev.status[n_nom + i])
+            cls = (OUT_OF_ENVELOPE if lab.startswith(OUT_OF_ENVELOPE) else lab) \
+                + f" (expected {' or '.join(map(str, exp))})"
+            statuses.setdefault(cls, {}).setdefault(st, 0)
+            statuses[cls][st] += 1
+            if st not in exp:
+                errors.append(f"vector {n_nom + i} ({lab}): ap_return {st}, expected {' or '.join(map(str, exp))}")
         if c.worst_bound_ratio is not None:
             worst = c.worst_bound_ratio
             within = bool(worst <= 1.0)
@@ -265,7 +292,8 @@ def simulate(b: Build, fixed_dir: str | Path, double_dir: str | Path | None = No
         latency=tv.get("latency_first"), interval=tv.get("interval_min"), expected_latency=expected,
         cycles_per_vector=(b2b / n_b2b) if b2b and n_b2b else None,
         within_bound=within, worst_error_ratio=worst,
-        seconds={"build": b.seconds, "host model": t_model, "simulation": t_sim}, errors=errors)
+        seconds={"build": b.seconds, "host model": t_model, "simulation": t_sim}, errors=errors,
+        statuses=statuses)
 
 
 def _xml_failures(path: Path) -> list[str]:

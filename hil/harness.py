@@ -4,11 +4,19 @@
 
 Steps: check the two manifests describe the same model and kernel (`model_digest`),
 ask the device for HELLO and refuse a device whose digest is not the kernel manifest's;
-draw `vectors` inputs uniformly within the manifest's declared ranges (plus the
-manifest's motion vectors, if any); quantise them to the device's type (fixed point:
-round to nearest, saturate); evaluate them on the device and evaluate the *quantised*
-inputs, widened back to double, with the reference compiled on the host, so the error
-measured is the kernel's, not the input rounding's.
+draw `vectors` inputs uniformly within the kernel's domain (plus the manifest's motion
+vectors, if any), then the labelled robustness set (vectors.robustness: out of envelope,
+off-manifold); convert them to the device's type (rounded to nearest; a value the format
+cannot hold is refused, never clipped); evaluate them on the device and evaluate the
+*quantised* inputs, widened back to double, with the reference compiled on the host, so
+the error measured is the kernel's, not the input rounding's (vectors.for_reference: an
+input whose envelope is narrower than one unit of the device's format gets the
+envelope's value, which the double reference accepts).
+
+Statuses: every vector's status must be one its label allows (status_checks): 0 inside
+the domain, 2 out of the envelope, 0 or 1 off-manifold (no error bound there, so those
+vectors, like the out-of-envelope ones, are left out of the error measures and of the
+comparison with the reference's statuses; the host model is compared on all of them).
 
 The vectors come from mbforge.hil.vectors, the device is a device.Device
 (link.LinkDevice) and the measures are mbforge.hil.compare's: error per output group
@@ -17,7 +25,8 @@ manifest's per-element error_bound for int32), status codes equal to the referen
 and with host_model the device's raw outputs equal to a host build of the same
 reduced-precision C bit for bit.
 
-Work per call: the device's overhead-corrected counter ticks. With SysTick (the
+Work per call: the device's overhead-corrected counter ticks, over the domain's vectors (not the
+robustness set's, which return at once or leave the bound's promise). With SysTick (the
 emulated board under -icount) they are turned into instructions: the CALIB request
 times a loop of a known instruction count at two lengths and the slope gives ticks per
 instruction (cpu_hz * 2**shift / 1e9: 5.376 on emulated_f405, 168 MHz at shift 5; 3.2 on
@@ -48,7 +57,8 @@ from mbforge.hil.compare import check_pair as _check_pair
 from mbforge.hil.device import Evaluation
 from mbforge.hil.link import TICKS_OVERFLOW, Link, LinkDevice, LinkError, calibrate
 from mbforge.hil.rundb import RunDB, RunDBError, add_stats
-from mbforge.hil.vectors import VectorError, draw, from_raw, to_raw
+from mbforge.hil.vectors import (OFF_MANIFOLD, OUT_OF_ENVELOPE, VectorError, draw, for_reference, from_raw,
+                                 robustness, to_raw)
 from mbforge.manifest import Manifest
 
 
@@ -72,6 +82,10 @@ class Report:
     link: dict = field(default_factory=dict)  # LinkStats summed over sessions, batch, timing
     run: dict = field(default_factory=dict)  # the run database: path, state
     vectors_missing: int = 0  # never answered (an interrupted run's report)
+    # per label (domain, motion, the robustness set's): vectors, expected and seen statuses
+    statuses: list[dict] = field(default_factory=list)
+    statuses_notes: list[str] = field(default_factory=list)  # robustness vectors left out, why
+    robustness_vectors: int = 0  # evaluated after the `vectors` (domain, motion) ones
 
     def to_json(self) -> dict:
         return {
@@ -88,12 +102,16 @@ class Report:
             "link": self.link,
             "run": self.run,
             "vectors_missing": self.vectors_missing,
+            "statuses": self.statuses,
+            "statuses_notes": self.statuses_notes,
+            "robustness_vectors": self.robustness_vectors,
             **({"per_vector": self.per_vector} if self.per_vector is not None else {}),
         }
 
     def table(self) -> str:
         lines = [f"kernel {self.kernel} on {self.device['firmware']} "
-                 f"({self.device['real']}, counter {self.device['counter']}): {self.vectors} vectors"]
+                 f"({self.device['real']}, counter {self.device['counter']}): {self.vectors} vectors"
+                 + (f" (+ {self.robustness_vectors} robustness vectors)" if self.robustness_vectors else "")]
         head = f"{'output':<16}{'max abs err':>13}{'max rel err':>13}{'scale':>12}{'tolerance':>12}  {'worst (vector)':<24}ok"
         lines += [head, "-" * len(head)]
         for g in self.outputs:
@@ -119,6 +137,12 @@ class Report:
             lines.append(f"{w['counter_overflows']} calls took longer than the counter can time")
         if self.status_mismatches:
             lines.append(f"status differs from the reference in {self.status_mismatches} vectors")
+        for c in self.statuses:
+            seen = ", ".join(f"{k}: {v}" for k, v in sorted(c["statuses"].items()))
+            lines.append(f"status, {c['label']}: {c['vectors']} vectors, expected {c['expected']}, "
+                         f"got {seen or '-'}{'' if c['passed'] else '  NO'}")
+            lines += [f"  {f}" for f in c["failures"]]
+        lines += [f"  ({t})" for t in self.statuses_notes]
         if self.host_model is not None:
             h = self.host_model
             lines.append(f"host model bit-exact: {h['vectors_mismatched']} vectors, "
@@ -136,7 +160,7 @@ class Report:
                          + (f"{spv * 1e3:.2f} ms per vector, " if spv else "")
                          + (", ".join(events) if events else "no faults"))
         if self.vectors_missing:
-            lines.append(f"{self.vectors_missing} of {self.vectors} vectors not answered")
+            lines.append(f"{self.vectors_missing} of {self.vectors + self.robustness_vectors} vectors not answered")
         lines.append("PASS" if self.passed else "FAIL")
         return "\n".join(lines)
 
@@ -178,6 +202,10 @@ class _Setup:
     X_real: np.ndarray
     X_dev: np.ndarray
     X_used: np.ndarray
+    n_nominal: int  # the first rows: inside the domain (draw); the rest: the robustness set
+    labels: list[str]  # per row
+    expected: list[tuple[int, ...]]  # per row, the statuses allowed
+    notes: list[str]  # robustness vectors left out, why
 
 
 def _setup(kernel_dir: Path, reference_dir: Path, vectors: int, seed: int, host_model: bool) -> _Setup:
@@ -189,10 +217,18 @@ def _setup(kernel_dir: Path, reference_dir: Path, vectors: int, seed: int, host_
         device_model = hostlib.load_kernel(kernel_dir) if host_model else None
     except hostlib.HostLibError as e:
         raise HarnessError(str(e)) from None
-    X_real = input_vectors(m, kernel_dir, vectors, seed)
-    X_dev = to_raw(m, X_real, "inputs")
+    X_nom = input_vectors(m, kernel_dir, vectors, seed)
+    try:
+        rob = robustness(m, kernel_dir)
+        X_real = np.vstack([X_nom, rob.X])
+        X_dev = to_raw(m, X_real, "inputs")
+    except VectorError as e:
+        raise HarnessError(str(e)) from None
     X_used = from_raw(m, X_dev, "inputs")  # what the device actually computes on
-    return _Setup(m, ref_m, reference, device_model, X_real, X_dev, X_used)
+    labels = ["domain"] * vectors + ["motion"] * (len(X_nom) - vectors) + rob.labels
+    expected = [(0,)] * len(X_nom) + rob.expected
+    return _Setup(m, ref_m, reference, device_model, X_real, X_dev, X_used, len(X_nom), labels, expected,
+                  rob.notes)
 
 
 def _options(port, kernel_dir, reference_dir, vectors, seed, tol, host_model) -> dict:
@@ -334,19 +370,26 @@ def report_from_db(db: RunDB, S: _Setup | None = None, tol=None) -> Report:
     if tpi:
         work_all = np.rint(work_all / tpi).astype(np.int64)
     work_all[overflow] = -1
-    dev = Evaluation(st["outputs"][rows], st["status"][rows], work_all if unit else None)
-    ref = S.reference.eval(S.X_used[rows])
-    c = compare(m, dev, ref=ref,
-                host=S.device_model.eval(S.X_dev[rows]) if S.device_model is not None else None, tol=tol)
+    # errors and statuses against the reference over the domain's vectors; the robustness
+    # set is judged by its expected statuses alone; the host model over every vector
+    nom = rows < S.n_nominal
+    dev_all = Evaluation(st["outputs"][rows], st["status"][rows], work_all if unit else None)
+    dev = Evaluation(dev_all.outputs[nom], dev_all.status[nom], None if dev_all.work is None else dev_all.work[nom])
+    ref = S.reference.eval(for_reference(m, Path(o["kernel"]), S.X_used[rows[nom]]))
+    c = compare(m, dev, ref=ref, tol=tol)
+    if S.device_model is not None:
+        c.host = compare(m, dev_all, host=S.device_model.eval(S.X_dev[rows])).host
     groups, status_mismatches = c.groups, c.status_mismatches
     host = c.host.to_json() if c.host is not None else None
-    ticks = st["work"][rows][~overflow].astype(np.int64)
-    work = work_all[~overflow] if unit else ticks
+    statuses = status_checks(S, rows, dev_all.status)
+    timed = ~overflow & nom  # work per call over the domain's vectors (status 2 returns at once)
+    ticks = st["work"][rows][timed].astype(np.int64)
+    work = work_all[timed] if unit else ticks
     work_stats = _stats(work) | {"unit": unit or "none", "ticks_per_unit": tpi, "ticks": _stats(ticks),
                                  "counter_overflows": int(np.count_nonzero(overflow))}
     missing = n - len(rows)
     passed = missing == 0 and all(g.passed for g in groups) and status_mismatches == 0 and \
-        (c.host is None or c.host.passed)
+        (c.host is None or c.host.passed) and all(k["passed"] for k in statuses)
     timing = db.get("timing", {})
     link = dict(db.get("link", {}))
     link.update(db.get("link_setup", {}))
@@ -357,16 +400,43 @@ def report_from_db(db: RunDB, S: _Setup | None = None, tol=None) -> Report:
     link["vectors_resent"] = int(np.count_nonzero(st["attempts"][rows] > 1))
     device = dict(device)
     device.setdefault("board", board_name(device.get("firmware")))
-    details = vector_details(m, S.X_used[rows], o["vectors"], from_raw(m, dev.outputs, "outputs"), dev.status,
+    details = vector_details(m, S.X_used[rows[nom]], o["vectors"], from_raw(m, dev.outputs, "outputs"), dev.status,
                              ref.outputs, ref.status, dev.work, groups)
-    r = Report(m.function, device, n, groups, work_stats,
-               _stats(st["ticks"][rows][~overflow].astype(np.int64)),
+    r = Report(m.function, device, S.n_nominal, groups, work_stats,
+               _stats(st["ticks"][rows][timed].astype(np.int64)),
                status_mismatches, host, passed,
                {"device": timing.get("device"), "eval": timing.get("eval"),
                 "vectors_per_second": evaluated / timing["eval"] if timing.get("eval") else None}, details)
     r.link, r.run, r.vectors_missing = link, {"path": db.path, "state": db.get("state")}, missing
+    r.statuses, r.statuses_notes, r.robustness_vectors = statuses, list(S.notes), n - S.n_nominal
     return r
 
 
-__all__ = ["run", "Report", "GroupResult", "HarnessError", "LinkError", "input_vectors",
+STATUS_CLASSES = ("domain", "motion", OUT_OF_ENVELOPE, OFF_MANIFOLD)
+
+
+def status_checks(S: _Setup, rows: np.ndarray, status: np.ndarray) -> list[dict]:
+    """Per class of label (STATUS_CLASSES, in order): the vectors, the statuses expected
+    and seen, the first few vectors outside the expectation with their full label."""
+    out = []
+    for cls in STATUS_CLASSES:
+        idx = [i for i, r in enumerate(rows) if S.labels[r].split(":")[0] == cls.split(":")[0]]
+        if not idx:
+            continue
+        seen: dict[str, int] = {}
+        failures = []
+        for i in idx:
+            s_ = int(status[i])
+            seen[str(s_)] = seen.get(str(s_), 0) + 1
+            if s_ not in S.expected[rows[i]]:
+                if len(failures) < 10:
+                    failures.append(f"vector {int(rows[i])} ({S.labels[rows[i]]}): status {s_}")
+        allowed = sorted({e for i in idx for e in S.expected[rows[i]]})
+        text = " or ".join(map(str, allowed)) + (", no bound check" if cls == OFF_MANIFOLD else "")
+        out.append({"label": cls, "vectors": len(idx), "expected": text, "statuses": seen,
+                    "failures": failures, "passed": not failures})
+    return out
+
+
+__all__ = ["run", "Report", "GroupResult", "HarnessError", "LinkError", "input_vectors", "status_checks",
            "compare_groups", "calibrate", "check_pair"]

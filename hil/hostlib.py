@@ -15,7 +15,9 @@ Invariants:
 - X and Y are numpy arrays of the kernel's own type (float64, float32 or int32 raw
   fixed point): values pass as raw bits, so results can be compared bit for bit with
   a device running the same C. `to_raw`/`from_raw` (mbforge.hil.vectors) convert real
-  values for fixed point.
+  values; to_raw never clips: a value the kernel's format cannot hold raises
+  VectorError naming the input and the value; one outside the envelope but inside the
+  format is sent as is and the kernel returns status 2 (codes in the header).
 - -ffp-contract=off: no fused multiply-add, matching the firmware's flags; only
   correctly rounded operations (+ - * / sqrt) are then bit-exact across machines,
   library functions such as sinf may differ between glibc and newlib.
@@ -35,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from mbforge.hil.device import Evaluation
-from mbforge.hil.vectors import NP_DTYPE, from_raw, to_raw  # noqa: F401  (the raw format, re-exported)
+from mbforge.hil.vectors import NP_DTYPE, VectorError, from_raw, to_raw  # noqa: F401  (the raw format, re-exported)
 from mbforge.manifest import C_REAL, MANIFEST_NAME, Manifest, ManifestError, load_dir
 
 CC = os.environ.get("MBFORGE_HOST_CC", "gcc")

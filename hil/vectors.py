@@ -3,20 +3,33 @@
     X = draw(m, kernel_dir, n, seed)        # real values [n + motion, n_in]
     R = to_raw(m, X, "inputs")              # what a device computes on
     Xq = from_raw(m, R, "inputs")           # those values back as float64 (exact)
+    rob = robustness(m, kernel_dir)         # labelled vectors with their expected statuses
 
 `draw` gives n vectors uniformly within the kernel's domain (a box picked at random
 from the domain file's union of boxes, when the manifest names one, else the declared
-input ranges), then the manifest's motion vectors, if any. The same (manifest, n, seed)
-gives the same vectors in every process: the HIL harness, the RTL benches and the
-tests all draw here.
+input ranges), then the manifest's motion vectors, if any, each moved (by less than one
+unit of the kernel's format) to a value the kernel represents exactly inside its
+envelope, so the device and the double reference, given the same rounded input, both
+answer status 0. The same (manifest, n, seed) gives the same vectors in every process:
+the HIL harness, the RTL benches and the tests all draw here.
+
+`robustness` gives the labelled robustness set (module constants OUT_OF_ENVELOPE,
+OFF_MANIFOLD): per input, a vector just beyond its envelope on each side (and a NaN on
+float targets), expected status 2; consistent vectors (the motion's) with one
+coordinate of the first input group moved inside the envelope, expected 0 or 1 and no
+error bound (the bound covers the domain's consistent states, not these).
 
 Raw format per real kind: double -> float64, float -> float32 (round to nearest),
-int32 -> fixed point with the manifest's frac_bits per element (value = raw / 2**f;
-to_raw rounds to nearest and saturates to the int32 range). from_raw is exact.
+int32 -> fixed point with the manifest's frac_bits per element (value = raw / 2**f,
+rounded to nearest). to_raw never clips: a value the format cannot hold (beyond the
+int32 words or the float32 range, or NaN in fixed point) raises VectorError naming the
+element and the value; a value outside the envelope but inside the format is converted
+as is (the kernel answers status 2). from_raw is exact.
 """
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -40,13 +53,35 @@ def frac_bits(m: Manifest, kind: str) -> np.ndarray:
     return np.array(bits, dtype=np.int64)
 
 
+def _refuse(m: Manifest, X: np.ndarray, bad: np.ndarray, kind: str, what: str) -> None:
+    """VectorError naming the first bad element of X [N, n] (bad: its mask)."""
+    r, j = (int(v) for v in np.argwhere(bad)[0])
+    raise VectorError(f"{kind[:-1]} {m.flat_names(kind)[j]} = {float(X[r, j])!r} (vector {r}) {what}"
+                      + (f"; {int(bad.sum())} such values" if bad.sum() > 1 else ""))
+
+
 def to_raw(m: Manifest, X, kind: str = "inputs") -> np.ndarray:
-    """Real values -> the kernel's raw type. Fixed point: round to nearest, saturate."""
+    """Real values -> the kernel's raw type, rounded to nearest. VectorError, naming the
+    element and the value, for one the format cannot hold (never clipped)."""
     X = np.asarray(X, dtype=np.float64)
     if m.real != "int32":
-        return X.astype(NP_DTYPE[m.real])
-    scaled = np.rint(X * np.exp2(frac_bits(m, kind)))
-    return np.clip(scaled, -2.0**31, 2.0**31 - 1).astype(np.int32)
+        with np.errstate(over="ignore"):
+            R = X.astype(NP_DTYPE[m.real])
+        bad = np.isinf(R) & np.isfinite(X)
+        if bad.any():
+            _refuse(m, np.atleast_2d(X), np.atleast_2d(bad), kind, "is beyond the float32 range" if m.real == "float" else "is not finite")
+        return R
+    f = frac_bits(m, kind)
+    with np.errstate(invalid="ignore"):
+        scaled = np.rint(X * np.exp2(f))
+        bad = ~((scaled >= -2.0**31) & (scaled <= 2.0**31 - 1))  # NaN too
+    if bad.any():
+        X2, b2 = np.atleast_2d(X), np.atleast_2d(bad)
+        j = int(np.argwhere(b2)[0][1])
+        lo, hi = -2.0**31 / 2.0**f[j], (2.0**31 - 1) / 2.0**f[j]
+        _refuse(m, X2, b2, kind, f"is outside its fixed-point format (frac_bits {int(f[j])}: "
+                                 f"[{lo:.6g}, {hi:.6g}])")
+    return scaled.astype(np.int32)
 
 
 def from_raw(m: Manifest, R, kind: str = "outputs") -> np.ndarray:
@@ -66,15 +101,85 @@ def _companion(kernel_dir, name: str, key: str, what: str) -> np.ndarray:
         raise VectorError(f"{what} file {path}: {e}") from None
 
 
+def envelope(m: Manifest, kernel_dir: str | Path | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi) per flat input: the range the kernel checks its inputs against (status 2
+    outside): the manifest's `envelope`; for an older manifest without one, what the
+    generator took (Kernel.input_envelope): the domain's hull, else the declared ranges."""
+    if all(g.envelope is not None for g in m.inputs):
+        r = np.array([e for g in m.inputs for e in g.envelope], dtype=np.float64).reshape(-1, 2)
+    elif m.domain and kernel_dir is not None:
+        b = _boxes(m, kernel_dir)
+        r = np.stack([b[:, :, 0].min(axis=0), b[:, :, 1].max(axis=0)], axis=1)
+    else:
+        r = np.array(m.input_ranges(), dtype=np.float64).reshape(-1, 2)
+    return r[:, 0], r[:, 1]
+
+
+def _checked(m: Manifest) -> bool:
+    """Whether the kernel checks its inputs against the envelope (status code 2)."""
+    return "2" in m.status_codes
+
+
+def _device_bounds(m: Manifest, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The envelope as the kernel compares it, in real values: rounded outward to its
+    precision, as the generator writes the check (backends.fixed.c.envelope_words: words
+    floor(lo 2^f), ceil(hi 2^f) within int32; backends.c: float32 rounded outward). Written
+    again here: the verification code does not import the generator."""
+    if m.real == "int32":
+        q = np.exp2(frac_bits(m, "inputs").astype(np.float64))
+        return (np.maximum(np.floor(lo * q), -2.0**31) / q, np.minimum(np.ceil(hi * q), 2.0**31 - 1) / q)
+    if m.real == "float":
+        a, b = lo.astype(np.float32), hi.astype(np.float32)
+        a = np.where(a.astype(np.float64) > lo, np.nextafter(a, np.float32(-np.inf)), a)
+        b = np.where(b.astype(np.float64) < hi, np.nextafter(b, np.float32(np.inf)), b)
+        return a.astype(np.float64), b.astype(np.float64)
+    return lo, hi
+
+
+def _inward(m: Manifest, X: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """X rounded to the kernel's format, each value then moved (by less than one unit of
+    it) to the nearest representable value inside [lo, hi] where rounding took it out."""
+    Xq = from_raw(m, to_raw(m, X, "inputs"), "inputs")
+    if m.real == "int32":
+        q = np.exp2(-frac_bits(m, "inputs").astype(np.float64))
+        a, b = np.ceil(lo / q) * q, np.floor(hi / q) * q
+    elif m.real == "float":
+        a, b = (np.array([np.float32(v) for v in lo], dtype=np.float64),
+                np.array([np.float32(v) for v in hi], dtype=np.float64))
+        a = np.where(a < lo, np.nextafter(a.astype(np.float32), np.float32(np.inf)).astype(np.float64), a)
+        b = np.where(b > hi, np.nextafter(b.astype(np.float32), np.float32(-np.inf)).astype(np.float64), b)
+    else:
+        a, b = lo, hi
+    ok = a <= b  # an envelope narrower than one unit: leave the value rounded to nearest
+    return np.where(ok, np.clip(Xq, np.where(ok, a, -np.inf), np.where(ok, b, np.inf)), Xq)
+
+
+def for_reference(m: Manifest, kernel_dir, X_used: np.ndarray) -> np.ndarray:
+    """The inputs a device saw (drawn in the domain, as float64), for the double
+    reference: unchanged but where an input's envelope is narrower than one unit of the
+    device's format (a constant coordinate): no device value lies inside it, the device
+    accepts its nearest (bounds rounded outward) and the reference would refuse it, so it
+    gets the envelope's value, less than one unit away."""
+    if not _checked(m):
+        return X_used
+    lo, hi = envelope(m, kernel_dir)
+    return np.clip(X_used, lo, hi)
+
+
+def _boxes(m: Manifest, kernel_dir) -> np.ndarray:
+    boxes = _companion(kernel_dir, m.domain, "boxes", "domain")
+    if boxes.ndim != 3 or boxes.shape[1:] != (m.n_in, 2):
+        raise VectorError(f"domain file {Path(kernel_dir) / m.domain}: boxes of shape {boxes.shape[1:]}, "
+                          f"kernel takes {m.n_in} inputs")
+    return boxes
+
+
 def draw(m: Manifest, kernel_dir: str | Path, n: int, seed: int = 0, motion: bool = True) -> np.ndarray:
     """n random vectors inside the kernel's domain (its boxes, when the manifest names a
     domain file, else the declared ranges), then the motion vectors if any (and asked)."""
     rng = np.random.default_rng(seed)
     if m.domain:
-        boxes = _companion(kernel_dir, m.domain, "boxes", "domain")
-        if boxes.ndim != 3 or boxes.shape[1:] != (m.n_in, 2):
-            raise VectorError(f"domain file {Path(kernel_dir) / m.domain}: boxes of shape {boxes.shape[1:]}, "
-                              f"kernel takes {m.n_in} inputs")
+        boxes = _boxes(m, kernel_dir)
         pick = boxes[rng.integers(0, len(boxes), n)]
         lo, hi = pick[:, :, 0], pick[:, :, 1]
     else:
@@ -82,12 +187,98 @@ def draw(m: Manifest, kernel_dir: str | Path, n: int, seed: int = 0, motion: boo
         lo, hi = ranges[:, 0], ranges[:, 1]
     X = lo + (hi - lo) * rng.random((n, m.n_in))
     if motion and m.motion:
-        mv = _companion(kernel_dir, m.motion, "vectors", "motion")
-        if mv.size and mv.reshape(len(mv), -1).shape[1] != m.n_in:
-            raise VectorError(f"motion file {Path(kernel_dir) / m.motion}: vectors of {mv.shape[-1]} values, "
-                              f"kernel takes {m.n_in}")
-        X = np.vstack([X, mv.reshape(-1, m.n_in)]) if mv.size else X
+        mv = _motion(m, kernel_dir)
+        X = np.vstack([X, mv]) if mv.size else X
+    if _checked(m):
+        X = _inward(m, X, *envelope(m, kernel_dir))
     return X
+
+
+def _motion(m: Manifest, kernel_dir) -> np.ndarray:
+    mv = _companion(kernel_dir, m.motion, "vectors", "motion")
+    if mv.size and mv.reshape(len(mv), -1).shape[1] != m.n_in:
+        raise VectorError(f"motion file {Path(kernel_dir) / m.motion}: vectors of {mv.shape[-1]} values, "
+                          f"kernel takes {m.n_in}")
+    return mv.reshape(-1, m.n_in) if mv.size else mv.reshape(0, m.n_in)
+
+
+OUT_OF_ENVELOPE = "out of envelope"
+OFF_MANIFOLD = "off-manifold: not covered by the bound"
+OFF_MANIFOLD_SHIFT = 0.01  # of the envelope's width, towards its middle
+OFF_MANIFOLD_BASES = 4  # consistent vectors perturbed (spread over the motion)
+
+
+@dataclass
+class Robustness:
+    """Labelled vectors beyond the domain: X [k, n_in] real values (the kernel's format
+    holds them), label and allowed statuses per vector, and what was left out and why."""
+    X: np.ndarray
+    labels: list[str]
+    expected: list[tuple[int, ...]]
+    notes: list[str]
+
+
+def robustness(m: Manifest, kernel_dir: str | Path) -> Robustness:
+    """The robustness set (module docstring); deterministic."""
+    names = m.flat_names("inputs")
+    lo, hi = envelope(m, kernel_dir)
+    consistent = _motion(m, kernel_dir) if m.motion else np.zeros((0, m.n_in))
+    if len(consistent):
+        consistent = _inward(m, consistent, lo, hi)
+    rows, labels, expected, notes = [], [], [], []
+    if not _checked(m):
+        notes.append("the kernel does not check its inputs (no status 2): no out-of-envelope vectors")
+    else:
+        base = consistent[0] if len(consistent) else _inward(m, ((lo + hi) / 2)[None, :], lo, hi)[0]
+        dlo, dhi = _device_bounds(m, lo, hi)
+        for k in range(m.n_in):
+            for side, v in (("below", _beyond(m, dlo[k], k, -1)), ("above", _beyond(m, dhi[k], k, +1))):
+                if v is None:
+                    notes.append(f"{names[k]} {side} its envelope: not representable in the kernel's format")
+                    continue
+                x = base.copy()
+                x[k] = v
+                rows.append(x)
+                labels.append(f"{OUT_OF_ENVELOPE}: {names[k]} {side} [{lo[k]:.6g}, {hi[k]:.6g}]")
+                expected.append((2,))
+            if m.real != "int32":
+                x = base.copy()
+                x[k] = np.nan
+                rows.append(x)
+                labels.append(f"{OUT_OF_ENVELOPE}: {names[k]} NaN")
+                expected.append((2,))
+    if not len(consistent):
+        notes.append("no consistent states known (no motion file): no off-manifold vectors")
+    else:
+        first = m.inputs[0]
+        picks = np.unique(np.linspace(0, len(consistent) - 1, min(OFF_MANIFOLD_BASES, len(consistent))).astype(int))
+        for i in picks:
+            for k in range(first.offset, first.offset + first.size):
+                if hi[k] <= lo[k]:
+                    continue
+                x = consistent[i].copy()
+                mid = (lo[k] + hi[k]) / 2
+                x[k] += OFF_MANIFOLD_SHIFT * (hi[k] - lo[k]) * (1.0 if x[k] <= mid else -1.0)
+                rows.append(_inward(m, x[None, :], lo, hi)[0])
+                labels.append(OFF_MANIFOLD)
+                expected.append((0, 1))
+    X = np.array(rows, dtype=np.float64).reshape(-1, m.n_in)
+    return Robustness(X, labels, expected, notes)
+
+
+def _beyond(m: Manifest, bound: float, k: int, sign: int) -> float | None:
+    """A value two units of the kernel's format beyond its compared bound `bound` of
+    input k (so that the device, the host model and the double reference all see it
+    outside); None if the format holds no such value."""
+    if m.real == "int32":
+        f = int(frac_bits(m, "inputs")[k])
+        w = round(bound * 2.0 ** f) + 2 * sign
+        return w / 2.0 ** f if -2**31 <= w <= 2**31 - 1 else None
+    dt = np.float32 if m.real == "float" else np.float64
+    v = dt(bound)
+    for _ in range(2):
+        v = np.nextafter(v, dt(np.inf * sign))
+    return float(v) if np.isfinite(v) else None
 
 
 def draw_raw(m: Manifest, kernel_dir: str | Path, n: int, seed: int = 0, motion: bool = True) -> np.ndarray:

@@ -106,12 +106,15 @@ def test_every_target_generates(fourbar):
         assert m.target == t and m.real == TARGET_RECORDS[t].real
         assert set(m.sources + m.headers) <= set(plan.files)
         assert plan.manifest.digest in plan.files[m.sources[0]]
+        # every target checks its inputs against the envelope first (status 2)
+        assert m.status_codes["2"].startswith("input outside its envelope")
+        assert [e for g in m.inputs for e in g.envelope] == [list(r) for r in fourbar.input_envelope()]
         if m.real == "int32":
             assert m.status_codes["1"].startswith("saturated") and all(g.frac_bits for g in m.outputs)
         if t == "c-float32":
             assert all(b is not None for g in m.outputs for b in g.error_bound)
         if t == "c-double":
-            assert m.status_codes == {"0": "ok"} and all(g.error_bound is None for g in m.outputs)
+            assert sorted(m.status_codes) == ["0", "2"] and all(g.error_bound is None for g in m.outputs)
 
 
 def _parser(register):

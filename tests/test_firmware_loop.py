@@ -17,6 +17,7 @@ from mbforge.firmware.qemu import Emulator
 from mbforge.hil.cli import main as hil_cli
 from mbforge.hil.link import Link, LinkError
 from mbforge.hil.loop import read_windows, request
+from mbforge.hil.vectors import draw
 from mbforge.manifest import Manifest
 
 pytestmark = [pytest.mark.firmware, pytest.mark.usefixtures("deadline")]
@@ -39,7 +40,9 @@ def fourbar(tmp_path_factory):
                              "--app", "loop", "--rate", str(rate), "--build", "--env", ENV]) == 0
         elfs[rate] = root / f"fw{rate}" / ".pio/build" / ENV / "program.elf"
     m = Manifest.load(root / "kernel")
-    x = np.array(m.input_ranges()).mean(axis=1).astype(np.float32)
+    # a state inside the kernel's domain (the middle of the declared box is outside its
+    # envelope: the kernel would return 2 at once)
+    x = draw(m, root / "kernel", 1, motion=False)[0].astype(np.float32)
     return {"kernel": root / "kernel", "elf": elfs, "x": x, "m": m}
 
 
@@ -65,7 +68,9 @@ def test_a_rate_that_fits_runs_every_period_without_overrun(fourbar):
     assert len(ws) == 3
     for w in ws:
         assert (w.rate_hz, w.period, w.periods, w.overruns) == (FIT, 168_000_000 // FIT, FIT // 10, 0)
-        assert w.worst == w.median == ws[0].worst  # deterministic under -icount
+        # deterministic under -icount, but for the phase of the tick (5.376 ticks an
+        # instruction) at which the call starts: within 1 tick
+        assert w.worst - w.median <= 1 and abs(w.worst - ws[0].worst) <= 1
         assert 0 < w.latency_min <= w.latency_max < 1000
     assert 500 < ws[0].worst < 5000
     fourbar["cycles"] = ws[0].worst
@@ -75,10 +80,10 @@ def test_a_rate_that_does_not_fit_counts_every_call_as_an_overrun(fourbar):
     ws = windows(fourbar["elf"][FAIL], fourbar["x"], 1)
     w = ws[0]
     assert (w.rate_hz, w.period, w.periods) == (FAIL, 840, FAIL // 10)
-    assert w.overruns == w.periods and w.worst == w.median > w.period
+    assert w.overruns == w.periods and w.worst - 1 <= w.median <= w.worst and w.median > w.period
     assert w.total_overruns >= w.overruns
     if "cycles" in fourbar:  # the same call at both rates: the same count
-        assert w.worst == fourbar["cycles"]
+        assert abs(w.worst - fourbar["cycles"]) <= 1
 
 
 def test_outputs_follow_the_streamed_inputs(fourbar):
@@ -141,7 +146,7 @@ def test_the_loop_app_on_the_an385_sleeps_between_link_bytes_and_counts_alike(tm
     main = (tmp_path / "fw/src/main.c").read_text()
     assert "static const mbf_real_t motion[48][N_IN_ALLOC]" in main  # the motion, in raw fixed point
     m = Manifest.load(tmp_path / "kernel")
-    x = to_raw(m, np.array(m.input_ranges()).mean(axis=1)[None, :], "inputs")[0]
+    x = to_raw(m, draw(m, tmp_path / "kernel", 1, motion=False), "inputs")[0]
     ws = windows(tmp_path / "fw/.pio/build/emulated_an385/program.elf", x, 2)
     assert [(w.rate_hz, w.period, w.periods) for w in ws] == [(100, 250_000, 10)] * 2
     counts = [c for w in ws for c in (w.worst, w.median)]

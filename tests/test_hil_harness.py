@@ -156,9 +156,15 @@ def int32_kernel(path: Path) -> Path:
 def test_host_kernel_fixed_point(tmp_path):
     kdir = int32_kernel(tmp_path / "q")
     m = Manifest.load(kdir)
-    raw = hostlib.to_raw(m, [[1.5, -0.25], [40000.0, 40000.0]])
-    assert raw.dtype == np.int32
-    assert raw.tolist() == [[98304, -16384], [2**31 - 1, 2**31 - 1]]  # rounded, saturated
+    raw = hostlib.to_raw(m, [[1.5, -0.25]])
+    assert raw.dtype == np.int32 and raw.tolist() == [[98304, -16384]]
+    # never clipped: a value the Q format cannot hold is refused, named with its value
+    with pytest.raises(hostlib.VectorError, match=r"input a\[1\] = 40000.0 \(vector 1\) is outside its "
+                                                  r"fixed-point format \(frac_bits 16: \[-32768, 32768\]\)"):
+        hostlib.to_raw(m, [[1.5, -0.25], [0.0, 40000.0]])
+    with pytest.raises(hostlib.VectorError, match=r"input a\[0\] = nan"):
+        hostlib.to_raw(m, [[np.nan, 0.0]])
+    raw = np.vstack([raw, [[2**31 - 1, 2**31 - 1]]]).astype(np.int32)  # the largest words saturate
     Y, status = hostlib.load_kernel(kdir)(raw)
     assert hostlib.from_raw(m, Y)[0].tolist() == [1.25, -0.375]
     assert status.tolist() == [0, 1]

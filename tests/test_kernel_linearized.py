@@ -2,6 +2,7 @@
 mbforge.linearize at consistent operating points (cart-pole in reference-point coordinates,
 a double pendulum in relative coordinates), and its float32 build through `mbforge hil` on
 the emulated board."""
+import dataclasses
 import math
 
 import numpy as np
@@ -44,6 +45,14 @@ def _matrix(kernel, got: np.ndarray, name: str) -> np.ndarray:
     raise KeyError(name)
 
 
+def _wide_u(k, names=("u",)):
+    """k with the ports `names` declared over [-10, 10]: the operating points below push
+    harder (or turn faster) than declared, and an input outside its range returns status 2."""
+    ports = [dataclasses.replace(p, ranges=[(-10.0, 10.0)] * len(p.symbols)) if p.name in names else p
+             for p in k.inputs]
+    return dataclasses.replace(k, inputs=ports)
+
+
 def _check(kernel, hk, lin):
     X = np.concatenate([lin.q, lin.qd, [lin.t], lin.u])[None]
     got, status = hk(X)
@@ -56,7 +65,7 @@ def _check(kernel, hk, lin):
 @pytest.fixture(scope="module")
 def cart_pole_kernel(tmp_path_factory):
     m = cart_pole()
-    k = build_kernel(m.equations(), "linearized-dynamics", coordinates=["lkcp_xc", "lkcp_thp"])
+    k = _wide_u(build_kernel(m.equations(), "linearized-dynamics", coordinates=["lkcp_xc", "lkcp_thp"]))
     d = tmp_path_factory.mktemp("lkcp")
     generate(k, "c-double").write(d)
     return m, k, load_kernel(d)
@@ -94,7 +103,7 @@ def test_cart_pole_upright_is_the_closed_form(cart_pole_kernel):
 def test_cart_pole_default_choice_matches_linearize(tmp_path):
     """Left to itself the kernel picks the coordinates linearize() picks."""
     m = cart_pole()
-    k = build_kernel(m.equations(), "linearized-dynamics")
+    k = _wide_u(build_kernel(m.equations(), "linearized-dynamics"))
     generate(k, "c-double").write(tmp_path)
     lin = mbforge.linearize(m, q={"lkcp_xc": 0.2, "lkcp_thp": 1.6}, qd={"lkcp_xc": 0.4, "lkcp_thp": 0.9}, u=[1.0])
     assert ", ".join(lin.state) in k.description
@@ -104,7 +113,7 @@ def test_cart_pole_default_choice_matches_linearize(tmp_path):
 @pytest.mark.host
 def test_double_pendulum_kernel_agrees_with_linearize(tmp_path):
     m = double_pendulum()
-    k = build_kernel(m.equations(), "linearized-dynamics")
+    k = _wide_u(build_kernel(m.equations(), "linearized-dynamics"))
     generate(k, "c-double").write(tmp_path)
     hk = load_kernel(tmp_path)
     for a, b, ad, bd, u in [(-1.0, 0.7, 1.3, -0.8, [0.5, -0.2]), (0.3, -2.0, 0.0, 4.0, [-3.0, 1.0]),
@@ -121,7 +130,7 @@ def test_closed_loop_fourbar_kernel_agrees_with_linearize(tmp_path):
     from mbforge.examples.slidercrank import build as slidercrank
 
     m = slidercrank()
-    k = build_kernel(m.equations(), "linearized-dynamics", coordinates="th1")
+    k = _wide_u(build_kernel(m.equations(), "linearized-dynamics", coordinates="th1"), ("u", "qd"))
     assert set(k.info.solves) == {"KKT", "positions", "velocities"}
     assert "state (th1, th1_d)" in k.description
     generate(k, "c-double").write(tmp_path)

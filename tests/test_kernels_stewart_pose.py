@@ -3,6 +3,7 @@
 their rates by the chain rule, the equations of motion projected on the platform's 7
 coordinates. Checked against the 98-coordinate double-precision reference along the four
 motions, and through the generated C in double, float32 and fixed point."""
+import dataclasses
 import json
 
 import numpy as np
@@ -53,6 +54,9 @@ def reference():
 
 @pytest.fixture(scope="module")
 def compiled(kernel, tmp_path_factory):
+    # the float kernels over the declared box: the coarse heave tube's hull would refuse
+    # the other motions' states (status 2, an input outside the envelope)
+    kernel = dataclasses.replace(kernel, domain=None)
     libs = {}
     for target in ("c-double", "c-float32"):
         d = tmp_path_factory.mktemp(target)

@@ -50,8 +50,10 @@ def test_host_library_and_icarus_rtl_agree_bit_for_bit(tmp_path, deadline):
     h, r = host.eval(X), rtl.eval(X)
     assert h.work is None and rtl.work_unit == "cycles"
     assert r.outputs.dtype == h.outputs.dtype == np.int32
-    assert np.array_equal(r.outputs, h.outputs) and np.array_equal(r.status, h.status)
-    assert h.status.any(), "the edge words should saturate somewhere"
+    assert np.array_equal(r.status, h.status)
+    run = h.status != 2  # status 2: nothing computed in C; the RTL's outputs mean nothing then
+    assert np.array_equal(r.outputs[run], h.outputs[run])
+    assert (h.status == 2).sum() > 0 and (h.status[:60] == 0).all(), "edge words outside the envelope: status 2"
 
     ref = hostlib.load_kernel(tmp_path / "double").eval(vectors.from_raw(m, X, "inputs"))
     c = compare(m, r, ref=ref, host=h)

@@ -105,13 +105,20 @@ class Rendered:
     headers: list[str]
 
 
+# code 2, the same on every target that checks its inputs (manifest text, header text)
+STATUS_ENVELOPE = ("input outside its envelope (inputs[].envelope; NaN included): nothing computed, "
+                   "outputs untouched",
+                   "if an input is outside its envelope range (NaN too): nothing computed, out[] untouched")
+
+
 class Backend(ABC):
     """A target: its options, its analyses, its renderer. Subclasses set `name` (a key of
     mbforge.targets.TARGETS) and, when they take more options, `Options`."""
     name: ClassVar[str]
     Options: ClassVar[type[Options]] = Options
-    # status codes beyond "0: ok": {code: (manifest text, header text)}
-    status: ClassVar[dict[str, tuple[str, str]]] = {}
+    # status codes beyond "0: ok": {code: (manifest text, header text)}; every C target
+    # checks its inputs against the envelope first (status 2)
+    status: ClassVar[dict[str, tuple[str, str]]] = {"2": STATUS_ENVELOPE}
 
     @property
     def target(self) -> Target:

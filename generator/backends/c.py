@@ -122,6 +122,31 @@ _NO_PRESCHEDULE = """
 
 DIALECTS = {d.name: d for d in (DoubleC(), Float32C())}
 
+CHECK_COMMENT = "/* an input outside its envelope range{}: status 2, nothing computed, out[] untouched */"
+
+
+def _outward(v: float, up: bool, real: str) -> float:
+    """v in the kernel's precision, rounded away from the envelope's inside (so every real
+    input within the envelope, rounded to nearest by the host, passes), finite."""
+    if real == "float":
+        f = np.float32(v)
+        if (float(f) < v) if up else (float(f) > v):
+            f = np.nextafter(f, np.float32(np.inf if up else -np.inf))
+        top = float(np.finfo(np.float32).max)
+    else:
+        f, top = v, float(np.finfo(np.float64).max)
+    return min(max(float(f), -top), top)
+
+
+def envelope_checks(dialect: CDialect, envelope: list[tuple[float, float]]) -> list[str]:
+    """The statements at the top of a float kernel: each input compared against its
+    envelope range; written `!(x >= lo && x <= hi)` so that a NaN fails too."""
+    lines = [CHECK_COMMENT.format(" (NaN too)")]
+    for k, (lo, hi) in enumerate(envelope):
+        a, b = (dialect.literal(_outward(v, up, dialect.real)) for v, up in ((lo, False), (hi, True)))
+        lines.append(f"if (!(in[{k}] >= {a} && in[{k}] <= {b})) return 2;")
+    return lines
+
 
 def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
     """Files {name: text} for the kernel; ctx has prefix, function, header and doc fields."""
@@ -213,7 +238,7 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
         support += _NO_PRESCHEDULE
 
     common = dict(ctx, real=dialect.real, target=dialect.name)
-    c_text = render_template("c/kernel.c.j2", **common, includes=list(dialect.includes),
-                             support=support, decls=decls, body=body)
+    c_text = render_template("c/kernel.c.j2", **common, includes=list(dialect.includes), support=support,
+                             checks=envelope_checks(dialect, ctx["envelope"]), decls=decls, body=body)
     h_text = render_template("c/kernel.h.j2", **common)
     return {ctx["header"]: h_text, ctx["source"]: c_text}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ..analysis.fixedpoint import FixedProgram
 from ..lower.schedule import Schedule
-from .fixed.c import fixed_statements
+from .fixed.c import envelope_checks, fixed_statements
 from .fixed.ops import trig_constants
 from .render import render_template
 
@@ -35,7 +35,8 @@ def render_hls(sched: Schedule, fx: FixedProgram, ctx: dict) -> dict[str, str]:
                               trig=trig_constants() if used["trig"] else None)
     ops = render_template("hls/ops.c.j2", p=p, div=used["div"], sqrt=used["sqrt"])
     common = dict(ctx, top=top, params=params)
+    checks = envelope_checks(ctx["envelope"], fx.in_bits, lambda k: f"in_{k}")
     c_text = render_template("hls/kernel.c.j2", **common, support=support, ops=ops, pragmas=pragmas,
-                             decls=decls, body=body, call=call)
+                             checks=checks, decls=decls, body=body, call=call)
     h_text = render_template("hls/kernel.h.j2", **common)
     return {ctx["header"]: h_text, ctx["source"]: c_text}

@@ -1,7 +1,8 @@
 """The shipped backends, one per target of mbforge.targets, registered by name.
 
 c-double and c-float32 are C dialects (backends.c); c-fixed, hls-c and verilog print one
-fixed-point plan (analysis.fixedpoint), so they share its analysis and status code.
+fixed-point plan (analysis.fixedpoint), so they share its analysis and status codes (1:
+saturated; 2: an input outside its envelope, checked first, as every C target does).
 The renderers are called through their own signatures; this module only adapts them.
 """
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from ..analysis.fixerror import bound_over_boxes
 from ..analysis.floaterror import float32_bounds, float32_bounds_boxes, float32_forms_boxes
 from ..analysis.ranges import BoxRanges, analyse_domain
-from .base import Analysis, Backend, Options, Rendered, option, register
+from .base import STATUS_ENVELOPE, Analysis, Backend, Options, Rendered, option, register
 from .c import DIALECTS, render_c
 from .fixed.c import render_fixed
 from .hls import render_hls
@@ -66,8 +67,10 @@ class Float32Backend(CBackend):
 
 class FixedBackend(Backend):
     """A printer of the fixed-point plan: Q formats chosen over the domain's boxes."""
-    status = {"1": ("saturated: an input outside its declared range",
-                    "if a value saturated (an input outside its declared range)")}
+    status = {"1": ("saturated: an intermediate value left its format; outputs computed, "
+                    "the error bound does not hold (an input off the consistent states)",
+                    "if an intermediate value saturated: outputs computed, their error bound does not hold"),
+              "2": STATUS_ENVELOPE}
 
     def notes(self, analysis):
         return ["value = int32 / 2**frac_bits; formats and error bounds are in manifest.json",

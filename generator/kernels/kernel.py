@@ -138,6 +138,16 @@ class Kernel:
         """The declared range of every flat input."""
         return [r for p in self.inputs for r in p.ranges]
 
+    def input_envelope(self) -> list[tuple[float, float]]:
+        """The range each flat input is checked against on the device (status 2 outside):
+        the hull of the domain's boxes (min lo, max hi per input), the declared range when
+        domain is None. The generated check, the manifest's `envelope` and the host's
+        out-of-envelope vectors all read it here."""
+        if not self.domain:
+            return [(float(lo), float(hi)) for lo, hi in self.input_ranges]
+        return [(float(min(b[i][0] for b in self.domain)), float(max(b[i][1] for b in self.domain)))
+                for i in range(len(self.domain[0]))]
+
     @property
     def input_symbols(self) -> list[Atom]:
         return [s for p in self.inputs for s in p.symbols]

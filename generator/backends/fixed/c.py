@@ -2,15 +2,21 @@
 
 The op set (backends.fixed.ops) is printed op by op with the shifts and integer literals
 the plan fixed, through small static helpers (saturation, rounding shift, division, square root, sin/cos) that
-are emitted only when used. The kernel returns 1 if any result saturated (an input
-outside its declared range), else 0.
+are emitted only when used. The kernel first compares every input word with its
+envelope range in words (rounded outward, so every real input within the envelope,
+rounded to nearest, passes) and returns 2 without computing anything if one is outside;
+else it returns 1 if an intermediate value saturated (the error bound does not hold),
+else 0.
 """
 from __future__ import annotations
 
+import math
+
 from ...analysis.fixedpoint import FixedProgram
 from ...lower.schedule import Schedule
+from ..c import CHECK_COMMENT
 from ..render import render_template
-from .ops import OPS, lower_hw, trig_constants
+from .ops import INT32_MAX, INT32_MIN, OPS, lower_hw, trig_constants
 
 def _lit64(v: int) -> str:
     return f"INT64_C({v})"
@@ -110,6 +116,28 @@ def fixed_statements(sched: Schedule, fx: FixedProgram, p: str, in_ref, out_ref)
     return decls, body, used
 
 
+def envelope_words(envelope: list[tuple[float, float]], in_bits: list[int]) -> list[tuple[int | None, int | None]]:
+    """Per input, the envelope's bounds as int32 words, rounded outward: (floor(lo 2^f),
+    ceil(hi 2^f)); None for a side at or beyond the int32 range (no word is outside it)."""
+    out = []
+    for (lo, hi), f in zip(envelope, in_bits):
+        lw, hw = math.floor(lo * 2.0 ** f), math.ceil(hi * 2.0 ** f)
+        out.append((lw if lw > INT32_MIN else None, hw if hw < INT32_MAX else None))
+    return out
+
+
+def envelope_checks(envelope, in_bits, in_ref) -> list[str]:
+    """The statements at the top of a fixed-point kernel: each input word against its
+    envelope range in words (envelope_words); in_ref(k) spells the k-th input."""
+    lines = [CHECK_COMMENT.format(" (in words, rounded outward)")]
+    for k, (lw, hw) in enumerate(envelope_words(envelope, in_bits)):
+        x = in_ref(k)
+        cond = [c for c in (lw is not None and f"{x} < INT32_C({lw})", hw is not None and f"{x} > INT32_C({hw})") if c]
+        if cond:
+            lines.append(f"if ({' || '.join(cond)}) return 2;")
+    return lines
+
+
 def render_fixed(sched: Schedule, fx: FixedProgram, ctx: dict) -> dict[str, str]:
     p = ctx["prefix"]
     decls, body, used = fixed_statements(sched, fx, p, lambda k: f"in[{k}]", lambda k: f"out[{k}]")
@@ -117,6 +145,8 @@ def render_fixed(sched: Schedule, fx: FixedProgram, ctx: dict) -> dict[str, str]
     support = render_template("c/fixed.c.j2", p=p, div=used["div"], sqrt=used["sqrt"],
                               trig=trig_constants() if used["trig"] else None)
     common = dict(ctx, real="int32_t", target="c-fixed")
-    c_text = render_template("c/kernel.c.j2", **common, includes=[], support=support, decls=decls, body=body)
+    checks = envelope_checks(ctx["envelope"], fx.in_bits, lambda k: f"in[{k}]")
+    c_text = render_template("c/kernel.c.j2", **common, includes=[], support=support, checks=checks,
+                             decls=decls, body=body)
     h_text = render_template("c/kernel.h.j2", **common)
     return {ctx["header"]: h_text, ctx["source"]: c_text}

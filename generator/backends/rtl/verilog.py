@@ -9,7 +9,8 @@ kernel's ports are those Vitis HLS gives the HLS-ready C's top function `<functi
 ap_return), so one bench drives either:
 
     ap_clk, ap_rst (synchronous, active high), ap_start, ap_done, ap_idle, ap_ready,
-    ap_return[31:0] (1: a value saturated), in_<k>[31:0], out_<k>[31:0], out_<k>_ap_vld
+    ap_return[31:0] (the c-fixed status: 2 an input word outside its envelope, outputs not
+    meaningful; 1 a value saturated; 0 ok), in_<k>[31:0], out_<k>[31:0], out_<k>_ap_vld
 
 * pipelined: ap_ready = ap_start (an input vector is taken in every cycle ap_start is
   high, from the ports in that cycle); ap_return and ap_done appear `latency` cycles
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import json
 
+from ..fixed.c import envelope_words
 from ..fixed.ops import DIV_STAGES, LATENCY, OPS, SQRT_STAGES, HwProgram, trig_constants
 from .schedule import PipeSchedule, SharedSchedule, default_units, pipeline, shared
 from ..render import render_template
@@ -76,10 +78,22 @@ def _comment(note: str) -> str:
     return note.replace("*/", "* /").replace("\n", " ")[:110]
 
 
+def env_check(ctx: dict) -> str:
+    """A Verilog expression, true when an input word is outside its envelope range in
+    words (the c-fixed check's bounds, fixed.c.envelope_words); "1'b0" if none can be."""
+    terms = []
+    for k, (lw, hw) in enumerate(ctx.get("env_words") or []):
+        if lw is not None:
+            terms.append(f"($signed(in_{k}) < {lit(lw, 32)})")
+        if hw is not None:
+            terms.append(f"($signed(in_{k}) > {lit(hw, 32)})")
+    return " || ".join(terms) or "1'b0"
+
+
 def _head(ctx: dict, top: str, hp: HwProgram, variant: str) -> dict:
-    """What templates/verilog/head.v.j2 (ports, functions) needs."""
+    """What templates/verilog/head.v.j2 (ports, functions) needs, and the envelope check."""
     return dict(version=ctx["version"], model=ctx["model"], kernel=ctx["kernel"], digest=ctx["digest"],
-                variant=variant, top=top, n_in=hp.n_in, n_out=len(hp.outputs))
+                variant=variant, top=top, n_in=hp.n_in, n_out=len(hp.outputs), env=env_check(ctx))
 
 
 def render_pipelined(hp: HwProgram, ps: PipeSchedule, ctx: dict, top: str) -> str:
@@ -280,6 +294,7 @@ def render_rtl(fx, sched, ctx: dict, options) -> tuple[dict[str, str], list[str]
     from .lower import lower_hw
 
     hp = lower_hw(fx, order=sched.order)
+    ctx = dict(ctx, env_words=envelope_words(ctx["envelope"], fx.in_bits))
     files, desc = render_verilog(hp, ctx, options)
     top = desc["top"]
     return files, [f"{top}.v", f"{top}_ops.v"], []
