@@ -47,6 +47,68 @@ MOTIONS = ("heave", "yaw", "roll", "pitch")
 AXIS = {"roll": 0, "pitch": 1, "yaw": 2}
 NOMINAL_LEG = 0.563016250305247
 
+# ---- the operating envelope (Model.operate): every combination of the four motions at their
+# amplitudes and any phases, plus surge and sway of SURGE, all at OMEGA. Positions get
+# POS_MARGIN, rates and accelerations ENV_MARGIN over the peaks of those combinations.
+SURGE = 0.02
+POS_MARGIN = 1.025
+ENV_MARGIN = 1.25
+# |e_i| of Rz(a) Ry(b) Rx(c) with |a|, |b|, |c| <= ANGLE is at most s + s^2, s = sin(ANGLE / 2)
+# (0.0948; the combinations reach 0.0940): declared 0.1
+E_MAX = 0.1
+# peaks of e_i' and e_i'' over 400 combinations (random phases, every order of the three
+# rotations, central differences on 2001 points per period): 0.4727 and 2.585, i.e.
+# OMEGA ANGLE / 2 = 0.436 and OMEGA^2 ANGLE / 2 = 2.18 plus the coupling of the rotations
+E_RATE, E_ACCEL = 0.6, 3.25  # 0.4727 * 1.25 = 0.591, 2.585 * 1.25 = 3.23
+
+
+def envelope() -> dict:
+    """{platform coordinate: (range, rate, accel)} of the operating envelope (x, y, z, e1,
+    e2, e3; e0 follows from the normalisation)."""
+    sx = SURGE * POS_MARGIN
+    sz = HEAVE * POS_MARGIN
+    rx, ax = OMEGA * SURGE * ENV_MARGIN, OMEGA ** 2 * SURGE * ENV_MARGIN
+    rz, az = OMEGA * HEAVE * ENV_MARGIN, OMEGA ** 2 * HEAVE * ENV_MARGIN
+    out = {"x": ((-sx, sx), (-rx, rx), (-ax, ax)), "y": ((-sx, sx), (-rx, rx), (-ax, ax)),
+           "z": ((HEIGHT - sz, HEIGHT + sz), (-rz, rz), (-az, az))}
+    for e in ("e1", "e2", "e3"):
+        out[e] = ((-E_MAX, E_MAX), (-E_RATE, E_RATE), (-E_ACCEL, E_ACCEL))
+    return out
+
+
+def platform_states(motion: str, t) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(z, zd, zdd) [N, 7] of the platform's coordinates (x, y, z, e0, e1, e2, e3) along a
+    motion, in closed form (e0 >= 0): the inputs of the reduced inverse dynamics."""
+    if motion not in MOTIONS:
+        raise ValueError(f"no Stewart motion {motion!r}; known: {', '.join(MOTIONS)}")
+    t = np.atleast_1d(np.asarray(t, dtype=float))
+    s, c = np.sin(OMEGA * t), np.cos(OMEGA * t)
+    Z, ZD, ZDD = (np.zeros((len(t), 7)) for _ in range(3))
+    Z[:, 2] = HEIGHT
+    Z[:, 3] = 1.0
+    if motion == "heave":
+        Z[:, 2] += HEAVE * s
+        ZD[:, 2] = HEAVE * OMEGA * c
+        ZDD[:, 2] = -HEAVE * OMEGA ** 2 * s
+        return Z, ZD, ZDD
+    h, hd, hdd = ANGLE / 2 * s, ANGLE / 2 * OMEGA * c, -ANGLE / 2 * OMEGA ** 2 * s  # half the angle
+    i = 4 + AXIS[motion]
+    Z[:, 3], Z[:, i] = np.cos(h), np.sin(h)
+    ZD[:, 3], ZD[:, i] = -np.sin(h) * hd, np.cos(h) * hd
+    ZDD[:, 3] = -np.cos(h) * hd ** 2 - np.sin(h) * hdd
+    ZDD[:, i] = -np.sin(h) * hd ** 2 + np.cos(h) * hdd
+    return Z, ZD, ZDD
+
+
+def combined_pose(t, phases, amplitudes=(SURGE, SURGE, HEAVE, ANGLE, ANGLE, ANGLE)):
+    """(centre (N, 3), axes (N, 3, 3)) of the platform moving in surge, sway, heave, roll,
+    pitch and yaw at once, each amplitude * sin(OMEGA t + phase), axes Rz(yaw) Ry(pitch)
+    Rx(roll): the states the envelope contains."""
+    t = np.atleast_1d(np.asarray(t, dtype=float))
+    w = [a * np.sin(OMEGA * t + p) for a, p in zip(amplitudes, phases)]
+    c = np.column_stack([w[0], w[1], HEIGHT + w[2]])
+    return c, rot(2, w[5]) @ rot(1, w[4]) @ rot(0, w[3])
+
 
 def _circle(deg: float) -> np.ndarray:
     a = math.radians(deg)

@@ -1,0 +1,137 @@
+"""The Stewart platform's operating envelope (examples/stewart.py, _stewart.envelope): it
+contains the four motions and their combinations plus surge and sway, its Shepperd
+branches hold over it, the reduced inverse dynamics' domain (the verified cover) holds
+the motions' states and random consistent states, and the declared actuator range holds
+the forces there. The full-size measurement of the generated kernels (20,000 points per
+motion, 1e5 random states, bounds, an adversarial search) is bench/stewart_envelope.py."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mbforge.examples import _stewart as S
+from mbforge.examples import load
+from mbforge.examples import stewart as ST
+from mbforge.ir import Evaluator
+from mbforge.kernels.builders import build_kernel
+from mbforge.kernels.cover import envelope_cover
+from mbforge.kernels.reduced import reduction
+from mbforge.model.frames import quats_from_matrices
+
+pytestmark = pytest.mark.slow
+
+NAMES = ("x", "y", "z", "e1", "e2", "e3")
+T = np.linspace(0.0, S.T_END, 2000)
+
+
+def _within(v, r):
+    return np.all((v >= r[0]) & (v <= r[1]))
+
+
+def test_envelope_holds_the_motions_states():
+    env = S.envelope()
+    for motion in S.MOTIONS:
+        Z, ZD, ZDD = S.platform_states(motion, T)
+        for k, name in zip((0, 1, 2, 4, 5, 6), NAMES):
+            for X, r in zip((Z, ZD, ZDD), env[name]):
+                assert _within(X[:, k], r), (motion, name)
+
+
+def test_platform_states_are_the_motions_closed_forms():
+    """platform_states against _stewart.coords_98 (positions) and central differences."""
+    h = 1e-5
+    for motion in S.MOTIONS:
+        Z, ZD, ZDD = S.platform_states(motion, T)
+        np.testing.assert_allclose(Z, S.coords_98(motion, T)[:, -7:], atol=1e-12)
+        Zp, Zm = S.platform_states(motion, T + h)[0], S.platform_states(motion, T - h)[0]
+        np.testing.assert_allclose(ZD, (Zp - Zm) / (2 * h), atol=1e-7)
+        np.testing.assert_allclose(ZDD, (Zp - 2 * Z + Zm) / h ** 2, atol=1e-3)
+
+
+def test_envelope_holds_every_combination_and_surge_sway():
+    env = S.envelope()
+    assert env["x"][0][0] <= -0.02 and env["x"][0][1] >= 0.02
+    assert env["y"][0][0] <= -0.02 and env["y"][0][1] >= 0.02
+    rng = np.random.default_rng(0)
+    t = np.linspace(0.0, 2 * np.pi / S.OMEGA, 801)
+    h = t[1] - t[0]
+    for _ in range(64):
+        c, R = S.combined_pose(t, rng.uniform(0, 2 * np.pi, 6))
+        e = quats_from_matrices(R)
+        e *= np.sign(e[:, :1])
+        X = np.column_stack([c, e[:, 1:]])
+        V = np.gradient(X, h, axis=0, edge_order=2)
+        A = np.gradient(V, h, axis=0, edge_order=2)
+        for k, name in enumerate(NAMES):
+            for Y, r in zip((X, V, A), env[name]):
+                assert _within(Y[:, k], r), name
+
+
+def test_shepperd_branches_hold_over_the_envelope():
+    """check_poses covers the envelope's corners; every leg body's pivot stays large."""
+    P = ST.check_poses()
+    env = S.envelope()
+    for k, name in zip((0, 1, 2, 4, 5, 6), NAMES):
+        assert P[:, k].min() <= env[name][0][0] and P[:, k].max() >= env[name][0][1]
+    assert min(load("stewart", envelope=True).shepperd_min.values()) > 0.6
+
+
+@pytest.fixture(scope="module")
+def reduced():
+    eqs = load("stewart", envelope=True).equations()
+    k = build_kernel(eqs, "inverse-dynamics-reduced")
+    red = reduction(eqs)
+    return eqs, k, envelope_cover(eqs, unknowns=red.z, rows=red.psi)
+
+
+def _in_domain(k, X):
+    B = np.array(k.domain)
+    inside = np.zeros(len(X), dtype=bool)
+    for b in B:
+        inside |= np.all((X >= b[:, 0]) & (X <= b[:, 1]), axis=1)
+    return inside
+
+
+def _motion_inputs(k, motion):
+    Z, ZD, ZDD = S.platform_states(motion, T)
+    names = [s.value.name for s in k.input_symbols]
+    cols = {}
+    for j, c in enumerate(("x", "y", "z", "e0", "e1", "e2", "e3")):
+        cols[f"plat_{c}"], cols[f"plat_{c}_d"], cols[f"plat_{c}_dd"] = Z[:, j], ZD[:, j], ZDD[:, j]
+    return np.column_stack([cols[n] for n in names])
+
+
+def test_reduced_domain_holds_the_motions_and_random_states(reduced):
+    eqs, k, cover = reduced
+    assert len(k.domain) == len(cover) >= np.prod(list(ST.ENV_CELLS.values()))
+    for motion in S.MOTIONS:
+        assert _in_domain(k, _motion_inputs(k, motion)).all(), motion
+    Sm = cover.sample(2000, seed=5)
+    X = np.column_stack([Sm[s] for s in k.input_symbols])
+    assert len(X) >= 1990 and _in_domain(k, X).all()
+    # and the states are consistent: the platform's normalisation holds
+    e = X[:, 3:7]
+    np.testing.assert_allclose(np.sum(e * e, axis=1), 1.0, atol=1e-12)
+
+
+def test_declared_force_range_holds_the_forces(reduced):
+    eqs, k, cover = reduced
+    ev = Evaluator(k.output_atoms, k.input_symbols)
+    Sm = cover.sample(2000, seed=9)
+    X = np.vstack([np.column_stack([Sm[s] for s in k.input_symbols])]
+                  + [_motion_inputs(k, m)[::10] for m in S.MOTIONS])
+    U = np.atleast_2d(ev(X))[:, :6]
+    lo, hi = ST.FORCE_RANGE
+    assert U.min() >= lo and U.max() <= hi
+    # with a margin: the declared range is wider than the forces seen
+    assert U.min() > lo + 0.1 * (hi - lo) / 2 and U.max() < hi - 0.1 * (hi - lo) / 2
+    assert eqs.envelope.inputs == {f"f{i + 1}": ST.FORCE_RANGE for i in range(6)}
+
+
+def test_envelope_is_declared_on_request():
+    m = load("stewart")
+    assert not m.envelope and not m.envelope.inputs
+    env = load("stewart", envelope=True).envelope
+    assert [q.name for q in env.quantities] == [f"plat_{n}" for n in NAMES]
+    assert {q.name: (q.range, q.rate, q.accel) for q in env.quantities} == {
+        f"plat_{n}": v for n, v in S.envelope().items()}
