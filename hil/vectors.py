@@ -175,9 +175,18 @@ def _boxes(m: Manifest, kernel_dir) -> np.ndarray:
 
 
 def draw(m: Manifest, kernel_dir: str | Path, n: int, seed: int = 0, motion: bool = True) -> np.ndarray:
-    """n random vectors inside the kernel's domain (its boxes, when the manifest names a
-    domain file, else the declared ranges), then the motion vectors if any (and asked)."""
+    """n random vectors, then the motion vectors if any (and asked). The random ones are
+    consistent states of the operating envelope when the manifest records one (drawn from
+    the motion file, which then holds states sampled uniformly over the envelope: a box of
+    the cover is mostly off the constraint manifold), else uniform in the kernel's domain
+    (its boxes, when the manifest names a domain file, else the declared ranges)."""
     rng = np.random.default_rng(seed)
+    pool = _motion(m, kernel_dir) if (m.envelope and m.motion) else None
+    if pool is not None and len(pool):
+        X = pool[rng.integers(0, len(pool), n)]
+        if motion:
+            X = np.vstack([X, pool])
+        return _inward(m, X, *envelope(m, kernel_dir)) if _checked(m) else X
     if m.domain:
         boxes = _boxes(m, kernel_dir)
         pick = boxes[rng.integers(0, len(boxes), n)]
@@ -218,8 +227,13 @@ class Robustness:
     notes: list[str]
 
 
-def robustness(m: Manifest, kernel_dir: str | Path) -> Robustness:
-    """The robustness set (module docstring); deterministic."""
+ROBUST_INPUTS = 24  # inputs probed beyond their envelope, spread over the input vector
+
+
+def robustness(m: Manifest, kernel_dir: str | Path, max_inputs: int = ROBUST_INPUTS) -> Robustness:
+    """The robustness set (module docstring); deterministic. With more than `max_inputs`
+    inputs (the Stewart equations take 197), that many, evenly spread, are probed: each
+    check is the same compare, and an RTL simulation pays per vector."""
     names = m.flat_names("inputs")
     lo, hi = envelope(m, kernel_dir)
     consistent = _motion(m, kernel_dir) if m.motion else np.zeros((0, m.n_in))
@@ -231,7 +245,10 @@ def robustness(m: Manifest, kernel_dir: str | Path) -> Robustness:
     else:
         base = consistent[0] if len(consistent) else _inward(m, ((lo + hi) / 2)[None, :], lo, hi)[0]
         dlo, dhi = _device_bounds(m, lo, hi)
-        for k in range(m.n_in):
+        probe = np.unique(np.linspace(0, m.n_in - 1, min(max_inputs, m.n_in)).astype(int))
+        if len(probe) < m.n_in:
+            notes.append(f"{len(probe)} of {m.n_in} inputs probed beyond their envelope (evenly spread)")
+        for k in probe:
             for side, v in (("below", _beyond(m, dlo[k], k, -1)), ("above", _beyond(m, dhi[k], k, +1))):
                 if v is None:
                     notes.append(f"{names[k]} {side} its envelope: not representable in the kernel's format")

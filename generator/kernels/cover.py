@@ -492,7 +492,7 @@ def cover_domain(eqs, kernel, cover: Cover) -> list[list[tuple[float, float]]]:
     return cover.boxes(kernel.input_symbols, input_fallback(eqs, kernel))
 
 
-def apply_cover(eqs, kernel, cover: Cover, vectors: int = 64, seed: int = 0) -> None:
+def apply_cover(eqs, kernel, cover: Cover, vectors: int = 256, seed: int = 0) -> None:
     """Set the kernel's domain to the cover's boxes over its inputs, its input ports'
     ranges to the domain's hull (what the kernel accepts is what the envelope reaches),
     and its verification vectors to consistent states drawn uniformly over the envelope."""
