@@ -31,14 +31,18 @@ def _program(k):
     return lower_hw(plan_fixed(tape, analyse_domain(tape, k.domain or [k.input_ranges])))
 
 
-def _vectors(m, n, seed):
+def _vectors(m, n, seed, kernel_dir):
+    from mbforge.hil.vectors import draw_raw
+
     rng = np.random.default_rng(seed)
     # within the envelope (the declared box may exceed what the formats hold: refused)
     r = np.array([e for g in m.inputs for e in g.envelope])
     Xi = hostlib.to_raw(m, r[:, 0] + (r[:, 1] - r[:, 0]) * rng.random((n, m.n_in)))
     wild = rng.integers(-2 ** 31, 2 ** 31, size=(n, m.n_in)).astype(np.int32)  # saturating inputs too
     edge = np.array([[v] * m.n_in for v in (0, 1, -1, 2 ** 31 - 1, -2 ** 31)], dtype=np.int32)
-    return np.vstack([Xi, wild, edge])
+    # and the kernel's own vectors (consistent states, where nothing saturates): random
+    # points of the envelope's box may saturate everywhere on a closed loop
+    return np.vstack([draw_raw(m, kernel_dir, 200, seed), Xi, wild, edge])
 
 
 KERNELS = {"functions": functions_kernel, "fourbar": fourbar_equations,
@@ -50,7 +54,7 @@ def test_hardware_model_is_bit_exact_with_c_fixed(name, tmp_path):
     k = KERNELS[name]()
     generate(k, "c-fixed").write(tmp_path)
     m = Manifest.load(tmp_path)
-    X = _vectors(m, 5000, 1)
+    X = _vectors(m, 5000, 1, tmp_path)
     Y, st = hostlib.load_kernel(tmp_path)(X)
     Y2, st2 = evaluate(_program(k), X)
     # the C refuses words outside the envelope (status 2, bounds rounded outward) before
@@ -80,7 +84,7 @@ def test_hls_c_is_warning_free_and_bit_exact_with_c_fixed(name, tmp_path):
     assert f"int {m.function}_hw(int32_t in_0" in src
     for banned in ("math.h", "malloc", "while"):
         assert banned not in src
-    X = _vectors(m, 5000, 2)
+    X = _vectors(m, 5000, 2, tmp_path / "fixed")
     Y, st = hostlib.load_kernel(tmp_path / "fixed")(X)
     Y2, st2 = hostlib.load_kernel(tmp_path / "hls")(X)
     assert np.array_equal(Y, Y2) and np.array_equal(st, st2)
