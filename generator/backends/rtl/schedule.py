@@ -21,7 +21,11 @@ the op table's (backends.fixed.ops.OPS), from which ops.v.j2's pipelines are gen
   the cycle it appears is taken from the unit's output (bypass), an output lives in its
   output register, anything else in a register of a shared pool bound by the left-edge
   rule (the fewest registers for the schedule), preferring a register the same unit
-  wrote before (smaller write multiplexers).
+  wrote before (smaller write multiplexers). The shared variant's divider, square root and
+  trigonometric reduction are iterative (ops.v.j2 *_iter: one datapath stepped in place, not a
+  pipeline): SHARED_LATENCY gives their latency there, SHARED_INTERVAL the cycles from one
+  issue on a unit to the next (the result register is written in the cycle the next
+  operation loads, so interval = latency - 1); every other unit takes an operation per cycle.
 
 Both are deterministic: ties go to the lower op id.
 """
@@ -33,6 +37,12 @@ from dataclasses import dataclass, field
 from ..fixed.ops import LATENCY, HwProgram  # noqa: F401 (LATENCY: the op table's, re-exported)
 
 CLASSES = ("mul", "add", "div", "sqrt", "tred", "tsel")
+# the shared variant's iterative units (ops.v.j2): the divider and the square root take the
+# pipeline's latency (the same steps, one per cycle, on one stage); the reduction runs its
+# three products through one multiplier, so it takes 6 cycles instead of 3
+SHARED_LATENCY = dict(LATENCY, tred=6)
+SHARED_INTERVAL = {"div": SHARED_LATENCY["div"] - 1, "sqrt": SHARED_LATENCY["sqrt"] - 1,
+                   "tred": SHARED_LATENCY["tred"] - 1}
 
 
 def _readers(hp: HwProgram) -> dict[tuple, list[int]]:
@@ -190,7 +200,7 @@ class SharedSchedule:
     reg_of: dict[tuple, int]  # value -> pool register
     out_of: dict[tuple, int]  # value -> output register (first output it is)
     n_regs: int
-    lat: dict = field(default_factory=lambda: dict(LATENCY))
+    lat: dict = field(default_factory=lambda: dict(SHARED_LATENCY))
 
     def source(self, ref: tuple, t: int) -> tuple:
         if ref[0] == "in":
@@ -211,8 +221,11 @@ def default_units(hp: HwProgram, multipliers: int, adders: int | None = None) ->
     return {c: units[c] for c in CLASSES if counts.get(c) and c in units}
 
 
-def shared(hp: HwProgram, units: dict[str, int], lat: dict | None = None) -> SharedSchedule:
-    lat = dict(LATENCY, **(lat or {}))
+def shared(hp: HwProgram, units: dict[str, int], lat: dict | None = None,
+           interval: dict | None = None) -> SharedSchedule:
+    lat = dict(SHARED_LATENCY, **(lat or {}))
+    interval = dict(SHARED_INTERVAL, **(interval or {}))
+    free_at: dict[tuple, int] = {}  # (class, unit) -> first cycle it takes an operation
     n = len(hp.ops)
     for op in hp.ops:
         if units.get(op.kind, 0) < 1:
@@ -235,6 +248,9 @@ def shared(hp: HwProgram, units: dict[str, int], lat: dict | None = None) -> Sha
             for u in range(units[c]):
                 if not q:
                     break
+                if free_at.get((c, u), 0) > t:
+                    continue
+                free_at[(c, u)] = t + interval.get(c, 1)
                 i = heapq.heappop(q)
                 issue[i], unit[i] = t, u
                 done += 1
