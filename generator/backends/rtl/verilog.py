@@ -60,7 +60,15 @@ def _ops_file(ctx: dict, top: str, hp: HwProgram, variant: str = "pipelined") ->
     t = trig_constants()
     trig = dict(t, c_lit=lit(t["two_over_pi_q24"], 32), hi_lit=lit(t["pio2_hi_q29"], 32),
                 lo_lit=lit(t["pio2_lo_q60"], 32))
-    return render_template("verilog/ops.v.j2", version=ctx["version"], top=top,
+    trig_iter = None
+    if variant == "shared" and counts.get("tred"):
+        # the shared variant's one reduction unit shifts by the amounts its operations use
+        am = sorted({op.p["sh"] for op in hp.ops if op.kind == "tred"})
+        trig_iter = {"amounts": am, "w": max(1, (len(am) - 1).bit_length()),
+                     "xr": _shift_mux("xr", "xw", "sel", [max(-a, 0) for a in am]),
+                     "kx": _shift_mux("kw", "p", "sel1", [53 - max(a, 0) for a in am])
+                     + _shift_mux("xs", "x1", "sel1", [-max(a, 0) for a in am])}
+    return render_template("verilog/ops.v.j2", version=ctx["version"], top=top, trig_iter=trig_iter,
                            prefix=ctx["prefix"], lat=LATENCY, lat_shared=SHARED_LATENCY,
                            iterative=variant == "shared", div_stages=DIV_STAGES, sqrt_stages=SQRT_STAGES,
                            div=bool(counts.get("div")),
@@ -158,18 +166,18 @@ UNIT_FIELDS = {
     "add": [("a", 32), ("b", 32), ("sha", 0), ("shb", 0), ("na", 1), ("nb", 1), ("ub", 1), ("lit", 64), ("s", 0)],
     "div": [("go", 1), ("a", 32), ("d", 32), ("k", 0), ("ul", 1), ("lit", 64)],
     "sqrt": [("go", 1), ("a", 32), ("k", 0)],
-    "tred": [("go", 1), ("x", 32), ("sh", 8)],
+    "tred": [("go", 1), ("x", 32), ("sh", 0)],
     "tsel": [("sv", 32), ("cv", 32), ("qd", 2), ("w", 1), ("sh", 0)],
 }
-_SIGNED = ("sh",)
+_SIGNED = ()
 
 
-def _shift_mux(name: str, v: str, idx: str, amounts: list[int]) -> list[str]:
+def _shift_mux(name: str, v: str, idx: str, amounts: list[int], width: int = 64) -> list[str]:
     """Declarations of `name` = rsh(v, amounts[idx]) as a multiplexer of constant shifts (v: a
     signed 64-bit expression): one adder adds the rounding half of the selected amount
     (name_r), the shifts themselves are wires."""
     if len(amounts) == 1:
-        return [f"wire signed [63:0] {name} = {_rsh(v, amounts[0])};"]
+        return [f"wire signed [{width - 1}:0] {name} = {_rsh(v, amounts[0])};"]
     w = (len(amounts) - 1).bit_length()
 
     def mux(parts):
@@ -179,9 +187,9 @@ def _shift_mux(name: str, v: str, idx: str, amounts: list[int]) -> list[str]:
         return expr
     lines = []
     if any(s > 0 for s in amounts):
-        lines.append(f"wire signed [63:0] {name}_r = {v} + {mux([lit(1 << (s - 1) if s > 0 else 0, 64) for s in amounts])};")
+        lines.append(f"wire signed [{width - 1}:0] {name}_r = {v} + {mux([lit(1 << (s - 1) if s > 0 else 0, 64) for s in amounts])};")
         v = f"{name}_r"
-    return lines + [f"wire signed [63:0] {name} = "
+    return lines + [f"wire signed [{width - 1}:0] {name} = "
                     + mux([f"({v} >>> {s})" if s > 0 else f"({v} <<< {-s})" if s < 0 else v for s in amounts]) + ";"]
 
 
@@ -252,7 +260,7 @@ def _unit_inputs(op, s: list[str]) -> list[tuple[str, str]]:
     if c == "sqrt":
         return [("go", "1'b1"), ("a", s[0]), ("k", -p["k"])]
     if c == "tred":
-        return [("go", "1'b1"), ("x", s[0]), ("sh", lit(p["sh"], 8))]
+        return [("go", "1'b1"), ("x", s[0]), ("sh", p["sh"])]
     return [("sv", s[0]), ("cv", s[1]), ("qd", s[2]), ("w", "1'b1" if p["which"] == "cos" else "1'b0"),
             ("sh", p["sh"])]
 
@@ -302,17 +310,25 @@ def render_shared(hp: HwProgram, ss: SharedSchedule, ctx: dict, top: str) -> str
                      for f, v in a]
                 cases.append((t, " ".join(f"{n}_{f} = {v};" for f, v in a), i))
             sx, am = f"sx({n}_a)", {f: amounts.get(f, [0]) for f in ("s", "sha", "shb", "k", "sh")}
-            ex = {"mul": _shift_mux(f"{n}_y", f"{n}_p", f"{n}_s1", am["s"]),
-                  "add": _shift_mux(f"{n}_ta", sx, f"{n}_sha", am["sha"])
-                  + _shift_mux(f"{n}_tbs", f"sx({n}_b)", f"{n}_shb", am["shb"])
-                  + [f"wire signed [63:0] {n}_tb = {n}_ub ? {n}_tbs : 64'sd0;",
-                     f"wire signed [63:0] {n}_x = ({n}_na ? -{n}_ta : {n}_ta) + ({n}_nb ? -{n}_tb : {n}_tb) "
+            # exact widths: |a|, |b| < 2^31 shifted left by at most la, lb; |lit| < 2^(litw - 1);
+            # the rounding add and a left shift by up to ls after it
+            la, lb, ls = (max(0, -min(am[f])) for f in ("sha", "shb", "s"))
+            wx = max(32 + la, 32 + lb, litw) + 2
+            wy = max(wx, max(am["s"])) + 1 + ls
+            # the product register drops the bits below the smallest rounding shift's half
+            pd = max(min(am["s"]) - 1, 0) if c == "mul" else 0
+            ex = {"mul": _shift_mux(f"{n}_y", f"{n}_p", f"{n}_s1", [a - pd for a in am["s"]]),
+                  "add": _shift_mux(f"{n}_ta", sx, f"{n}_sha", am["sha"], 32 + la)
+                  + _shift_mux(f"{n}_tbs", f"sx({n}_b)", f"{n}_shb", am["shb"], 32 + lb)
+                  + [f"wire signed [{31 + lb}:0] {n}_tb = {n}_ub ? {n}_tbs : {32 + lb}'sd0;",
+                     f"wire signed [{wx - 1}:0] {n}_x = ({n}_na ? -{n}_ta : {n}_ta) + ({n}_nb ? -{n}_tb : {n}_tb) "
                      f"+ $signed({n}_lit);"]
-                  + _shift_mux(f"{n}_y", f"{n}_x", f"{n}_s", am["s"]),
+                  + _shift_mux(f"{n}_y", f"{n}_x", f"{n}_s", am["s"], min(wy, 64)),
                   "div": _shift_mux(f"{n}_an", sx, f"{n}_k", am["k"]),
                   "sqrt": _shift_mux(f"{n}_n", sx, f"{n}_k", am["k"]),
                   "tsel": _shift_mux(f"{n}_y", f"sx({n}_sel)", f"{n}_sh", am["sh"])}.get(c, [])
             units.append({"n": n, "cls": c, "module": OPS[c].verilog and OPS[c].verilog + "_iter", "cases": cases, "ex": ex,
+                          "pd": pd,
                           "fields": [(f, litw if f == "lit" else width.get(f, w), f in _SIGNED)
                                      for f, w in UNIT_FIELDS[c]],
                           "kw": max(op.p["kw"] for op in by_unit[(c, u)]) if c == "tred" else None})
