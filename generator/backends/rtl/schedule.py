@@ -20,8 +20,9 @@ the op table's (backends.fixed.ops.OPS), from which ops.v.j2's pipelines are gen
   at once stay few) under the units' issue limits; then registers: a value read only in
   the cycle it appears is taken from the unit's output (bypass), an output lives in its
   output register, anything else in a register of a shared pool bound by the left-edge
-  rule (the fewest registers for the schedule), preferring a register the same unit
-  wrote before (smaller write multiplexers). The shared variant's divider, square root and
+  rule (the fewest registers for the schedule), preferring a register already read by
+  the same unit inputs (smaller input multiplexers), then one the same unit wrote before
+  (smaller write multiplexers). The shared variant's divider, square root and
   trigonometric reduction are iterative (ops.v.j2 *_iter: one datapath stepped in place, not a
   pipeline): SHARED_LATENCY gives their latency there, SHARED_INTERVAL the cycles from one
   issue on a unit to the next (the result register is written in the cycle the next
@@ -286,25 +287,24 @@ def shared(hp: HwProgram, units: dict[str, int], lat: dict | None = None,
     writers: dict[int, set] = {}
     reg_of: dict[tuple, int] = {}
     n_regs = 0
+    ports: dict[int, set] = {}  # register -> the unit operand inputs (class, unit, position) reading it
     for s, e, i, ref in intervals:
         while busy and busy[0][0] < s:
             heapq.heappush(free, heapq.heappop(busy)[1])
         who = (hp.ops[i].kind, unit[i])
-        pick = None
+        mine = {(hp.ops[c].kind, unit[c], k) for c in readers.get(ref, ()) if issue[c] > ready[ref]
+                for k, x in enumerate(hp.ops[c].srcs) if x == ref}
         if free:
-            for r in sorted(free)[:64]:
-                if who in writers.get(r, ()):
-                    pick = r
-                    break
-            if pick is None:
-                pick = heapq.heappop(free)
-            else:
-                free.remove(pick)
-                heapq.heapify(free)
+            # the free register whose readers are most alike (its value joins the fewest new
+            # unit input multiplexers), then one the same unit wrote (fewer write multiplexers)
+            pick = min(sorted(free), key=lambda r: (-len(mine & ports.get(r, set())), who not in writers.get(r, ())))
+            free.remove(pick)
+            heapq.heapify(free)
         else:
             pick = n_regs
             n_regs += 1
         writers.setdefault(pick, set()).add(who)
+        ports.setdefault(pick, set()).update(mine)
         reg_of[ref] = pick
         heapq.heappush(busy, (e, pick))
     return SharedSchedule(dict(units), issue, unit, cycles, ready, reg_of, out_of, n_regs, lat)

@@ -317,7 +317,8 @@ def render_shared(hp: HwProgram, ss: SharedSchedule, ctx: dict, top: str) -> str
             wy = max(wx, max(am["s"])) + 1 + ls
             # the product register drops the bits below the smallest rounding shift's half
             pd = max(min(am["s"]) - 1, 0) if c == "mul" else 0
-            ex = {"mul": _shift_mux(f"{n}_y", f"{n}_p", f"{n}_s1", [a - pd for a in am["s"]]),
+            ex = {"mul": _shift_mux(f"{n}_y", f"{n}_p", f"{n}_s1", [a - pd for a in am["s"]],
+                                    min(64, 65 - pd + max(0, pd - min(am["s"])))),
                   "add": _shift_mux(f"{n}_ta", sx, f"{n}_sha", am["sha"], 32 + la)
                   + _shift_mux(f"{n}_tbs", f"sx({n}_b)", f"{n}_shb", am["shb"], 32 + lb)
                   + [f"wire signed [{31 + lb}:0] {n}_tb = {n}_ub ? {n}_tbs : {32 + lb}'sd0;",
@@ -326,7 +327,8 @@ def render_shared(hp: HwProgram, ss: SharedSchedule, ctx: dict, top: str) -> str
                   + _shift_mux(f"{n}_y", f"{n}_x", f"{n}_s", am["s"], min(wy, 64)),
                   "div": _shift_mux(f"{n}_an", sx, f"{n}_k", am["k"]),
                   "sqrt": _shift_mux(f"{n}_n", sx, f"{n}_k", am["k"]),
-                  "tsel": _shift_mux(f"{n}_y", f"sx({n}_sel)", f"{n}_sh", am["sh"])}.get(c, [])
+                  "tsel": _shift_mux(f"{n}_y", f"sx({n}_sel)", f"{n}_sh", am["sh"],
+                                     min(64, 33 + max(0, -min(am["sh"]))))}.get(c, [])
             units.append({"n": n, "cls": c, "module": OPS[c].verilog and OPS[c].verilog + "_iter", "cases": cases, "ex": ex,
                           "pd": pd,
                           "fields": [(f, litw if f == "lit" else width.get(f, w), f in _SIGNED)
