@@ -42,6 +42,16 @@ CLASSES = ("mul", "add", "div", "sqrt", "tred", "tsel")
 # pipeline's latency (the same steps, one per cycle, on one stage); the reduction runs its
 # three products through one multiplier, so it takes 6 cycles instead of 3
 SHARED_LATENCY = dict(LATENCY, tred=6)
+# the shared variant issues a quadrant selection (tsel) on an adder: +-sv or +-cv, shifted
+# and saturated, is a sum of one term whose operand and sign the quadrant picks
+UNIT_CLASS = {"tsel": "add"}
+
+
+def unit_class(kind: str) -> str:
+    """The class of the shared variant's unit an operation of `kind` is issued on."""
+    return UNIT_CLASS.get(kind, kind)
+
+
 SHARED_INTERVAL = {"div": SHARED_LATENCY["div"] - 1, "sqrt": SHARED_LATENCY["sqrt"] - 1,
                    "tred": SHARED_LATENCY["tred"] - 1}
 
@@ -216,10 +226,11 @@ class SharedSchedule:
 def default_units(hp: HwProgram, multipliers: int, adders: int | None = None) -> dict[str, int]:
     counts = hp.counts()
     units = {"mul": multipliers, "add": adders if adders is not None else multipliers}
-    for c in ("div", "sqrt", "tred", "tsel"):
+    for c in ("div", "sqrt", "tred"):
         if counts.get(c):
             units[c] = 1
-    return {c: units[c] for c in CLASSES if counts.get(c) and c in units}
+    need = {unit_class(k) for k in counts if counts[k]}
+    return {c: units[c] for c in CLASSES if c in need and c in units}
 
 
 def shared(hp: HwProgram, units: dict[str, int], lat: dict | None = None,
@@ -229,7 +240,7 @@ def shared(hp: HwProgram, units: dict[str, int], lat: dict | None = None,
     free_at: dict[tuple, int] = {}  # (class, unit) -> first cycle it takes an operation
     n = len(hp.ops)
     for op in hp.ops:
-        if units.get(op.kind, 0) < 1:
+        if units.get(unit_class(op.kind), 0) < 1:
             raise ValueError(f"no unit for {op.kind} operations")
     readers = _readers(hp)
     waiting = [len({s for s in op.srcs if s[0] == "h"}) for op in hp.ops]
@@ -244,7 +255,7 @@ def shared(hp: HwProgram, units: dict[str, int], lat: dict | None = None,
     while done < n:
         while pending and pending[0][0] <= t:
             _, i = heapq.heappop(pending)
-            heapq.heappush(ready_q[hp.ops[i].kind], i)
+            heapq.heappush(ready_q[unit_class(hp.ops[i].kind)], i)
         for c, q in ready_q.items():
             for u in range(units[c]):
                 if not q:
@@ -255,8 +266,8 @@ def shared(hp: HwProgram, units: dict[str, int], lat: dict | None = None,
                 i = heapq.heappop(q)
                 issue[i], unit[i] = t, u
                 done += 1
-                r = t + lat[c]
                 op = hp.ops[i]
+                r = t + lat[op.kind]
                 for j in range(op.nres):
                     for rd in readers.get(("h", i, j), ()):
                         est[rd] = max(est[rd], r)
@@ -291,8 +302,8 @@ def shared(hp: HwProgram, units: dict[str, int], lat: dict | None = None,
     for s, e, i, ref in intervals:
         while busy and busy[0][0] < s:
             heapq.heappush(free, heapq.heappop(busy)[1])
-        who = (hp.ops[i].kind, unit[i])
-        mine = {(hp.ops[c].kind, unit[c], k) for c in readers.get(ref, ()) if issue[c] > ready[ref]
+        who = (unit_class(hp.ops[i].kind), unit[i])
+        mine = {(unit_class(hp.ops[c].kind), unit[c], k) for c in readers.get(ref, ()) if issue[c] > ready[ref]
                 for k, x in enumerate(hp.ops[c].srcs) if x == ref}
         if free:
             # the free register whose readers are most alike (its value joins the fewest new

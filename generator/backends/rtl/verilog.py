@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 
 from ..fixed.ops import DIV_STAGES, LATENCY, OPS, SQRT_STAGES, HwProgram, trig_constants
-from .schedule import SHARED_LATENCY, PipeSchedule, SharedSchedule, default_units, pipeline, shared
+from .schedule import SHARED_LATENCY, unit_class, PipeSchedule, SharedSchedule, default_units, pipeline, shared
 from ..render import render_template
 
 
@@ -163,11 +163,11 @@ def render_pipelined(hp: HwProgram, ps: PipeSchedule, ctx: dict, top: str) -> st
 # constant shifts, not by a barrel shifter. go: 1 in an iterative unit's issue cycles.
 UNIT_FIELDS = {
     "mul": [("a", 32), ("b", 32), ("s", 0)],
-    "add": [("a", 32), ("b", 32), ("sha", 0), ("shb", 0), ("na", 1), ("nb", 1), ("ub", 1), ("lit", 64), ("s", 0)],
+    "add": [("a", 32), ("b", 32), ("sha", 0), ("shb", 0), ("na", 1), ("nb", 1), ("ub", 1), ("lit", 64), ("s", 0),
+            ("tq", 1), ("qd", 2), ("w", 1)],
     "div": [("go", 1), ("a", 32), ("d", 32), ("k", 0), ("ul", 1), ("lit", 64)],
     "sqrt": [("go", 1), ("a", 32), ("k", 0)],
     "tred": [("go", 1), ("x", 32), ("sh", 0)],
-    "tsel": [("sv", 32), ("cv", 32), ("qd", 2), ("w", 1), ("sh", 0)],
 }
 _SIGNED = ()
 
@@ -252,7 +252,7 @@ def _unit_inputs(op, s: list[str]) -> list[tuple[str, str]]:
                   ("ub", "1'b1")]
         else:
             a += [("ub", "1'b0")]
-        return a + [("lit", p["lit"]), ("s", p["s"])]
+        return a + [("lit", p["lit"]), ("s", p["s"]), ("tq", "1'b0")]
     if c == "div":
         if "nlit" in p:
             return [("go", "1'b1"), ("d", s[0]), ("ul", "1'b1"), ("lit", p["nlit"])]
@@ -261,8 +261,9 @@ def _unit_inputs(op, s: list[str]) -> list[tuple[str, str]]:
         return [("go", "1'b1"), ("a", s[0]), ("k", -p["k"])]
     if c == "tred":
         return [("go", "1'b1"), ("x", s[0]), ("sh", p["sh"])]
-    return [("sv", s[0]), ("cv", s[1]), ("qd", s[2]), ("w", "1'b1" if p["which"] == "cos" else "1'b0"),
-            ("sh", p["sh"])]
+    # tsel on an adder (schedule.UNIT_CLASS): a = sv, b = cv, the quadrant picks one and its sign
+    return [("a", s[0]), ("b", s[1]), ("qd", s[2]), ("w", "1'b1" if p["which"] == "cos" else "1'b0"), ("tq", "1'b1"),
+            ("sha", 0), ("na", "1'b0"), ("ub", "1'b0"), ("lit", 0), ("s", p["sh"])]
 
 
 def render_shared(hp: HwProgram, ss: SharedSchedule, ctx: dict, top: str) -> str:
@@ -271,7 +272,7 @@ def render_shared(hp: HwProgram, ss: SharedSchedule, ctx: dict, top: str) -> str
 
     def bus(ref):
         op = hp.ops[ref[1]]
-        u = f"{op.kind}{ss.unit[op.id]}"
+        u = f"{unit_class(op.kind)}{ss.unit[op.id]}"
         return f"{u}_q" if ref[2] == 0 else f"{u}_q{ref[2]}"
 
     def src_expr(ref, t):
@@ -292,7 +293,7 @@ def render_shared(hp: HwProgram, ss: SharedSchedule, ctx: dict, top: str) -> str
 
     by_unit: dict[tuple, list] = {}
     for op in hp.ops:
-        by_unit.setdefault((op.kind, ss.unit[op.id]), []).append(op)
+        by_unit.setdefault((unit_class(op.kind), ss.unit[op.id]), []).append(op)
     units = []
     for c in ss.units:
         for u in range(ss.units[c]):
@@ -309,7 +310,7 @@ def render_shared(hp: HwProgram, ss: SharedSchedule, ctx: dict, top: str) -> str
                 a = [(f, f"{width[f]}'d{amounts[f].index(v)}" if f in shifts else lit(v, litw) if f == "lit" else v)
                      for f, v in a]
                 cases.append((t, " ".join(f"{n}_{f} = {v};" for f, v in a), i))
-            sx, am = f"sx({n}_a)", {f: amounts.get(f, [0]) for f in ("s", "sha", "shb", "k", "sh")}
+            sx, am = f"sx({n}_a)", {f: amounts.get(f, [0]) for f in ("s", "sha", "shb", "k")}
             # exact widths: |a|, |b| < 2^31 shifted left by at most la, lb; |lit| < 2^(litw - 1);
             # the rounding add and a left shift by up to ls after it
             la, lb, ls = (max(0, -min(am[f])) for f in ("sha", "shb", "s"))
@@ -319,16 +320,17 @@ def render_shared(hp: HwProgram, ss: SharedSchedule, ctx: dict, top: str) -> str
             pd = max(min(am["s"]) - 1, 0) if c == "mul" else 0
             ex = {"mul": _shift_mux(f"{n}_y", f"{n}_p", f"{n}_s1", [a - pd for a in am["s"]],
                                     min(64, 65 - pd + max(0, pd - min(am["s"])))),
-                  "add": _shift_mux(f"{n}_ta", sx, f"{n}_sha", am["sha"], 32 + la)
+                  "add": [f"wire [1:0]  {n}_k = {n}_qd + {{1'b0, {n}_w}};",
+                          f"wire [31:0] {n}_ae = ({n}_tq & {n}_k[0]) ? {n}_b : {n}_a;",
+                          f"wire        {n}_ne = {n}_tq ? {n}_k[1] : {n}_na;"]
+                  + _shift_mux(f"{n}_ta", f"sx({n}_ae)", f"{n}_sha", am["sha"], 32 + la)
                   + _shift_mux(f"{n}_tbs", f"sx({n}_b)", f"{n}_shb", am["shb"], 32 + lb)
                   + [f"wire signed [{31 + lb}:0] {n}_tb = {n}_ub ? {n}_tbs : {32 + lb}'sd0;",
-                     f"wire signed [{wx - 1}:0] {n}_x = ({n}_na ? -{n}_ta : {n}_ta) + ({n}_nb ? -{n}_tb : {n}_tb) "
+                     f"wire signed [{wx - 1}:0] {n}_x = ({n}_ne ? -{n}_ta : {n}_ta) + ({n}_nb ? -{n}_tb : {n}_tb) "
                      f"+ $signed({n}_lit);"]
                   + _shift_mux(f"{n}_y", f"{n}_x", f"{n}_s", am["s"], min(wy, 64)),
                   "div": _shift_mux(f"{n}_an", sx, f"{n}_k", am["k"]),
-                  "sqrt": _shift_mux(f"{n}_n", sx, f"{n}_k", am["k"]),
-                  "tsel": _shift_mux(f"{n}_y", f"sx({n}_sel)", f"{n}_sh", am["sh"],
-                                     min(64, 33 + max(0, -min(am["sh"]))))}.get(c, [])
+                  "sqrt": _shift_mux(f"{n}_n", sx, f"{n}_k", am["k"])}.get(c, [])
             units.append({"n": n, "cls": c, "module": OPS[c].verilog and OPS[c].verilog + "_iter", "cases": cases, "ex": ex,
                           "pd": pd,
                           "fields": [(f, litw if f == "lit" else width.get(f, w), f in _SIGNED)
@@ -348,7 +350,7 @@ def render_shared(hp: HwProgram, ss: SharedSchedule, ctx: dict, top: str) -> str
                 v = bus(ref) if op.widths[j] == 32 else f"{{30'd0, {bus(ref)}}}"
                 writes.setdefault(r, []).append(f"r{ss.reg_of[ref]} <= {v};")
         if op.flag:
-            flagged.setdefault(ss.ready[("h", op.id, 0)], []).append(f"{op.kind}{ss.unit[op.id]}_o")
+            flagged.setdefault(ss.ready[("h", op.id, 0)], []).append(f"{unit_class(op.kind)}{ss.unit[op.id]}_o")
     outputs = []
     for o in hp.outputs:
         outputs.append(lit(o[1], 32) if o[0] == "c" else f"in_{o[1]}" if o[0] == "in" else f"out_{ss.out_of[o]}_r")
