@@ -41,7 +41,9 @@ CLASSES = ("mul", "add", "div", "sqrt", "tred", "tsel")
 # the shared variant's iterative units (ops.v.j2): the divider and the square root take the
 # pipeline's latency (the same steps, one per cycle, on one stage); the reduction runs its
 # three products through one multiplier, so it takes 6 cycles instead of 3
-SHARED_LATENCY = dict(LATENCY, tred=6)
+# an adder (and a quadrant selection on it) registers its sum before the rounding shift
+# and the saturation, for a shorter clock period: 2 cycles
+SHARED_LATENCY = dict(LATENCY, tred=6, add=2, tsel=2)
 # the shared variant issues a quadrant selection (tsel) on an adder: +-sv or +-cv, shifted
 # and saturated, is a sum of one term whose operand and sign the quadrant picks
 UNIT_CLASS = {"tsel": "add"}

@@ -327,8 +327,13 @@ def render_shared(hp: HwProgram, ss: SharedSchedule, ctx: dict, top: str) -> str
                   + _shift_mux(f"{n}_tbs", f"sx({n}_b)", f"{n}_shb", am["shb"], 32 + lb)
                   + [f"wire signed [{31 + lb}:0] {n}_tb = {n}_ub ? {n}_tbs : {32 + lb}'sd0;",
                      f"wire signed [{wx - 1}:0] {n}_x = ({n}_ne ? -{n}_ta : {n}_ta) + ({n}_nb ? -{n}_tb : {n}_tb) "
-                     f"+ $signed({n}_lit);"]
-                  + _shift_mux(f"{n}_y", f"{n}_x", f"{n}_s", am["s"], min(wy, 64)),
+                     f"+ $signed({n}_lit);",
+                     # the sum is registered before its rounding shift and saturation: two short
+                     # cycles (schedule.SHARED_LATENCY) instead of one long one
+                     f"reg  signed [{wx - 1}:0] {n}_xr;",
+                     f"reg  [{width.get('s', 1) - 1}:0] {n}_s1;",
+                     f"always @(posedge ap_clk) begin {n}_xr <= {n}_x; {n}_s1 <= {n}_s; end"]
+                  + _shift_mux(f"{n}_y", f"{n}_xr", f"{n}_s1", am["s"], min(wy, 64)),
                   "div": _shift_mux(f"{n}_an", sx, f"{n}_k", am["k"]),
                   "sqrt": _shift_mux(f"{n}_n", sx, f"{n}_k", am["k"])}.get(c, [])
             units.append({"n": n, "cls": c, "module": OPS[c].verilog and OPS[c].verilog + "_iter", "cases": cases, "ex": ex,
