@@ -34,14 +34,14 @@ BEFORE = {("fourbar", "kinematics"): "84 cycles, 28296 delay-line bits, 44738 FF
 
 # the four-bar kinematics, shared variant with 1 multiplier, placed and routed on an iCE40 UP5K
 # (mbforge.hdl.pnr's flow: IO wrapper included, yosys synth_ice40 -dsp, nextpnr-ice40 --seed 1,
-# Fmax the routed clock's achieved frequency); one run each, nextpnr about 8 minutes on this
+# Fmax the routed clock's achieved frequency); one run, nextpnr about 10 minutes on this
 # machine, so quoted here rather than rerun. `python -m bench.rtl --multipliers 1 --pnr` redoes it.
 PNR_MEASURED = {
     ("fourbar", "kinematics", "shared", 1): {
         "before": "8,827 LUT4 and 12 DSPs after synth_ice40 (pipelined divider and trig reduction, "
                   "barrel shifters): does not fit the UP5K (8 DSPs)",
-        "after": {"latency": 124, "interval": 125, "fmax_mhz": 9.05, "latency_us": 13.70, "us_per_result": 13.81,
-                  "luts": 3885, "ffs": 1649, "dsps": 8, "logic_cells": "5142/5280", "wrapper_ffs": 192},
+        "after": {"latency": 132, "interval": 133, "fmax_mhz": 15.1, "latency_us": 8.742, "us_per_result": 8.808,
+                  "luts": 3799, "ffs": 1695, "dsps": 8, "logic_cells": "5088/5280", "wrapper_ffs": 192},
     },
 }
 

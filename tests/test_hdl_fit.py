@@ -1,8 +1,8 @@
 """The four-bar kinematics, shared variant with one multiplier, fits an iCE40 UP5K: the real
 yosys synth_ice40 -dsp mapping of the kernel inside mbforge.hdl.pnr's IO wrapper has no
-more LUTs and DSPs than the part, with the room nextpnr needed to pack it (measured: 3,885
-LUT4 + 1,649 flip-flops packed into 5,142 of 5,280 logic cells, Fmax 9.05 MHz; nextpnr takes
-about 8 minutes here, so it is not run in a test: bench.rtl --pnr does). The pipelined variant
+more LUTs and DSPs than the part, with the room nextpnr needed to pack it (measured: 3,799
+LUT4 + 1,695 flip-flops packed into 5,088 of 5,280 logic cells, Fmax 15.1 MHz; nextpnr takes
+about 10 minutes here, so it is not run in a test: bench.rtl --pnr does). The pipelined variant
 and the shared one before its iterative units did not (29,921 and 8,827 LUTs, 250 and 12 DSPs)."""
 import json
 import shutil
@@ -39,5 +39,5 @@ def test_fourbar_kinematics_shared_maps_into_an_up5k(tmp_path):
     assert why is None, why
     assert used["dsps"] == 8  # the product unit's and the trig reduction's 32 x 32 multipliers
     # LUTs and flip-flops share logic cells only when a LUT feeds its own flip-flop: leave the
-    # packer the room it needed (5,142 cells for 3,885 LUTs and 1,649 flip-flops)
+    # packer the room it needed (5,088 cells for 3,799 LUTs and 1,695 flip-flops)
     assert used["luts"] + used["ffs"] <= 1.06 * DEVICES["up5k"]["luts"], used
