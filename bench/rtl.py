@@ -5,7 +5,8 @@ outputs aligned and early, and the shared variant at several multiplier counts. 
 design: cycles (latency, interval), delay-line bits of the schedule, flip-flop bits of the
 RTL as written (yosys proc, mbforge.hdl.synth.register_bits), and with --pnr the
 nextpnr-ice40 figures (mbforge.hdl.pnr: LUTs, DSPs, Fmax, so cycles become
-microseconds). The delay-line bits of the schedule before the linear program (ASAP or
+microseconds); the shared variant's place-and-route figures measured once are printed
+beside (PNR_MEASURED). The delay-line bits of the schedule before the linear program (ASAP or
 ALAP, outputs aligned) are computed in the same run, side by side.
 
     python -m bench.rtl [--model fourbar --kernel kinematics --multipliers 1,2,4 --pnr --json FILE]
@@ -29,6 +30,20 @@ from mbforge.pipeline import generate
 BEFORE = {("fourbar", "kinematics"): "84 cycles, 28296 delay-line bits, 44738 FF bits (yosys proc)",
           ("stewart", "equations"): "30 cycles, 266252 delay-line bits, 669918 FF bits in the kernel module "
                                     "(its reg declarations; the trig operator's besides)"}
+
+
+# the four-bar kinematics, shared variant with 1 multiplier, placed and routed on an iCE40 UP5K
+# (mbforge.hdl.pnr's flow: IO wrapper included, yosys synth_ice40 -dsp, nextpnr-ice40 --seed 1,
+# Fmax the routed clock's achieved frequency); one run, nextpnr about 10 minutes on this
+# machine, so quoted here rather than rerun. `python -m bench.rtl --multipliers 1 --pnr` redoes it.
+PNR_MEASURED = {
+    ("fourbar", "kinematics", "shared", 1): {
+        "before": "8,827 LUT4 and 12 DSPs after synth_ice40 (pipelined divider and trig reduction, "
+                  "barrel shifters): does not fit the UP5K (8 DSPs)",
+        "after": {"latency": 132, "interval": 133, "fmax_mhz": 15.1, "latency_us": 8.742, "us_per_result": 8.808,
+                  "luts": 3799, "ffs": 1695, "dsps": 8, "logic_cells": "5088/5280", "wrapper_ffs": 192},
+    },
+}
 
 
 def _hw_program(kernel):
@@ -90,6 +105,13 @@ def main(argv=None) -> int:
     if (args.model, args.kernel) in BEFORE:
         print(f"before this schedule (commit e9d2b0f, measured at its start, not in this run): "
               f"{BEFORE[(args.model, args.kernel)]}")
+    m = PNR_MEASURED.get((args.model, args.kernel, "shared", 1))
+    if m is not None:
+        a = m["after"]
+        print(f"shared, 1 mul, placed and routed once on an iCE40 UP5K (not in this run): {a['latency']} cycles "
+              f"latency, interval {a['interval']}; Fmax {a['fmax_mhz']} MHz: {a['latency_us']} us latency, "
+              f"{a['us_per_result']} us per result; {a['luts']} LUT4, {a['ffs']} FF (wrapper {a['wrapper_ffs']}), "
+              f"{a['dsps']} DSP, logic cells {a['logic_cells']}. Before the iterative units: {m['before']}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     return 0

@@ -133,6 +133,9 @@ def place_and_route(rtl_dir: str | Path, device: str = "up5k", seed: int = 1, ti
             rep["seconds"][f"nextpnr_{part}"] = round(time.perf_counter() - t0, 1)
             if proc.returncode != 0 or not (tmp / "report.json").exists():
                 err = (proc.stderr or proc.stdout).strip().splitlines()
+                # its ERROR line says why (e.g. more logic cells than the part once LUTs and
+                # flip-flops are packed); the last line only counts warnings and errors
+                err = [e for e in err if e.startswith("ERROR")] or err
                 rep["tried"][-1].update(fits=False, why="nextpnr: " + (err[-1] if err else f"exit {proc.returncode}"))
                 continue
             r = json.loads((tmp / "report.json").read_text())

@@ -14,7 +14,8 @@ from hdl_kernels import fourbar_equations, functions_kernel  # noqa: E402
 
 from mbforge.examples import load
 from mbforge.hil import hostlib
-from mbforge.backends.rtl.schedule import LATENCY, default_units, pipeline, shared
+from mbforge.backends.rtl.schedule import (LATENCY, SHARED_INTERVAL, SHARED_LATENCY, default_units, pipeline,
+                                            shared, unit_class)
 from mbforge.lower import lower
 from mbforge.kernels.builders import build_kernel
 from mbforge.manifest import Manifest
@@ -108,12 +109,21 @@ def test_pipelined_latency_is_the_critical_path_and_shared_respects_unit_limits(
     units = default_units(hp, 2)
     ss = shared(hp, units)
     per = {}
+    on_unit = {}
     for op in hp.ops:
-        per[(op.kind, ss.issue[op.id])] = per.get((op.kind, ss.issue[op.id]), 0) + 1
+        c = unit_class(op.kind)
+        per[(c, ss.issue[op.id])] = per.get((c, ss.issue[op.id]), 0) + 1
+        on_unit.setdefault((c, ss.unit[op.id]), []).append(ss.issue[op.id])
+        assert ss.ready[("h", op.id, 0)] == ss.issue[op.id] + SHARED_LATENCY[op.kind]
         for s in op.srcs:
             assert ss.issue[op.id] >= ss.ready[s]
     assert all(n <= units[kind] for (kind, _), n in per.items())
-    assert units["mul"] == 2
+    assert units["mul"] == 2 and "tsel" not in units  # quadrant selections go to the adders
+    # an iterative unit takes its next operation SHARED_INTERVAL cycles after the last
+    for (c, _), ts in on_unit.items():
+        ts.sort()
+        assert all(b - a >= SHARED_INTERVAL.get(c, 1) for a, b in zip(ts, ts[1:])), (c, ts)
+    assert any(len(on_unit.get((c, 0), ())) > 1 for c in SHARED_INTERVAL)
 
 
 def test_verilog_generation_is_deterministic_and_checks_options(tmp_path):

@@ -20,8 +20,13 @@ the op table's (backends.fixed.ops.OPS), from which ops.v.j2's pipelines are gen
   at once stay few) under the units' issue limits; then registers: a value read only in
   the cycle it appears is taken from the unit's output (bypass), an output lives in its
   output register, anything else in a register of a shared pool bound by the left-edge
-  rule (the fewest registers for the schedule), preferring a register the same unit
-  wrote before (smaller write multiplexers).
+  rule (the fewest registers for the schedule), preferring a register already read by
+  the same unit inputs (smaller input multiplexers), then one the same unit wrote before
+  (smaller write multiplexers). The shared variant's divider, square root and
+  trigonometric reduction are iterative (ops.v.j2 *_iter: one datapath stepped in place, not a
+  pipeline): SHARED_LATENCY gives their latency there, SHARED_INTERVAL the cycles from one
+  issue on a unit to the next (the result register is written in the cycle the next
+  operation loads, so interval = latency - 1); every other unit takes an operation per cycle.
 
 Both are deterministic: ties go to the lower op id.
 """
@@ -33,6 +38,24 @@ from dataclasses import dataclass, field
 from ..fixed.ops import LATENCY, HwProgram  # noqa: F401 (LATENCY: the op table's, re-exported)
 
 CLASSES = ("mul", "add", "div", "sqrt", "tred", "tsel")
+# the shared variant's iterative units (ops.v.j2): the divider and the square root take the
+# pipeline's latency (the same steps, one per cycle, on one stage); the reduction runs its
+# three products through one multiplier, so it takes 6 cycles instead of 3
+# an adder (and a quadrant selection on it) registers its sum before the rounding shift
+# and the saturation, for a shorter clock period: 2 cycles
+SHARED_LATENCY = dict(LATENCY, tred=6, add=2, tsel=2)
+# the shared variant issues a quadrant selection (tsel) on an adder: +-sv or +-cv, shifted
+# and saturated, is a sum of one term whose operand and sign the quadrant picks
+UNIT_CLASS = {"tsel": "add"}
+
+
+def unit_class(kind: str) -> str:
+    """The class of the shared variant's unit an operation of `kind` is issued on."""
+    return UNIT_CLASS.get(kind, kind)
+
+
+SHARED_INTERVAL = {"div": SHARED_LATENCY["div"] - 1, "sqrt": SHARED_LATENCY["sqrt"] - 1,
+                   "tred": SHARED_LATENCY["tred"] - 1}
 
 
 def _readers(hp: HwProgram) -> dict[tuple, list[int]]:
@@ -190,7 +213,7 @@ class SharedSchedule:
     reg_of: dict[tuple, int]  # value -> pool register
     out_of: dict[tuple, int]  # value -> output register (first output it is)
     n_regs: int
-    lat: dict = field(default_factory=lambda: dict(LATENCY))
+    lat: dict = field(default_factory=lambda: dict(SHARED_LATENCY))
 
     def source(self, ref: tuple, t: int) -> tuple:
         if ref[0] == "in":
@@ -205,17 +228,21 @@ class SharedSchedule:
 def default_units(hp: HwProgram, multipliers: int, adders: int | None = None) -> dict[str, int]:
     counts = hp.counts()
     units = {"mul": multipliers, "add": adders if adders is not None else multipliers}
-    for c in ("div", "sqrt", "tred", "tsel"):
+    for c in ("div", "sqrt", "tred"):
         if counts.get(c):
             units[c] = 1
-    return {c: units[c] for c in CLASSES if counts.get(c) and c in units}
+    need = {unit_class(k) for k in counts if counts[k]}
+    return {c: units[c] for c in CLASSES if c in need and c in units}
 
 
-def shared(hp: HwProgram, units: dict[str, int], lat: dict | None = None) -> SharedSchedule:
-    lat = dict(LATENCY, **(lat or {}))
+def shared(hp: HwProgram, units: dict[str, int], lat: dict | None = None,
+           interval: dict | None = None) -> SharedSchedule:
+    lat = dict(SHARED_LATENCY, **(lat or {}))
+    interval = dict(SHARED_INTERVAL, **(interval or {}))
+    free_at: dict[tuple, int] = {}  # (class, unit) -> first cycle it takes an operation
     n = len(hp.ops)
     for op in hp.ops:
-        if units.get(op.kind, 0) < 1:
+        if units.get(unit_class(op.kind), 0) < 1:
             raise ValueError(f"no unit for {op.kind} operations")
     readers = _readers(hp)
     waiting = [len({s for s in op.srcs if s[0] == "h"}) for op in hp.ops]
@@ -230,16 +257,19 @@ def shared(hp: HwProgram, units: dict[str, int], lat: dict | None = None) -> Sha
     while done < n:
         while pending and pending[0][0] <= t:
             _, i = heapq.heappop(pending)
-            heapq.heappush(ready_q[hp.ops[i].kind], i)
+            heapq.heappush(ready_q[unit_class(hp.ops[i].kind)], i)
         for c, q in ready_q.items():
             for u in range(units[c]):
                 if not q:
                     break
+                if free_at.get((c, u), 0) > t:
+                    continue
+                free_at[(c, u)] = t + interval.get(c, 1)
                 i = heapq.heappop(q)
                 issue[i], unit[i] = t, u
                 done += 1
-                r = t + lat[c]
                 op = hp.ops[i]
+                r = t + lat[op.kind]
                 for j in range(op.nres):
                     for rd in readers.get(("h", i, j), ()):
                         est[rd] = max(est[rd], r)
@@ -270,25 +300,24 @@ def shared(hp: HwProgram, units: dict[str, int], lat: dict | None = None) -> Sha
     writers: dict[int, set] = {}
     reg_of: dict[tuple, int] = {}
     n_regs = 0
+    ports: dict[int, set] = {}  # register -> the unit operand inputs (class, unit, position) reading it
     for s, e, i, ref in intervals:
         while busy and busy[0][0] < s:
             heapq.heappush(free, heapq.heappop(busy)[1])
-        who = (hp.ops[i].kind, unit[i])
-        pick = None
+        who = (unit_class(hp.ops[i].kind), unit[i])
+        mine = {(unit_class(hp.ops[c].kind), unit[c], k) for c in readers.get(ref, ()) if issue[c] > ready[ref]
+                for k, x in enumerate(hp.ops[c].srcs) if x == ref}
         if free:
-            for r in sorted(free)[:64]:
-                if who in writers.get(r, ()):
-                    pick = r
-                    break
-            if pick is None:
-                pick = heapq.heappop(free)
-            else:
-                free.remove(pick)
-                heapq.heapify(free)
+            # the free register whose readers are most alike (its value joins the fewest new
+            # unit input multiplexers), then one the same unit wrote (fewer write multiplexers)
+            pick = min(sorted(free), key=lambda r: (-len(mine & ports.get(r, set())), who not in writers.get(r, ())))
+            free.remove(pick)
+            heapq.heapify(free)
         else:
             pick = n_regs
             n_regs += 1
         writers.setdefault(pick, set()).add(who)
+        ports.setdefault(pick, set()).update(mine)
         reg_of[ref] = pick
         heapq.heappush(busy, (e, pick))
     return SharedSchedule(dict(units), issue, unit, cycles, ready, reg_of, out_of, n_regs, lat)

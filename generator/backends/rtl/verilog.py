@@ -35,7 +35,7 @@ import json
 
 from ..fixed.c import envelope_words
 from ..fixed.ops import DIV_STAGES, LATENCY, OPS, SQRT_STAGES, HwProgram, trig_constants
-from .schedule import PipeSchedule, SharedSchedule, default_units, pipeline, shared
+from .schedule import SHARED_LATENCY, unit_class, PipeSchedule, SharedSchedule, default_units, pipeline, shared
 from ..render import render_template
 
 
@@ -57,13 +57,22 @@ def _align(src: str, sh: int) -> str:
     return _rsh(f"sx({src})", -sh)
 
 
-def _ops_file(ctx: dict, top: str, hp: HwProgram) -> str:
+def _ops_file(ctx: dict, top: str, hp: HwProgram, variant: str = "pipelined") -> str:
     counts = hp.counts()
     t = trig_constants()
     trig = dict(t, c_lit=lit(t["two_over_pi_q24"], 32), hi_lit=lit(t["pio2_hi_q29"], 32),
                 lo_lit=lit(t["pio2_lo_q60"], 32))
-    return render_template("verilog/ops.v.j2", version=ctx["version"], top=top,
-                           prefix=ctx["prefix"], lat=LATENCY, div_stages=DIV_STAGES, sqrt_stages=SQRT_STAGES,
+    trig_iter = None
+    if variant == "shared" and counts.get("tred"):
+        # the shared variant's one reduction unit shifts by the amounts its operations use
+        am = sorted({op.p["sh"] for op in hp.ops if op.kind == "tred"})
+        trig_iter = {"amounts": am, "w": max(1, (len(am) - 1).bit_length()),
+                     "xr": _shift_mux("xr", "xw", "sel", [max(-a, 0) for a in am]),
+                     "kx": _shift_mux("kw", "p", "sel1", [53 - max(a, 0) for a in am])
+                     + _shift_mux("xs", "x1", "sel1", [-max(a, 0) for a in am])}
+    return render_template("verilog/ops.v.j2", version=ctx["version"], top=top, trig_iter=trig_iter,
+                           prefix=ctx["prefix"], lat=LATENCY, lat_shared=SHARED_LATENCY,
+                           iterative=variant == "shared", div_stages=DIV_STAGES, sqrt_stages=SQRT_STAGES,
                            div=bool(counts.get("div")),
                            sqrt=bool(counts.get("sqrt")), trig=trig if counts.get("tred") else None)
 
@@ -163,41 +172,112 @@ def render_pipelined(hp: HwProgram, ps: PipeSchedule, ctx: dict, top: str) -> st
 
 
 # per operator class of the shared variant: the fields a unit's input multiplexer sets
-# each cycle (name, width); shift fields are signed
+# each cycle (name, width). A shift field (width 0 here) is an index into the amounts its unit's
+# operations use (its width set per unit): the unit shifts by a multiplexer of those
+# constant shifts, not by a barrel shifter. go: 1 in an iterative unit's issue cycles.
 UNIT_FIELDS = {
-    "mul": [("a", 32), ("b", 32), ("s", 8)],
-    "add": [("a", 32), ("b", 32), ("sha", 8), ("shb", 8), ("na", 1), ("nb", 1), ("ub", 1), ("lit", 64), ("s", 8)],
-    "div": [("a", 32), ("d", 32), ("k", 8), ("ul", 1), ("lit", 64)],
-    "sqrt": [("a", 32), ("k", 8)],
-    "tred": [("x", 32), ("sh", 8)],
-    "tsel": [("sv", 32), ("cv", 32), ("qd", 2), ("w", 1), ("sh", 8)],
+    "mul": [("a", 32), ("b", 32), ("s", 0)],
+    "add": [("a", 32), ("b", 32), ("sha", 0), ("shb", 0), ("na", 1), ("nb", 1), ("ub", 1), ("lit", 64), ("s", 0),
+            ("tq", 1), ("qd", 2), ("w", 1)],
+    "div": [("go", 1), ("a", 32), ("d", 32), ("k", 0), ("ul", 1), ("lit", 64)],
+    "sqrt": [("go", 1), ("a", 32), ("k", 0)],
+    "tred": [("go", 1), ("x", 32), ("sh", 0)],
 }
-_SIGNED = ("s", "sha", "shb", "k", "sh")
+_SIGNED = ()
+
+
+def _shift_mux(name: str, v: str, idx: str, amounts: list[int], width: int = 64) -> list[str]:
+    """Declarations of `name` = rsh(v, amounts[idx]) as a multiplexer of constant shifts (v: a
+    signed 64-bit expression): one adder adds the rounding half of the selected amount
+    (name_r), the shifts themselves are wires."""
+    if len(amounts) == 1:
+        return [f"wire signed [{width - 1}:0] {name} = {_rsh(v, amounts[0])};"]
+    w = (len(amounts) - 1).bit_length()
+
+    def mux(parts):
+        expr = parts[-1]
+        for i in range(len(parts) - 2, -1, -1):
+            expr = f"({idx} == {w}'d{i} ? {parts[i]} : {expr})"
+        return expr
+    lines = []
+    if any(s > 0 for s in amounts):
+        lines.append(f"wire signed [{width - 1}:0] {name}_r = {v} + {mux([lit(1 << (s - 1) if s > 0 else 0, 64) for s in amounts])};")
+        v = f"{name}_r"
+    return lines + [f"wire signed [{width - 1}:0] {name} = "
+                    + mux([f"({v} >>> {s})" if s > 0 else f"({v} <<< {-s})" if s < 0 else v for s in amounts]) + ";"]
+
+
+def _sbits(v: int) -> int:
+    """Bits of v as a two's complement number."""
+    return (v if v >= 0 else -v - 1).bit_length() + 1
+
+
+_SWAP = {"mul": (("a", "b"),), "add": (("a", "b"), ("sha", "shb"), ("na", "nb"))}
+
+
+def _balance(c: str, issued: list) -> list:
+    """Operands of commutative operations (a product, a sum of two terms with their shifts and
+    signs) swapped so that each operand field reads from fewer sources: the unit's input
+    multiplexers shrink. Greedy passes in issue order until none helps; deterministic."""
+    pairs = _SWAP.get(c)
+    if not issued or pairs is None:
+        return issued
+    rows = [dict(a) for _, _, a in issued]
+    can = [all(x in r and y in r for x, y in pairs) for r in rows]
+    use = {f: {} for f in ("a", "b")}
+    for r in rows:
+        for f in ("a", "b"):
+            if f in r:
+                use[f][r[f]] = use[f].get(r[f], 0) + 1
+
+    def gain(r):  # change of the number of distinct sources if r's a and b swap
+        a, b = r["a"], r["b"]
+        if a == b:
+            return 0
+        before = (use["a"][a] == 1) + (use["b"][b] == 1)
+        after = (use["a"].get(b, 0) == 0) + (use["b"].get(a, 0) == 0)
+        return after - before
+    changed = True
+    while changed:
+        changed = False
+        for k, r in enumerate(rows):
+            if can[k] and gain(r) < 0:
+                for f, v in (("a", r["a"]), ("b", r["b"])):
+                    use[f][v] -= 1
+                for x, y in pairs:
+                    r[x], r[y] = r[y], r[x]
+                for f, v in (("a", r["a"]), ("b", r["b"])):
+                    use[f][v] = use[f].get(v, 0) + 1
+                changed = True
+    return [(t, i, list(r.items())) for (t, i, _), r in zip(issued, rows)]
 
 
 def _unit_inputs(op, s: list[str]) -> list[tuple[str, str]]:
     """(field, value) of one op issued on its class's unit; s: its operands' sources."""
     p, c = op.p, op.kind
+    # shift fields carry the amount (an int: rsh(value, amount)), render_shared indexes them;
+    # lit carries the int, render_shared sizes the field
     if c == "mul":
-        return [("a", s[0]), ("b", lit(p["lit"], 32) if "lit" in p else s[1]), ("s", lit(p["s"], 8))]
+        return [("a", s[0]), ("b", lit(p["lit"], 32) if "lit" in p else s[1]), ("s", p["s"])]
     if c == "add":
-        a = [("a", s[0]), ("sha", lit(p["sh"][0], 8)), ("na", "1'b1" if p["sign"][0] < 0 else "1'b0")]
+        a = [("a", s[0]), ("sha", -p["sh"][0]), ("na", "1'b1" if p["sign"][0] < 0 else "1'b0")]
         if len(s) > 1:
-            a += [("b", s[1]), ("shb", lit(p["sh"][1], 8)), ("nb", "1'b1" if p["sign"][1] < 0 else "1'b0"),
+            a += [("b", s[1]), ("shb", -p["sh"][1]), ("nb", "1'b1" if p["sign"][1] < 0 else "1'b0"),
                   ("ub", "1'b1")]
         else:
             a += [("ub", "1'b0")]
-        return a + [("lit", lit(p["lit"], 64)), ("s", lit(p["s"], 8))]
+        return a + [("lit", p["lit"]), ("s", p["s"]), ("tq", "1'b0")]
     if c == "div":
         if "nlit" in p:
-            return [("d", s[0]), ("ul", "1'b1"), ("lit", lit(p["nlit"], 64))]
-        return [("a", s[0]), ("d", s[1]), ("k", lit(p["k"], 8)), ("ul", "1'b0")]
+            return [("go", "1'b1"), ("d", s[0]), ("ul", "1'b1"), ("lit", p["nlit"])]
+        return [("go", "1'b1"), ("a", s[0]), ("d", s[1]), ("k", -p["k"]), ("ul", "1'b0")]
     if c == "sqrt":
-        return [("a", s[0]), ("k", lit(p["k"], 8))]
+        return [("go", "1'b1"), ("a", s[0]), ("k", -p["k"])]
     if c == "tred":
-        return [("x", s[0]), ("sh", lit(p["sh"], 8))]
-    return [("sv", s[0]), ("cv", s[1]), ("qd", s[2]), ("w", "1'b1" if p["which"] == "cos" else "1'b0"),
-            ("sh", lit(p["sh"], 8))]
+        return [("go", "1'b1"), ("x", s[0]), ("sh", p["sh"])]
+    # tsel on an adder (schedule.UNIT_CLASS): a = sv, b = cv, the quadrant picks one and its sign
+    return [("a", s[0]), ("b", s[1]), ("qd", s[2]), ("w", "1'b1" if p["which"] == "cos" else "1'b0"), ("tq", "1'b1"),
+            ("sha", 0), ("na", "1'b0"), ("ub", "1'b0"), ("lit", 0), ("s", p["sh"])]
 
 
 def render_shared(hp: HwProgram, ss: SharedSchedule, ctx: dict, top: str) -> str:
@@ -206,7 +286,7 @@ def render_shared(hp: HwProgram, ss: SharedSchedule, ctx: dict, top: str) -> str
 
     def bus(ref):
         op = hp.ops[ref[1]]
-        u = f"{op.kind}{ss.unit[op.id]}"
+        u = f"{unit_class(op.kind)}{ss.unit[op.id]}"
         return f"{u}_q" if ref[2] == 0 else f"{u}_q{ref[2]}"
 
     def src_expr(ref, t):
@@ -227,18 +307,53 @@ def render_shared(hp: HwProgram, ss: SharedSchedule, ctx: dict, top: str) -> str
 
     by_unit: dict[tuple, list] = {}
     for op in hp.ops:
-        by_unit.setdefault((op.kind, ss.unit[op.id]), []).append(op)
+        by_unit.setdefault((unit_class(op.kind), ss.unit[op.id]), []).append(op)
     units = []
     for c in ss.units:
         for u in range(ss.units[c]):
             n = f"{c}{u}"
+            issued = _balance(c, [(ss.issue[op.id], op.id, _unit_inputs(op, [src_expr(r, ss.issue[op.id]) for r in op.srcs]))
+                               for op in by_unit.get((c, u), [])])
+            lits = [v for _, _, a in issued for f, v in a if f == "lit"]
+            litw = max([_sbits(v) for v in lits] + [1])
+            shifts = [f for f, w in UNIT_FIELDS[c] if w == 0]
+            amounts = {f: sorted({v for _, _, a in issued for g, v in a if g == f} or {0}) for f in shifts}
+            width = {f: max(1, (len(v) - 1).bit_length()) for f, v in amounts.items()}
             cases = []
-            for op in by_unit.get((c, u), []):
-                t = ss.issue[op.id]
-                a = _unit_inputs(op, [src_expr(r, t) for r in op.srcs])
-                cases.append((t, " ".join(f"{n}_{f} = {v};" for f, v in a), op.id))
-            units.append({"n": n, "cls": c, "module": OPS[c].verilog, "cases": cases,
-                          "fields": [(f, w, f in _SIGNED) for f, w in UNIT_FIELDS[c]],
+            for t, i, a in issued:
+                a = [(f, f"{width[f]}'d{amounts[f].index(v)}" if f in shifts else lit(v, litw) if f == "lit" else v)
+                     for f, v in a]
+                cases.append((t, " ".join(f"{n}_{f} = {v};" for f, v in a), i))
+            sx, am = f"sx({n}_a)", {f: amounts.get(f, [0]) for f in ("s", "sha", "shb", "k")}
+            # exact widths: |a|, |b| < 2^31 shifted left by at most la, lb; |lit| < 2^(litw - 1);
+            # the rounding add and a left shift by up to ls after it
+            la, lb, ls = (max(0, -min(am[f])) for f in ("sha", "shb", "s"))
+            wx = max(32 + la, 32 + lb, litw) + 2
+            wy = max(wx, max(am["s"])) + 1 + ls
+            # the product register drops the bits below the smallest rounding shift's half
+            pd = max(min(am["s"]) - 1, 0) if c == "mul" else 0
+            ex = {"mul": _shift_mux(f"{n}_y", f"{n}_p", f"{n}_s1", [a - pd for a in am["s"]],
+                                    min(64, 65 - pd + max(0, pd - min(am["s"])))),
+                  "add": [f"wire [1:0]  {n}_k = {n}_qd + {{1'b0, {n}_w}};",
+                          f"wire [31:0] {n}_ae = ({n}_tq & {n}_k[0]) ? {n}_b : {n}_a;",
+                          f"wire        {n}_ne = {n}_tq ? {n}_k[1] : {n}_na;"]
+                  + _shift_mux(f"{n}_ta", f"sx({n}_ae)", f"{n}_sha", am["sha"], 32 + la)
+                  + _shift_mux(f"{n}_tbs", f"sx({n}_b)", f"{n}_shb", am["shb"], 32 + lb)
+                  + [f"wire signed [{31 + lb}:0] {n}_tb = {n}_ub ? {n}_tbs : {32 + lb}'sd0;",
+                     f"wire signed [{wx - 1}:0] {n}_x = ({n}_ne ? -{n}_ta : {n}_ta) + ({n}_nb ? -{n}_tb : {n}_tb) "
+                     f"+ $signed({n}_lit);",
+                     # the sum is registered before its rounding shift and saturation: two short
+                     # cycles (schedule.SHARED_LATENCY) instead of one long one
+                     f"reg  signed [{wx - 1}:0] {n}_xr;",
+                     f"reg  [{width.get('s', 1) - 1}:0] {n}_s1;",
+                     f"always @(posedge ap_clk) begin {n}_xr <= {n}_x; {n}_s1 <= {n}_s; end"]
+                  + _shift_mux(f"{n}_y", f"{n}_xr", f"{n}_s1", am["s"], min(wy, 64)),
+                  "div": _shift_mux(f"{n}_an", sx, f"{n}_k", am["k"]),
+                  "sqrt": _shift_mux(f"{n}_n", sx, f"{n}_k", am["k"])}.get(c, [])
+            units.append({"n": n, "cls": c, "module": OPS[c].verilog and OPS[c].verilog + "_iter", "cases": cases, "ex": ex,
+                          "pd": pd,
+                          "fields": [(f, litw if f == "lit" else width.get(f, w), f in _SIGNED)
+                                     for f, w in UNIT_FIELDS[c]],
                           "kw": max(op.p["kw"] for op in by_unit[(c, u)]) if c == "tred" else None})
 
     # results into registers, overflow flags
@@ -254,7 +369,7 @@ def render_shared(hp: HwProgram, ss: SharedSchedule, ctx: dict, top: str) -> str
                 v = bus(ref) if op.widths[j] == 32 else f"{{30'd0, {bus(ref)}}}"
                 writes.setdefault(r, []).append(f"r{ss.reg_of[ref]} <= {v};")
         if op.flag:
-            flagged.setdefault(ss.ready[("h", op.id, 0)], []).append(f"{op.kind}{ss.unit[op.id]}_o")
+            flagged.setdefault(ss.ready[("h", op.id, 0)], []).append(f"{unit_class(op.kind)}{ss.unit[op.id]}_o")
     outputs = []
     for o in hp.outputs:
         outputs.append(lit(o[1], 32) if o[0] == "c" else f"in_{o[1]}" if o[0] == "in" else f"out_{ss.out_of[o]}_r")
@@ -271,7 +386,7 @@ def render_verilog(hp: HwProgram, ctx: dict, options) -> tuple[dict[str, str], d
     counts = hp.counts()
     desc = {"top": top, "variant": o["variant"], "n_in": hp.n_in, "n_out": len(hp.outputs),
             "inputs": [f"in_{k}" for k in range(hp.n_in)], "outputs": [f"out_{k}" for k in range(len(hp.outputs))],
-            "protocol": "ap_ctrl_hs", "hw_ops": counts, "operator_latency": dict(LATENCY)}
+            "protocol": "ap_ctrl_hs", "hw_ops": counts, "operator_latency": dict(LATENCY if o["variant"] == "pipelined" else SHARED_LATENCY)}
     if o["variant"] == "pipelined":
         ps = pipeline(hp, outputs=options.outputs)
         text = render_pipelined(hp, ps, ctx, top)
@@ -284,7 +399,7 @@ def render_verilog(hp: HwProgram, ctx: dict, options) -> tuple[dict[str, str], d
         text = render_shared(hp, ss, ctx, top)
         desc.update(latency=ss.cycles + 1, interval=ss.cycles + 2, cycles=ss.cycles, units=units,
                     multipliers=units.get("mul", 0), registers=ss.n_regs)
-    files = {f"{top}.v": text, f"{top}_ops.v": _ops_file(ctx, top, hp),
+    files = {f"{top}.v": text, f"{top}_ops.v": _ops_file(ctx, top, hp, o["variant"]),
              "rtl.json": json.dumps(desc, indent=1, sort_keys=True) + "\n"}
     return files, desc
 
