@@ -269,10 +269,12 @@ def robustness(m: Manifest, kernel_dir: str | Path, max_inputs: int = ROBUST_INP
     else:
         first = m.inputs[0]
         picks = np.unique(np.linspace(0, len(consistent) - 1, min(OFF_MANIFOLD_BASES, len(consistent))).astype(int))
+        coords = [k for k in range(first.offset, first.offset + first.size) if hi[k] > lo[k]]
+        if len(coords) > max_inputs:  # spread over the coordinates, as the probes above
+            coords = [coords[j] for j in np.unique(np.linspace(0, len(coords) - 1, max_inputs).astype(int))]
+            notes.append(f"off-manifold shifts of {len(coords)} of the {first.name} coordinates (evenly spread)")
         for i in picks:
-            for k in range(first.offset, first.offset + first.size):
-                if hi[k] <= lo[k]:
-                    continue
+            for k in coords:
                 x = consistent[i].copy()
                 mid = (lo[k] + hi[k]) / 2
                 x[k] += OFF_MANIFOLD_SHIFT * (hi[k] - lo[k]) * (1.0 if x[k] <= mid else -1.0)

@@ -22,7 +22,7 @@ from mbforge.kernels.builders import build_kernel
 from mbforge.pipeline import TARGETS, generate
 from mbforge.targets import TARGETS as TARGET_RECORDS
 
-VERILOG_DEFAULTS = {"params": "fold", "schedule": "pressure", "variant": "pipelined", "multipliers": 4,
+VERILOG_DEFAULTS = {"params": "fold", "schedule": "pressure", "input_check": "on", "variant": "pipelined", "multipliers": 4,
                     "adders": None, "outputs": "early"}
 
 
@@ -79,10 +79,10 @@ def test_verilog_variant_changes_files_and_digest(fourbar):
 
 @pytest.mark.parametrize("target, options, message", [
     ("c-double", {"variant": "shared"},
-     r"^option variant does not apply to target c-double \(only to verilog\); options of c-double: params, schedule$"),
+     r"^option variant does not apply to target c-double \(only to verilog\); options of c-double: params, schedule, input_check$"),
     ("hls-c", {"multipliers": 2}, r"^option multipliers does not apply to target hls-c \(only to verilog\)"),
     ("c-float32", {"precision": "half"},
-     r"^unknown option precision for target c-float32; options of c-float32: params, schedule$"),
+     r"^unknown option precision for target c-float32; options of c-float32: params, schedule, input_check$"),
     ("verilog", {"variant": "systolic"}, r"^option variant='systolic': must be one of pipelined, shared$"),
     ("verilog", {"multipliers": 0}, r"^option multipliers=0: must be a positive integer$"),
     ("verilog", {"adders": "2"}, r"^option adders='2': must be a positive integer$"),

@@ -54,6 +54,10 @@ class Options:
     # the M4F alike); "fast": the lowering's depth-first order, generated in a quarter less time
     schedule: str = option("pressure", "pressure: order for few live values; fast: depth-first, quicker to generate",
                            choices=("pressure", "fast"))
+    # "off" for a caller that validates its inputs itself (or a test of the op set on any
+    # words): the kernel then never returns 2 and computes on whatever it is given
+    input_check: str = option("on", "on: each input compared with its envelope before anything is computed "
+                              "(status 2); off: no check", choices=("on", "off"))
 
     @classmethod
     def fields(cls) -> tuple[dataclasses.Field, ...]:

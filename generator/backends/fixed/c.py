@@ -121,6 +121,9 @@ def envelope_words(envelope: list[tuple[float, float]], in_bits: list[int]) -> l
     ceil(hi 2^f)); None for a side at or beyond the int32 range (no word is outside it)."""
     out = []
     for (lo, hi), f in zip(envelope, in_bits):
+        if not (math.isfinite(lo) and math.isfinite(hi)):  # unchecked (input_check off)
+            out.append((None, None))
+            continue
         lw, hw = math.floor(lo * 2.0 ** f), math.ceil(hi * 2.0 ** f)
         out.append((lw if lw > INT32_MIN else None, hw if hw < INT32_MAX else None))
     return out
