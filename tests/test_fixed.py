@@ -25,6 +25,12 @@ def _check(kernel, tmp_path, n=100_000, seed=0):
     generate(kernel, "c-fixed").write(tmp_path)
     m = Manifest.load(tmp_path)
     X = input_vectors(m, tmp_path, n, seed)  # inside the domain, plus the motion
+    # the vectors sit on the input formats' grid; move them off it (within half a unit,
+    # inside the envelope) so that the real input's rounding is in the observed error too
+    f = np.array([b for g in m.inputs for b in g.frac_bits], dtype=float)
+    env = np.array([e for g in m.inputs for e in g.envelope])
+    jitter = np.random.default_rng(seed + 7).uniform(-0.5, 0.5, X.shape) * 2.0 ** -f
+    X = np.clip(X + jitter, env[:, 0], env[:, 1])
     Xi = hostlib.to_raw(m, X, "inputs")
     Yi, status = hostlib.load_kernel(tmp_path)(Xi)
     assert (status == 0).all()
@@ -47,7 +53,9 @@ def _tight(err, bound, m, factor=10.0):
 def test_fourbar_equations_within_bound_and_tight(tmp_path):
     k = build_kernel(load("fourbar").equations(), "equations")
     err, bound, m = _check(k, tmp_path)
-    _tight(err, bound, m)
+    # the vectors are consistent states now (the driven motion), where the drive row's
+    # terms stay small: the issue's goal, bound <= 30x the largest observed error
+    _tight(err, bound, m, factor=30.0)
     assert bound.max() < 1e-6  # about 30 significant bits survive
 
 
