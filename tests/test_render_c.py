@@ -35,7 +35,7 @@ def dirs(fourbar, tmp_path_factory):
 
 def _inputs(kernel, n, seed=1):
     rng = np.random.default_rng(seed)
-    r = np.array([rg for p in kernel.inputs for rg in p.ranges])
+    r = np.array(kernel.input_envelope())  # where the kernel computes (status 2 outside)
     X = r[:, 0] + (r[:, 1] - r[:, 0]) * rng.random((n, len(r)))
     return np.vstack([X, np.array(kernel.motion)])
 

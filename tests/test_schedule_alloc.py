@@ -81,7 +81,7 @@ def _run_allocation(sched, alloc, X):
 
 def _inputs(kernel, n, seed=3):
     rng = np.random.default_rng(seed)
-    r = np.array([rg for p in kernel.inputs for rg in p.ranges])
+    r = np.array(kernel.input_envelope())  # where the kernel computes (status 2 outside)
     return r[:, 0] + (r[:, 1] - r[:, 0]) * rng.random((n, len(r)))
 
 
