@@ -192,7 +192,7 @@ def check_prefix(prefix: str, where: str = "--prefix") -> str:
 def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Options, mark) -> Plan:
     prefix = check_prefix(prefix) if prefix is not None else check_prefix(kernel.model, "the model name")
     function = f"{prefix}_{kernel.name.replace('-', '_')}"
-    tape = lower(kernel.output_atoms, kernel.input_symbols)
+    tape = kernel.tape()
     sched = schedule(tape, pressure=options.schedule == "pressure")
     mark("lower")
 

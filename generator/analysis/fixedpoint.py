@@ -23,6 +23,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..ir.atom import ExpressionError
 from ..lower.tape import Tape
 from .ranges import Interval, Ranges
@@ -82,10 +84,15 @@ class FixedProgram:
         return self.temp_bits[v] if kind == "t" else self.in_bits[v]
 
 
-def plan_fixed(tape: Tape, ranges: Ranges, like: FixedProgram | None = None) -> FixedProgram:
+def plan_fixed(tape: Tape, ranges: Ranges, like: FixedProgram | None = None, boxes=None) -> FixedProgram:
     """Formats and error bounds for the tape over `ranges`. With `like`, the formats of
     `like` are kept and only the error bounds are derived again over these (narrower)
-    ranges: how a union of boxes gets bounds box by box (see fixerror.bound_over_boxes)."""
+    ranges: how a union of boxes gets bounds box by box (see fixerror.bound_over_boxes).
+    With `boxes` (a BoxRanges whose union `ranges` encloses), the errors that steer each
+    format are propagated box by box (arrays over the boxes) and their largest is used:
+    over a wide domain the hull's magnitudes and smallest divisors belong to different
+    boxes, and their products overstate the errors by orders of magnitude (the Stewart
+    platform's elimination); the reported bounds are the largest over the boxes."""
     in_bits = list(like.in_bits) if like else [frac_bits_for(iv.mag) for iv in ranges.inputs]
     # bounds are against exact arithmetic at the real (unrounded) inputs: converting one
     # to its format rounds to nearest, half an ulp, an error that propagates like any other
@@ -102,8 +109,19 @@ def plan_fixed(tape: Tape, ranges: Ranges, like: FixedProgram | None = None) -> 
         kind, v = o
         return bits[v] if kind == "t" else in_bits[v]
 
-    def mag(o) -> float:
-        return ranges.of(o).mag
+    def box_range(o):
+        kind, v = o
+        if kind == "t":
+            return boxes.lo[v], boxes.hi[v]
+        if kind == "in":
+            return boxes.in_lo[:, v], boxes.in_hi[:, v]
+        return np.float64(v), np.float64(v)
+
+    def mag(o):
+        if boxes is None:
+            return ranges.of(o).mag
+        lo, hi = box_range(o)
+        return np.maximum(np.abs(lo), np.abs(hi))
 
     def where(ins) -> str:
         return f"{ins.op} computing {tape.atoms[ins.dst[0]]!r}"[:300]
@@ -114,6 +132,7 @@ def plan_fixed(tape: Tape, ranges: Ranges, like: FixedProgram | None = None) -> 
         if like is not None:
             return like.temp_bits[d]
         m = ranges.temps[d].mag
+        pre_err = float(np.max(pre_err))
         f = frac_bits_for(m + pre_err + 2.0 ** -60)
         while f > -30 and (m + pre_err + rounding(f)) * 2.0 ** f >= MAXMAG * (1 - 1e-12):
             f -= 1
@@ -191,15 +210,18 @@ def plan_fixed(tape: Tape, ranges: Ranges, like: FixedProgram | None = None) -> 
             e = e_pre + (half_ulp(f) if s > 0 else 0.0)
         elif op == "div":
             num, den = a
-            dr = ranges.of(den)
-            lo_den = min(abs(dr.lo), abs(dr.hi)) if not dr.contains_zero() else 0.0
-            eb = ferr(den)
-            if lo_den <= eb:
-                raise ExpressionError(f"{where(ins)}: the divisor can come within its error bound of 0 "
-                                      f"(range [{dr.lo:.6g}, {dr.hi:.6g}], error {eb:.3g})")
             if den[0] == "c":
                 raise ExpressionError(f"{where(ins)}: division by a constant should have been a multiplication")
-            qmag = ranges.temps[d].mag
+            dlo, dhi = box_range(den) if boxes is not None else (ranges.of(den).lo, ranges.of(den).hi)
+            lo_den = np.where((dlo <= 0) & (dhi >= 0), 0.0, np.minimum(np.abs(dlo), np.abs(dhi)))
+            eb = ferr(den)
+            close = np.atleast_1d(~(lo_den > eb))
+            if close.any():
+                b = int(np.argmax(close))
+                dl, dh, e_b = (np.broadcast_to(x, close.shape)[b] for x in (dlo, dhi, eb))
+                raise ExpressionError(f"{where(ins)}: the divisor can come within its error bound of 0 "
+                                      f"(range [{dl:.6g}, {dh:.6g}], error {e_b:.3g})")
+            qmag = mag(("t", d)) if boxes is not None else ranges.temps[d].mag
             e_pre = (ferr(num) + qmag * eb) / (lo_den - eb)
             f = choose(d, e_pre, half_ulp)
             fn = fbits(num) if num[0] != "c" else const_bits(num[1])
@@ -216,12 +238,10 @@ def plan_fixed(tape: Tape, ranges: Ranges, like: FixedProgram | None = None) -> 
             e = e_pre + half_ulp(f)
         elif op == "sqrt":
             x = a[0]
-            xr = ranges.of(x)
             ex = ferr(x)
-            lo = max(xr.lo, 0.0)
-            e_pre = ex / (math.sqrt(lo) + math.sqrt(max(lo - ex, 0.0))) if lo > ex else math.sqrt(ex) + ex / (2 * math.sqrt(max(lo, 1e-300)) + 1e-300) * 0
-            if lo <= ex:
-                e_pre = math.sqrt(ex)
+            lo = np.maximum(box_range(x)[0] if boxes is not None else ranges.of(x).lo, 0.0)
+            with np.errstate(all="ignore"):
+                e_pre = np.where(lo > ex, ex / (np.sqrt(lo) + np.sqrt(np.maximum(lo - ex, 0.0))), np.sqrt(ex))
             f = choose(d, e_pre, half_ulp)
             k = 2 * f - fbits(x)
             if k > 31:
@@ -233,8 +253,8 @@ def plan_fixed(tape: Tape, ranges: Ranges, like: FixedProgram | None = None) -> 
             e = e_pre + half_ulp(f)
         elif op in ("sin", "cos", "sincos"):
             x = a[0]
-            if mag(x) > TRIG_ARG_LIMIT:
-                raise ExpressionError(f"{where(ins)}: |argument| up to {mag(x):.6g} exceeds {TRIG_ARG_LIMIT} "
+            if np.max(mag(x)) > TRIG_ARG_LIMIT:
+                raise ExpressionError(f"{where(ins)}: |argument| up to {np.max(mag(x)):.6g} exceeds {TRIG_ARG_LIMIT} "
                                       "(fixed-point sin/cos)")
             e_pre = ferr(x) + TRIG_ERROR
             fx = fbits(x)
@@ -263,6 +283,7 @@ def plan_fixed(tape: Tape, ranges: Ranges, like: FixedProgram | None = None) -> 
             out_err.append(abs(round(o[1] * 2.0 ** fb) / 2.0 ** fb - o[1]))
         else:
             out_bits.append(fbits(o))
-            out_err.append(ferr(o))
+            out_err.append(float(np.max(ferr(o))))
+    err = {d: float(np.max(e)) for d, e in err.items()}
     return FixedProgram(tape, in_bits, bits, out_bits, out, out_err, in_err, err)
 

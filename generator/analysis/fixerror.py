@@ -556,8 +556,8 @@ def bound_over_boxes(tape: Tape, hull: Ranges, boxes: list[Ranges], tight: bool 
     analysis), the boxes that hold an output's largest bound are bisected along their
     widest input (relative to the domain) while that lowers the bound, up to `budget`
     times the boxes; the formats stay those of the hull (the halves lie inside it)."""
-    fx = plan_fixed(tape, hull)
     vec = BoxRanges.from_list(tape, boxes if len(boxes) > 1 else [hull])
+    fx = plan_fixed(tape, hull, boxes=vec if len(boxes) > 1 else None)
     E = _box_errors(fx, vec, tight)
     can_split = len(boxes) > 1 and all(isinstance(r, BoxView) for r in boxes) and budget > 1
     cap = int(budget * vec.n_boxes)

@@ -19,7 +19,7 @@ operation, the configuration and the input to narrow named.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -644,6 +644,8 @@ class BoxRanges:
     fail_range: np.ndarray  # (B, 2): the failing operand's range
     strict: bool
     span: np.ndarray | None = None  # the domain's width per input (see analyse_boxes)
+    # affine forms (ids, A, c, err) of the temps asked for (analyse_boxes keep=...)
+    affine: dict = field(default_factory=dict)
 
     @property
     def n_boxes(self) -> int:
@@ -760,11 +762,13 @@ def _last_reads(tape: Tape) -> list[list[int]]:
 
 
 def analyse_boxes(tape: Tape, in_lo: np.ndarray, in_hi: np.ndarray, strict: bool = True,
-                  span: np.ndarray | None = None) -> BoxRanges:
+                  span: np.ndarray | None = None, keep: set | None = None) -> BoxRanges:
     """One pass over the tape for all boxes (rows of in_lo/in_hi). Never raises for a
     divisor reaching 0: the box is marked (BoxRanges.fail) and unbounded from there.
     `span`: the widths of the whole domain per input (default: of these boxes), what
-    "relatively widest" means when choosing the input to bisect."""
+    "relatively widest" means when choosing the input to bisect. `keep`: temps whose
+    affine forms are returned (BoxRanges.affine: {temp: (ids, A, c, err)}; input noise
+    symbols are the inputs' indices, the others shared by the temps of this pass)."""
     in_lo = np.ascontiguousarray(in_lo, dtype=np.float64)
     in_hi = np.ascontiguousarray(in_hi, dtype=np.float64)
     B, n = in_lo.shape
@@ -824,6 +828,8 @@ def analyse_boxes(tape: Tape, in_lo: np.ndarray, in_hi: np.ndarray, strict: bool
         fail_dim[first] = np.where(has, dims, np.argmax(rel, 1))
 
     dead = _last_reads(tape)
+    kept: dict = {}
+    hints = tape.hints(in_lo, in_hi) if tape.hints is not None else {}
     with np.errstate(all="ignore"):
         for i, ins_ in enumerate(tape.instrs):
             op = ins_.op
@@ -903,10 +909,35 @@ def analyse_boxes(tape: Tape, in_lo: np.ndarray, in_hi: np.ndarray, strict: bool
                 else:
                     l2, h2 = _v_interval_and(np.where(bad, 0.0, lo), np.where(bad, 0.0, hi), af)
                     lo, hi = np.where(bad, -np.inf, l2), np.where(bad, np.inf, h2)
+                if d in hints:
+                    lo, hi, af = _hinted(lo, hi, af, *hints[d], noise, tape.atoms.get(d))
                 lo_[d], hi_[d], af_[d], bad_[d] = lo, hi, af, bad
             for t in dead[i]:  # affine forms are the memory: (terms x boxes) each
+                if keep and t in keep:
+                    kept[t] = af_[t]
                 del af_[t]
-    return BoxRanges(tape, in_lo, in_hi, lo_, hi_, fail, fail_dim, fail_range, strict, span_)
+    kept.update({t: af_[t] for t in (keep or ()) if t in af_})
+    return BoxRanges(tape, in_lo, in_hi, lo_, hi_, fail, fail_dim, fail_range, strict, span_,
+                     {t: (f.ids, f.A, f.c, f.err) for t, f in kept.items()})
+
+
+def _hinted(lo, hi, af: _VAff, hlo, hhi, noise: _VNoise, atom):
+    """lo, hi and the affine form of a temp intersected with a hint (both sound). Where the
+    hint is less than half as wide, the form restarts from it on a fresh noise symbol:
+    correlations are lost there, but the form was the looser one."""
+    nlo, nhi = np.maximum(lo, hlo), np.minimum(hi, hhi)
+    if (nlo > nhi).any():
+        b = int(np.argmax(nlo > nhi))
+        raise ExpressionError(f"range analysis: the enclosures of {atom} disagree in box {b} "
+                              f"([{lo[b]:.6g}, {hi[b]:.6g}] and the hint [{hlo[b]:.6g}, {hhi[b]:.6g}]); "
+                              "one of them is unsound (a bug: please report it)")
+    tighter = (nhi - nlo) < 0.5 * (hi - lo)
+    if not tighter.any():
+        return nlo, nhi, af
+    mid = np.where(tighter, (nlo + nhi) / 2, af.c)
+    rad = np.where(tighter, _vup(np.maximum(nhi - mid, mid - nlo)), 0.0)
+    ids, A = _append(af.ids, np.where(tighter, 0.0, af.A), noise.fresh(), rad)
+    return nlo, nhi, _VAff(ids, A, mid, np.where(tighter, 0.0, af.err))
 
 
 SPLIT_BUDGET = 4  # analyse_domain may grow the domain to this many times its boxes,

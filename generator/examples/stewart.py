@@ -42,10 +42,12 @@ The declared coordinate ranges stay the motions' (tight, test_examples_stewart).
 The envelope is declared with build(envelope=True) (`--set envelope=True`) only, for now:
 kernels then serve it (kernels.cover), but two parts cannot yet: the cover over all 98
 coordinates (inverse-dynamics, forward-dynamics, equations) does not finish in 15
-minutes, and range analysis cannot prove the reduced inverse dynamics' pivots away from 0
-over the cover's 64 cells (it needs boxes about a quarter as wide in every platform
-coordinate), so c-fixed generation is refused and float32 gets no error bound. See
-bench/stewart_envelope.py, which measures the kernel over the envelope.
+minutes, and the reduced inverse dynamics gets no useful error bound over the envelope:
+with the leg lengths as the actuators' measures (Model.explicit_measure) and the solve's
+values enclosed from its matrix (analysis.linear), its pivots are proven away from 0 once
+x, y and z are halved (512 cells), but the later pivots' enclosures stay loose in most
+cells, and the propagated rounding errors diverge (c-fixed is refused, float32 bounds are
+about 1e8 times the observed errors at 1,728 cells). See bench/stewart_envelope.py.
 """
 from __future__ import annotations
 
@@ -135,6 +137,10 @@ def build(motion: str = "heave", massless_legs: bool = False, envelope: bool = F
     m.gravity((0.0, 0.0, -S.G))
     for k in range(6):
         m.actuator_pair(f"f{k + 1}", cyl[k], (0.0, 0.0, 0.0), pis[k], (0.0, 0.0, 0.0), cyl[k].vector(z))
+        # its power is f dL/dt, L the leg's length between its Cardan centres, in the platform pose
+        b = [float(v) for v in S.legs()[k].b]
+        d = [p - v for p, v in zip(plat.point(S.legs()[k].pbar), b)]
+        m.explicit_measure(f"f{k + 1}", sqrt(dot(d, d)))
     # where a controller runs it (see _stewart.envelope): the platform's x, y, z, e1, e2, e3
     for k, name in enumerate(COORDS):
         if envelope and name in env:

@@ -34,6 +34,8 @@ class KernelInfo:
     multipliers:    names of the entries of the multipliers output (lambda or mu), if any
     method:         the formulation chosen among several ("projected" or "full" for the
                     reduced inverse dynamics; "" where there is one)
+    enclosures:     range-analysis hints of its solves (analysis.linear.LUEnclosure), bound
+                    to the lowered tape by the pipeline
     """
 
     solves: dict = field(default_factory=dict)
@@ -41,6 +43,7 @@ class KernelInfo:
     derived_ranges: list[str] = field(default_factory=list)
     multipliers: list[str] = field(default_factory=list)
     method: str = ""
+    enclosures: list = field(default_factory=list)
 
     def divisor_ranges(self) -> list[tuple[Atom, float, float]]:
         """(divisor, min, max) of every division of the solves over their samples (see
@@ -108,6 +111,15 @@ class Kernel:
     info: KernelInfo = field(default_factory=KernelInfo)
     # the operating envelope `domain` covers (Envelope.to_json + source and box count)
     envelope: dict | None = None
+
+    def tape(self):
+        """The kernel lowered to its tape (what every target prints), with the range-analysis
+        hints of its solves bound (info.enclosures)."""
+        from ..analysis.linear import bind_hints
+        from ..lower import lower
+        t = lower(self.output_atoms, self.input_symbols)
+        bind_hints(t, self.info.enclosures)
+        return t
 
     def __post_init__(self):
         seen: set[Atom] = set()

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..analysis.linear import LUEnclosure
 from ..ir import ZERO, Atom, Evaluator, Sparse, add, diff, mul, neg, sub, subs, symbol
 from ..ir.derive import adjoints
 from ..linalg import Samples, factor_lu
@@ -146,7 +147,37 @@ class Formulation:
     what: str
 
 
-def _projected(eqs: Equations, red: Reduction) -> Formulation:
+MEASURE_TOL = 1e-8  # largest relative difference of a measure's gradient from R^T B at the samples
+
+
+def _measure_columns(eqs: Equations, red: Reduction, entries: dict, samples: Samples) -> None:
+    """Replace the actuator columns R^T B_k of `entries` ({(row, column): atom}) by grad_z
+    m_k for actuators with an explicit measure (Model.explicit_measure), after checking at
+    the samples that both agree (a KernelError names the actuator otherwise)."""
+    measures = getattr(eqs, "measures", None) or {}
+    for k, name in enumerate(red.act_names):
+        if name not in measures:
+            continue
+        m = subs(measures[name], eqs.explicit_map(0))
+        new = {j: diff(m, s) for j, s in enumerate(red.z)}
+        rows = list(range(len(red.z)))
+        old_atoms = [entries.get((j, k), ZERO) for j in rows]
+        ev = Evaluator(old_atoms + [new[j] for j in rows], samples.inputs)
+        V = np.atleast_2d(ev(samples.points))
+        old, got = V[:, :len(rows)], V[:, len(rows):]
+        scale = max(float(np.max(np.abs(old))), 1e-300)
+        worst = float(np.max(np.abs(old - got))) / scale
+        if not worst <= MEASURE_TOL:
+            raise KernelError(f"{eqs.model}: the measure of actuator {name} (Model.explicit_measure) does not "
+                              f"match its virtual power: its gradient differs from it by {worst:.3g} (relative) "
+                              f"at the {len(samples)} sample configurations")
+        for j in rows:
+            entries.pop((j, k), None)
+            if new[j] is not ZERO:
+                entries[(j, k)] = new[j]
+
+
+def _projected(eqs: Equations, red: Reduction, samples: Samples | None = None) -> Formulation:
     z, smap, psi, act_names = red.z, red.smap, red.psi, red.act_names
     n = len(eqs.q)
     na = len(act_names)
@@ -167,6 +198,8 @@ def _projected(eqs: Equations, red: Reduction) -> Formulation:
             a = add(cols[k][idx[s]], prods[1 + k][j])
             if a is not ZERO:
                 entries[(j, k)] = a
+    if samples is not None:
+        _measure_columns(eqs, red, entries, samples)
     for l, i in enumerate(psi):
         for j, s in enumerate(z):
             d = diff(eqs.phi[i], s)
@@ -254,7 +287,7 @@ def reduced_inverse_dynamics_kernel(eqs: Equations, samples=None, method: str = 
                     f"actuators plus constraints among them: {nz} ({', '.join(names(z))}) for {na} actuators "
                     f"and {len(psi)} constraints ({', '.join(eqs.phi_names[i] for i in psi) or 'none'})")
         else:
-            tried["projected"] = _solve(_projected(eqs, red), samples)
+            tried["projected"] = _solve(_projected(eqs, red, samples), samples)
     if method in ("auto", "full"):
         try:
             tried["full"] = _solve(_full(eqs, red), samples)
@@ -264,12 +297,12 @@ def reduced_inverse_dynamics_kernel(eqs: Equations, samples=None, method: str = 
     if not tried:
         raise KernelError(f"{eqs.model}: no reduced inverse-dynamics formulation applies")
     cost, shared = {}, {}
-    for key, (F, x, _, _) in tried.items():
+    for key, (F, x, _, _, _) in tried.items():
         keep = x if multipliers else x[:na]
         shared[key] = share_reciprocals(keep)
         cost[key] = weighted_cost(shared[key])
     chosen = min(cost, key=lambda k: (cost[k], k != "projected"))
-    F, x, mult_names, what = tried[chosen]
+    F, x, mult_names, what, _ = tried[chosen]
     uu, mult = shared[chosen][:na], shared[chosen][na:]
     outputs = [OutPort.vector("u", uu)]
     if multipliers:
@@ -292,7 +325,8 @@ def reduced_inverse_dynamics_kernel(eqs: Equations, samples=None, method: str = 
         inputs=inputs,
         outputs=outputs,
         info=KernelInfo(solves={"G": F}, report=report, multipliers=mult_names if multipliers else [],
-                        method=chosen),
+                        method=chosen, enclosures=[_enclosure(F, tried[chosen][4], len(uu + mult),
+                                                              0 if chosen == "projected" else len(mult_names))]),
     )
     zi = [eqs.q.index(s) for s in z]
 
@@ -308,11 +342,18 @@ def reduced_inverse_dynamics_kernel(eqs: Equations, samples=None, method: str = 
 
 
 def _solve(form: Formulation, samples: Samples):
-    """(factor, solution as [u; multipliers], multiplier names, description phrase)."""
+    """(factor, solution as [u; multipliers], multiplier names, description phrase, rhs)."""
     s = form.system
     F = factor_lu(s.matrix, samples, row_names=s.row_names, col_names=s.col_names, label=form.label)
     x = F.solve(s.rhs)
     if s.forces and s.forces[0] > 0:  # [lambda; u]: reorder to [u; lambda]
         r = s.forces[0]
         x = x[r:] + x[:r]
-    return F, x, form.multipliers, form.what
+    return F, x, form.multipliers, form.what, s.rhs
+
+
+def _enclosure(F, rhs, n_out: int, r: int) -> LUEnclosure:
+    """Range-analysis hints of the solve (analysis.linear): output p is the solution's
+    entry p ([u; mu]) or, reordered from [lambda; u], entry (p + r) mod n."""
+    n = F.n
+    return LUEnclosure(F, rhs, rewrite=share_reciprocals, outputs={p: (p + r) % n for p in range(n_out)})

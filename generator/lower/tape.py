@@ -43,6 +43,9 @@ class Tape:
     outputs: list[tuple]
     instrs: list[Instr]
     atoms: dict[int, Atom] = field(default_factory=dict)
+    # extra sound enclosures of some temps over input boxes, (in_lo, in_hi) -> {temp: (lo, hi)}
+    # (analysis.linear: a solve's values from its matrix alone); range analysis intersects them
+    hints: object = None
 
     def counts(self) -> dict[str, int]:
         c = Counter(i.op for i in self.instrs)

@@ -60,6 +60,7 @@ class Equations:
     conservative: bool = True
     outputs: dict[str, Atom] = field(default_factory=dict)
     explicit: dict[Atom, Atom] = field(default_factory=dict)
+    measures: dict[str, Atom] = field(default_factory=dict)  # actuator -> measure (Model.explicit_measure)
     independent: list[Atom] | None = None
     inertial: list[Atom] | None = None
     envelope: Envelope = field(default_factory=Envelope)  # where the mechanism operates (model.envelope)

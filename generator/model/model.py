@@ -82,6 +82,7 @@ class Model:
         self._tang = None
         self._relative = None
         self.explicit_coords: dict[Atom, Atom] = {}  # dependent coordinate -> atom in the others
+        self.explicit_measures: dict[str, Atom] = {}  # actuator -> its measure in the independent coordinates
         self.envelope = Envelope()
 
     # ---- coordinates -------------------------------------------------------------------
@@ -144,6 +145,27 @@ class Model:
         if dep:
             e = subs(e, {d: self.explicit_coords[d] for d in dep})
         self.explicit_coords[q] = e
+
+    def explicit_measure(self, actuator: str, expr) -> None:
+        """Give an actuator's measure in closed form: an expression m of the independent
+        coordinates (those not made explicit), parameters and t whose rate times the
+        actuator's force is its power wherever the constraints hold (a linear actuator's
+        length, up to a constant). Kernels over the independent coordinates
+        (inverse-dynamics-reduced) then take the actuator's virtual power along them as
+        grad m, a short expression, instead of differentiating through the explicit
+        coordinates' closed forms: the same numbers, checked at the kernel's samples, in a
+        form whose range analysis is tight (the Stewart platform's leg lengths)."""
+        if actuator not in {a.name for a in self.actuators}:
+            known = ", ".join(a.name for a in self.actuators) or "none"
+            raise ModelError(f"{self.name}: explicit_measure names no actuator {actuator!r} (actuators: {known})")
+        if actuator in self.explicit_measures:
+            raise ModelError(f"{self.name}: the measure of actuator {actuator!r} is given twice")
+        try:
+            e = self._atom(expr)
+        except ExpressionError as err:
+            raise ModelError(f"{self.name}: measure of actuator {actuator!r}: {err}") from None
+        self._check_symbols(e, self._mask(self.q + [self.t] + self.params), f"measure of actuator {actuator!r}")
+        self.explicit_measures[actuator] = e
 
     # ---- operating envelope ----------------------------------------------------------
     def operate(self, quantity, range, rate=(0.0, 0.0), accel=(0.0, 0.0), equation=None, cells: int = 1) -> Atom:
@@ -479,7 +501,8 @@ class Model:
                          driving=list(self.driving), nh=list(self.nh), nh_names=list(self.nh_names),
                          actuator_names=[a.name for a in self.actuators], B=B, T=T, V=V,
                          conservative=conservative, outputs=dict(self.outputs), params=list(self.params),
-                         explicit=dict(self.explicit_coords), inertial=inertial_force,
+                         explicit=dict(self.explicit_coords), measures=dict(self.explicit_measures),
+                         inertial=inertial_force,
                          envelope=self.envelope, source=self)
 
     def _check_inertia(self, M: Sparse) -> None:

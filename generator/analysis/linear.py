@@ -1,0 +1,292 @@
+"""Enclosures of a straight-line LU's values over input boxes, from its matrix and
+right-hand side alone (range analysis hints).
+
+Range analysis of the elimination's straight-line code loses the correlation between a
+Schur complement's terms: on the Stewart platform's projected 7 x 7 system a pivot near
+-0.73 is enclosed in [-3, 5.6] over one cell of the envelope. Every value the elimination
+computes is an algebraic quantity of the original matrix A and right-hand side b, though:
+with K_r, K_c the rows and columns of the steps before,
+
+    S(i, j) = a_ij - A[i, K_c] A[K_r, K_c]^-1 A[K_r, j]     (Schur complement entry)
+
+is the pivot, an entry of a pivot row (upper) and, divided by the pivot, a multiplier
+(lower); b's column gives the eliminated right-hand side (y), and x = A^-1 b the solution.
+Each is enclosed here by the interval argument for linear systems (the Krawczyk-type test
+of kernels.cover._linear_enclosure: a preconditioned residual, sound for every matrix and
+right-hand side in the entry enclosures), without the straight-line code's cancellations.
+The entry enclosures come from range analysis of the entries alone (short expressions).
+
+`LUEnclosure.bind(tape)` maps these quantities to the tape's temps (through the atoms
+they compute, after any rewrite of the kernel's outputs), and range analysis intersects
+each temp's enclosure with its hint (analysis.ranges.analyse_boxes).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Atom
+
+__all__ = ["LUEnclosure", "bind_hints"]
+
+
+def _pad(c, r):
+    """Radius grown for the rounding of the point computations around it."""
+    return r * (1 + 1e-9) + 1e-13 * (1 + np.abs(c))
+
+
+def _cr_mul(ac, ar, bc, br):
+    """centre, radius of the product of two centre-radius intervals (batched)."""
+    return ac * bc, np.abs(ac) * br + ar * np.abs(bc) + ar * br
+
+
+class LUEnclosure:
+    """The hints of one LU factor F (linalg.lu.LUFactor) solving F.A x = b.
+
+    rhs: b (atoms); rewrite: the rewrite applied to the kernel's atoms after the solve
+    (atoms -> atoms, e.g. kernels.rewrite.share_reciprocals; atoms are interned, so the
+    same rewrite of the factor's atoms gives the tape's atoms); outputs: {kernel output
+    position: solution index} for outputs that are x entries."""
+
+    def __init__(self, F, rhs: list[Atom], rewrite=None, outputs: dict[int, int] | None = None):
+        self.F = F
+        self.rhs = list(rhs)
+        self.outputs = dict(outputs or {})
+        plan = self._plan()
+        atoms = rewrite([p[0] for p in plan]) if rewrite is not None else [p[0] for p in plan]
+        self.plan = [(a, *p[1:]) for a, p in zip(atoms, plan)]
+
+    def _plan(self) -> list[tuple]:
+        """(atom, kind, step, i, j): kind "S" (Schur entry S(i, j) before step), "L"
+        (multiplier S(i, c) / S(r, c)), "R" (1 / S(r, c)), "Y" (b's row i eliminated
+        through step), for the atoms the factor and the forward elimination build."""
+        F = self.F
+        plan = []
+        y = list(self.rhs)
+        for s, st in enumerate(F.steps):
+            one = len(st.rows) == 1
+            if one:
+                plan.append((st.pivot, "S", s, st.rows[0], st.cols[0]))
+                plan.append((st.recip, "R", s, st.rows[0], st.cols[0]))
+                for i, ls in st.lower.items():
+                    plan.append((ls[0], "L", s, i, st.cols[0]))
+            for j, us in st.upper.items():
+                for k, u in enumerate(us):
+                    plan.append((u, "S", s, st.rows[k], j))
+            if one:
+                for i, ls in st.lower.items():
+                    # solve(): y_i - l_i y_r, the row eliminated through this step
+                    from ..ir import mul, sub
+                    y[i] = sub(y[i], mul(ls[0], y[st.rows[0]]))
+                    plan.append((y[i], "Y", s + 1, i, None))
+            else:
+                return plan  # after a 2 x 2 block the solve's intermediate atoms differ: stop here
+        return plan
+
+    def bind(self, tape):
+        """The hint function of `tape` for range analysis: (in_lo, in_hi) ->
+        {temp: (lo, hi)}; None when no temp computes a planned quantity."""
+        # lowering may compute -a in a's place (negations folded into their operand)
+        where: dict[Atom, list[tuple[int, float]]] = {}
+        for t, a in tape.atoms.items():
+            where.setdefault(a, []).append((t, 1.0))
+            if a.op == "neg":
+                where.setdefault(a.args[0], []).append((t, -1.0))
+        targets = []  # (temp, sign, kind, step, i, j)
+        for a, kind, s, i, j in self.plan:
+            found = where.get(a, [])
+            if not found and a.op == "neg":
+                found = [(t, -sg) for t, sg in where.get(a.args[0], [])]
+            for t, sg in found:
+                targets.append((t, sg, kind, s, i, j))
+        for pos, col in self.outputs.items():
+            kind, v = tape.outputs[pos]
+            if kind == "t":
+                targets.append((v, 1.0, "X", None, col, None))
+        if not targets:
+            return None
+        return _Hints(self, tape, targets)
+
+
+def bind_hints(tape, enclosures) -> None:
+    """Set tape.hints from the enclosures (LUEnclosure) of a kernel's solves."""
+    hints = [h for h in (e.bind(tape) for e in enclosures) if h is not None]
+    if len(hints) == 1:
+        tape.hints = hints[0]
+    elif hints:
+        def joined(in_lo, in_hi):  # each temp belongs to one solve
+            out = {}
+            for h in hints:
+                out.update(h(in_lo, in_hi))
+            return out
+        tape.hints = joined
+
+
+class _Hints:
+    """The hint function of one tape: enclosures of the planned temps over boxes."""
+
+    def __init__(self, enc: LUEnclosure, tape, targets):
+        from ..lower import lower
+        F = enc.F
+        self.n = F.n
+        self.entries = sorted(F.A.entries)
+        atoms = [F.A.entries[ij] for ij in self.entries] + enc.rhs
+        self.sub = lower(atoms, tape.inputs)  # the entries and b alone: short, tight ranges
+        self.targets = targets
+        self.steps = [(list(st.rows), list(st.cols)) for st in F.steps]
+
+    def __call__(self, in_lo, in_hi) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        parts = [self._chunk(in_lo[j:j + CHUNK], in_hi[j:j + CHUNK]) for j in range(0, in_lo.shape[0], CHUNK)]
+        return {t: (np.concatenate([p[t][0] for p in parts]), np.concatenate([p[t][1] for p in parts]))
+                for t in parts[0]}
+
+    def _forms(self, in_lo, in_hi) -> "_Param":
+        """The entries of A and b as affine forms over the boxes: A(e) = A0 + sum_k Ak e_k
+        + [-EA, EA], e in [-1, 1]^T, keeping the noise symbols that two or more of them
+        share (their correlation is what the enclosures below exploit)."""
+        from .ranges import analyse_boxes
+        keep = {v for kind, v in self.sub.outputs if kind == "t"}
+        br = analyse_boxes(self.sub, in_lo, in_hi, strict=False, keep=keep)
+        B, n_in = in_lo.shape
+        forms = []
+        for kind, v in self.sub.outputs:
+            if kind == "t":
+                ids, A, c, err = br.affine[v]
+                bad = ~(np.isfinite(br.lo[v]) & np.isfinite(br.hi[v]))
+                forms.append((ids, A, c, np.where(bad, np.inf, err)))
+            elif kind == "in":
+                c = (in_lo[:, v] + in_hi[:, v]) / 2
+                r = np.maximum(in_hi[:, v] - c, c - in_lo[:, v]) * (1 + 1e-15)
+                forms.append((np.array([v]), r[None, :], c, np.zeros(B)))
+            else:
+                forms.append((np.zeros(0, dtype=np.int64), np.zeros((0, B)), np.full(B, float(v)), np.zeros(B)))
+        counts = {}
+        for ids, *_ in forms:
+            for x in ids.tolist():
+                counts[x] = counts.get(x, 0) + 1
+        shared = np.array(sorted(x for x, c in counts.items() if c > 1), dtype=np.int64)
+        T = shared.shape[0]
+        m = len(forms)
+        C0, CK, E = np.zeros((B, m)), np.zeros((B, T, m)), np.zeros((B, m))
+        for o, (ids, A, c, err) in enumerate(forms):
+            C0[:, o], E[:, o] = c, err
+            if ids.shape[0]:
+                pos = np.searchsorted(shared, ids)
+                inside = (pos < T) & (shared[np.minimum(pos, max(T - 1, 0))] == ids) if T else np.zeros(ids.shape, bool)
+                if inside.any():
+                    CK[:, pos[inside], o] = A[inside].T
+                if (~inside).any():
+                    E[:, o] += np.abs(A[~inside]).sum(0)
+        n = self.n
+        ne = len(self.entries)
+        P = _Param(B, T, n)
+        for e, (i, j) in enumerate(self.entries):
+            P.A0[:, i, j], P.AK[:, :, i, j], P.EA[:, i, j] = C0[:, e], CK[:, :, e], E[:, e]
+        P.b0, P.bK, P.Eb = C0[:, ne:], CK[:, :, ne:], E[:, ne:]
+        return P
+
+    def _chunk(self, in_lo, in_hi):
+        P = self._forms(in_lo, in_hi)
+        B = in_lo.shape[0]
+        memo: dict = {}
+
+        def schur(s, i, j):
+            """centre, radius of S(i, j) before step s (j None: b's row i)."""
+            key = (s, i, j)
+            if key not in memo:
+                Kr = [r for rows, _ in self.steps[:s] for r in rows]
+                Kc = [c for _, cols in self.steps[:s] for c in cols]
+                a0, aK, ea = (P.b0[:, i], P.bK[:, :, i], P.Eb[:, i]) if j is None else \
+                    (P.A0[:, i, j], P.AK[:, :, i, j], P.EA[:, i, j])
+                if not Kr:
+                    c, r = a0, np.abs(aK).sum(1) + ea
+                else:
+                    zkey = (s, j)
+                    if zkey not in memo:
+                        rhs = (P.b0[:, Kr], P.bK[:, :, Kr], P.Eb[:, Kr]) if j is None else \
+                            (P.A0[:, Kr, j], P.AK[:, :, Kr, j], P.EA[:, Kr, j])
+                        memo[zkey] = _param_solve(P.A0[:, Kr][:, :, Kc], P.AK[:, :, Kr][:, :, :, Kc],
+                                                  P.EA[:, Kr][:, :, Kc], *rhs)
+                    zc, zr = memo[zkey]
+                    # S = (a - A[i, K] z~)(e) - A[i, K](e) (z - z~): the first part affine in e
+                    rowc, rowK, rowE = P.A0[:, i, Kc], P.AK[:, :, i, Kc], P.EA[:, i, Kc]
+                    c = a0 - np.einsum("bk,bk->b", rowc, zc)
+                    lin = aK - np.einsum("btk,bk->bt", rowK, zc)
+                    hull = np.abs(rowc) + np.abs(rowK).sum(1) + rowE
+                    r = np.abs(lin).sum(1) + ea + np.einsum("bk,bk->b", rowE, np.abs(zc)) \
+                        + np.einsum("bk,bk->b", hull, zr)
+                memo[key] = (c, _pad(c, r))
+            return memo[key]
+
+        out = {}
+        with np.errstate(all="ignore"):
+            x = None
+            for t, sg, kind, s, i, j in self.targets:
+                if kind == "X":
+                    if x is None:
+                        x = _param_solve(P.A0, P.AK, P.EA, P.b0, P.bK, P.Eb)
+                    c, r = x[0][:, i], x[1][:, i]
+                elif kind == "Y":
+                    c, r = schur(s, i, None)
+                else:
+                    c, r = schur(s, i, j)
+                    if kind in ("R", "L"):
+                        rows, cols = self.steps[s]
+                        pc, pr = schur(s, rows[0], cols[0])
+                        plo, phi = pc - pr, pc + pr
+                        nz = (plo > 0) | (phi < 0)
+                        rlo, rhi = np.where(nz, 1 / phi, -np.inf), np.where(nz, 1 / plo, np.inf)
+                        rc, rr = (rlo + rhi) / 2, (rhi - rlo) / 2
+                        if kind == "R":
+                            c, r = rc, rr
+                        else:
+                            c, r = c * rc, np.abs(c) * rr + r * np.abs(rc) + r * rr
+                        r = _pad(c, r)
+                r = np.where(np.isfinite(r) & np.isfinite(c), r, np.inf)
+                c = np.where(np.isfinite(r), sg * c, 0.0)
+                out[t] = (c - r, c + r)
+        return out
+
+
+CHUNK = 256  # boxes per pass of the hints (their affine coefficients are boxes x terms x n x n)
+
+
+class _Param:
+    """A(e) = A0 + sum_t AK[:, t] e_t + [-EA, EA], b(e) likewise, per box."""
+
+    def __init__(self, B, T, n):
+        self.A0, self.AK, self.EA = np.zeros((B, n, n)), np.zeros((B, T, n, n)), np.zeros((B, n, n))
+        self.b0 = self.bK = self.Eb = None
+
+
+def _param_solve(A0, AK, EA, b0, bK, Eb):
+    """Centre and radius (batched over boxes) of boxes holding the solution of
+    A(e) z = b(e) for every e in [-1, 1]^T (A0, AK: (B, m, m), (B, T, m, m); b0, bK:
+    (B, m) or (B, m, 1)..., EA, Eb the lumped radii): the Krawczyk-type argument with the
+    preconditioner R = A0^-1 applied to the affine parts before taking magnitudes, so
+    entries that move together (one pose drives them all) do not add up as independent
+    intervals. Radius inf where ||I - R A(e)|| < 1 is not shown."""
+    B, m = A0.shape[0], A0.shape[1]
+    bad = ~(np.all(np.isfinite(A0), axis=(1, 2)) & np.all(np.isfinite(EA), axis=(1, 2))
+            & np.all(np.isfinite(b0), axis=1) & np.all(np.isfinite(Eb), axis=1))
+    A0 = np.where(bad[:, None, None], np.eye(m), A0)
+    try:
+        R = np.linalg.inv(A0)
+    except np.linalg.LinAlgError:
+        R = np.linalg.pinv(A0)
+    R = np.where(np.isfinite(R), R, 0.0)
+    b0s = np.where(bad[:, None], 0.0, b0)
+    z = np.einsum("bij,bj->bi", R, b0s)
+    res0 = b0s - np.einsum("bij,bj->bi", A0, z)
+    lin = bK - np.einsum("btij,bj->bti", AK, z)  # (B, T, m): the residual's linear part
+    aR = np.abs(R)
+    s = np.abs(np.einsum("bij,bj->bi", R, res0)) + np.abs(np.einsum("bij,btj->bti", R, lin)).sum(1) \
+        + np.einsum("bij,bj->bi", aR, Eb + np.einsum("bij,bj->bi", EA, np.abs(z)))
+    G = np.abs(np.eye(m) - np.einsum("bij,bjk->bik", R, A0)) + np.abs(np.einsum("bij,btjk->btik", R, AK)).sum(1) \
+        + np.einsum("bij,bjk->bik", aR, EA)
+    g = G.sum(axis=2).max(axis=1)
+    ok = (g < 1) & ~bad & np.all(np.isfinite(s), axis=1)
+    r = np.where(ok, s.max(axis=1) / np.where(ok, 1 - g, 1), np.inf)[:, None] * np.ones(m)
+    for _ in range(20):  # each iterate s + G r of an enclosure radius is one too, and smaller
+        r = np.minimum(r, s + np.einsum("bij,bj->bi", G, r))
+    r = _pad(z, r)
+    return z, np.where(ok[:, None], r, np.inf)
