@@ -24,7 +24,6 @@ from pathlib import Path
 from . import __version__
 from .backends import Backend, GenerateError, Options, backend_names, get_backend
 from .ir import subs, topo
-from .lower import lower
 from .ir.graph import gc_paused
 from .kernels import InPort, Kernel, OutPort
 from .manifest import ERROR_BOUND_BASIS, MANIFEST_NAME, Group, Manifest

@@ -5,7 +5,7 @@ range analysis cannot; Model.explicit_measure, which gives that kernel short mat
 import numpy as np
 import pytest
 
-from mbforge.analysis.linear import _param_solve
+from mbforge.analysis.linear import param_solve
 from mbforge.analysis.ranges import analyse_boxes
 from mbforge.examples import load
 from mbforge.ir import Evaluator, symbol
@@ -30,7 +30,7 @@ def test_parametric_solve_encloses_every_solution_and_beats_the_interval_hull():
     rng = np.random.default_rng(1)
     B, T, m = 6, 5, 4
     A0, AK, EA, b0, bK, Eb = _affine_system(rng, B, T, m)
-    z, r = _param_solve(A0, AK, EA, b0, bK, Eb)
+    z, r = param_solve(A0, AK, EA, b0, bK, Eb)
     assert np.isfinite(r).all()
     for _ in range(400):
         e = rng.uniform(-1, 1, (B, T))

@@ -66,12 +66,17 @@ def _edges(m: Manifest, lo: float, hi: float, k: int):
     return [(up, np.nextafter(up, dt(np.inf))), (dn, np.nextafter(dn, dt(-np.inf)))]
 
 
-@pytest.mark.host
-@pytest.mark.parametrize("target", C_TARGETS)
-def test_inputs_checked_at_the_envelope_bound(kernels, target):
+@pytest.fixture(params=C_TARGETS)
+def generated(kernels, request):
+    """(kernel, folder, manifest) of the test kernel generated for each C target."""
     k, root = kernels
-    d = root / target
-    m = Manifest.load(d)
+    d = root / request.param
+    return k, d, Manifest.load(d)
+
+
+@pytest.mark.host
+def test_inputs_checked_at_the_envelope_bound(generated):
+    k, d, m = generated
     kern = hostlib.load_kernel(d)
     env = k.input_envelope()
     assert [e for g in m.inputs for e in g.envelope] == [list(r) for r in env]
@@ -99,11 +104,8 @@ def test_inputs_checked_at_the_envelope_bound(kernels, target):
 
 
 @pytest.mark.host
-@pytest.mark.parametrize("target", C_TARGETS)
-def test_robustness_set_gets_the_statuses_of_its_labels(kernels, target):
-    _, root = kernels
-    d = root / target
-    m = Manifest.load(d)
+def test_robustness_set_gets_the_statuses_of_its_labels(generated):
+    _, d, m = generated
     rob = vectors.robustness(m, d)
     n_in = m.n_in
     out = sum(lab.startswith(vectors.OUT_OF_ENVELOPE) for lab in rob.labels)

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..ir.atom import ExpressionError
 from ..lower.tape import Tape
-from .ranges import Interval, Ranges
+from .ranges import Ranges
 
 WORD = 32
 MAXMAG = 2.0 ** (WORD - 1)
@@ -109,19 +109,8 @@ def plan_fixed(tape: Tape, ranges: Ranges, like: FixedProgram | None = None, box
         kind, v = o
         return bits[v] if kind == "t" else in_bits[v]
 
-    def box_range(o):
-        kind, v = o
-        if kind == "t":
-            return boxes.lo[v], boxes.hi[v]
-        if kind == "in":
-            return boxes.in_lo[:, v], boxes.in_hi[:, v]
-        return np.float64(v), np.float64(v)
-
     def mag(o):
-        if boxes is None:
-            return ranges.of(o).mag
-        lo, hi = box_range(o)
-        return np.maximum(np.abs(lo), np.abs(hi))
+        return ranges.of(o).mag if boxes is None else boxes.magnitude(o)
 
     def where(ins) -> str:
         return f"{ins.op} computing {tape.atoms[ins.dst[0]]!r}"[:300]
@@ -212,7 +201,7 @@ def plan_fixed(tape: Tape, ranges: Ranges, like: FixedProgram | None = None, box
             num, den = a
             if den[0] == "c":
                 raise ExpressionError(f"{where(ins)}: division by a constant should have been a multiplication")
-            dlo, dhi = box_range(den) if boxes is not None else (ranges.of(den).lo, ranges.of(den).hi)
+            dlo, dhi = boxes.operand(den) if boxes is not None else (ranges.of(den).lo, ranges.of(den).hi)
             lo_den = np.where((dlo <= 0) & (dhi >= 0), 0.0, np.minimum(np.abs(dlo), np.abs(dhi)))
             eb = ferr(den)
             close = np.atleast_1d(~(lo_den > eb))
@@ -239,7 +228,7 @@ def plan_fixed(tape: Tape, ranges: Ranges, like: FixedProgram | None = None, box
         elif op == "sqrt":
             x = a[0]
             ex = ferr(x)
-            lo = np.maximum(box_range(x)[0] if boxes is not None else ranges.of(x).lo, 0.0)
+            lo = np.maximum(boxes.operand(x)[0] if boxes is not None else ranges.of(x).lo, 0.0)
             with np.errstate(all="ignore"):
                 e_pre = np.where(lo > ex, ex / (np.sqrt(lo) + np.sqrt(np.maximum(lo - ex, 0.0))), np.sqrt(ex))
             f = choose(d, e_pre, half_ulp)

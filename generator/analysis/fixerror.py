@@ -243,18 +243,7 @@ def plan_errors(fx: FixedProgram, vec: BoxRanges) -> tuple[dict, list]:
         kind, v = o
         return fx.temp_bits[v] if kind == "t" else fx.in_bits[v]
 
-    def rng(o):
-        kind, v = o
-        if kind == "t":
-            return vec.lo[v], vec.hi[v]
-        if kind == "in":
-            return vec.in_lo[:, v], vec.in_hi[:, v]
-        c = np.full(B, float(v))
-        return c, c
-
-    def mag(o):
-        lo, hi = rng(o)
-        return np.maximum(np.abs(lo), np.abs(hi))
+    rng, mag = vec.operand, vec.magnitude
 
     with np.errstate(all="ignore"):
         for ins in fx.instrs:
@@ -385,18 +374,7 @@ def output_errors_boxes(fx: FixedProgram, vec: BoxRanges) -> list:
     def form(o):
         return forms[o[1]] if o[0] == "t" else in_forms[o[1]] if o[0] == "in" else Z
 
-    def rng(o):
-        kind, v = o
-        if kind == "t":
-            return vec.lo[v], vec.hi[v]
-        if kind == "in":
-            return vec.in_lo[:, v], vec.in_hi[:, v]
-        c = np.full(B, float(v))
-        return c, c
-
-    def rmag(o):
-        lo, hi = rng(o)
-        return np.maximum(np.abs(lo), np.abs(hi))
+    rng, rmag = vec.operand, vec.magnitude
 
     def W(ids):
         return np.array([u[k] for k in ids.tolist()])

@@ -109,18 +109,7 @@ def float32_bounds_boxes(tape: Tape, vec) -> list[float]:
     B = vec.n_boxes
     err: dict = {}
 
-    def rng(o):
-        kind, v = o
-        if kind == "t":
-            return vec.lo[v], vec.hi[v]
-        if kind == "in":
-            return vec.in_lo[:, v], vec.in_hi[:, v]
-        c = np.full(B, float(v))
-        return c, c
-
-    def mag(o):
-        lo, hi = rng(o)
-        return np.maximum(np.abs(lo), np.abs(hi))
+    rng, mag = vec.operand, vec.magnitude
 
     def e(o):
         kind, v = o
@@ -183,18 +172,7 @@ def float32_forms_boxes(tape: Tape, vec) -> list[float]:
     count = [0]
     forms: dict = {}
 
-    def rng(o):
-        kind, v = o
-        if kind == "t":
-            return vec.lo[v], vec.hi[v]
-        if kind == "in":
-            return vec.in_lo[:, v], vec.in_hi[:, v]
-        c = np.full(B, float(v))
-        return c, c
-
-    def rmag(o):
-        lo, hi = rng(o)
-        return np.maximum(np.abs(lo), np.abs(hi))
+    rng, rmag = vec.operand, vec.magnitude
 
     def fmag(f):
         if not f.ids.shape[0]:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.atom import Atom, ExpressionError
-from ..ir.graph import flatten, topo
+from ..ir.evaluate import evaluation_order
+from ..ir.graph import flatten
 
 _PI = np.pi
 _TWO_PI = 2 * np.pi
@@ -100,11 +101,7 @@ class IntervalEvaluator:
     def __init__(self, outputs, inputs: list[Atom]):
         self.outputs = flatten(outputs)
         self.inputs = list(inputs)
-        self.order = topo(self.outputs)
-        known = set(self.inputs)
-        unknown = sorted(a.value.name for a in self.order if a.op == "sym" and a not in known)
-        if unknown:
-            raise ExpressionError(f"interval evaluation: no range for symbol(s) {', '.join(unknown)}")
+        self.order = evaluation_order(self.outputs, self.inputs, "interval evaluation: no range")
         ops = {a.op for a in self.order} - {"sym", "const", "add", "mul", "div", "pow"} - set(_UNARY)
         if ops:
             raise ExpressionError(f"interval evaluation: no rule for {', '.join(sorted(ops))}")

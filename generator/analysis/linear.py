@@ -26,7 +26,7 @@ import numpy as np
 
 from ..ir import Atom
 
-__all__ = ["LUEnclosure", "bind_hints"]
+__all__ = ["LUEnclosure", "bind_hints", "param_solve"]
 
 
 def _pad(c, r):
@@ -186,7 +186,6 @@ class _Hints:
 
     def _chunk(self, in_lo, in_hi):
         P = self._forms(in_lo, in_hi)
-        B = in_lo.shape[0]
         memo: dict = {}
 
         def schur(s, i, j):
@@ -204,7 +203,7 @@ class _Hints:
                     if zkey not in memo:
                         rhs = (P.b0[:, Kr], P.bK[:, :, Kr], P.Eb[:, Kr]) if j is None else \
                             (P.A0[:, Kr, j], P.AK[:, :, Kr, j], P.EA[:, Kr, j])
-                        memo[zkey] = _param_solve(P.A0[:, Kr][:, :, Kc], P.AK[:, :, Kr][:, :, :, Kc],
+                        memo[zkey] = param_solve(P.A0[:, Kr][:, :, Kc], P.AK[:, :, Kr][:, :, :, Kc],
                                                   P.EA[:, Kr][:, :, Kc], *rhs)
                     zc, zr = memo[zkey]
                     # S = (a - A[i, K] z~)(e) - A[i, K](e) (z - z~): the first part affine in e
@@ -223,7 +222,7 @@ class _Hints:
             for t, sg, kind, s, i, j in self.targets:
                 if kind == "X":
                     if x is None:
-                        x = _param_solve(P.A0, P.AK, P.EA, P.b0, P.bK, P.Eb)
+                        x = param_solve(P.A0, P.AK, P.EA, P.b0, P.bK, P.Eb)
                     c, r = x[0][:, i], x[1][:, i]
                 elif kind == "Y":
                     c, r = schur(s, i, None)
@@ -258,14 +257,14 @@ class _Param:
         self.b0 = self.bK = self.Eb = None
 
 
-def _param_solve(A0, AK, EA, b0, bK, Eb):
+def param_solve(A0, AK, EA, b0, bK, Eb):
     """Centre and radius (batched over boxes) of boxes holding the solution of
     A(e) z = b(e) for every e in [-1, 1]^T (A0, AK: (B, m, m), (B, T, m, m); b0, bK:
     (B, m) or (B, m, 1)..., EA, Eb the lumped radii): the Krawczyk-type argument with the
     preconditioner R = A0^-1 applied to the affine parts before taking magnitudes, so
     entries that move together (one pose drives them all) do not add up as independent
     intervals. Radius inf where ||I - R A(e)|| < 1 is not shown."""
-    B, m = A0.shape[0], A0.shape[1]
+    m = A0.shape[1]
     bad = ~(np.all(np.isfinite(A0), axis=(1, 2)) & np.all(np.isfinite(EA), axis=(1, 2))
             & np.all(np.isfinite(b0), axis=1) & np.all(np.isfinite(Eb), axis=1))
     A0 = np.where(bad[:, None, None], np.eye(m), A0)

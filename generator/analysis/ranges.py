@@ -651,6 +651,21 @@ class BoxRanges:
     def n_boxes(self) -> int:
         return self.in_lo.shape[0]
 
+    def operand(self, o: tuple) -> tuple[np.ndarray, np.ndarray]:
+        """(lo, hi) over the boxes of a tape operand: a temp, an input or a constant."""
+        kind, v = o
+        if kind == "t":
+            return self.lo[v], self.hi[v]
+        if kind == "in":
+            return self.in_lo[:, v], self.in_hi[:, v]
+        c = np.full(self.n_boxes, float(v))
+        return c, c
+
+    def magnitude(self, o: tuple) -> np.ndarray:
+        """max |value| over each box of a tape operand."""
+        lo, hi = self.operand(o)
+        return np.maximum(np.abs(lo), np.abs(hi))
+
     def box(self, b: int) -> "BoxView":
         return BoxView(self, b)
 

@@ -12,17 +12,24 @@ from .graph import flatten, topo
 from .ops import OPS
 
 
+def evaluation_order(outputs, inputs, what: str = "cannot evaluate: no value") -> list[Atom]:
+    """The atoms `outputs` (flat) need, arguments first; an ExpressionError names the
+    symbols among them that are not `inputs` ("<what> for symbol(s) ...")."""
+    order = topo(outputs)
+    known = set(inputs)
+    unknown = sorted(a.value.name for a in order if a.op == "sym" and a not in known)
+    if unknown:
+        raise ExpressionError(f"{what} for symbol(s) {', '.join(unknown)}")
+    return order
+
+
 class Evaluator:
     """Evaluate `outputs` (atoms) as functions of `inputs` (symbols) over batches."""
 
     def __init__(self, outputs, inputs: list[Atom]):
         self.outputs = flatten(outputs)
         self.inputs = list(inputs)
-        self.order = topo(self.outputs)
-        known = set(self.inputs)
-        unknown = sorted(a.value.name for a in self.order if a.op == "sym" and a not in known)
-        if unknown:
-            raise ExpressionError(f"cannot evaluate: no value for symbol(s) {', '.join(unknown)}")
+        self.order = evaluation_order(self.outputs, self.inputs)
 
     def __call__(self, X) -> np.ndarray:
         """X: [N, n_in] (or [n_in]); returns [N, n_out] (or [n_out]) float64."""

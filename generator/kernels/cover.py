@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..analysis.intervals import IntervalEvaluator, _mul, _out
+from ..analysis.linear import param_solve
 from ..ir import ONE, ZERO, Atom, Evaluator, jacobian, time_derivative
 from .common import KernelError
 from .kernel import InPort
@@ -135,30 +136,10 @@ class Problem:
 
 def _linear_enclosure(Ac, Ar, bc, br):
     """Midpoint and radius of boxes containing every solution of A x = b, A in Ac +- Ar,
-    b in bc +- br (batched); radius inf where the test fails (||I - Y A|| not < 1)."""
-    with np.errstate(all="ignore"):
-        # a cell whose position box is unbounded (its Krawczyk test failed) has no finite
-        # matrix: an identity stands in for it (numpy's inverses fail on NaN), the cell fails
-        n = Ac.shape[1]
-        bad = ~(np.all(np.isfinite(Ac) & np.isfinite(Ar), axis=(1, 2)) & np.all(np.isfinite(bc) & np.isfinite(br), axis=1))
-        Ac, Ar = np.where(bad[:, None, None], np.eye(n), Ac), np.where(bad[:, None, None], 0.0, Ar)
-        bc, br = np.where(bad[:, None], 0.0, bc), np.where(bad[:, None], 0.0, br)
-        try:
-            Y = np.linalg.inv(Ac)
-        except np.linalg.LinAlgError:
-            Y = np.linalg.pinv(Ac)
-        x = np.einsum("kij,kj->ki", Y, bc)
-        aY = np.abs(Y)
-        res = bc - np.einsum("kij,kj->ki", Ac, x)
-        s = np.abs(np.einsum("kij,kj->ki", Y, res)) + np.einsum("kij,kj->ki", aY, br + np.einsum("kij,kj->ki", Ar, np.abs(x)))
-        G = np.abs(np.eye(n) - np.einsum("kij,kjl->kil", Y, Ac)) + np.einsum("kij,kjl->kil", aY, Ar)
-        g = G.sum(axis=2).max(axis=1)  # infinity norm
-        ok = (g < 1) & ~bad
-        r = np.where(ok, s.max(axis=1) / np.where(ok, 1 - g, 1), np.inf)[:, None] * np.ones(n)
-        for _ in range(20):  # each iterate s + G r of an enclosure radius is one too, and smaller
-            r = np.minimum(r, s + np.einsum("kij,kj->ki", G, r))
-        r = _pad(r, x)
-        return x, np.where(ok[:, None], r, np.inf)
+    b in bc +- br (batched); radius inf where the test fails (||I - Y A|| not < 1): the
+    parametric enclosure of analysis.linear with every entry its own interval."""
+    B, n = Ac.shape[0], Ac.shape[1]
+    return param_solve(Ac, np.zeros((B, 0, n, n)), Ar, bc, np.zeros((B, 0, n)), br)
 
 
 def _pad(r, c):

@@ -130,11 +130,7 @@ class Model:
         name = q.value.name
         if q in self.explicit_coords:
             raise ModelError(f"{self.name}: coordinate {name!r} is made explicit twice")
-        try:
-            e = self._atom(expr)
-        except ExpressionError as err:
-            raise ModelError(f"{self.name}: explicit coordinate {name!r}: {err}") from None
-        self._check_symbols(e, self._mask(self.q + [self.t] + self.params), f"explicit coordinate {name!r}")
+        e = self._closed_form(expr, f"explicit coordinate {name!r}")
         if e.mask & q.mask:
             raise ModelError(f"{self.name}: explicit coordinate {name!r} is given in terms of itself")
         users = [d.value.name for d, x in self.explicit_coords.items() if x.mask & q.mask]
@@ -160,12 +156,16 @@ class Model:
             raise ModelError(f"{self.name}: explicit_measure names no actuator {actuator!r} (actuators: {known})")
         if actuator in self.explicit_measures:
             raise ModelError(f"{self.name}: the measure of actuator {actuator!r} is given twice")
+        self.explicit_measures[actuator] = self._closed_form(expr, f"measure of actuator {actuator!r}")
+
+    def _closed_form(self, expr, what: str) -> Atom:
+        """expr as an atom of the coordinates, parameters and t (ModelError naming `what`)."""
         try:
             e = self._atom(expr)
         except ExpressionError as err:
-            raise ModelError(f"{self.name}: measure of actuator {actuator!r}: {err}") from None
-        self._check_symbols(e, self._mask(self.q + [self.t] + self.params), f"measure of actuator {actuator!r}")
-        self.explicit_measures[actuator] = e
+            raise ModelError(f"{self.name}: {what}: {err}") from None
+        self._check_symbols(e, self._mask(self.q + [self.t] + self.params), what)
+        return e
 
     # ---- operating envelope ----------------------------------------------------------
     def operate(self, quantity, range, rate=(0.0, 0.0), accel=(0.0, 0.0), equation=None, cells: int = 1) -> Atom:

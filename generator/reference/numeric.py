@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import OPS, Atom, ExpressionError, flatten, topo
+from ..ir import OPS, Atom, flatten
+from ..ir.evaluate import evaluation_order
 
 # functions of the op table are called as _name(...) with their scalar (math) evaluation
 _ENV = {**{f"_{n}": o.py for n, o in OPS.items() if o.is_function}, "_array": np.array, "_float": float}
@@ -29,10 +30,7 @@ class Compiled:
         self.outputs = flatten(outputs)
         self.inputs = list(inputs)
         index = {s: k for k, s in enumerate(self.inputs)}
-        order = topo(self.outputs)
-        unknown = sorted(a.value.name for a in order if a.op == "sym" and a not in index)
-        if unknown:
-            raise ExpressionError(f"cannot evaluate: no value for symbol(s) {', '.join(unknown)}")
+        order = evaluation_order(self.outputs, self.inputs)
         name: dict[Atom, str] = {}
         lines = ["def _f(x):"]
         for a in order:

@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..ir import OPS, Atom, ExpressionError, flatten, topo
+from ..ir import OPS, Atom, flatten
+from ..ir.evaluate import evaluation_order
 from .numeric import Compiled, EvaluationError
 
 if TYPE_CHECKING:  # annotations only: mbforge.model re-exports these solvers, a run-time import would be a cycle
@@ -125,11 +126,8 @@ class _Batched:
 
     def __init__(self, parts: list, inputs: list[Atom]):
         parts, inputs = [flatten(p) for p in parts], list(inputs)
-        order = topo([a for p in parts for a in p])
+        order = evaluation_order([a for p in parts for a in p], inputs)
         slot = {s: k for k, s in enumerate(inputs)}
-        unknown = sorted(a.value.name for a in order if a.op == "sym" and a not in slot)
-        if unknown:
-            raise ExpressionError(f"cannot evaluate: no value for symbol(s) {', '.join(unknown)}")
         # the first part that needs an atom computes it (consumers before their arguments)
         last = len(parts) - 1
         part: dict[Atom, int] = {}
