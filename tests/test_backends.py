@@ -23,7 +23,7 @@ from mbforge.pipeline import TARGETS, generate
 from mbforge.targets import TARGETS as TARGET_RECORDS
 
 VERILOG_DEFAULTS = {"params": "fold", "schedule": "pressure", "input_check": "on", "variant": "pipelined", "multipliers": 4,
-                    "adders": None, "outputs": "early"}
+                    "adders": None, "outputs": "early", "delay_lines": "memory", "delay_memory_min": 16}
 
 
 @pytest.fixture(scope="module")
