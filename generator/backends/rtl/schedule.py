@@ -11,7 +11,8 @@ the op table's (backends.fixed.ops.OPS), from which ops.v.j2's pipelines are gen
   (an input included), as long as its last reader needs, tapped by every reader. The
   start cycles minimise the delay-line bits (sum of width x length) exactly, by a linear
   program between ASAP and ALAP (scipy's HiGHS; deterministic for one scipy version),
-  with ASAP and ALAP themselves as fallbacks. The latency is the critical path: max over
+  with ASAP and ALAP themselves as fallbacks. `delay_plan` then builds the lines: shift
+  registers, or (delay_lines=memory) ring buffers in memories for the long segments. The latency is the critical path: max over
   outputs of the ASAP ready cycle (at least 1). Outputs either all leave in that cycle
   (aligned: values finished early are held) or each in the cycle it is computed (early:
   out_k_ap_vld marks it; no holding), which is what makes large kernels cheap.

@@ -19,7 +19,8 @@ ap_return), so one bench drives either:
   an input or a constant passed through, `latency` for the last), so nothing is held for
   the others; with outputs=aligned all in the ap_done cycle. There is no back-pressure:
   the consumer takes each output in its _ap_vld cycle; the producer paces the kernel
-  with ap_start.
+  with ap_start. Delay lines are shift registers, or ring buffers in memories for their
+  long segments (delay_lines=memory: rtl.schedule.delay_plan), which yosys maps to block RAM.
 * shared: ap_start in the idle state starts a computation that reads the input ports
   while it runs, so they must stay as they are until ap_ready; ap_done = ap_ready in the
   last cycle, with the outputs held in registers; the kernel is idle in the next cycle
