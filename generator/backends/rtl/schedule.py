@@ -336,9 +336,10 @@ def shared(hp: HwProgram, units: dict[str, int], lat: dict | None = None,
 # delay_lines=memory: a segment of a delay line this long or longer is a ring buffer in a
 # memory (block RAM on an FPGA), a shorter one stays a shift register of flip-flops. A block
 # RAM moves 16 bits a cycle on an iCE40 (256 x 16), whatever the delay, so short segments
-# cost block RAMs for few bits: from 16 cycles the four-bar kinematics keeps 6,246 delay
-# flip-flop bits in about 35 block RAMs (from 12: 3,686 in 47; from 20: 10,182 in 21).
+# cost block RAMs for few bits: from 16 cycles the four-bar kinematics keeps 6,286 delay
+# flip-flop bits in 34 block RAMs (from 12: 3,726 in 46; from 18: 7,886 in 28; from 20: 10,222 in 20).
 MEMORY_MIN = 16
+MEMORY_MIN_WIDTH = 16
 DELAY_LINES = ("memory", "ffs")
 
 
@@ -362,18 +363,26 @@ class DelayPlan:
 def delay_plan(hp: HwProgram, ps: PipeSchedule, mode: str = "memory", min_length: int = MEMORY_MIN) -> DelayPlan:
     if mode not in DELAY_LINES:
         raise ValueError(f"delay_lines={mode!r}: must be one of {', '.join(DELAY_LINES)}")
+    if min_length < 2:  # a memory's output register is one cycle already
+        raise ValueError(f"delay_memory_min={min_length}: must be at least 2")
+    segments = [(ref, a, t) for ref in _values(hp) for a, t in zip((0,) + ps.taps.get(ref, ()), ps.taps.get(ref, ()))]
+    width: dict[int, int] = {}
+    if mode == "memory":
+        for ref, a, b in segments:
+            if b - a >= min_length:
+                width[b - a] = width.get(b - a, 0) + _width(hp, ref)
+    # a memory narrower than a block RAM's 16-bit port (a quadrant's 2 bits alone) is left to
+    # flip-flops: yosys maps it to depth x width of them, more than its shift register
+    mem_len = {L for L, w in width.items() if w >= MEMORY_MIN_WIDTH}
     chains: list[tuple[tuple, int, int]] = []
     groups: dict[int, list[tuple[tuple, int]]] = {}
-    for ref in _values(hp):
-        a = 0
-        for t in ps.taps.get(ref, ()):
-            if mode == "memory" and t - a >= min_length:
-                groups.setdefault(t - a, []).append((ref, a))
-            elif chains and chains[-1][0] == ref and chains[-1][2] == a:
-                chains[-1] = (ref, chains[-1][1], t)
-            else:
-                chains.append((ref, a, t))
-            a = t
+    for ref, a, b in segments:
+        if b - a in mem_len:
+            groups.setdefault(b - a, []).append((ref, a))
+        elif chains and chains[-1][0] == ref and chains[-1][2] == a:
+            chains[-1] = (ref, chains[-1][1], b)
+        else:
+            chains.append((ref, a, b))
     memories = [{"length": L, "depth": 1 << (L - 1).bit_length(), "width": sum(_width(hp, r) for r, _ in parts),
                  "parts": parts} for L, parts in sorted(groups.items())]
     pointer = max([(m["depth"] - 1).bit_length() for m in memories] + [0])

@@ -125,9 +125,8 @@ def _delay_lines(hp: HwProgram, plan: DelayPlan) -> tuple[list[dict], list[dict]
         outs, lo = [], 0
         for ref, a in m["parts"]:
             w = _width(hp, ref)
-            outs.append((w, f"{_name(ref)}_d{a + L}", f"{lo + w - 1}:{lo}"))
+            outs.append((w, f"{_name(ref)}_d{a + L}", f"{lo + w - 1}:{lo}"))  # the first part lowest
             lo += w
-        # the first part in the lowest bits
         memories.append({"n": f"dm{L}", "length": L, "depth": m["depth"], "width": m["width"],
                          "wa": f"dl_t[{k - 1}:0]", "k": k, "back": f"{k}'d{(L - 1) % m['depth']}",
                          "data": "{" + ", ".join(src(r, a) for r, a in reversed(m["parts"])) + "}", "outs": outs})
