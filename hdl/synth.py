@@ -69,19 +69,28 @@ def _ff_bits(stat_width: str) -> int:
     return bits
 
 
+def _memory_bits(stat_width: str) -> int:
+    m = re.search(r"Number of memory bits:\s+(\d+)", stat_width)
+    return int(m.group(1)) if m else 0
+
+
 def register_bits(rtl_dir: str | Path, timeout: float = 3600) -> dict:
     """Flip-flop bits of the RTL as written: yosys `proc; flatten; opt_clean` (no constant
     folding, no sharing), `stat -width`; by cell type and in total. A count that does not
-    depend on synthesis optimisations, cheap enough for the largest kernels."""
+    depend on synthesis optimisations, cheap enough for the largest kernels. A memory's
+    output register (a ring buffer's, delay_lines=memory) is the memory's read port
+    (`memory_dff`), as in a block RAM, so not a flip-flop; the memories' bits are counted
+    apart (memory_bits)."""
     rtl_dir = Path(rtl_dir).resolve()
     m = Manifest.load(rtl_dir)
     top = json.loads((rtl_dir / "rtl.json").read_text())["top"]
     srcs = " ".join(str(rtl_dir / s) for s in m.sources)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "stat.txt"
-        _yosys(f"read_verilog -sv {srcs}\nhierarchy -top {top}\nproc\nflatten\nopt_clean\n"
+        _yosys(f"read_verilog -sv {srcs}\nhierarchy -top {top}\nproc\nflatten\nopt_clean\nmemory_dff\nopt_clean\n"
                f"tee -q -o {out} stat -width\n", timeout)
-        return {"flipflop_bits": _ff_bits(out.read_text())}
+        text = out.read_text()
+        return {"flipflop_bits": _ff_bits(text), "memory_bits": _memory_bits(text)}
 
 
 def synthesize(rtl_dir: str | Path, ice40: bool | None = None, timeout: float = 3600) -> dict:

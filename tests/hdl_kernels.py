@@ -27,3 +27,11 @@ def fourbar_equations() -> Kernel:
 
 def fourbar_kinematics() -> Kernel:
     return build_kernel(load("fourbar").equations(), "kinematics")
+
+
+def delay_kernel() -> Kernel:
+    """An input read again after a division (19 cycles): a delay line long enough for a
+    memory (delay_lines=memory)."""
+    x, y = symbol("dk_x"), symbol("dk_y")
+    return Kernel("dk", "delay", [InPort("v", [x, y], [(-4.0, 4.0), (-3.0, 3.0)])],
+                  [OutPort.vector("y", [x / (y * y + 0.5) + x])])

@@ -23,7 +23,7 @@ from mbforge.pipeline import TARGETS, generate
 from mbforge.targets import TARGETS as TARGET_RECORDS
 
 VERILOG_DEFAULTS = {"params": "fold", "schedule": "pressure", "input_check": "on", "variant": "pipelined", "multipliers": 4,
-                    "adders": None, "outputs": "early"}
+                    "adders": None, "outputs": "early", "delay_lines": "memory", "delay_memory_min": 16}
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +87,8 @@ def test_verilog_variant_changes_files_and_digest(fourbar):
     ("verilog", {"multipliers": 0}, r"^option multipliers=0: must be a positive integer$"),
     ("verilog", {"adders": "2"}, r"^option adders='2': must be a positive integer$"),
     ("verilog", {"multipliers": True}, r"^option multipliers=True: must be a positive integer$"),
+    ("verilog", {"delay_lines": "bram"}, r"^option delay_lines='bram': must be one of memory, ffs$"),
+    ("verilog", {"delay_memory_min": 1}, r"^option delay_memory_min=1: must be an integer >= 2$"),
     ("c-fixed", {"params": "folded"}, r"^option params='folded': must be one of fold, runtime$"),
 ])
 def test_bad_options_are_refused_by_name(fourbar, target, options, message):

@@ -14,8 +14,8 @@ from hdl_kernels import fourbar_equations, functions_kernel  # noqa: E402
 
 from mbforge.examples import load
 from mbforge.hil import hostlib
-from mbforge.backends.rtl.schedule import (LATENCY, SHARED_INTERVAL, SHARED_LATENCY, default_units, pipeline,
-                                            shared, unit_class)
+from mbforge.backends.rtl.schedule import (LATENCY, MEMORY_MIN, SHARED_INTERVAL, SHARED_LATENCY, default_units,
+                                            delay_plan, pipeline, shared, unit_class)
 from mbforge.lower import lower
 from mbforge.kernels.builders import build_kernel
 from mbforge.manifest import Manifest
@@ -191,3 +191,33 @@ def test_pipelined_schedule_has_the_fewest_delay_line_bits(outputs):
     if outputs == "early":
         assert new.delay_bits < pipeline(big, outputs="aligned").delay_bits
         assert new.out_cycle == [new.ready[o] if o[0] != "c" else 0 for o in big.outputs]
+
+
+@pytest.mark.parametrize("min_length", [2, 5, MEMORY_MIN])
+def test_delay_plan_keeps_every_delay_and_puts_long_wide_segments_in_memories(min_length):
+    """The four-bar kinematics' delay lines, cut at their taps: every reader's delay is a stage
+    of a shift register or the end of a ring buffer segment, the bits add up to the schedule's, the
+    memories hold the segments of min_length or more (16 bits wide or more), the 3x goal of
+    issue 14 holds at the default, and ffs is all flip-flops."""
+    from hdl_kernels import fourbar_kinematics
+
+    hp = _program(fourbar_kinematics())
+    ps = pipeline(hp, outputs="early")
+    plan = delay_plan(hp, ps, "memory", min_length)
+    width = {r: 32 if r[0] == "in" else hp.ops[r[1]].widths[r[2]] for r in ps.taps}
+    ends = ({(r, d) for r, a, b in plan.chains for d in range(a + 1, b + 1)}
+            | {(r, a + m["length"]) for m in plan.memories for r, a in m["parts"]})
+    assert ends >= {(s, ps.start[op.id] - ps.ready[s]) for op in hp.ops for s in op.srcs
+                    if ps.start[op.id] > ps.ready[s]}
+    in_mem = sum(m["length"] * w for m in plan.memories for w in [m["width"]])
+    assert plan.ff_bits - plan.pointer_bits + in_mem == ps.delay_bits
+    assert all(m["length"] >= min_length and m["width"] >= 16 and m["depth"] >= m["length"]
+               and m["width"] == sum(width[r] for r, _ in m["parts"]) for m in plan.memories)
+    for r, a, b in plan.chains:  # a wide value's shift register: only segments shorter than min_length
+        cuts = [a] + [t for t in ps.taps[r] if a < t <= b]
+        assert cuts[-1] == b and (width[r] < 16 or max(np.diff(cuts)) < min_length)
+    assert plan.pointer_bits == (max(m["depth"] for m in plan.memories) - 1).bit_length()
+    if min_length == MEMORY_MIN:
+        assert 3 * plan.ff_bits <= 28296  # issue 14: the baseline's delay-line bits / 3
+    ffs = delay_plan(hp, ps, "ffs")
+    assert ffs.memories == [] and ffs.ff_bits == ps.delay_bits

@@ -59,6 +59,9 @@ def test_rtl_matches_host_model_and_reference(work, builds, name, vectors, sim, 
         assert r.interval == 1 and r.cycles_per_vector == 1.0  # one vector per clock
         # outputs leave early (the bench takes each on its own out_k_ap_vld), the last with ap_done
         assert rtl["outputs_timing"] == "early" and min(rtl["output_cycles"]) < max(rtl["output_cycles"]) == r.latency
+        # the long delay lines were ring buffers in memories (delay_lines=memory, the default)
+        assert rtl["delay_lines"] == "memory" and rtl["delay_line_memory_bits"] > 0
+        assert rtl["delay_line_ff_bits"] < rtl["delay_line_bits"]
     else:
         assert r.interval == rtl["interval"] == rtl["cycles"] + 2
 
@@ -71,6 +74,21 @@ def test_aligned_outputs_match_too(work, tmp_path):
     r = S.simulate(S.build(tmp_path / "rtl", "icarus"), work / "fourbar" / "fixed", work / "fourbar" / "double",
                    vectors=20, seed=4)
     assert r.passed and r.latency == rtl["latency"] and r.interval == 1, r.table()
+
+
+@pytest.mark.parametrize("opts", [{"delay_lines": "ffs"}, {"delay_memory_min": 2}])
+def test_delay_lines_of_flip_flops_or_short_memories_match_too(work, tmp_path, opts):
+    """The pipelined kernel with every delay line a shift register (ffs), and with every
+    segment of 2 cycles or more in a memory (the shortest ring buffers: depth 2, 4, ...)."""
+    generate(functions_kernel(), "verilog", options=opts).write(tmp_path / "rtl")
+    rtl = json.loads((tmp_path / "rtl" / "rtl.json").read_text())
+    if opts.get("delay_lines") == "ffs":
+        assert rtl["delay_line_ff_bits"] == rtl["delay_line_bits"] and rtl["delay_memories"] == []
+    else:
+        assert rtl["delay_memories"][0].startswith("2x")
+    r = S.simulate(S.build(tmp_path / "rtl", "icarus"), work / "functions" / "fixed", work / "functions" / "double",
+                   vectors=30, seed=5)
+    assert r.passed and r.bit_exact and r.reset_ok and r.interval == 1, r.table()
 
 
 def test_motion_vectors_are_simulated(work, builds):

@@ -17,6 +17,7 @@ from .base import STATUS_ENVELOPE, Analysis, Backend, Options, Rendered, option,
 from .c import DIALECTS, render_c
 from .fixed.c import render_fixed
 from .hls import render_hls
+from .rtl.schedule import DELAY_LINES, MEMORY_MIN
 from .rtl.verilog import render_rtl
 
 
@@ -108,6 +109,13 @@ class VerilogOptions(Options):
     outputs: str = option("early", "pipelined variant: early: each output on its port (out_k_ap_vld) in the cycle "
                           "it is computed, fewer registers; aligned: all in the ap_done cycle",
                           choices=("early", "aligned"))
+    # memory: a pipeline's long delay lines as ring buffers in block RAM (few flip-flops, some
+    # block RAMs); ffs: every delay line a shift register (no memories, for a device without them)
+    delay_lines: str = option("memory", "pipelined variant: memory: delay lines of delay_memory_min cycles or more "
+                              "as ring buffers in memories (block RAM); ffs: all shift registers of flip-flops",
+                              choices=DELAY_LINES)
+    delay_memory_min: int = option(MEMORY_MIN, "pipelined variant, delay_lines=memory: the shortest delay line segment "
+                                   "put in a memory (cycles)", kind=int, minimum=2)
 
 
 @register

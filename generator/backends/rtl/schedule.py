@@ -11,7 +11,8 @@ the op table's (backends.fixed.ops.OPS), from which ops.v.j2's pipelines are gen
   (an input included), as long as its last reader needs, tapped by every reader. The
   start cycles minimise the delay-line bits (sum of width x length) exactly, by a linear
   program between ASAP and ALAP (scipy's HiGHS; deterministic for one scipy version),
-  with ASAP and ALAP themselves as fallbacks. The latency is the critical path: max over
+  with ASAP and ALAP themselves as fallbacks. `delay_plan` then builds the lines: shift
+  registers, or (delay_lines=memory) ring buffers in memories for the long segments. The latency is the critical path: max over
   outputs of the ASAP ready cycle (at least 1). Outputs either all leave in that cycle
   (aligned: values finished early are held) or each in the cycle it is computed (early:
   out_k_ap_vld marks it; no holding), which is what makes large kernels cheap.
@@ -81,6 +82,7 @@ class PipeSchedule:
     lat: dict = field(default_factory=lambda: dict(LATENCY))
     out_cycle: list[int] = field(default_factory=list)  # per output: the cycle it is on its port
     outputs: str = "aligned"
+    taps: dict = field(default_factory=dict)  # per value: the delays its readers (and holding) read, ascending
 
 
 def _ready(hp: HwProgram, lat: dict, ref: tuple, start) -> int:
@@ -91,16 +93,23 @@ def _values(hp: HwProgram) -> list[tuple]:
     return [("in", k) for k in range(hp.n_in)] + [("h", op.id, j) for op in hp.ops for j in range(op.nres)]
 
 
+def _taps(hp, lat, start, readers, hold) -> dict[tuple, tuple[int, ...]]:
+    """Per value: the delays (> 0) at which its readers take it, or its holding ends."""
+    taps = {}
+    for ref in _values(hp):
+        r = _ready(hp, lat, ref, start)
+        taps[ref] = tuple(sorted(({start[c] - r for c in readers.get(ref, ())} | {hold.get(ref, r) - r}) - {0}))
+    return taps
+
+
 def _delay_bits(hp, lat, start, readers, hold) -> tuple[int, dict]:
     """Delay-line bits of a schedule: one shift register per value, as long as its last
     reader needs (or until `hold[ref]`, the cycle an aligned output leaves)."""
     depth: dict[tuple, int] = {}
     bits = 0
-    for ref in _values(hp):
-        r = _ready(hp, lat, ref, start)
-        need = max([start[c] - r for c in readers.get(ref, ())] + [hold.get(ref, r) - r, 0])
-        depth[ref] = need
-        bits += need * _width(hp, ref)
+    for ref, t in _taps(hp, lat, start, readers, hold).items():
+        depth[ref] = t[-1] if t else 0
+        bits += depth[ref] * _width(hp, ref)
     return bits, depth
 
 
@@ -198,7 +207,8 @@ def pipeline(hp: HwProgram, lat: dict | None = None, outputs: str = "aligned",
     bits, depth, name, start = best
     ready = {v: _ready(hp, lat, v, start) for v in _values(hp)}
     out_cycle = [T if outputs == "aligned" else (ready[o] if o[0] != "c" else 0) for o in hp.outputs]
-    return PipeSchedule(list(start), T, ready, depth, bits, name, lat, out_cycle, outputs)
+    taps = _taps(hp, lat, start, readers, hold)
+    return PipeSchedule(list(start), T, ready, depth, bits, name, lat, out_cycle, outputs, taps)
 
 
 @dataclass
@@ -321,3 +331,60 @@ def shared(hp: HwProgram, units: dict[str, int], lat: dict | None = None,
         reg_of[ref] = pick
         heapq.heappush(busy, (e, pick))
     return SharedSchedule(dict(units), issue, unit, cycles, ready, reg_of, out_of, n_regs, lat)
+
+
+# delay_lines=memory: a segment of a delay line this long or longer is a ring buffer in a
+# memory (block RAM on an FPGA), a shorter one stays a shift register of flip-flops. A block
+# RAM moves 16 bits a cycle on an iCE40 (256 x 16), whatever the delay, so short segments
+# cost block RAMs for few bits: from 16 cycles the four-bar kinematics keeps 6,286 delay
+# flip-flop bits in 34 block RAMs (from 12: 3,726 in 46; from 18: 7,886 in 28; from 20: 10,222 in 20).
+MEMORY_MIN = 16
+MEMORY_MIN_WIDTH = 16
+DELAY_LINES = ("memory", "ffs")
+
+
+@dataclass
+class DelayPlan:
+    """How a pipelined schedule's delay lines are built. A value's line is cut at the delays
+    its readers tap; each segment between two taps is either a flip-flop shift register
+    (chains: value, from delay a to delay b) or a part of a ring buffer (memories). The ring
+    buffers of one segment length L share one memory, as wide as their values together, of
+    depth N (a power of two >= L): written every cycle at the counter's low bits, read at
+    the counter minus L - 1 into the memory's output register (block RAM's own), so the
+    value read is L cycles old. One counter (pointer_bits wide) addresses every memory."""
+    mode: str
+    chains: list[tuple[tuple, int, int]]
+    memories: list[dict]  # {"length": L, "depth": N, "width": W, "parts": [(value, from delay)]}
+    ff_bits: int  # the shift registers' bits and the counter's
+    memory_bits: int  # depth x width of the memories
+    pointer_bits: int
+
+
+def delay_plan(hp: HwProgram, ps: PipeSchedule, mode: str = "memory", min_length: int = MEMORY_MIN) -> DelayPlan:
+    if mode not in DELAY_LINES:
+        raise ValueError(f"delay_lines={mode!r}: must be one of {', '.join(DELAY_LINES)}")
+    if min_length < 2:  # a memory's output register is one cycle already
+        raise ValueError(f"delay_memory_min={min_length}: must be at least 2")
+    segments = [(ref, a, t) for ref in _values(hp) for a, t in zip((0,) + ps.taps.get(ref, ()), ps.taps.get(ref, ()))]
+    width: dict[int, int] = {}
+    if mode == "memory":
+        for ref, a, b in segments:
+            if b - a >= min_length:
+                width[b - a] = width.get(b - a, 0) + _width(hp, ref)
+    # a memory narrower than a block RAM's 16-bit port (a quadrant's 2 bits alone) is left to
+    # flip-flops: yosys maps it to depth x width of them, more than its shift register
+    mem_len = {L for L, w in width.items() if w >= MEMORY_MIN_WIDTH}
+    chains: list[tuple[tuple, int, int]] = []
+    groups: dict[int, list[tuple[tuple, int]]] = {}
+    for ref, a, b in segments:
+        if b - a in mem_len:
+            groups.setdefault(b - a, []).append((ref, a))
+        elif chains and chains[-1][0] == ref and chains[-1][2] == a:
+            chains[-1] = (ref, chains[-1][1], b)
+        else:
+            chains.append((ref, a, b))
+    memories = [{"length": L, "depth": 1 << (L - 1).bit_length(), "width": sum(_width(hp, r) for r, _ in parts),
+                 "parts": parts} for L, parts in sorted(groups.items())]
+    pointer = max([(m["depth"] - 1).bit_length() for m in memories] + [0])
+    ff = sum((b - a) * _width(hp, r) for r, a, b in chains) + pointer
+    return DelayPlan(mode, chains, memories, ff, sum(m["depth"] * m["width"] for m in memories), pointer)

@@ -19,7 +19,8 @@ ap_return), so one bench drives either:
   an input or a constant passed through, `latency` for the last), so nothing is held for
   the others; with outputs=aligned all in the ap_done cycle. There is no back-pressure:
   the consumer takes each output in its _ap_vld cycle; the producer paces the kernel
-  with ap_start.
+  with ap_start. Delay lines are shift registers, or ring buffers in memories for their
+  long segments (delay_lines=memory: rtl.schedule.delay_plan), which yosys maps to block RAM.
 * shared: ap_start in the idle state starts a computation that reads the input ports
   while it runs, so they must stay as they are until ap_ready; ap_done = ap_ready in the
   last cycle, with the outputs held in registers; the kernel is idle in the next cycle
@@ -35,7 +36,8 @@ import json
 
 from ..fixed.c import envelope_words
 from ..fixed.ops import DIV_STAGES, LATENCY, OPS, SQRT_STAGES, HwProgram, trig_constants
-from .schedule import SHARED_LATENCY, unit_class, PipeSchedule, SharedSchedule, default_units, pipeline, shared
+from .schedule import (SHARED_LATENCY, DelayPlan, PipeSchedule, SharedSchedule, _width, default_units, delay_plan,
+                       pipeline, shared, unit_class)
 from ..render import render_template
 
 
@@ -105,7 +107,33 @@ def _head(ctx: dict, top: str, hp: HwProgram, variant: str) -> dict:
                 variant=variant, top=top, n_in=hp.n_in, n_out=len(hp.outputs), env=env_check(ctx))
 
 
-def render_pipelined(hp: HwProgram, ps: PipeSchedule, ctx: dict, top: str) -> str:
+def _delay_lines(hp: HwProgram, plan: DelayPlan) -> tuple[list[dict], list[dict]]:
+    """The template's shift registers and ring buffers of a delay plan (schedule.delay_plan):
+    a value `x` delayed d cycles is `x_d<d>`, for every d a reader takes."""
+    def src(ref, a):
+        return _name(ref) if a == 0 else f"{_name(ref)}_d{a}"
+
+    delays = []
+    for ref, a, b in plan.chains:
+        names = [f"{_name(ref)}_d{j}" for j in range(a + 1, b + 1)]
+        prev = [src(ref, a)] + names[:-1]
+        delays.append({"width": _width(hp, ref), "names": names,
+                       "chain": " ".join(f"{n} <= {p};" for n, p in zip(names, prev))})
+    memories = []
+    for m in plan.memories:
+        L, k = m["length"], (m["depth"] - 1).bit_length()
+        outs, lo = [], 0
+        for ref, a in m["parts"]:
+            w = _width(hp, ref)
+            outs.append((w, f"{_name(ref)}_d{a + L}", f"{lo + w - 1}:{lo}"))  # the first part lowest
+            lo += w
+        memories.append({"n": f"dm{L}", "length": L, "depth": m["depth"], "width": m["width"],
+                         "wa": f"dl_t[{k - 1}:0]", "k": k, "back": f"{k}'d{(L - 1) % m['depth']}",
+                         "data": "{" + ", ".join(src(r, a) for r, a in reversed(m["parts"])) + "}", "outs": outs})
+    return delays, memories
+
+
+def render_pipelined(hp: HwProgram, ps: PipeSchedule, ctx: dict, top: str, plan: DelayPlan) -> str:
     L = ps.latency
 
     def tap(ref, t):
@@ -154,21 +182,14 @@ def render_pipelined(hp: HwProgram, ps: PipeSchedule, ctx: dict, top: str) -> st
         ops.append(o)
         if op.flag:
             flags.setdefault(t + ps.lat[op.kind], []).append(f"{h}_o")
-    delays = []
-    for ref, d in ps.depth.items():
-        if d <= 0:
-            continue
-        base = _name(ref)
-        names = [f"{base}_d{j}" for j in range(1, d + 1)]
-        delays.append({"width": 32 if ref[0] == "in" else hp.ops[ref[1]].widths[ref[2]], "names": names,
-                       "chain": " ".join(f"{names[j]} <= {base if j == 0 else names[j - 1]};" for j in range(d))})
+    delays, memories = _delay_lines(hp, plan)
     outputs = []
     for o, c in zip(hp.outputs, ps.out_cycle):
         v = lit(o[1], 32) if o[0] == "c" else tap(o, c)
         # an output computed in cycle c is valid when the vector accepted c cycles ago is
         outputs.append((v, "ap_done" if c == L else "ap_start" if c == 0 else f"vld[{c}]"))
     return render_template("verilog/pipelined.v.j2", **_head(ctx, top, hp, "pipelined"), ops=ops, delays=delays,
-                           L=L, flags=flags, outputs=outputs)
+                           memories=memories, pointer_bits=plan.pointer_bits, L=L, flags=flags, outputs=outputs)
 
 
 # per operator class of the shared variant: the fields a unit's input multiplexer sets
@@ -389,9 +410,15 @@ def render_verilog(hp: HwProgram, ctx: dict, options) -> tuple[dict[str, str], d
             "protocol": "ap_ctrl_hs", "hw_ops": counts, "operator_latency": dict(LATENCY if o["variant"] == "pipelined" else SHARED_LATENCY)}
     if o["variant"] == "pipelined":
         ps = pipeline(hp, outputs=options.outputs)
-        text = render_pipelined(hp, ps, ctx, top)
+        plan = delay_plan(hp, ps, options.delay_lines, options.delay_memory_min)
+        text = render_pipelined(hp, ps, ctx, top, plan)
+        # delay_line_bits: every bit of delay the schedule needs; of those, delay_line_ff_bits
+        # are flip-flops (the counter of the memories included), the rest in memories
         desc.update(latency=ps.latency, interval=1, critical_path=ps.latency, schedule_policy=ps.policy,
-                    delay_line_bits=ps.delay_bits, outputs_timing=ps.outputs, output_cycles=ps.out_cycle,
+                    delay_line_bits=ps.delay_bits, delay_lines=plan.mode, delay_line_ff_bits=plan.ff_bits,
+                    delay_line_memory_bits=plan.memory_bits,
+                    delay_memories=[f"{m['depth']}x{m['width']}" for m in plan.memories],
+                    outputs_timing=ps.outputs, output_cycles=ps.out_cycle,
                     multipliers=counts.get("mul", 0), registers=None)
     else:
         units = default_units(hp, o["multipliers"], o["adders"])
