@@ -269,6 +269,7 @@ def _explicit(m: Model, c: dict, plat) -> None:
         for name, r, axes in ((f"cyl{k + 1}", rc, axc), (f"pis{k + 1}", rp, axp)):
             e, piv = shepperd(axes, branch, sign)
             pivots[name] = (piv, branch)
+            m.explicit_guard(f"the Shepperd pivot of {name} (e{branch})", piv, SHEPPERD_MIN)
             for x, v in zip(c[name], list(r) + e):
                 m.explicit(x, v)
     # kept on the model for inspection: {body: (pivot component atom, branch)} and the

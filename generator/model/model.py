@@ -82,6 +82,7 @@ class Model:
         self._tang = None
         self._relative = None
         self.explicit_coords: dict[Atom, Atom] = {}  # dependent coordinate -> atom in the others
+        self.explicit_guards: list[tuple[str, Atom, float]] = []  # (what, atom, smallest value allowed)
         self.envelope = Envelope()
 
     # ---- coordinates -------------------------------------------------------------------
@@ -144,6 +145,21 @@ class Model:
         if dep:
             e = subs(e, {d: self.explicit_coords[d] for d in dep})
         self.explicit_coords[q] = e
+
+    def explicit_guard(self, what: str, expr, minimum: float) -> None:
+        """Require `expr` (an expression of the independent coordinates, e.g. the pivot a
+        closed form divides by) to stay >= minimum wherever the explicit coordinates are
+        used: covers built from the closed forms (kernels.explicit_cover) prove it over each
+        cell, or split the cell, or refuse naming `what`."""
+        try:
+            e = self._atom(expr)
+        except ExpressionError as err:
+            raise ModelError(f"{self.name}: explicit guard {what!r}: {err}") from None
+        self._check_symbols(e, self._mask(self.q + [self.t] + self.params), f"explicit guard {what!r}")
+        dep = [d for d in self.explicit_coords if e.mask & d.mask]
+        if dep:
+            e = subs(e, {d: self.explicit_coords[d] for d in dep})
+        self.explicit_guards.append((str(what), e, float(minimum)))
 
     # ---- operating envelope ----------------------------------------------------------
     def operate(self, quantity, range, rate=(0.0, 0.0), accel=(0.0, 0.0), equation=None, cells: int = 1) -> Atom:
@@ -479,7 +495,8 @@ class Model:
                          driving=list(self.driving), nh=list(self.nh), nh_names=list(self.nh_names),
                          actuator_names=[a.name for a in self.actuators], B=B, T=T, V=V,
                          conservative=conservative, outputs=dict(self.outputs), params=list(self.params),
-                         explicit=dict(self.explicit_coords), inertial=inertial_force,
+                         explicit=dict(self.explicit_coords), explicit_guards=list(self.explicit_guards),
+                         inertial=inertial_force,
                          envelope=self.envelope, source=self)
 
     def _check_inertia(self, M: Sparse) -> None:
