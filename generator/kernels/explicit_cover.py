@@ -29,6 +29,7 @@ from ..lower.tape import lower
 from .common import KernelError
 from .cover import Cover, Problem, _problem, build_cover
 
+ENCLOSED_OPS = {"add", "sub", "neg", "mul", "div", "sqrt", "sin", "cos", "sincos"}  # analyse_boxes' rules
 CHECK_SAMPLES = 256  # consistent states of the cover at which the closed forms are checked
 EXPLICIT_TOL = 1e-8  # largest |constraint| accepted there (relative to the rates' size for qd, qdd)
 _KINDS = ("position", "velocity", "acceleration")
@@ -50,6 +51,7 @@ class ExplicitForms:
         self.inputs = pr.q + pr.qd + pr.qdd + ([eqs.t] if uses_t else [])
         self.guards = list(getattr(eqs, "explicit_guards", []) or [])
         self.tape = lower(atoms + [g for _, g, _ in self.guards], self.inputs)
+        self.unsupported = sorted({i.op for i in self.tape.instrs} - ENCLOSED_OPS)
         self.n = len(self.symbols)
         # (instruction index, operand, "div" | "sqrt"): divisors must exclude 0, radicands be >= 0
         self.checks = [(i, ins.args[1] if ins.op == "div" else ins.args[0], ins.op)
@@ -104,8 +106,8 @@ class ExplicitForms:
         defined there (or which guard falls below its minimum), and where."""
         vec, lo, hi = self._analyse(syms, L[:1], H[:1])
         j = int(self._failures(vec, lo, hi)[0])
-        mid = (L[0] + H[0]) / 2
-        where = ", ".join(f"{s.value.name}={mid[syms.index(s)]:.6g}" for s in self.inputs[:len(self.inputs) // 3])
+        where = ", ".join(f"{s.value.name}={(L[0, syms.index(s)] + H[0, syms.index(s)]) / 2:.6g}"
+                          for s in self.inputs[:len(self.inputs) // 3])  # the independent positions
         hint = "narrow the operating envelope to avoid it"
         if j >= len(self.checks) + len(self.guards) or j < 0:
             raise KernelError(f"{self.model}: the closed forms of the explicit coordinates have no finite enclosure "
@@ -158,8 +160,9 @@ def _split_rows(eqs, rows):
 def explicit_cover(eqs, rows, extra, extra_names, params) -> Cover | None:
     """The cover of every coordinate (see the module's doc) of the states consistent with
     `rows` and the envelope equations `extra` over `params`; None where it does not apply
-    (no explicit coordinates, an envelope declared in dependent coordinates, t used by
-    the closed forms but not a cell variable)."""
+    (no explicit coordinates, an envelope declared in dependent coordinates, an operation
+    in the closed forms range analysis has no rule for, t used by the closed forms but
+    not a cell variable): the caller covers every coordinate by Krawczyk then."""
     split = _split_rows(eqs, rows)
     if split is None:
         return None
@@ -171,8 +174,8 @@ def explicit_cover(eqs, rows, extra, extra_names, params) -> Cover | None:
         return None
     pr = _problem(eqs, z, psi, extra, extra_names, params)
     forms = ExplicitForms(eqs, pr)
-    if eqs.t in forms.inputs and not any(a.sym is eqs.t for a in pr.params):
-        return None
+    if forms.unsupported or (eqs.t in forms.inputs and not any(a.sym is eqs.t for a in pr.params)):
+        return None  # an op range analysis has no rule for (atan2), or t not a cell variable
     cover = build_cover(pr, np.array([eqs.guess.get(s, 0.0) for s in z]), forms)
     check_forms(eqs, cover, others)
     return cover
