@@ -39,13 +39,16 @@ and accelerations 1.25 times the peaks of every combination of the motions at OM
 follows from the platform's normalisation. The actuator forces' range is FORCE_RANGE.
 The declared coordinate ranges stay the motions' (tight, test_examples_stewart).
 
-The envelope is declared with build(envelope=True) (`--set envelope=True`) only, for now:
-kernels then serve it (kernels.cover), but two parts cannot yet: the cover over all 98
-coordinates (inverse-dynamics, forward-dynamics, equations) does not finish in 15
-minutes, and range analysis cannot prove the reduced inverse dynamics' pivots away from 0
-over the cover's 64 cells (it needs boxes about a quarter as wide in every platform
-coordinate), so c-fixed generation is refused and float32 gets no error bound. See
-bench/stewart_envelope.py, which measures the kernel over the envelope.
+The envelope is declared by default (build(envelope=False), `--set envelope=False`, gives
+kernels over the driven motion's tube instead). Kernels on all 98 coordinates
+(inverse-dynamics, forward-dynamics, equations) get their domain from the cover of
+kernels.explicit_cover: Krawczyk on the 7 platform coordinates (64 cells), the legs'
+positions, velocities and accelerations enclosed from their closed forms, every Shepperd
+pivot proven >= SHEPPERD_MIN over each cell (Model.explicit_guard). Range analysis cannot
+yet prove the 98 x 98 straight-line LU's pivots away from 0 over those boxes (not even
+over 32,768 of them): c-fixed inverse-dynamics is refused over the envelope (use
+envelope=False) and float32 inverse-dynamics gets no error bound. The reduced kernel
+over the envelope: bench/stewart_envelope.py.
 """
 from __future__ import annotations
 
@@ -85,9 +88,9 @@ def check_motion(model: str, motion: str) -> None:
         raise ModelError(f"{model}: no motion {motion!r}; known: {', '.join(MOTIONS)}")
 
 
-def build(motion: str = "heave", massless_legs: bool = False, envelope: bool = False) -> Model:
-    """envelope=True declares the operating envelope (see the module's doc); without it
-    kernels serve the driven motion's tube, as before."""
+def build(motion: str = "heave", massless_legs: bool = False, envelope: bool = True) -> Model:
+    """envelope=True (default) declares the operating envelope (see the module's doc);
+    with envelope=False kernels serve the driven motion's tube."""
     check_motion("stewart", motion)
     if not isinstance(envelope, bool):
         raise ModelError(f"stewart: envelope must be True or False, got {envelope!r}")
