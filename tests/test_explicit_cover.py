@@ -29,7 +29,7 @@ H = 1e-4  # central-difference step along the path
 
 @pytest.fixture(scope="module")
 def stewart():
-    eqs = load("stewart").equations()  # the envelope is the default
+    eqs = load("stewart", envelope=True).equations()
     t0 = time.perf_counter()
     cover = envelope_cover(eqs)
     print(f"\nstewart explicit cover: {len(cover)} boxes of {len(cover.symbols)} symbols in "
@@ -142,7 +142,7 @@ def test_boxes_bound_every_coordinate_and_kernels_use_them(stewart):
 
 def test_cover_is_deterministic(stewart):
     eqs, cover = stewart
-    again = envelope_cover(load("stewart").equations())
+    again = envelope_cover(load("stewart", envelope=True).equations())
     assert [s.value.name for s in again.symbols] == [s.value.name for s in cover.symbols]
     assert np.array_equal(again.lo, cover.lo) and np.array_equal(again.hi, cover.hi)
 
@@ -150,7 +150,7 @@ def test_cover_is_deterministic(stewart):
 def test_unproven_guard_is_refused_by_name(monkeypatch):
     monkeypatch.setattr(ST, "SHEPPERD_MIN", 1.5)  # above every pivot (at most 1)
     monkeypatch.setattr(C, "MAX_DEPTH", 1)
-    eqs = load("stewart").equations()
+    eqs = load("stewart", envelope=True).equations()
     with pytest.raises(KernelError, match=r"^stewart: the Shepperd pivot of cyl1 \(e\d\) is not proven >= 1\.5 "
                                           r"over the cell near plat_x=") as err:
         envelope_cover(eqs)

@@ -20,6 +20,10 @@ quantity it is widest in, up to MAX_DEPTH times; a cell that still fails is a si
 (or unassembled) configuration inside the envelope: KernelError naming the quantities'
 values, the constraints involved, and the envelope that avoids it.
 
+A model whose dependent coordinates are all explicit (Model.explicit) runs this on its
+independent coordinates only, the dependent ones enclosed from their closed forms per cell
+(build_cover's extension; kernels.explicit_cover).
+
 Invariants: deterministic (fixed paths, seeded samples); every consistent state of the
 envelope lies in some cell's box (tests check dense samples); cells only ever split.
 """
