@@ -171,7 +171,7 @@ def main(argv=None) -> int:
     ap.add_argument("--motion-points", type=int, default=20000)
     ap.add_argument("--random", type=int, default=100000)
     ap.add_argument("--search", type=int, default=2000)
-    ap.add_argument("--envelope-off", action="store_true", help="the driven (heave) motion's tube (the default model)")
+    ap.add_argument("--envelope-off", action="store_true", help="the driven (heave) motion's tube (the model built with envelope=False)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)

@@ -128,10 +128,10 @@ def test_declared_force_range_holds_the_forces(reduced):
     assert eqs.envelope.inputs == {f"f{i + 1}": ST.FORCE_RANGE for i in range(6)}
 
 
-def test_envelope_is_declared_on_request():
-    m = load("stewart")
+def test_envelope_is_declared_by_default():
+    m = load("stewart", envelope=False)
     assert not m.envelope and not m.envelope.inputs
-    env = load("stewart", envelope=True).envelope
+    env = load("stewart").envelope
     assert [q.name for q in env.quantities] == [f"plat_{n}" for n in NAMES]
     assert {q.name: (q.range, q.rate, q.accel) for q in env.quantities} == {
         f"plat_{n}": v for n, v in S.envelope().items()}

@@ -29,7 +29,9 @@ FULL_STATE_OPS = 7643  # the inverse-dynamics kernel on all 98 coordinates (u an
 
 @pytest.fixture(scope="module")
 def eqs():
-    return load("stewart").equations()
+    # the driven motion's tube (envelope=False): the fixed-point kernel over the operating
+    # envelope is refused for now (its pivots; bench/stewart_envelope.py)
+    return load("stewart", envelope=False).equations()
 
 
 @pytest.fixture(scope="module")

@@ -134,7 +134,9 @@ def test_every_kernel_generates_and_compiles_warning_free(model, kernel, tmp_pat
     -Wdouble-promotion for float32); big ones are checked by the front end only."""
     from mbforge.ir import ExpressionError
 
-    k = build_kernel(load(model).equations(), kernel)
+    # the Stewart over its driven motion's tube: over its operating envelope (the default)
+    # c-fixed inverse dynamics is refused (the LU's pivots cannot be proven away from 0)
+    k = build_kernel(load(model, **({"envelope": False} if model == "stewart" else {})).equations(), kernel)
     for target in ("c-double", "c-float32", "c-fixed"):
         d = tmp_path / target
         try:

@@ -39,15 +39,20 @@ and accelerations 1.25 times the peaks of every combination of the motions at OM
 follows from the platform's normalisation. The actuator forces' range is FORCE_RANGE.
 The declared coordinate ranges stay the motions' (tight, test_examples_stewart).
 
-The envelope is declared with build(envelope=True) (`--set envelope=True`) only, for now:
-kernels then serve it (kernels.cover), but two parts cannot yet: the cover over all 98
-coordinates (inverse-dynamics, forward-dynamics, equations) does not finish in 15
-minutes, and the reduced inverse dynamics gets no useful error bound over the envelope:
-with the leg lengths as the actuators' measures (Model.explicit_measure) and the solve's
-values enclosed from its matrix (analysis.linear), its pivots are proven away from 0 once
-x, y and z are halved (512 cells), but the later pivots' enclosures stay loose in most
-cells, and the propagated rounding errors diverge (c-fixed is refused, float32 bounds are
-about 1e8 times the observed errors at 1,728 cells). See bench/stewart_envelope.py.
+The envelope is declared by default (build(envelope=False), `--set envelope=False`, gives
+kernels over the driven motion's tube instead). Kernels on all 98 coordinates
+(inverse-dynamics, forward-dynamics, equations) get their domain from the cover of
+kernels.explicit_cover: Krawczyk on the 7 platform coordinates (64 cells), the legs'
+positions, velocities and accelerations enclosed from their closed forms, every Shepperd
+pivot proven >= SHEPPERD_MIN over each cell (Model.explicit_guard). Range analysis cannot
+yet prove the 98 x 98 straight-line LU's pivots away from 0 over those boxes (not even
+over 32,768 of them): c-fixed inverse-dynamics is refused over the envelope (use
+envelope=False) and float32 inverse-dynamics gets no error bound. The reduced inverse
+dynamics takes the leg lengths as its actuators' measures (Model.explicit_measure) and
+the solve's values enclosed from its matrix (analysis.linear): its pivots are proven away
+from 0 once x, y and z are halved (512 cells), but the later pivots' enclosures stay loose
+in most cells and the propagated rounding errors diverge (c-fixed is refused; float32
+bounds are 180 .. 27,900 N at 1,728 cells). See bench/stewart_envelope.py.
 """
 from __future__ import annotations
 
@@ -87,9 +92,9 @@ def check_motion(model: str, motion: str) -> None:
         raise ModelError(f"{model}: no motion {motion!r}; known: {', '.join(MOTIONS)}")
 
 
-def build(motion: str = "heave", massless_legs: bool = False, envelope: bool = False) -> Model:
-    """envelope=True declares the operating envelope (see the module's doc); without it
-    kernels serve the driven motion's tube, as before."""
+def build(motion: str = "heave", massless_legs: bool = False, envelope: bool = True) -> Model:
+    """envelope=True (default) declares the operating envelope (see the module's doc);
+    with envelope=False kernels serve the driven motion's tube."""
     check_motion("stewart", motion)
     if not isinstance(envelope, bool):
         raise ModelError(f"stewart: envelope must be True or False, got {envelope!r}")
@@ -275,6 +280,7 @@ def _explicit(m: Model, c: dict, plat) -> None:
         for name, r, axes in ((f"cyl{k + 1}", rc, axc), (f"pis{k + 1}", rp, axp)):
             e, piv = shepperd(axes, branch, sign)
             pivots[name] = (piv, branch)
+            m.explicit_guard(f"the Shepperd pivot of {name} (e{branch})", piv, SHEPPERD_MIN)
             for x, v in zip(c[name], list(r) + e):
                 m.explicit(x, v)
     # kept on the model for inspection: {body: (pivot component atom, branch)} and the

@@ -20,6 +20,10 @@ quantity it is widest in, up to MAX_DEPTH times; a cell that still fails is a si
 (or unassembled) configuration inside the envelope: KernelError naming the quantities'
 values, the constraints involved, and the envelope that avoids it.
 
+A model whose dependent coordinates are all explicit (Model.explicit) runs this on its
+independent coordinates only, the dependent ones enclosed from their closed forms per cell
+(build_cover's extension; kernels.explicit_cover).
+
 Invariants: deterministic (fixed paths, seeded samples); every consistent state of the
 envelope lies in some cell's box (tests check dense samples); cells only ever split.
 """
@@ -160,6 +164,7 @@ class Cover:
     lo: np.ndarray
     hi: np.ndarray
     centres: np.ndarray  # q~ per cell (starting points for samples)
+    explicit: object = None  # kernels.explicit_cover.ExplicitForms: the dependent coordinates' columns
 
     def __len__(self) -> int:
         return len(self.lo)
@@ -208,6 +213,8 @@ class Cover:
         for S, X in zip(syms, cols):
             for j, s in enumerate(S):
                 out[s] = X[ok, j]
+        if self.explicit is not None:  # the dependent coordinates from their closed forms
+            out.update(self.explicit.points(out))
         return out
 
 
@@ -253,21 +260,53 @@ def _continue(pr: Problem, guess: np.ndarray, p0: np.ndarray, targets: np.ndarra
     return Q, ok
 
 
-def build_cover(pr: Problem, guess: np.ndarray) -> Cover:
-    """The verified cover of `pr` over its parameters' ranges (see the module's doc)."""
+def _columns(pr: Problem, plo, phi, qlo, qhi, qdlo, qdhi, qddlo, qddhi):
+    """(symbols, lo, hi) of cells: the unknowns, their rates and accelerations, the
+    parameters, and the envelope's rates and accelerations (the same in every cell)."""
+    C = len(plo)
+    cols_lo = [qlo, qdlo, qddlo, plo]
+    cols_hi = [qhi, qdhi, qddhi, phi]
+    syms = pr.q + pr.qd + pr.qdd + [a.sym for a in pr.params]
+    for a in pr.params:
+        if a.sym_d is not None:
+            syms.append(a.sym_d)
+            cols_lo.append(np.full((C, 1), a.rate[0]))
+            cols_hi.append(np.full((C, 1), a.rate[1]))
+        if a.sym_dd is not None:
+            syms.append(a.sym_dd)
+            cols_lo.append(np.full((C, 1), a.accel[0]))
+            cols_hi.append(np.full((C, 1), a.accel[1]))
+    return syms, np.hstack(cols_lo), np.hstack(cols_hi)
+
+
+def build_cover(pr: Problem, guess: np.ndarray, extension=None) -> Cover:
+    """The verified cover of `pr` over its parameters' ranges (see the module's doc).
+    `extension` (kernels.explicit_cover.ExplicitForms): more symbols enclosed per cell
+    from the cell's box (extension.enclose -> ok, lo, hi); a cell it cannot enclose is
+    split like one whose test fails, and refused by extension.refuse at the depth limit."""
     k = len(pr.params)
-    n = len(pr.q)
     lo, hi = _grid(pr.params)
     p0 = _start_values(pr, guess)
     Qs, ok = _continue(pr, guess, p0, (lo + hi) / 2)
     width = np.array([a.range[1] - a.range[0] for a in pr.params])
     PD = [a.rate if a.sym_d is not None else (1.0, 1.0) for a in pr.params]
     PDD = [a.accel for a in pr.params if a.sym_dd is not None]
-    done = []  # (plo, phi, q~, qlo, qhi, qdlo, qdhi, qddlo, qddhi)
+    done = []  # (symbols' lo, hi, q~)
+    syms = None
     for depth in range(MAX_DEPTH + 1):
         res = _verify(pr, lo, hi, Qs, ok, PD, PDD)
         good = res[0]
-        done.append((lo[good], hi[good], Qs[good]) + tuple(x[good] for x in res[1:]))
+        syms, L, H = _columns(pr, lo, hi, *res[1:])
+        if extension is not None:
+            m = len(extension.symbols)
+            ext_ok, eL, eH = np.zeros(len(L), dtype=bool), np.full((len(L), m), -np.inf), np.full((len(L), m), np.inf)
+            if good.any():  # only cells whose own boxes are verified (finite)
+                ext_ok[good], eL[good], eH[good] = extension.enclose(syms, L[good], H[good])
+            L, H = np.hstack([L, eL]), np.hstack([H, eH])
+            if depth == MAX_DEPTH and (good & ~ext_ok).any():
+                extension.refuse(syms, L[good & ~ext_ok], H[good & ~ext_ok])
+            good = good & ext_ok
+        done.append((L[good], H[good], Qs[good]))
         bad = ~good
         if not bad.any():
             break
@@ -282,25 +321,12 @@ def build_cover(pr: Problem, guess: np.ndarray) -> Cover:
         lo2[np.arange(len(lo_b)), axis] = mid
         lo, hi = np.vstack([lo1, lo2]), np.vstack([hi1, hi2])
         Qs, ok = pr.newton(np.vstack([Q_b, Q_b]), (lo + hi) / 2)
-    parts = [np.concatenate([d[i] for d in done]) for i in range(9)]
-    plo, phi_, cen, qlo, qhi, qdlo, qdhi, qddlo, qddhi = parts
-    order = np.lexsort(plo.T[::-1]) if k else np.arange(len(plo))  # cells in grid order, reproducibly
-    C = len(plo)
-    cols_lo = [qlo, qdlo, qddlo, plo]
-    cols_hi = [qhi, qdhi, qddhi, phi_]
-    syms = pr.q + pr.qd + pr.qdd + [a.sym for a in pr.params]
-    for j, a in enumerate(pr.params):  # rates and accelerations: the envelope's, in every cell
-        if a.sym_d is not None:
-            syms.append(a.sym_d)
-            cols_lo.append(np.full((C, 1), a.rate[0]))
-            cols_hi.append(np.full((C, 1), a.rate[1]))
-        if a.sym_dd is not None:
-            syms.append(a.sym_dd)
-            cols_lo.append(np.full((C, 1), a.accel[0]))
-            cols_hi.append(np.full((C, 1), a.accel[1]))
-    L = np.hstack(cols_lo)[order]
-    H = np.hstack(cols_hi)[order]
-    return Cover(pr, syms, L, H, cen[order])
+    L, H, cen = (np.concatenate([d[i] for d in done]) for i in range(3))
+    if extension is not None:
+        syms = syms + extension.symbols
+    pcol = [syms.index(a.sym) for a in pr.params]
+    order = np.lexsort(L[:, pcol].T[::-1]) if k else np.arange(len(L))  # cells in grid order, reproducibly
+    return Cover(pr, syms, L[order], H[order], cen[order], extension)
 
 
 def _verify(pr: Problem, plo, phi, Qs, ok, PD, PDD):
@@ -420,7 +446,8 @@ def _problem(eqs, unknowns, rows, extra, extra_names, params) -> Problem:
 def envelope_cover(eqs, unknowns=None, rows=None) -> Cover | None:
     """The cover of the states consistent with the kinematic constraints `rows` (default:
     the kinematic rows) over the model's operating envelope, in the coordinates `unknowns`
-    (default: all); None if the model declares no envelope."""
+    (default: all, from the closed forms of the explicit ones when the model has them:
+    kernels.explicit_cover); None if the model declares no envelope."""
     env = eqs.envelope
     if not env:
         return None
@@ -429,12 +456,19 @@ def envelope_cover(eqs, unknowns=None, rows=None) -> Cover | None:
                           f"({', '.join(eqs.nh_names)})")
     if getattr(eqs, "params", None):
         raise KernelError(f"{eqs.model}: operating envelopes need the parameters folded (params=\"constant\")")
+    every = unknowns is None
     unknowns = list(eqs.q) if unknowns is None else list(unknowns)
     rows = list(eqs.kinematic_rows) if rows is None else list(rows)
     params = [Param(q.name, q.theta, q.theta_d, q.theta_dd, q.range, q.rate, q.accel, q.cells)
               for q in env.quantities]
-    pr = _problem(eqs, unknowns, rows, [q.equation for q in env.quantities],
-                  [f"operate({q.name})" for q in env.quantities], params)
+    extra, extra_names = [q.equation for q in env.quantities], [f"operate({q.name})" for q in env.quantities]
+    if every:  # dependent coordinates in closed form: Krawczyk on the independent ones only
+        from .explicit_cover import explicit_cover
+
+        cover = explicit_cover(eqs, rows, extra, extra_names, params)
+        if cover is not None:
+            return cover
+    pr = _problem(eqs, unknowns, rows, extra, extra_names, params)
     return build_cover(pr, np.array([eqs.guess.get(s, 0.0) for s in unknowns]))
 
 
@@ -442,8 +476,13 @@ def time_cover(eqs, cells: int) -> Cover:
     """The cover of a fully driven model's configurations over its time range (every row
     held, t the only cell variable)."""
     lo, hi = eqs.ranges[eqs.t]
-    pr = _problem(eqs, eqs.q, range(len(eqs.phi)), [], [],
-                  [Param("t", eqs.t, None, None, (lo, hi), (1.0, 1.0), (0.0, 0.0), cells)])
+    params = [Param("t", eqs.t, None, None, (lo, hi), (1.0, 1.0), (0.0, 0.0), cells)]
+    from .explicit_cover import explicit_cover  # dependent coordinates in closed form, when the model has them
+
+    cover = explicit_cover(eqs, range(len(eqs.phi)), [], [], params)
+    if cover is not None:
+        return cover
+    pr = _problem(eqs, eqs.q, range(len(eqs.phi)), [], [], params)
     return build_cover(pr, np.array([eqs.guess.get(s, 0.0) for s in eqs.q]))
 
 

@@ -25,7 +25,8 @@ Invariants:
   in the order of q), parameters and t; the closed forms satisfy the constraints wherever
   the independent coordinates satisfy the constraints among themselves. `explicit_map()`
   gives the dependent q, qd and qdd as atoms in the independent q, qd, qdd (chain rule),
-  for kernels over the independent coordinates alone.
+  for kernels over the independent coordinates alone. explicit_guards (what, atom, minimum):
+  quantities of the independent coordinates the closed forms need >= minimum (pivots).
 Structural zeros are never stored: M, phi_q, B keep only entries that are not ZERO.
 """
 from __future__ import annotations
@@ -61,6 +62,7 @@ class Equations:
     outputs: dict[str, Atom] = field(default_factory=dict)
     explicit: dict[Atom, Atom] = field(default_factory=dict)
     measures: dict[str, Atom] = field(default_factory=dict)  # actuator -> measure (Model.explicit_measure)
+    explicit_guards: list[tuple[str, Atom, float]] = field(default_factory=list)  # (what, atom >= minimum)
     independent: list[Atom] | None = None
     inertial: list[Atom] | None = None
     envelope: Envelope = field(default_factory=Envelope)  # where the mechanism operates (model.envelope)
@@ -228,5 +230,7 @@ class Equations:
                          nh=s(self.nh), nh_names=self.nh_names, actuator_names=self.actuator_names,
                          B=sm(self.B), T=s(self.T), V=s(self.V), conservative=self.conservative,
                          outputs={k: subs(v, vals) for k, v in self.outputs.items()},
-                         explicit={k: subs(v, vals) for k, v in self.explicit.items()}, inertial=s(self.inertial),
+                         explicit={k: subs(v, vals) for k, v in self.explicit.items()},
+                         explicit_guards=[(w, subs(a, vals), m) for w, a, m in self.explicit_guards],
+                         inertial=s(self.inertial),
                          independent=list(self.independent))

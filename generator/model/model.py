@@ -83,6 +83,7 @@ class Model:
         self._relative = None
         self.explicit_coords: dict[Atom, Atom] = {}  # dependent coordinate -> atom in the others
         self.explicit_measures: dict[str, Atom] = {}  # actuator -> its measure in the independent coordinates
+        self.explicit_guards: list[tuple[str, Atom, float]] = []  # (what, atom, smallest value allowed)
         self.envelope = Envelope()
 
     # ---- coordinates -------------------------------------------------------------------
@@ -166,6 +167,17 @@ class Model:
             raise ModelError(f"{self.name}: {what}: {err}") from None
         self._check_symbols(e, self._mask(self.q + [self.t] + self.params), what)
         return e
+
+    def explicit_guard(self, what: str, expr, minimum: float) -> None:
+        """Require `expr` (an expression of the independent coordinates, e.g. the pivot a
+        closed form divides by) to stay >= minimum wherever the explicit coordinates are
+        used: covers built from the closed forms (kernels.explicit_cover) prove it over each
+        cell, or split the cell, or refuse naming `what`."""
+        e = self._closed_form(expr, f"explicit guard {what!r}")
+        dep = [d for d in self.explicit_coords if e.mask & d.mask]
+        if dep:
+            e = subs(e, {d: self.explicit_coords[d] for d in dep})
+        self.explicit_guards.append((str(what), e, float(minimum)))
 
     # ---- operating envelope ----------------------------------------------------------
     def operate(self, quantity, range, rate=(0.0, 0.0), accel=(0.0, 0.0), equation=None, cells: int = 1) -> Atom:
@@ -502,6 +514,7 @@ class Model:
                          actuator_names=[a.name for a in self.actuators], B=B, T=T, V=V,
                          conservative=conservative, outputs=dict(self.outputs), params=list(self.params),
                          explicit=dict(self.explicit_coords), measures=dict(self.explicit_measures),
+                         explicit_guards=list(self.explicit_guards),
                          inertial=inertial_force,
                          envelope=self.envelope, source=self)
 
