@@ -44,6 +44,8 @@ class CDialect:
     support_template: str | None = None
     reach: int | None = None  # see the module doc
     registers: int | None = None  # C variables the allocation may keep live (None: one per slot)
+    checks_apart = False  # the envelope checks in a function of their own (see render_c)
+    gcc_optimize: tuple[str, ...] = ("no-schedule-insns",)  # with registers (see _gcc_optimize)
 
     def literal(self, v: float) -> str:
         raise NotImplementedError
@@ -76,6 +78,10 @@ class DoubleC(CDialect):
     # x86-64 has 16 xmm registers; 14 leave GCC room for constants and the copies that
     # two-operand SSE needs (callgrind on the Stewart joint kernel: 13,629 -> 13,295)
     registers = 14
+    checks_apart = True
+    # gcc -O2's SLP vectorizer pairs a few operations and pays for it in shuffles and
+    # copies: 13,043 -> 12,675 instructions per call on the Stewart joint kernel
+    gcc_optimize = ("no-schedule-insns", "no-tree-slp-vectorize")
     includes = ("math.h",)
     functions = {"sqrt": "sqrt({0})", "sin": "sin({0})", "cos": "cos({0})", "tan": "tan({0})",
                  "atan2": "atan2({0}, {1})", "exp": "exp({0})", "log": "log({0})", "abs": "fabs({0})"}
@@ -110,12 +116,15 @@ class Float32C(CDialect):
         return s + "f"
 
 
-# GCC's scheduling before register allocation (on at -O2 for ARM) hoists loads to hide
-# their latency and undoes the allocation: 10,356 -> 10,676 instructions on the Stewart
-# joint kernel. It applies to the function that follows (the kernel).
-_NO_PRESCHEDULE = """
+# GCC options for the kernel that follows, printed as a pragma (GCC only; other compilers
+# ignore it). GCC's scheduling before register allocation (on at -O2 for ARM) hoists loads
+# to hide their latency and undoes the allocation: 10,356 -> 10,676 instructions on the
+# Stewart joint kernel.
+def _gcc_optimize(options: tuple[str, ...]) -> str:
+    quoted = ", ".join(f'"{o}"' for o in options)
+    return f"""
 #if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize ("no-schedule-insns")
+#pragma GCC optimize ({quoted})
 #endif
 """
 
@@ -236,11 +245,20 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
     support = ""
     if dialect.support_template and any(i.op in ("sin", "cos", "sincos") for i in tape.instrs):
         support = render_template(dialect.support_template, p=p)
+    checks = envelope_checks(dialect, ctx["envelope"])
+    if dialect.checks_apart and len(checks) > 1:
+        # inlined, GCC keeps the compared inputs live into the computation and spills them
+        # (x86-64 gcc -O2, Stewart joint kernel: checks 3,576 instructions per call; apart 939)
+        support += "\n".join(["", "#if defined(__GNUC__)", "__attribute__((noinline))", "#endif",
+                               f"static int {ctx['function']}_outside(const {dialect.real} *restrict in)", "{",
+                               *("    " + c.replace("return 2;", "return 1;") for c in checks[1:]),
+                               "    return 0;", "}", ""])
+        checks = [checks[0], f"if ({ctx['function']}_outside(in)) return 2;"]
     if dialect.registers:
-        support += _NO_PRESCHEDULE
+        support += _gcc_optimize(dialect.gcc_optimize)
 
     common = dict(ctx, real=dialect.real, target=dialect.name)
     c_text = render_template("c/kernel.c.j2", **common, includes=list(dialect.includes), support=support,
-                             checks=envelope_checks(dialect, ctx["envelope"]), decls=decls, body=body)
+                             checks=checks, decls=decls, body=body)
     h_text = render_template("c/kernel.h.j2", **common)
     return {ctx["header"]: h_text, ctx["source"]: c_text}
