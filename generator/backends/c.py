@@ -14,7 +14,8 @@ for compilers without it (`#if defined(__GNUC__)`).
 
 A dialect with `registers` prints the schedule through its register allocation
 (lower.schedule.allocate): C variables w0 .. w{registers-1} never hold more values at once
-than the target's registers, and what does not fit goes to a `volatile` local array m[]
+than the target's registers, and what does not fit goes to a local array m[] (`volatile`, or for
+c-double kept by an empty asm so that x86 arithmetic can read it in place)
 at the points the allocation chose (a store when a value first leaves, a load before a
 later read). GCC then has nothing left to spill: its own spilling keeps a spilled value in
 memory for its whole life, and reloads it at every read (about 1,000 loads more per call
@@ -45,6 +46,7 @@ class CDialect:
     reach: int | None = None  # see the module doc
     registers: int | None = None  # C variables the allocation may keep live (None: one per slot)
     checks_apart = False  # the envelope checks in a function of their own (see render_c)
+    spill_barrier = False  # spill slots kept by an empty asm instead of volatile (see render_c)
     gcc_optimize: tuple[str, ...] = ("no-schedule-insns",)  # with registers (see _gcc_optimize)
 
     def literal(self, v: float) -> str:
@@ -79,6 +81,7 @@ class DoubleC(CDialect):
     # two-operand SSE needs (callgrind on the Stewart joint kernel: 13,629 -> 13,295)
     registers = 14
     checks_apart = True
+    spill_barrier = True
     # gcc -O2's SLP vectorizer pairs a few operations and pays for it in shuffles and
     # copies: 13,043 -> 12,675 instructions per call on the Stewart joint kernel
     gcc_optimize = ("no-schedule-insns", "no-tree-slp-vectorize")
@@ -195,6 +198,7 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
         return [f"{dst[0]} = {rhs};"]
 
     body: list[str] = []
+    keep_macro = ""
     for k, o in sched.direct:
         body.append(f"{elem('out', k)} = {opnd(o)};")
     decls = []
@@ -209,7 +213,8 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
                     src = elem("in", v) if kind == "in" else f"m[{v}]"
                 body.append(f"w{reg} = {src};")
             elif step[0] == "st":
-                body.append(f"m[{step[1]}] = w{step[2]};")
+                keep = f" {p.upper()}_KEEP(m[{step[1]}]);" if dialect.spill_barrier else ""
+                body.append(f"m[{step[1]}] = w{step[2]};{keep}")
             else:
                 _, ins, operands, dst = step
                 args = [f"w{v}" if kind == "r" else opnd((kind, v)) for kind, v in operands]
@@ -218,7 +223,15 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
                     for k in sched.stores.get(d, ()):
                         body.append(f"{elem('out', k)} = w{reg};")
         n_vars = alloc.used
-        if alloc.n_spill:
+        if alloc.n_spill and dialect.spill_barrier:
+            # x86 arithmetic reads an operand from memory: a reload read once folds into it
+            # (a volatile load never does). The empty asm says the slot may have changed, so
+            # GCC cannot forward the stored value instead (Stewart joint kernel: 13,614 ->
+            # 12,883 instructions per call)
+            decls.append(f"{dialect.real} m[{alloc.n_spill}];")
+            keep_macro = "\n".join(["", "#if defined(__GNUC__)", f'#define {p.upper()}_KEEP(x) __asm__("" : "+m"(x))',
+                                   "#else", f"#define {p.upper()}_KEEP(x) ((void)0)", "#endif", ""])
+        elif alloc.n_spill:
             decls.append(f"volatile {dialect.real} m[{alloc.n_spill}];")
     else:
         for ins in sched.order:
@@ -255,7 +268,7 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
                                "    return 0;", "}", ""])
         checks = [checks[0], f"if ({ctx['function']}_outside(in)) return 2;"]
     if dialect.registers:
-        support += _gcc_optimize(dialect.gcc_optimize)
+        support += keep_macro + _gcc_optimize(dialect.gcc_optimize)
 
     common = dict(ctx, real=dialect.real, target=dialect.name)
     c_text = render_template("c/kernel.c.j2", **common, includes=list(dialect.includes), support=support,
