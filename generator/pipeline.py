@@ -193,7 +193,7 @@ def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Opt
     prefix = check_prefix(prefix) if prefix is not None else check_prefix(kernel.model, "the model name")
     function = f"{prefix}_{kernel.name.replace('-', '_')}"
     tape = lower(kernel.output_atoms, kernel.input_symbols)
-    sched = schedule(tape, pressure=options.schedule == "pressure")
+    sched = schedule(tape, pressure=options.schedule == "pressure", chain=backend.schedule_chain)
     mark("lower")
 
     model_digest = kernel_digest(kernel, tape)
