@@ -199,6 +199,7 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
 
     body: list[str] = []
     keep_macro = ""
+    spills = True  # without an allocation: unknown
     for k, o in sched.direct:
         body.append(f"{elem('out', k)} = {opnd(o)};")
     decls = []
@@ -223,6 +224,7 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
                     for k in sched.stores.get(d, ()):
                         body.append(f"{elem('out', k)} = w{reg};")
         n_vars = alloc.used
+        spills = alloc.n_spill > 0
         if alloc.n_spill and dialect.spill_barrier:
             # x86 arithmetic reads an operand from memory: a reload read once folds into it
             # (a volatile load never does). The empty asm says the slot may have changed, so
@@ -259,9 +261,10 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
     if dialect.support_template and any(i.op in ("sin", "cos", "sincos") for i in tape.instrs):
         support = render_template(dialect.support_template, p=p)
     checks = envelope_checks(dialect, ctx["envelope"])
-    if dialect.checks_apart and len(checks) > 1:
-        # inlined, GCC keeps the compared inputs live into the computation and spills them
-        # (x86-64 gcc -O2, Stewart joint kernel: checks 3,576 instructions per call; apart 939)
+    if dialect.checks_apart and len(checks) > 1 and spills:
+        # inlined, GCC keeps the compared inputs live into the computation, and where the
+        # registers are short it spills them (x86-64 gcc -O2, Stewart joint kernel: checks
+        # 3,576 instructions per call; apart 939); a kernel that fits saves the call
         support += "\n".join(["", "#if defined(__GNUC__)", "__attribute__((noinline))", "#endif",
                                f"static int {ctx['function']}_outside(const {dialect.real} *restrict in)", "{",
                                *("    " + c.replace("return 2;", "return 1;") for c in checks[1:]),
