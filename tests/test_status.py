@@ -70,7 +70,20 @@ def _edges(m: Manifest, lo: float, hi: float, k: int):
 @pytest.mark.parametrize("target", C_TARGETS)
 def test_inputs_checked_at_the_envelope_bound(kernels, target):
     k, root = kernels
-    d = root / target
+    _edges_give_status_2(k, root / target)
+
+
+@pytest.mark.host
+def test_checks_apart_from_a_kernel_that_spills(tmp_path):
+    """c-double moves the checks into a function of their own where the allocation spills
+    (the Stewart equations): the same statuses at the same bounds."""
+    k = build_kernel(load("stewart").equations(), "equations")
+    generate(k, "c-double").write(tmp_path)
+    assert "_equations_outside(in)) return 2;" in next(tmp_path.glob("*.c")).read_text()
+    _edges_give_status_2(k, tmp_path)
+
+
+def _edges_give_status_2(k, d):
     m = Manifest.load(d)
     kern = hostlib.load_kernel(d)
     env = k.input_envelope()
