@@ -20,7 +20,7 @@ at the points the allocation chose (a store when a value first leaves, a load be
 later read). GCC then has nothing left to spill: its own spilling keeps a spilled value in
 memory for its whole life, and reloads it at every read (about 1,000 loads more per call
 on the Stewart joint kernel). A computed output leaves without a store and is read back
-from out[] (through a volatile lvalue, or GCC would forward the stored value and keep it
+from out[] (through a volatile lvalue or after the same empty asm, or GCC would forward the stored value and keep it
 live). Values are unchanged: the same operations on the same operands.
 """
 from __future__ import annotations
@@ -257,36 +257,40 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
     decls = []
     if dialect.registers:
         alloc = allocate(sched, dialect.registers)
+        # outputs read back (kept by the empty asm, as spill slots are, or read as volatile)
+        reread = {st[2][1] for st in alloc.steps if st[0] == "ld" and st[2][0] == "out"}
+        keep = f"{p.upper()}_KEEP" if dialect.spill_barrier and (alloc.n_spill or reread) else None
         for step in alloc.steps:
             if step[0] == "ld":
                 _, reg, (kind, v) = step
-                if kind == "out":  # volatile: GCC would forward the stored value and keep it live
+                if kind == "out" and keep:
+                    src = elem("out", v)
+                elif kind == "out":  # volatile: GCC would forward the stored value and keep it live
                     src = f"*(volatile {dialect.real} *)&{elem('out', v)}"
                 else:
                     src = elem("in", v) if kind == "in" else f"m[{v}]"
                 body.append(f"w{reg} = {src};")
             elif step[0] == "st":
-                keep = f" {p.upper()}_KEEP(m[{step[1]}]);" if dialect.spill_barrier else ""
-                body.append(f"m[{step[1]}] = w{step[2]};{keep}")
+                body.append(f"m[{step[1]}] = w{step[2]};" + (f" {keep}(m[{step[1]}]);" if keep else ""))
             else:
                 _, ins, operands, dst = step
                 args = [f"w{v}" if kind == "r" else opnd((kind, v)) for kind, v in operands]
                 body.extend(statement(ins, args, [f"w{r}" for r in dst]))
                 for d, reg in zip(ins.dst, dst):
                     for k in sched.stores.get(d, ()):
-                        body.append(f"{elem('out', k)} = w{reg};")
+                        o = elem("out", k)
+                        body.append(f"{o} = w{reg};" + (f" {keep}({o});" if keep and k in reread else ""))
         n_vars = alloc.used
         spills = alloc.n_spill > 0
-        if alloc.n_spill and dialect.spill_barrier:
+        if keep:
             # x86 arithmetic reads an operand from memory: a reload read once folds into it
             # (a volatile load never does). The empty asm says the slot may have changed, so
             # GCC cannot forward the stored value instead (Stewart joint kernel: 13,614 ->
             # 12,883 instructions per call)
-            decls.append(f"{dialect.real} m[{alloc.n_spill}];")
-            keep_macro = "\n".join(["", "#if defined(__GNUC__)", f'#define {p.upper()}_KEEP(x) __asm__("" : "+m"(x))',
-                                   "#else", f"#define {p.upper()}_KEEP(x) ((void)0)", "#endif", ""])
-        elif alloc.n_spill:
-            decls.append(f"volatile {dialect.real} m[{alloc.n_spill}];")
+            keep_macro = "\n".join(["", "#if defined(__GNUC__)", f'#define {keep}(x) __asm__("" : "+m"(x))',
+                                     "#else", f"#define {keep}(x) ((void)0)", "#endif", ""])
+        if alloc.n_spill:
+            decls.append(f"{'' if keep else 'volatile '}{dialect.real} m[{alloc.n_spill}];")
     else:
         for ins in sched.order:
             body.extend(statement(ins, [opnd(a) for a in ins.args], [f"w{slot[d]}" for d in ins.dst]))
