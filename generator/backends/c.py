@@ -14,14 +14,15 @@ for compilers without it (`#if defined(__GNUC__)`).
 
 A dialect with `registers` prints the schedule through its register allocation
 (lower.schedule.allocate): C variables w0 .. w{registers-1} never hold more values at once
-than the target's registers, and what does not fit goes to a local array m[] (`volatile`, or for
-c-double kept by an empty asm so that x86 arithmetic can read it in place)
-at the points the allocation chose (a store when a value first leaves, a load before a
-later read). GCC then has nothing left to spill: its own spilling keeps a spilled value in
-memory for its whole life, and reloads it at every read (about 1,000 loads more per call
-on the Stewart joint kernel). A computed output leaves without a store and is read back
-from out[] (through a volatile lvalue or after the same empty asm, or GCC would forward the stored value and keep it
-live). Values are unchanged: the same operations on the same operands.
+than the target's registers, and what does not fit goes to a local array m[] at the points
+the allocation chose (a store when a value first leaves, a load before a later read). GCC
+then has nothing left to spill: its own spilling keeps a spilled value in memory for its
+whole life, and reloads it at every read (about 1,000 loads more per call on the Stewart
+joint kernel). A computed output leaves without a store and is read back from out[]. GCC
+must not forward a stored value to its reload (it would keep it live): m[] is `volatile`
+and out[] is read through a volatile lvalue, or, for c-double, an empty asm after the
+store says the memory may have changed, so that x86 arithmetic can still read the reload
+in place. Values are unchanged: the same operations on the same operands.
 """
 from __future__ import annotations
 
