@@ -74,11 +74,12 @@ def test_inputs_checked_at_the_envelope_bound(kernels, target):
 
 
 @pytest.mark.host
-def test_checks_apart_from_a_kernel_that_spills(tmp_path):
-    """c-double moves the checks into a function of their own where the allocation spills
-    (the Stewart equations): the same statuses at the same bounds."""
+@pytest.mark.parametrize("target", ["c-double", "c-float32"])
+def test_checks_apart_from_a_kernel_that_spills(tmp_path, target):
+    """The float targets move the checks into a function of their own where the allocation
+    spills (the Stewart equations): the same statuses at the same bounds."""
     k = build_kernel(load("stewart").equations(), "equations")
-    generate(k, "c-double").write(tmp_path)
+    generate(k, target).write(tmp_path)
     assert "_equations_outside(in)) return 2;" in next(tmp_path.glob("*.c")).read_text()
     _edges_give_status_2(k, tmp_path)
 
