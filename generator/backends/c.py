@@ -48,7 +48,7 @@ class CDialect:
     registers: int | None = None  # C variables the allocation may keep live (None: one per slot)
     checks_apart = False  # the envelope checks in a function of their own (see render_c)
     spill_barrier = False  # spill slots kept by an empty asm instead of volatile (see render_c)
-    vector_checks = False  # checks apart compare two inputs at once (see _outside_function)
+    vector_checks = False  # checks apart compare two doubles at once (see _outside_function)
     gcc_optimize: tuple[str, ...] = ("no-schedule-insns",)  # with registers (see _gcc_optimize)
 
     def literal(self, v: float) -> str:
@@ -202,12 +202,10 @@ def _outside_function(name: str, dialect: CDialect, envelope: list[tuple[float, 
 
     lines = ["#if defined(__GNUC__)", "__attribute__((noinline))", "#endif",
              f"static int {name}(const {dialect.real} *restrict in)", "{"]
-    if len(pairs) > 1 and dialect.vector_checks:
-        r = dialect.real
+    if len(pairs) > 1 and dialect.vector_checks:  # doubles: two to a 16-byte SSE2 register
         lines += ["#if defined(__GNUC__)",
-                  f"    typedef {r} v2 __attribute__((vector_size({2 * (8 if r == 'double' else 4)})));",
-                  f"    typedef {'long long' if r == 'double' else 'int'} m2 "
-                  f"__attribute__((vector_size({2 * (8 if r == 'double' else 4)})));",
+                  "    typedef double v2 __attribute__((vector_size(16)));",
+                  "    typedef long long m2 __attribute__((vector_size(16)));",
                   f"    static const v2 lo[{len(pairs)}] = {{", *table(0), "    };",
                   f"    static const v2 hi[{len(pairs)}] = {{", *table(1), "    };",
                   "    m2 ok = {-1, -1};", "    v2 x;"]

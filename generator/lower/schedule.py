@@ -46,9 +46,9 @@ def order_for_pressure(tape: Tape, longest: int = _CHAIN) -> list[Instr]:
 
     A value with a single reader would otherwise wait, live, until the reader's other
     operands happen to be chosen: after each instruction whose result has one reader,
-    that reader's missing operands (at most _CHAIN instructions, operands first) and the
-    reader itself follow at once, and so on up the chain. `longest` (the chain length) is per
-    target core (a backend's schedule_chain)."""
+    that reader's missing operands (at most `longest` instructions, operands first) and the
+    reader itself follow at once, and so on up the chain. `longest` is per target core (a
+    backend's schedule_chain; _CHAIN by default)."""
     instrs = tape.instrs
     n = len(instrs)
     ops = [tuple(dict.fromkeys(a[1] for a in ins.args if a[0] == "t")) for ins in instrs]
