@@ -106,7 +106,8 @@ class Float32C(CDialect):
     support_template = "c/mathf.c.j2"
     reach = 256
     # checks inlined, GCC keeps the compared inputs live and spills (Stewart joint kernel on
-    # the emulated M4F: 11,945 instructions per call; apart 11,158; without checks 9,775)
+    # the emulated M4F: 11,945 instructions per call; apart 11,158, with ranges symmetric
+    # about 0 compared by magnitude 10,762; without checks 9,775)
     checks_apart = True
     # of the 32 single registers of the Cortex-M4F FPU, two left to GCC for constants
     # (arm-none-eabi-gcc -O2, Stewart joint kernel, instructions in the function: 23
@@ -183,6 +184,7 @@ def _outside_function(name: str, dialect: CDialect, envelope: list[tuple[float, 
     neighbouring inputs per comparison (SSE2 cmplepd on x86-64; 939 -> 657), one comparison
     of their magnitudes where both ranges are symmetric about 0 (657 -> 363)."""
     bounds = {k: (a, b) for k, a, b in _bounds(dialect, envelope)}
+    symmetric = {k for k, (a, b) in bounds.items() if float(a.rstrip("f")) == -float(b.rstrip("f"))}
     pairs, single = [], []
     k, n = 0, len(envelope)
     while k < n:
@@ -194,8 +196,12 @@ def _outside_function(name: str, dialect: CDialect, envelope: list[tuple[float, 
                 single.append(k)
             k += 1
 
-    def scalar(ks):
-        return [f"    if (!(in[{k}] >= {bounds[k][0]} && in[{k}] <= {bounds[k][1]})) return 1;" for k in ks]
+    fabs = "fabs" if dialect.real == "double" else "fabsf"
+
+    def scalar(ks):  # a range symmetric about 0: one comparison of the magnitude
+        return [f"    if (!({fabs}(in[{k}]) <= {bounds[k][1]})) return 1;"
+                if k in symmetric else
+                f"    if (!(in[{k}] >= {bounds[k][0]} && in[{k}] <= {bounds[k][1]})) return 1;" for k in ks]
 
     def table(i):
         cells = [f"{{{bounds[k][i]}, {bounds[k + 1][i]}}}" for k in pairs]
@@ -205,7 +211,7 @@ def _outside_function(name: str, dialect: CDialect, envelope: list[tuple[float, 
              f"static int {name}(const {dialect.real} *restrict in)", "{"]
     if len(pairs) > 1 and dialect.vector_checks:  # doubles: two to a 16-byte SSE2 register
         # a range symmetric about 0: |x| <= hi (the sign bit cleared), one comparison
-        sym = [all(float(bounds[j][0]) == -float(bounds[j][1]) for j in (k, k + 1)) for k in pairs]
+        sym = [k in symmetric and k + 1 in symmetric for k in pairs]
         lines += ["#if defined(__GNUC__)",
                   "    typedef double v2 __attribute__((vector_size(16)));",
                   "    typedef long long m2 __attribute__((vector_size(16)));"]
