@@ -3,7 +3,10 @@ joint function (Phi, Phi_q, Phi_t, gamma, M, Q), compiled alike (gcc -O2), side 
 
 Figures per engine: operations in the generated code, ns per call (best of --repeat
 timing runs over 256 input vectors) and instructions per call under callgrind (exact and
-repeatable). Ratios are mbforge / peer, measured in this run.
+repeatable). Ratios are mbforge / peer, measured in this run. For the Stewart platform, the
+instructions of each engine's kernel by kind, counted in its disassembly: mbforge's is
+straight-line (each counts once per call; sincos in the library not included), CasADi's
+has branches on its result pointers, so its counts add up to more than its callgrind figure.
 
     python -m bench.host [--models stewart] [--no-sympy] [--json FILE]
 """
@@ -65,6 +68,10 @@ def time_ns(k, d: Path, repeat: int) -> float:
 
 
 def callgrind_instructions(k, d: Path) -> float:
+    return _callgrind(k, d)[0]
+
+
+def _callgrind(k, d: Path) -> tuple[float, Path]:
     main = CALLGRIND_MAIN.replace("NIN", str(k.n_in)).replace("NOUT", str(max(k.n_out, 1)))
     exe = _compile(k, d, main, f"c_{k.engine}", False)
     counts = []
@@ -76,7 +83,46 @@ def callgrind_instructions(k, d: Path) -> float:
         if not m:
             raise RuntimeError(f"callgrind gave no count: {r.stderr[-500:]}")
         counts.append(int(m.group(1).replace(",", "")))
-    return (counts[1] - counts[0]) / 100.0
+    return (counts[1] - counts[0]) / 100.0, exe
+
+
+KINDS = ("arithmetic", "register copies", "stack loads", "stack stores", "constant loads",
+         "other loads", "other stores", "compare/branch", "other")
+_ARITH = re.compile(r"(add|sub|mul|div|sqrt|min|max|and|andn|or|xor)[sp]d$|^pand|^por|^pxor")
+
+
+def instruction_kinds(exe: Path, name: str) -> dict[str, int]:
+    """x86-64 instructions of the functions whose names match the regex `name` (from the
+    start) in exe, by kind (objdump)."""
+    text = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(exe)], capture_output=True, text=True,
+                          check=True).stdout
+    kinds = dict.fromkeys(KINDS, 0)
+    for block in text.split("\n\n"):
+        head = re.match(r"[0-9a-f]+ <([^>]+)>:", block.strip())
+        if not head or not re.match(name, head.group(1)):
+            continue
+        for line in block.strip().splitlines()[1:]:
+            parts = line.split("\t")
+            if len(parts) < 2:
+                continue
+            mnem, _, ops = parts[1].strip().partition(" ")
+            args = [a.strip() for a in re.split(r",(?![^(]*\))", ops.strip())] if ops.strip() else []
+            if _ARITH.search(mnem) or mnem.startswith(("cvt", "unpck", "shuf")):
+                kind = "arithmetic"
+            elif mnem.startswith("mov") and args and len(args) == 2:
+                src, dst = args
+                if "(" not in src and "(" not in dst:
+                    kind = "register copies"
+                elif "(" in src:
+                    kind = ("stack loads" if "%rsp" in src else "constant loads" if "%rip" in src else "other loads")
+                else:
+                    kind = "stack stores" if "%rsp" in dst else "other stores"
+            elif mnem.startswith(("comi", "ucomi", "cmp", "test", "j", "set")):
+                kind = "compare/branch"
+            else:
+                kind = "other"
+            kinds[kind] += 1
+    return kinds
 
 
 def main(argv=None) -> int:
@@ -97,8 +143,10 @@ def main(argv=None) -> int:
         rows = {}
         with tempfile.TemporaryDirectory() as tmp:
             for e, (k, ops) in ks.items():
-                rows[e] = {"ops": ops, "ns": time_ns(k, Path(tmp), args.repeat),
-                           "instructions": callgrind_instructions(k, Path(tmp))}
+                ins, exe = _callgrind(k, Path(tmp))
+                rows[e] = {"ops": ops, "ns": time_ns(k, Path(tmp), args.repeat), "instructions": ins}
+                if model == "stewart" and e in ("mbforge", "casadi"):
+                    rows[e]["kinds"] = instruction_kinds(exe, r"mbf_" if e == "mbforge" else r"cas_\w+_f\d")
         mine = rows["mbforge"]
         for e, r in rows.items():
             ratio = "" if e == "mbforge" else (f"{mine['ops'] / r['ops']:>6.2f} {mine['ns'] / r['ns']:>6.2f} "
@@ -108,6 +156,11 @@ def main(argv=None) -> int:
         report[model] = rows
     if "stewart" in report:
         s = report["stewart"]
+        print("\nStewart platform, kernel instructions by kind in the disassembly (mbforge: with its envelope "
+              "checks; CasADi: both sides of its branches)")
+        print(f"{'kind':<18} {'mbforge':>8} {'casadi':>8}")
+        for kind in KINDS:
+            print(f"{kind:<18} {s['mbforge']['kinds'][kind]:>8} {s['casadi']['kinds'][kind]:>8}")
         print(f"\nStewart platform: operations {s['mbforge']['ops'] / s['casadi']['ops']:.2f} x CasADi (target <= 0.75), "
               f"time {s['mbforge']['ns'] / s['casadi']['ns']:.2f} x (target <= 0.8), "
               f"instructions {s['mbforge']['instructions'] / s['casadi']['instructions']:.2f} x (target <= 0.7)")

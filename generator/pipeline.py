@@ -192,7 +192,7 @@ def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Opt
     prefix = check_prefix(prefix) if prefix is not None else check_prefix(kernel.model, "the model name")
     function = f"{prefix}_{kernel.name.replace('-', '_')}"
     tape = kernel.tape()
-    sched = schedule(tape, pressure=options.schedule == "pressure")
+    sched = schedule(tape, pressure=options.schedule == "pressure", chain=backend.schedule_chain)
     mark("lower")
 
     model_digest = kernel_digest(kernel, tape)

@@ -85,10 +85,10 @@ def _inputs(kernel, n, seed=3):
     return r[:, 0] + (r[:, 1] - r[:, 0]) * rng.random((n, len(r)))
 
 
-@pytest.mark.parametrize("registers", [3, 14, 27])
-def test_allocation_is_valid_and_computes_what_the_order_computes(kernel, registers):
+@pytest.mark.parametrize("registers,chain", [(3, None), (14, 8), (27, None)])  # 14, 8: c-double's
+def test_allocation_is_valid_and_computes_what_the_order_computes(kernel, registers, chain):
     tape = lower(kernel.output_atoms, kernel.input_symbols)
-    sched = schedule(tape)
+    sched = schedule(tape, chain=chain)
     defined = set()
     for ins in sched.order:  # the order itself: every value defined before it is read
         assert all(a[1] in defined for a in ins.args if a[0] == "t"), ins

@@ -123,6 +123,8 @@ class Backend(ABC):
     # status codes beyond "0: ok": {code: (manifest text, header text)}; every C target
     # checks its inputs against the envelope first (status 2)
     status: ClassVar[dict[str, tuple[str, str]]] = {"2": STATUS_ENVELOPE}
+    # the pressure schedule's chain length for this target's core (None: lower.schedule's)
+    schedule_chain: ClassVar[int | None] = None
 
     @property
     def target(self) -> Target:

@@ -14,13 +14,15 @@ for compilers without it (`#if defined(__GNUC__)`).
 
 A dialect with `registers` prints the schedule through its register allocation
 (lower.schedule.allocate): C variables w0 .. w{registers-1} never hold more values at once
-than the target's registers, and what does not fit goes to a `volatile` local array m[]
-at the points the allocation chose (a store when a value first leaves, a load before a
-later read). GCC then has nothing left to spill: its own spilling keeps a spilled value in
-memory for its whole life, and reloads it at every read (about 1,000 loads more per call
-on the Stewart joint kernel). A computed output leaves without a store and is read back
-from out[] (through a volatile lvalue, or GCC would forward the stored value and keep it
-live). Values are unchanged: the same operations on the same operands.
+than the target's registers, and what does not fit goes to a local array m[] at the points
+the allocation chose (a store when a value first leaves, a load before a later read). GCC
+then has nothing left to spill: its own spilling keeps a spilled value in memory for its
+whole life, and reloads it at every read (about 1,000 loads more per call on the Stewart
+joint kernel). A computed output leaves without a store and is read back from out[]. GCC
+must not forward a stored value to its reload (it would keep it live): m[] is `volatile`
+and out[] is read through a volatile lvalue, or, for c-double, an empty asm after the
+store says the memory may have changed, so that x86 arithmetic can still read the reload
+in place. Values are unchanged: the same operations on the same operands.
 """
 from __future__ import annotations
 
@@ -44,6 +46,10 @@ class CDialect:
     support_template: str | None = None
     reach: int | None = None  # see the module doc
     registers: int | None = None  # C variables the allocation may keep live (None: one per slot)
+    checks_apart = False  # the envelope checks in a function of their own (see render_c)
+    spill_barrier = False  # spill slots kept by an empty asm instead of volatile (see render_c)
+    vector_checks = False  # checks apart compare two doubles at once (see _outside_function)
+    gcc_optimize: tuple[str, ...] = ("no-schedule-insns",)  # with registers (see _gcc_optimize)
 
     def literal(self, v: float) -> str:
         raise NotImplementedError
@@ -76,6 +82,12 @@ class DoubleC(CDialect):
     # x86-64 has 16 xmm registers; 14 leave GCC room for constants and the copies that
     # two-operand SSE needs (callgrind on the Stewart joint kernel: 13,629 -> 13,295)
     registers = 14
+    checks_apart = True
+    spill_barrier = True
+    vector_checks = True
+    # gcc -O2's SLP vectorizer pairs a few operations and pays for it in shuffles and
+    # copies: 13,043 -> 12,675 instructions per call on the Stewart joint kernel
+    gcc_optimize = ("no-schedule-insns", "no-tree-slp-vectorize")
     includes = ("math.h",)
     functions = {"sqrt": "sqrt({0})", "sin": "sin({0})", "cos": "cos({0})", "tan": "tan({0})",
                  "atan2": "atan2({0}, {1})", "exp": "exp({0})", "log": "log({0})", "abs": "fabs({0})"}
@@ -93,6 +105,10 @@ class Float32C(CDialect):
     includes = ("math.h",)
     support_template = "c/mathf.c.j2"
     reach = 256
+    # checks inlined, GCC keeps the compared inputs live and spills (Stewart joint kernel on
+    # the emulated M4F: 11,945 instructions per call; apart 11,158, with ranges symmetric
+    # about 0 compared by magnitude 10,762; without checks 9,775)
+    checks_apart = True
     # of the 32 single registers of the Cortex-M4F FPU, two left to GCC for constants
     # (arm-none-eabi-gcc -O2, Stewart joint kernel, instructions in the function: 23
     # registers 9,871, 28: 9,829, 29: 9,828, 30: 9,798, 31: 9,836)
@@ -110,12 +126,15 @@ class Float32C(CDialect):
         return s + "f"
 
 
-# GCC's scheduling before register allocation (on at -O2 for ARM) hoists loads to hide
-# their latency and undoes the allocation: 10,356 -> 10,676 instructions on the Stewart
-# joint kernel. It applies to the function that follows (the kernel).
-_NO_PRESCHEDULE = """
+# GCC options for the kernel that follows, printed as a pragma (GCC only; other compilers
+# ignore it). GCC's scheduling before register allocation (on at -O2 for ARM) hoists loads
+# to hide their latency and undoes the allocation: 10,356 -> 10,676 instructions on the
+# Stewart joint kernel.
+def _gcc_optimize(options: tuple[str, ...]) -> str:
+    quoted = ", ".join(f'"{o}"' for o in options)
+    return f"""
 #if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize ("no-schedule-insns")
+#pragma GCC optimize ({quoted})
 #endif
 """
 
@@ -138,16 +157,79 @@ def _outward(v: float, up: bool, real: str) -> float:
     return min(max(float(f), -top), top)
 
 
-def envelope_checks(dialect: CDialect, envelope: list[tuple[float, float]]) -> list[str]:
-    """The statements at the top of a float kernel: each input compared against its
-    envelope range; written `!(x >= lo && x <= hi)` so that a NaN fails too."""
-    lines = [CHECK_COMMENT.format(" (NaN too)")]
+def _bounds(dialect: CDialect, envelope: list[tuple[float, float]]) -> list[tuple[int, str, str]]:
+    """(input, lo, hi) as literals of the kernel's precision, for every checked input."""
+    out = []
     for k, (lo, hi) in enumerate(envelope):
         if not (math.isfinite(lo) and math.isfinite(hi)):  # unchecked (input_check off)
             continue
         a, b = (dialect.literal(_outward(v, up, dialect.real)) for v, up in ((lo, False), (hi, True)))
-        lines.append(f"if (!(in[{k}] >= {a} && in[{k}] <= {b})) return 2;")
+        out.append((k, a, b))
+    return out
+
+
+def envelope_checks(dialect: CDialect, envelope: list[tuple[float, float]]) -> list[str]:
+    """The statements at the top of a float kernel: each input compared against its
+    envelope range; written `!(x >= lo && x <= hi)` so that a NaN fails too."""
+    lines = [CHECK_COMMENT.format(" (NaN too)")]
+    lines += [f"if (!(in[{k}] >= {a} && in[{k}] <= {b})) return 2;" for k, a, b in _bounds(dialect, envelope)]
     return lines
+
+
+def _outside_function(name: str, dialect: CDialect, envelope: list[tuple[float, float]]) -> list[str]:
+    """`static int name(in)`: 1 if an input is outside its envelope range (NaN too), else 0.
+    Called, not inlined: inlined, GCC keeps the compared inputs live into the computation,
+    and where the registers are short it spills them (x86-64 gcc -O2, Stewart joint kernel:
+    checks 3,576 instructions per call; apart 939). With GCC's vector extension, two
+    neighbouring inputs per comparison (SSE2 cmplepd on x86-64; 939 -> 657), one comparison
+    of their magnitudes where both ranges are symmetric about 0 (657 -> 363)."""
+    bounds = {k: (a, b) for k, a, b in _bounds(dialect, envelope)}
+    symmetric = {k for k, (a, b) in bounds.items() if float(a.rstrip("f")) == -float(b.rstrip("f"))}
+    pairs, single = [], []
+    k, n = 0, len(envelope)
+    while k < n:
+        if k in bounds and k + 1 in bounds:
+            pairs.append(k)
+            k += 2
+        else:
+            if k in bounds:
+                single.append(k)
+            k += 1
+
+    fabs = "fabs" if dialect.real == "double" else "fabsf"
+
+    def scalar(ks):  # a range symmetric about 0: one comparison of the magnitude
+        return [f"    if (!({fabs}(in[{k}]) <= {bounds[k][1]})) return 1;"
+                if k in symmetric else
+                f"    if (!(in[{k}] >= {bounds[k][0]} && in[{k}] <= {bounds[k][1]})) return 1;" for k in ks]
+
+    def table(i):
+        cells = [f"{{{bounds[k][i]}, {bounds[k + 1][i]}}}" for k in pairs]
+        return [f"        {', '.join(cells[j:j + 4])}," for j in range(0, len(cells), 4)]
+
+    lines = ["#if defined(__GNUC__)", "__attribute__((noinline))", "#endif",
+             f"static int {name}(const {dialect.real} *restrict in)", "{"]
+    if len(pairs) > 1 and dialect.vector_checks:  # doubles: two to a 16-byte SSE2 register
+        # a range symmetric about 0: |x| <= hi (the sign bit cleared), one comparison
+        sym = [k in symmetric and k + 1 in symmetric for k in pairs]
+        lines += ["#if defined(__GNUC__)",
+                  "    typedef double v2 __attribute__((vector_size(16)));",
+                  "    typedef long long m2 __attribute__((vector_size(16)));"]
+        if not all(sym):
+            lines += [f"    static const v2 lo[{len(pairs)}] = {{", *table(0), "    };"]
+        lines += [f"    static const v2 hi[{len(pairs)}] = {{", *table(1), "    };",
+                  "    m2 ok = {-1, -1};", "    v2 x;"]
+        if any(sym):
+            lines.append("    const m2 magnitude = {0x7fffffffffffffffLL, 0x7fffffffffffffffLL};")
+        lines += [f"    __builtin_memcpy(&x, in + {k}, sizeof x); "
+                  + (f"x = (v2)((m2)x & magnitude); ok &= x <= hi[{i}];" if sym[i]
+                     else f"ok &= (x >= lo[{i}]) & (x <= hi[{i}]);")
+                  for i, k in enumerate(pairs)]
+        lines += ["    if (!(ok[0] & ok[1])) return 1;", *scalar(single), "#else",
+                  *scalar(sorted(bounds)), "#endif"]
+    else:
+        lines += scalar(sorted(bounds))
+    return lines + ["    return 0;", "}", ""]
 
 
 def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
@@ -186,31 +268,47 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
         return [f"{dst[0]} = {rhs};"]
 
     body: list[str] = []
+    keep_macro = ""
+    spills = True  # without an allocation: unknown
     for k, o in sched.direct:
         body.append(f"{elem('out', k)} = {opnd(o)};")
     decls = []
     if dialect.registers:
         alloc = allocate(sched, dialect.registers)
+        # outputs read back (kept by the empty asm, as spill slots are, or read as volatile)
+        reread = {st[2][1] for st in alloc.steps if st[0] == "ld" and st[2][0] == "out"}
+        keep = f"{p.upper()}_KEEP" if dialect.spill_barrier and (alloc.n_spill or reread) else None
         for step in alloc.steps:
             if step[0] == "ld":
                 _, reg, (kind, v) = step
-                if kind == "out":  # volatile: GCC would forward the stored value and keep it live
+                if kind == "out" and keep:
+                    src = elem("out", v)
+                elif kind == "out":  # volatile: GCC would forward the stored value and keep it live
                     src = f"*(volatile {dialect.real} *)&{elem('out', v)}"
                 else:
                     src = elem("in", v) if kind == "in" else f"m[{v}]"
                 body.append(f"w{reg} = {src};")
             elif step[0] == "st":
-                body.append(f"m[{step[1]}] = w{step[2]};")
+                body.append(f"m[{step[1]}] = w{step[2]};" + (f" {keep}(m[{step[1]}]);" if keep else ""))
             else:
                 _, ins, operands, dst = step
                 args = [f"w{v}" if kind == "r" else opnd((kind, v)) for kind, v in operands]
                 body.extend(statement(ins, args, [f"w{r}" for r in dst]))
                 for d, reg in zip(ins.dst, dst):
                     for k in sched.stores.get(d, ()):
-                        body.append(f"{elem('out', k)} = w{reg};")
+                        o = elem("out", k)
+                        body.append(f"{o} = w{reg};" + (f" {keep}({o});" if keep and k in reread else ""))
         n_vars = alloc.used
+        spills = alloc.n_spill > 0
+        if keep:
+            # x86 arithmetic reads an operand from memory: a reload read once folds into it
+            # (a volatile load never does). The empty asm says the slot may have changed, so
+            # GCC cannot forward the stored value instead (Stewart joint kernel: 13,614 ->
+            # 12,883 instructions per call)
+            keep_macro = "\n".join(["", "#if defined(__GNUC__)", f'#define {keep}(x) __asm__("" : "+m"(x))',
+                                     "#else", f"#define {keep}(x) ((void)0)", "#endif", ""])
         if alloc.n_spill:
-            decls.append(f"volatile {dialect.real} m[{alloc.n_spill}];")
+            decls.append(f"{'' if keep else 'volatile '}{dialect.real} m[{alloc.n_spill}];")
     else:
         for ins in sched.order:
             body.extend(statement(ins, [opnd(a) for a in ins.args], [f"w{slot[d]}" for d in ins.dst]))
@@ -236,11 +334,15 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
     support = ""
     if dialect.support_template and any(i.op in ("sin", "cos", "sincos") for i in tape.instrs):
         support = render_template(dialect.support_template, p=p)
+    checks = envelope_checks(dialect, ctx["envelope"])
+    if dialect.checks_apart and len(checks) > 1 and spills:  # see _outside_function
+        support += "\n".join(["", *_outside_function(f"{ctx['function']}_outside", dialect, ctx["envelope"])])
+        checks = [checks[0], f"if ({ctx['function']}_outside(in)) return 2;"]
     if dialect.registers:
-        support += _NO_PRESCHEDULE
+        support += keep_macro + _gcc_optimize(dialect.gcc_optimize)
 
     common = dict(ctx, real=dialect.real, target=dialect.name)
     c_text = render_template("c/kernel.c.j2", **common, includes=list(dialect.includes), support=support,
-                             checks=envelope_checks(dialect, ctx["envelope"]), decls=decls, body=body)
+                             checks=checks, decls=decls, body=body)
     h_text = render_template("c/kernel.h.j2", **common)
     return {ctx["header"]: h_text, ctx["source"]: c_text}

@@ -37,7 +37,7 @@ class Schedule:
 _CHAIN = 4
 
 
-def order_for_pressure(tape: Tape) -> list[Instr]:
+def order_for_pressure(tape: Tape, longest: int = _CHAIN) -> list[Instr]:
     """List scheduling that keeps few values live: among the instructions whose operands
     are ready, take the one that frees the most values (operands read for the last time)
     less the values it creates; ties go to the one reading the most recent value (finish
@@ -46,8 +46,9 @@ def order_for_pressure(tape: Tape) -> list[Instr]:
 
     A value with a single reader would otherwise wait, live, until the reader's other
     operands happen to be chosen: after each instruction whose result has one reader,
-    that reader's missing operands (at most _CHAIN instructions, operands first) and the
-    reader itself follow at once, and so on up the chain."""
+    that reader's missing operands (at most `longest` instructions, operands first) and the
+    reader itself follow at once, and so on up the chain. `longest` is per target core (a
+    backend's schedule_chain; _CHAIN by default)."""
     instrs = tape.instrs
     n = len(instrs)
     ops = [tuple(dict.fromkeys(a[1] for a in ins.args if a[0] == "t")) for ins in instrs]
@@ -102,7 +103,7 @@ def order_for_pressure(tape: Tape) -> list[Instr]:
                     push(heap, score(r))
 
     def missing(r: int) -> list[int] | None:
-        """Instructions still to place before r (operands first), None if over _CHAIN."""
+        """Instructions still to place before r (operands first), None if over `longest`."""
         out: list[int] = []
         opened: set[int] = set()
         stack = [(r, False)]
@@ -111,7 +112,7 @@ def order_for_pressure(tape: Tape) -> list[Instr]:
             if closing:
                 if k != r:
                     out.append(k)
-                    if len(out) > _CHAIN:
+                    if len(out) > longest:
                         return None
                 continue
             if k in opened:  # reached again through another path: placed once, first
@@ -146,8 +147,8 @@ def order_for_pressure(tape: Tape) -> list[Instr]:
     return order
 
 
-def schedule(tape: Tape, pressure: bool = True) -> Schedule:
-    order = order_for_pressure(tape) if pressure else list(tape.instrs)
+def schedule(tape: Tape, pressure: bool = True, chain: int | None = None) -> Schedule:
+    order = order_for_pressure(tape, _CHAIN if chain is None else chain) if pressure else list(tape.instrs)
     last_read: dict[int, int] = {}
     for pos, ins in enumerate(order):
         for a in ins.args:
