@@ -204,8 +204,22 @@ def test_ctrl_c_during_simulate_is_one_line(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "mbforge.cli", "simulate", "pendulum_block", "--out",
                              str(tmp_path / "s"), "--points", "200001", "--t-end", "2000"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(6)
+    # "in the middle": once the run has used 4 s of CPU (a loaded machine starts it slowly)
+    tick = os.sysconf("SC_CLK_TCK")
+    cpu = 0.0
+    for _ in range(900):
+        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        cpu = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+        if cpu >= 4.0 or proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    assert proc.poll() is None, f"simulate ended before the signal: {proc.communicate()}"
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"no exit 60 s after SIGINT (signalled at {cpu:.1f} s CPU); stderr: {err[-2000:]}")
     assert proc.returncode == 130, err
     assert "Traceback" not in err and err.strip() == "mbforge simulate: interrupted"
