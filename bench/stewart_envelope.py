@@ -3,7 +3,7 @@ first done-when line): generation time and box count, then the generated kernel 
 double on the four motions and on random consistent states of the envelope.
 
     python -m bench.stewart_envelope [--target c-fixed|c-float32] [--motion-points 20000]
-        [--random 100000] [--search 2000] [--envelope-off] [--out DIR] [--json FILE]
+        [--random 100000] [--search 2000] [--envelope-off [--domain-steps N]] [--out DIR] [--json FILE]
 
 1. Build the kernel (`inverse-dynamics-reduced`, domain = the envelope's verified cover)
    and generate it for the target; wall and CPU time, the number of domain boxes. A
@@ -32,7 +32,9 @@ Measured 2026-12-02, second session (load about 4), with the leg lengths as meas
   bound / observed 31.5, 19.7, 13.5, 15.5, 14.4, 12.2 (first session 123 .. 596); more
   than 400 roundings reach each output, and bound / (4 sigma) is 7.3 .. 8.4 (what
   independent roundings would show); the closest a state of the search along heave came
-  to a bound: error / bound 0.0834 (u_f6, t = 1.0357). Yaw, roll, pitch lie outside the tube's formats (refused on the host, as a
+  to a bound: error / bound 0.0834 (u_f6, t = 1.0357). With --domain-steps 192 (192 boxes,
+  12.6 s wall / 12 s CPU): bounds 4.9e-5 .. 1.0e-5 N, bound / observed 26.8, 17.4, 12.5,
+  13.9, 13.0, 11.2 (bound / (4 sigma) 8.2 .. 13); the search's closest: 0.0919 (t = 0.86). Yaw, roll, pitch lie outside the tube's formats (refused on the host, as a
   device would answer 2).
 * over the envelope: every pivot is proven nonzero with x, y, z halved (512 cells), but
   c-fixed is still refused (a later pivot's enclosure reaches 0.015 in some cells and the
@@ -69,7 +71,7 @@ from mbforge.hil.vectors import VectorError
 from mbforge.ir import Evaluator
 from mbforge.kernels.builders import build_kernel
 from mbforge.kernels.cover import envelope_cover
-from mbforge.kernels.reduced import reduction
+from mbforge.kernels.reduced import reduced_inverse_dynamics_kernel, reduction
 from mbforge.manifest import Manifest
 from mbforge.pipeline import generate
 
@@ -171,6 +173,8 @@ def main(argv=None) -> int:
     ap.add_argument("--motion-points", type=int, default=20000)
     ap.add_argument("--random", type=int, default=100000)
     ap.add_argument("--search", type=int, default=2000)
+    ap.add_argument("--domain-steps", type=int, default=None,
+                    help="with --envelope-off: boxes of the tube (default kernels.domain.DOMAIN_STEPS)")
     ap.add_argument("--envelope-off", action="store_true", help="the driven (heave) motion's tube (the model built with envelope=False)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--json", default=None)
@@ -178,7 +182,10 @@ def main(argv=None) -> int:
     report: dict = {"target": a.target, "envelope": not a.envelope_off}
     eqs = load("stewart", envelope=not a.envelope_off).equations()
     t0, c0 = time.perf_counter(), time.process_time()
-    kernel = build_kernel(eqs, "inverse-dynamics-reduced")
+    if a.domain_steps is not None and a.envelope_off:
+        kernel = reduced_inverse_dynamics_kernel(eqs, domain_steps=a.domain_steps)
+    else:
+        kernel = build_kernel(eqs, "inverse-dynamics-reduced")
     t1, c1 = time.perf_counter(), time.process_time()
     report["boxes"] = len(kernel.domain)
     report["build_s"] = {"wall": round(t1 - t0, 1), "cpu": round(c1 - c0, 1)}
