@@ -66,27 +66,17 @@ class ExplicitForms:
                               "coordinates use")
         cols = [pos[s] for s in self.inputs]
         vec = analyse_chunked(self.tape, L[:, cols], H[:, cols], strict=False)
-        ends = [self._operand(vec, o) for o in self.tape.outputs]
+        ends = [vec.operand(o) for o in self.tape.outputs]
         lo = np.column_stack([e[0] for e in ends])
         hi = np.column_stack([e[1] for e in ends])
         return vec, lo, hi
-
-    @staticmethod
-    def _operand(vec, o):
-        kind, v = o
-        if kind == "t":
-            return vec.lo[v], vec.hi[v]
-        if kind == "in":
-            return vec.in_lo[:, v], vec.in_hi[:, v]
-        c = np.full(vec.n_boxes, float(v))
-        return c, c
 
     def _failures(self, vec, lo, hi):
         """Per cell: the first unproven check (an index into checks, then the guards
         after them, -1: none)."""
         first = np.full(len(lo), -1)
         for j, (_, o, op) in enumerate(self.checks):
-            a, b = self._operand(vec, o)
+            a, b = vec.operand(o)
             bad = ~(a > 0) & ~(b < 0) if op == "div" else ~(a >= 0)
             first = np.where((first < 0) & bad, j, first)
         for g, (_, _, minimum) in enumerate(self.guards):
@@ -118,7 +108,7 @@ class ExplicitForms:
             raise KernelError(f"{self.model}: {what} is not proven >= {minimum:g} over the cell near {where} (its "
                               f"range [{lo[0, g]:.6g}, {hi[0, g]:.6g}]); {hint}")
         i, o, op = self.checks[j]
-        a, b = self._operand(vec, o)
+        a, b = vec.operand(o)
         which = self._user(i)
         what = (f"divides by a value in [{a[0]:.6g}, {b[0]:.6g}]" if op == "div"
                 else f"takes the square root of a value in [{a[0]:.6g}, {b[0]:.6g}]")
