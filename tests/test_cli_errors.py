@@ -201,9 +201,12 @@ def test_ctrl_c_during_simulate_is_one_line(tmp_path):
     import signal
     import time
 
+    # as from a terminal: SIGINT at its default in the child, even when this test runs in a
+    # background job (which ignores SIGINT, and a child inherits an ignored signal)
     proc = subprocess.Popen([sys.executable, "-m", "mbforge.cli", "simulate", "pendulum_block", "--out",
                              str(tmp_path / "s"), "--points", "200001", "--t-end", "2000"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     # "in the middle": once the run has used 4 s of CPU (a loaded machine starts it slowly)
     tick = os.sysconf("SC_CLK_TCK")
     cpu = 0.0
