@@ -3,7 +3,8 @@ first done-when line): generation time and box count, then the generated kernel 
 double on the four motions and on random consistent states of the envelope.
 
     python -m bench.stewart_envelope [--target c-fixed|c-float32] [--motion-points 20000]
-        [--random 100000] [--search 2000] [--envelope-off [--domain-steps N]] [--out DIR] [--json FILE]
+        [--random 100000] [--search 2000] [--xyz-cells N | --envelope-off [--domain-steps N]]
+        [--out DIR] [--json FILE]
 
 1. Build the kernel (`inverse-dynamics-reduced`, domain = the envelope's verified cover)
    and generate it for the target; wall and CPU time, the number of domain boxes. A
@@ -36,9 +37,12 @@ Measured 2026-12-02, second session (load about 4), with the leg lengths as meas
   12.6 s wall / 12 s CPU): bounds 4.9e-5 .. 1.0e-5 N, bound / observed 26.8, 17.4, 12.5,
   13.9, 13.0, 11.2 (bound / (4 sigma) 8.2 .. 13); the search's closest: 0.0919 (t = 0.86). Yaw, roll, pitch lie outside the tube's formats (refused on the host, as a
   device would answer 2).
-* over the envelope: every pivot is proven nonzero with x, y, z halved (512 cells), but
-  c-fixed is still refused (a later pivot's enclosure reaches 0.015 in some cells and the
-  propagated error exceeds it), and float32 bounds at 1,728 cells are 180 .. 27,900 N.
+* over the envelope, with the matrix's values also enclosed over the 128 halves of each
+  cell (analysis.linear): c-fixed generates, over the model's 64 cells in 11 s with bounds
+  4 .. 454 N, and with --xyz-cells 2 (512 cells) in 39 s with bounds 2.58, 0.82, 0.54,
+  0.31, 0.052, 0.049 N; status 0 and within the bound on 4 x 20,001 motion points and 1e5
+  random consistent states; largest errors 3.3e-5 .. 5.1e-6 N, bound / observed 7.8e4 ..
+  9.6e3. float32 at 512 cells: bounds 16 .. 839 N.
 
 Measured 2026-12-02, first session (2 cores shared by nine sessions; ENV_CELLS x, y, z 1, e1..e3 4):
 * c-fixed over the envelope: kernel built (64 boxes) in 19 s wall / 4.4 s CPU; generation
@@ -173,6 +177,9 @@ def main(argv=None) -> int:
     ap.add_argument("--motion-points", type=int, default=20000)
     ap.add_argument("--random", type=int, default=100000)
     ap.add_argument("--search", type=int, default=2000)
+    ap.add_argument("--xyz-cells", type=int, default=None,
+                    help="cells of the envelope along the platform's x, y and z (the model's: 1); 2 makes the "
+                         "reduced kernel's c-fixed bounds finite over the envelope")
     ap.add_argument("--domain-steps", type=int, default=None,
                     help="with --envelope-off: boxes of the tube (default kernels.domain.DOMAIN_STEPS)")
     ap.add_argument("--envelope-off", action="store_true", help="the driven (heave) motion's tube (the model built with envelope=False)")
@@ -181,6 +188,9 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     report: dict = {"target": a.target, "envelope": not a.envelope_off}
     eqs = load("stewart", envelope=not a.envelope_off).equations()
+    if a.xyz_cells and not a.envelope_off:
+        cells = {"quantities": {f"plat_{c}": {"cells": a.xyz_cells} for c in "xyz"}}
+        eqs.envelope = eqs.envelope.override(cells, "--xyz-cells", list(eqs.actuator_names))
     t0, c0 = time.perf_counter(), time.process_time()
     if a.domain_steps is not None and a.envelope_off:
         kernel = reduced_inverse_dynamics_kernel(eqs, domain_steps=a.domain_steps)

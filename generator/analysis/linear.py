@@ -129,26 +129,49 @@ class _Hints:
         F = enc.F
         self.n = F.n
         self.entries = sorted(F.A.entries)
-        atoms = [F.A.entries[ij] for ij in self.entries] + enc.rhs
-        self.sub = lower(atoms, tape.inputs)  # the entries and b alone: short, tight ranges
+        atoms = [F.A.entries[ij] for ij in self.entries]
+        self.sub = lower(atoms + enc.rhs, tape.inputs)  # the entries and b alone: short, tight ranges
+        self.sub_A = lower(atoms, tape.inputs)  # the entries alone, for the matrix's own values
+        used = sorted({v for ins in self.sub_A.instrs for kind, v in ins.args if kind == "in"}
+                      | {v for kind, v in self.sub_A.outputs if kind == "in"})
+        self.split_dims = used
         self.targets = targets
         self.steps = [(list(st.rows), list(st.cols)) for st in F.steps]
 
     def __call__(self, in_lo, in_hi) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-        parts = [self._chunk(in_lo[j:j + CHUNK], in_hi[j:j + CHUNK]) for j in range(0, in_lo.shape[0], CHUNK)]
-        return {t: (np.concatenate([p[t][0] for p in parts]), np.concatenate([p[t][1] for p in parts]))
-                for t in parts[0]}
+        out = _joined([self._chunk(in_lo[j:j + CHUNK], in_hi[j:j + CHUNK]) for j in range(0, in_lo.shape[0], CHUNK)])
+        # the matrix's own values (pivots, multipliers, pivot rows) over sub-boxes as well: their
+        # enclosures tighten quadratically with the width, and the entries are short to analyse
+        dims = self.split_dims[:SPLIT_DIMS]
+        if dims:
+            k = 1 << len(dims)
+            codes = np.arange(k)
+            sub_lo = np.repeat(in_lo, k, axis=0)
+            sub_hi = np.repeat(in_hi, k, axis=0)
+            for b, d in enumerate(dims):
+                mid = np.repeat((in_lo[:, d] + in_hi[:, d]) / 2, k)
+                upper = np.tile((codes >> b) & 1, in_lo.shape[0]).astype(bool)
+                sub_lo[:, d] = np.where(upper, mid, sub_lo[:, d])
+                sub_hi[:, d] = np.where(upper, sub_hi[:, d], mid)
+            parts = _joined([self._chunk(sub_lo[j:j + CHUNK], sub_hi[j:j + CHUNK], matrix_only=True)
+                             for j in range(0, sub_lo.shape[0], CHUNK)])
+            for t, (lo, hi) in parts.items():
+                lo, hi = lo.reshape(-1, k).min(1), hi.reshape(-1, k).max(1)  # the union over a box's halves
+                blo, bhi = out[t]
+                out[t] = (np.maximum(blo, lo), np.minimum(bhi, hi))  # both sound
+        return out
 
-    def _forms(self, in_lo, in_hi) -> "_Param":
+    def _forms(self, in_lo, in_hi, matrix_only: bool = False) -> "_Param":
         """The entries of A and b as affine forms over the boxes: A(e) = A0 + sum_k Ak e_k
         + [-EA, EA], e in [-1, 1]^T, keeping the noise symbols that two or more of them
         share (their correlation is what the enclosures below exploit)."""
         from .ranges import analyse_boxes
-        keep = {v for kind, v in self.sub.outputs if kind == "t"}
-        br = analyse_boxes(self.sub, in_lo, in_hi, strict=False, keep=keep)
+        tape = self.sub_A if matrix_only else self.sub
+        keep = {v for kind, v in tape.outputs if kind == "t"}
+        br = analyse_boxes(tape, in_lo, in_hi, strict=False, keep=keep)
         B, n_in = in_lo.shape
         forms = []
-        for kind, v in self.sub.outputs:
+        for kind, v in tape.outputs:
             if kind == "t":
                 ids, A, c, err = br.affine[v]
                 bad = ~(np.isfinite(br.lo[v]) & np.isfinite(br.hi[v]))
@@ -184,8 +207,8 @@ class _Hints:
         P.b0, P.bK, P.Eb = C0[:, ne:], CK[:, :, ne:], E[:, ne:]
         return P
 
-    def _chunk(self, in_lo, in_hi):
-        P = self._forms(in_lo, in_hi)
+    def _chunk(self, in_lo, in_hi, matrix_only: bool = False):
+        P = self._forms(in_lo, in_hi, matrix_only)
         memo: dict = {}
 
         def schur(s, i, j):
@@ -220,6 +243,8 @@ class _Hints:
         with np.errstate(all="ignore"):
             x = None
             for t, sg, kind, s, i, j in self.targets:
+                if matrix_only and kind in ("X", "Y"):
+                    continue
                 if kind == "X":
                     if x is None:
                         x = param_solve(P.A0, P.AK, P.EA, P.b0, P.bK, P.Eb)
@@ -247,6 +272,13 @@ class _Hints:
 
 
 CHUNK = 256  # boxes per pass of the hints (their affine coefficients are boxes x terms x n x n)
+SPLIT_DIMS = 7  # the matrix's values are also enclosed over the 2^7 halves of each box (its first 7 inputs)
+
+
+def _joined(parts: list[dict]) -> dict:
+    """The hints of consecutive chunks of boxes, one array per temp."""
+    return {t: (np.concatenate([p[t][0] for p in parts]), np.concatenate([p[t][1] for p in parts]))
+            for t in parts[0]}
 
 
 class _Param:

@@ -49,10 +49,11 @@ yet prove the 98 x 98 straight-line LU's pivots away from 0 over those boxes (no
 over 32,768 of them): c-fixed inverse-dynamics is refused over the envelope (use
 envelope=False) and float32 inverse-dynamics gets no error bound. The reduced inverse
 dynamics takes the leg lengths as its actuators' measures (Model.explicit_measure) and
-the solve's values enclosed from its matrix (analysis.linear): its pivots are proven away
-from 0 once x, y and z are halved (512 cells), but the later pivots' enclosures stay loose
-in most cells and the propagated rounding errors diverge (c-fixed is refused; float32
-bounds are 180 .. 27,900 N at 1,728 cells). See bench/stewart_envelope.py.
+the solve's values enclosed from its matrix alone, over halves of each cell too
+(analysis.linear): in c-fixed it generates over the envelope, with bounds of 4 .. 454 N
+over the 64 cells (11 s) and 0.05 .. 2.6 N with x, y and z halved (512 cells, 40 s:
+`--envelope` with "cells": 2 for plat_x, plat_y, plat_z), about 1e4 times the errors seen.
+See bench/stewart_envelope.py.
 """
 from __future__ import annotations
 
