@@ -11,10 +11,12 @@ with K_r, K_c the rows and columns of the steps before,
 
 is the pivot, an entry of a pivot row (upper) and, divided by the pivot, a multiplier
 (lower); b's column gives the eliminated right-hand side (y), and x = A^-1 b the solution.
-Each is enclosed here by the interval argument for linear systems (the Krawczyk-type test
-of kernels.cover._linear_enclosure: a preconditioned residual, sound for every matrix and
-right-hand side in the entry enclosures), without the straight-line code's cancellations.
-The entry enclosures come from range analysis of the entries alone (short expressions).
+Each is enclosed here by the interval argument for linear systems (param_solve: a
+Krawczyk-type test on a preconditioned residual, sound for every matrix and right-hand
+side in the entries' affine forms, which kernels.cover also uses with plain intervals),
+without the straight-line code's cancellations. The entries' forms come from range
+analysis of the entries alone (short expressions); the matrix's own values (pivots,
+multipliers, pivot rows) are enclosed over the 2^7 halves of each box as well.
 
 `LUEnclosure.bind(tape)` maps these quantities to the tape's temps (through the atoms
 they compute, after any rewrite of the kernel's outputs), and range analysis intersects
@@ -24,13 +26,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Atom
+from ..ir import Atom, mul, sub
 
-__all__ = ["LUEnclosure", "bind_hints", "param_solve"]
+__all__ = ["LUEnclosure", "bind_hints", "pad", "param_solve"]
 
 
-def _pad(c, r):
-    """Radius grown for the rounding of the point computations around it."""
+def pad(c, r):
+    """Radius r around centre c grown for the rounding of the point computations that
+    gave them (the enclosures here and the cover's Krawczyk test)."""
     return r * (1 + 1e-9) + 1e-13 * (1 + np.abs(c))
 
 
@@ -75,7 +78,6 @@ class LUEnclosure:
             if one:
                 for i, ls in st.lower.items():
                     # solve(): y_i - l_i y_r, the row eliminated through this step
-                    from ..ir import mul, sub
                     y[i] = sub(y[i], mul(ls[0], y[st.rows[0]]))
                     plan.append((y[i], "Y", s + 1, i, None))
             else:
@@ -169,7 +171,7 @@ class _Hints:
         tape = self.sub_A if matrix_only else self.sub
         keep = {v for kind, v in tape.outputs if kind == "t"}
         br = analyse_boxes(tape, in_lo, in_hi, strict=False, keep=keep)
-        B, n_in = in_lo.shape
+        B = in_lo.shape[0]
         forms = []
         for kind, v in tape.outputs:
             if kind == "t":
@@ -236,7 +238,7 @@ class _Hints:
                     hull = np.abs(rowc) + np.abs(rowK).sum(1) + rowE
                     r = np.abs(lin).sum(1) + ea + np.einsum("bk,bk->b", rowE, np.abs(zc)) \
                         + np.einsum("bk,bk->b", hull, zr)
-                memo[key] = (c, _pad(c, r))
+                memo[key] = (c, pad(c, r))
             return memo[key]
 
         out = {}
@@ -264,7 +266,7 @@ class _Hints:
                             c, r = rc, rr
                         else:
                             c, r = c * rc, np.abs(c) * rr + r * np.abs(rc) + r * rr
-                        r = _pad(c, r)
+                        r = pad(c, r)
                 r = np.where(np.isfinite(r) & np.isfinite(c), r, np.inf)
                 c = np.where(np.isfinite(r), sg * c, 0.0)
                 out[t] = (c - r, c + r)
@@ -319,5 +321,5 @@ def param_solve(A0, AK, EA, b0, bK, Eb):
     r = np.where(ok, s.max(axis=1) / np.where(ok, 1 - g, 1), np.inf)[:, None] * np.ones(m)
     for _ in range(20):  # each iterate s + G r of an enclosure radius is one too, and smaller
         r = np.minimum(r, s + np.einsum("bij,bj->bi", G, r))
-    r = _pad(z, r)
+    r = pad(z, r)
     return z, np.where(ok[:, None], r, np.inf)

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..analysis.intervals import IntervalEvaluator, _mul, _out
-from ..analysis.linear import param_solve
+from ..analysis.linear import pad, param_solve
 from ..ir import ONE, ZERO, Atom, Evaluator, jacobian, time_derivative
 from .common import KernelError
 from .kernel import InPort
@@ -144,11 +144,6 @@ def _linear_enclosure(Ac, Ar, bc, br):
     parametric enclosure of analysis.linear with every entry its own interval."""
     B, n = Ac.shape[0], Ac.shape[1]
     return param_solve(Ac, np.zeros((B, 0, n, n)), Ar, bc, np.zeros((B, 0, n)), br)
-
-
-def _pad(r, c):
-    """Radius grown for the rounding of the point computations around it."""
-    return r * (1 + 1e-9) + 1e-13 * (1 + np.abs(c))
 
 
 def _centre_radius(lo, hi):
@@ -347,14 +342,14 @@ def _verify(pr: Problem, plo, phi, Qs, ok, PD, PDD):
             Y = np.linalg.pinv(J0)
         aY = np.abs(Y)
         head = np.abs(np.einsum("kij,kj->ki", Y, Fc)) + np.einsum("kij,kj->ki", aY, Fr)
-        r = _pad(1.2 * head, Qs)
+        r = pad(Qs, 1.2 * head)
         verified = np.zeros(C, dtype=bool)
         rad = np.full((C, n), np.inf)
         for _ in range(KRAWCZYK_ROUNDS):
             Jl, Jh = pr.box_J(np.column_stack([Qs - r, plo]), np.column_stack([Qs + r, phi]))
             Jc, Jr = _centre_radius(pr._matrix(Jl, C), pr._matrix(Jh, C))
             G = np.abs(np.eye(n) - np.einsum("kij,kjl->kil", Y, Jc)) + np.einsum("kij,kjl->kil", aY, Jr)
-            kr = _pad(head + np.einsum("kij,kj->ki", G, r), Qs)  # |K(X) - q~| <= kr
+            kr = pad(Qs, head + np.einsum("kij,kj->ki", G, r))  # |K(X) - q~| <= kr
             inside = np.all(kr < r, axis=1) & np.all(np.isfinite(kr), axis=1)
             newly = inside & ~verified & ok
             rad[newly] = kr[newly]
@@ -362,7 +357,7 @@ def _verify(pr: Problem, plo, phi, Qs, ok, PD, PDD):
             if verified[ok].all():
                 break
             # epsilon-inflation: the next candidate is K(X) grown a little (a contraction settles)
-            r = np.where(verified[:, None] | ~np.isfinite(kr), r, _pad(1.2 * kr, Qs))
+            r = np.where(verified[:, None] | ~np.isfinite(kr), r, pad(Qs, 1.2 * kr))
         qlo, qhi = Qs - rad, Qs + rad
         good = verified.copy()
         # velocities: F_q(X, P) qd = -F_p pd over the cell
