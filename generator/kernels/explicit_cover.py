@@ -31,7 +31,7 @@ from .cover import Cover, Problem, _problem, build_cover
 
 ENCLOSED_OPS = {"add", "sub", "neg", "mul", "div", "sqrt", "sin", "cos", "sincos"}  # analyse_boxes' rules
 CHECK_SAMPLES = 256  # consistent states of the cover at which the closed forms are checked
-EXPLICIT_TOL = 1e-8  # largest |constraint| accepted there (relative to the rates' size for qd, qdd)
+EXPLICIT_TOL = 1e-8  # largest |constraint| accepted through the closed forms (relative to the rates' size for qd, qdd)
 _KINDS = ("position", "velocity", "acceleration")
 
 
@@ -140,11 +140,7 @@ def _split_rows(eqs, rows):
     z = list(eqs.independent)
     if set(z) & set(eqs.dependent) or len(z) + len(eqs.dependent) != len(eqs.q):
         return None
-    free = eqs.t.mask
-    for s in z:
-        free |= s.mask
-    psi = [i for i in rows if not eqs.phi[i].mask & ~free]
-    return z, psi, [i for i in rows if i not in set(psi)]
+    return (z, *eqs.independent_rows(rows))
 
 
 def explicit_cover(eqs, rows, extra, extra_names, params) -> Cover | None:

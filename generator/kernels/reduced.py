@@ -28,12 +28,12 @@ from ..model.equations import Equations
 from .common import KernelError, LinearSystem, actuators, constraint_rows, names, need_inertia, port, subs_sparse
 from .cost import weighted_cost
 from .cover import apply_cover, envelope_cover, with_envelope_samples
+from .explicit_cover import EXPLICIT_TOL
 from .domain import DOMAIN_STEPS, independent_box_samples, kernel_samples, motion_domain, motion_inputs
 from .kernel import Kernel, KernelInfo, OutPort
 from .rewrite import share_reciprocals
 
 REDUCED_METHODS = ("auto", "projected", "full")
-EXPLICIT_TOL = 1e-8  # largest |constraint| accepted at the samples, through the closed forms
 
 
 @dataclass
@@ -71,13 +71,7 @@ def reduction(eqs: Equations) -> Reduction:
         raise KernelError(f"{eqs.model}: inverse-dynamics-reduced needs actuators (their forces are the output)")
     z = list(eqs.independent)
     smap = eqs.explicit_map(2)
-    ps = list(getattr(eqs, "params", []) or [])
-    free = eqs.t.mask
-    for s in z + ps:
-        free |= s.mask
-    kin = eqs.kinematic_rows
-    psi = [i for i in kin if not eqs.phi[i].mask & ~free]
-    others = [i for i in kin if i not in set(psi)]
+    psi, others = eqs.independent_rows(eqs.kinematic_rows)
     f_full = getattr(eqs, "inertial", None)  # M qdd - Q, body by body in Newton-Euler form where possible
     if f_full is None:
         f_full = [sub(m, q_) for m, q_ in zip(eqs.M.matvec(eqs.qdd), eqs.Q)]
@@ -154,11 +148,10 @@ def _measure_columns(eqs: Equations, red: Reduction, entries: dict, samples: Sam
     """Replace the actuator columns R^T B_k of `entries` ({(row, column): atom}) by grad_z
     m_k for actuators with an explicit measure (Model.explicit_measure), after checking at
     the samples that both agree (a KernelError names the actuator otherwise)."""
-    measures = getattr(eqs, "measures", None) or {}
     for k, name in enumerate(red.act_names):
-        if name not in measures:
+        if name not in eqs.measures:
             continue
-        m = subs(measures[name], eqs.explicit_map(0))
+        m = subs(eqs.measures[name], eqs.explicit_map(0))
         new = {j: diff(m, s) for j, s in enumerate(red.z)}
         rows = list(range(len(red.z)))
         old_atoms = [entries.get((j, k), ZERO) for j in rows]
@@ -302,7 +295,7 @@ def reduced_inverse_dynamics_kernel(eqs: Equations, samples=None, method: str = 
         shared[key] = share_reciprocals(keep)
         cost[key] = weighted_cost(shared[key])
     chosen = min(cost, key=lambda k: (cost[k], k != "projected"))
-    F, x, mult_names, what, _ = tried[chosen]
+    F, x, mult_names, what, rhs = tried[chosen]
     uu, mult = shared[chosen][:na], shared[chosen][na:]
     outputs = [OutPort.vector("u", uu)]
     if multipliers:
@@ -325,7 +318,7 @@ def reduced_inverse_dynamics_kernel(eqs: Equations, samples=None, method: str = 
         inputs=inputs,
         outputs=outputs,
         info=KernelInfo(solves={"G": F}, report=report, multipliers=mult_names if multipliers else [],
-                        method=chosen, enclosures=[_enclosure(F, tried[chosen][4], len(uu + mult),
+                        method=chosen, enclosures=[_enclosure(F, rhs, len(uu + mult),
                                                               0 if chosen == "projected" else len(mult_names))]),
     )
     zi = [eqs.q.index(s) for s in z]

@@ -130,6 +130,16 @@ class Equations:
     def kinematic_rows(self) -> list[int]:
         return [i for i, d in enumerate(self.driving) if not d]
 
+    def independent_rows(self, rows) -> tuple[list[int], list[int]]:
+        """`rows` split into those among the independent coordinates, parameters and t
+        alone (the Stewart platform's Euler normalisation) and the others (which the
+        explicit coordinates' closed forms must satisfy)."""
+        free = self.t.mask
+        for s in list(self.independent) + list(self.params or []):
+            free |= s.mask
+        among = [i for i in rows if not self.phi[i].mask & ~free]
+        return among, [i for i in rows if i not in set(among)]
+
     @property
     def phi_kin_q(self) -> Sparse:
         """Rows of phi_q that are not driving constraints (renumbered 0..)."""
