@@ -260,6 +260,11 @@ def main(argv=None) -> int:
         print("roundings per output    " + " ".join(str(x["roundings"]) for x in stats))
         print("bound / (4 sigma)       " + _fmt([x["bound_over_4sigma"] or np.nan for x in stats])
               + "  (the ratio to expect if the roundings were independent: fixerror.rounding_statistics)")
+        print("bound per program tenth " + " ".join(f"{x:.0%}" for x in stats[0]["share_by_tenth"])
+              + "  (output 0, box of its largest bound; by instruction position)")
+        for x in stats[:1]:
+            print("largest roundings       " + ", ".join(f"#{t['instr']} {t['op']} c={t['coefficient']:.3g} "
+                                                         f"({t['share']:.1%})" for t in x["top"]))
     if a.envelope_off and a.search:
         score, t_best = search_along(run, kernel, sets["heave"], a.motion_points, a.search)
         report["adversarial"] = {"max_err_over_bound": score, "t": t_best}

@@ -248,3 +248,26 @@ def test_bisecting_the_boxes_that_hold_the_largest_fixed_bound():
     err = np.abs(Y / np.exp2(fx4.out_bits) - Evaluator(k.output_atoms, k.input_symbols)(X)).max(0)
     assert (err <= np.array(fx4.out_error)).all()
     print(f"\nfourbar kinematics: largest bound {max(fx1.out_error):.3g} -> {max(fx4.out_error):.3g} with bisection")
+
+
+def test_rounding_statistics_say_where_a_bound_comes_from():
+    """Per output, the roundings' shares of the bound (by tenth of the program and the
+    largest five) add up with the remainder to the bound, and each named rounding is an
+    instruction of the program that rounds (or an input's conversion)."""
+    from mbforge.analysis.fixerror import bound_over_boxes, rounding_statistics
+    from mbforge.analysis.ranges import BoxRanges
+
+    k = build_kernel(load("fourbar").equations(), "kinematics")
+    tape = lower(k.output_atoms, k.input_symbols)
+    per: list = []
+    fx = bound_over_boxes(tape, analyse_domain(tape, k.domain, per_box=per), per)
+    stats = rounding_statistics(fx, BoxRanges.from_list(tape, per))
+    assert len(stats) == len(tape.outputs)
+    for s in stats:
+        first_order = sum(s["share_by_tenth"]) * s["bound"]
+        assert first_order + s["remainder"] == pytest.approx(s["bound"], rel=1e-3)
+        shares = [t["share"] for t in s["top"]]
+        assert shares == sorted(shares, reverse=True) and 0 < shares[0] <= 1
+        for t in s["top"]:
+            assert t["op"] == ("input" if t["instr"] < 0 else fx.instrs[t["instr"]].op)
+            assert t["op"] in ("input", "add", "sub", "mul", "div", "sqrt", "sin", "cos", "sincos")

@@ -360,15 +360,19 @@ def _vmerge(ia, la, ha, ib, lb, hb, sb=1.0):
 def output_errors_boxes(fx: FixedProgram, vec: BoxRanges, detail: list | None = None) -> list:
     """output_errors for every box of vec at once: [array over boxes per output]. With
     `detail` (a list), per output (coefficient magnitudes (K, B), the K roundings' half
-    ulps, remainder (B,)) is appended to it."""
+    ulps, remainder (B,), the K roundings' instruction indices (-1: an input's)) is
+    appended to it."""
     B = vec.n_boxes
     u: list[float] = [0.0]
+    origin: list[int] = [-1]
+    at = -1
     zero = np.zeros(B)
     empty = np.zeros(0, dtype=np.int64)
     Z = _VForm(empty, np.zeros((0, B)), np.zeros((0, B)), zero)
 
     def new(mag: float) -> int:
         u.append(mag)
+        origin.append(at)
         return len(u) - 1
 
     def one(k):
@@ -407,6 +411,7 @@ def output_errors_boxes(fx: FixedProgram, vec: BoxRanges, detail: list | None = 
             for t in dead[i - 1] if i else ():  # forms are the memory: free them after their last read
                 if t not in keep:
                     del forms[t]
+            at = i
             op, a, p = ins.op, ins.args, ins.params
             d = ins.dst[0]
             if op in ("add", "sub"):
@@ -513,7 +518,8 @@ def output_errors_boxes(fx: FixedProgram, vec: BoxRanges, detail: list | None = 
             out.append(fmag(form(o)) * (1 + 1e-12))
         if detail is not None:
             f = form(o) if o[0] != "c" else Z
-            detail.append((np.maximum(np.abs(f.lo), np.abs(f.hi)), W(f.ids) if f.ids.shape[0] else np.zeros(0), f.r))
+            detail.append((np.maximum(np.abs(f.lo), np.abs(f.hi)), W(f.ids) if f.ids.shape[0] else np.zeros(0), f.r,
+                           np.array([origin[k] for k in f.ids.tolist()], dtype=np.int64)))
     return out
 
 
@@ -524,16 +530,23 @@ def rounding_statistics(fx: FixedProgram, vec: BoxRanges) -> list[dict]:
     the roundings were independent and uniform in [-u_k, u_k] (sqrt(sum (c_k u_k)^2 / 3)).
     A sample of n errors rarely exceeds about 4 standard deviations (n ~ 1e4 to 1e5), so
     bound / (4 sigma) is the ratio to expect between the bound and the largest observed
-    error when nothing aligns the roundings."""
+    error when nothing aligns the roundings. Where the bound comes from: its share per
+    tenth of the program (by instruction position) and the five largest roundings
+    (instruction, op, coefficient, share)."""
     detail: list = []
     bounds = output_errors_boxes(fx, vec, detail)
     out = []
-    for b, (c, u, r) in zip(bounds, detail):
+    n = max(len(fx.instrs), 1)
+    for b, (c, u, r, org) in zip(bounds, detail):
         k = int(np.argmax(b))
         ck = c[:, k] * u if c.shape[0] else np.zeros(0)
         sigma = float(np.sqrt(np.sum(ck * ck) / 3))
+        tenths = np.bincount(np.maximum(org, 0) * 10 // n, weights=ck, minlength=10)[:10] / max(float(b[k]), 1e-300)
+        top = [{"instr": int(org[q]), "op": fx.instrs[org[q]].op if org[q] >= 0 else "input",
+                "coefficient": float(c[q, k]), "share": float(ck[q] / b[k])} for q in np.argsort(-ck)[:5]]
         out.append({"roundings": int(np.count_nonzero(ck)), "bound": float(b[k]), "sigma": sigma,
-                    "remainder": float(r[k]), "bound_over_4sigma": float(b[k] / (4 * sigma)) if sigma else None})
+                    "remainder": float(r[k]), "bound_over_4sigma": float(b[k] / (4 * sigma)) if sigma else None,
+                    "share_by_tenth": [round(float(x), 4) for x in tenths], "top": top})
     return out
 
 
