@@ -174,8 +174,24 @@ class HwOp:
     p: dict  # static parameters, see the module doc
     flag: bool = True  # saturation raises the status flag
     nres: int = 1  # tred has two results (r30, q)
-    note: str = ""
+    note: object = ""  # str, or a _Note (text made when first read)
     widths: tuple = (32,)
+
+
+class _Note:
+    """An op's note made when first read: the text of every atom of a large kernel
+    cost more than all the rest of lowering (28 s of the Stewart envelope kernel's 85),
+    and only the Verilog comments and the errors read it."""
+
+    __slots__ = ("make", "text")
+
+    def __init__(self, make):
+        self.make, self.text = make, None
+
+    def __str__(self) -> str:
+        if self.text is None:
+            self.text = self.make()
+        return self.text
 
 
 @dataclass
@@ -347,7 +363,7 @@ def lower_hw(fx: FixedProgram, order=None) -> HwProgram:
                                                          [p["sh"]] if "sh" in p else [])
         if any(abs(v) > 62 for v in shifts):
             raise ExpressionError(f"fixed point: a shift of {max(shifts, key=abs)} bits in {kind} computing "
-                                  f"{note[:100]} is beyond int64 (formats of more than 62 fractional bits?)")
+                                  f"{str(note)[:100]} is beyond int64 (formats of more than 62 fractional bits?)")
         op = HwOp(len(ops), kind, tuple(srcs), p, flag, nres, note, widths)
         ops.append(op)
         return op
@@ -362,7 +378,7 @@ def lower_hw(fx: FixedProgram, order=None) -> HwProgram:
 
     for ins in instrs:
         op, a, pr = ins.op, ins.args, ins.params
-        note = repr(tape.atoms[ins.dst[0]])[:120]
+        note = _Note(lambda a=tape.atoms[ins.dst[0]]: repr(a)[:120])
         d = ins.dst[0]
         if op in ("add", "sub"):
             srcs, sh, sg, lit, at = [], [], [], 0, None
@@ -408,7 +424,7 @@ def lower_hw(fx: FixedProgram, order=None) -> HwProgram:
         elif op in ("sin", "cos", "sincos"):
             b = trig_bounds(pr["fx"])
             t = new("tred", [r(a[0])], {"sh": 29 - pr["fx"], "kw": b["kw"]}, flag=False, nres=2,
-                    note=f"reduce {note}", widths=(32, 2))
+                    note=_Note(lambda n=note: f"reduce {n}"), widths=(32, 2))
             r30, q = ("h", t.id, 0), ("h", t.id, 1)
             # the polynomial's ops carry "of": the reduction they belong to (the C computes
             # them inside its sincos helper, in int64)
@@ -430,7 +446,7 @@ def lower_hw(fx: FixedProgram, order=None) -> HwProgram:
             which = {"sin": ["sin"], "cos": ["cos"], "sincos": ["sin", "cos"]}[op]
             for dst, w, fo in zip(ins.dst, which, pr["fo"]):
                 h = new("tsel", [polys["sin"], polys["cos"], q], {"which": w, "sh": 30 - fo},
-                        note=f"{w} {repr(tape.atoms[dst])[:100]}")
+                        note=_Note(lambda w=w, a=tape.atoms[dst]: f"{w} {repr(a)[:100]}"))
                 ref[dst] = ("h", h.id, 0)
         else:  # the planner refuses anything else first
             raise AssertionError(op)

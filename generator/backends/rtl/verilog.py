@@ -85,8 +85,8 @@ def _name(ref: tuple) -> str:
     return f"h{ref[1]}" if ref[2] == 0 else f"h{ref[1]}_{ref[2]}"
 
 
-def _comment(note: str) -> str:
-    return note.replace("*/", "* /").replace("\n", " ")[:110]
+def _comment(note) -> str:
+    return str(note).replace("*/", "* /").replace("\n", " ")[:110]
 
 
 def env_check(ctx: dict) -> str:
