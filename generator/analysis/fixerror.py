@@ -27,6 +27,7 @@ from ..lower.tape import Tape
 import numpy as np
 
 from ..ir.atom import ExpressionError
+from .solve_error import find_cut, solve_errors_boxes
 from .ranges import (CHUNK, BoxRanges, BoxView, Interval, Ranges, _config, _last_reads, _vi_trig,
                      analyse_chunked, refine, split_box)
 
@@ -357,11 +358,19 @@ def _vmerge(ia, la, ha, ib, lb, hb, sb=1.0):
     return ids, lo, hi
 
 
-def output_errors_boxes(fx: FixedProgram, vec: BoxRanges, detail: list | None = None) -> list:
+def output_errors_boxes(fx: FixedProgram, vec: BoxRanges, detail: list | None = None, *,
+                        section: set | None = None, exact: frozenset = frozenset(),
+                        forms_out: dict | None = None, mags_out: dict | None = None,
+                        absorb: dict | None = None) -> list:
     """output_errors for every box of vec at once: [array over boxes per output]. With
     `detail` (a list), per output (coefficient magnitudes (K, B), the K roundings' half
     ulps, remainder (B,), the K roundings' instruction indices (-1: an input's)) is
-    appended to it."""
+    appended to it. For solve_error's split at a solve: `section`, the instruction
+    indices to run (the others' temps are never read); `exact`, operands read without
+    error; `forms_out`, a dict keyed by operands filled with their final forms (and
+    "u": the symbols' half ulps); `mags_out`, keyed by temps, filled with their error
+    magnitudes (B,); `absorb`, a dict keyed by temps whose forms are handed over there
+    (stored in it) and read as exact from then on."""
     B = vec.n_boxes
     u: list[float] = [0.0]
     origin: list[int] = [-1]
@@ -382,6 +391,8 @@ def output_errors_boxes(fx: FixedProgram, vec: BoxRanges, detail: list | None = 
     forms: dict = {}
 
     def form(o):
+        if o in exact:
+            return Z
         return forms[o[1]] if o[0] == "t" else in_forms[o[1]] if o[0] == "in" else Z
 
     rng, rmag = vec.operand, vec.magnitude
@@ -405,12 +416,14 @@ def output_errors_boxes(fx: FixedProgram, vec: BoxRanges, detail: list | None = 
         return _VForm(ids, lo, hi, r * (1 + 1e-12) + 1e-300)
 
     dead = _last_reads(fx.tape)
-    keep = {o[1] for o in fx.tape.outputs if o[0] == "t"}
+    keep = {o[1] for o in fx.tape.outputs if o[0] == "t"} | {o[1] for o in forms_out or () if o[0] == "t"}
     with np.errstate(all="ignore"):
         for i, ins in enumerate(fx.instrs):
             for t in dead[i - 1] if i else ():  # forms are the memory: free them after their last read
                 if t not in keep:
-                    del forms[t]
+                    forms.pop(t, None)
+            if section is not None and i not in section:
+                continue
             at = i
             op, a, p = ins.op, ins.args, ins.params
             d = ins.dst[0]
@@ -506,10 +519,23 @@ def output_errors_boxes(fx: FixedProgram, vec: BoxRanges, detail: list | None = 
                     if fo < 30:
                         ids, lo, hi = add_sym(ids, lo, hi, new(half_ulp(fo)), 1.0, 1.0)
                     forms[dd] = finish(ids, lo, hi, rr)
+                    if mags_out is not None and dd in mags_out:
+                        mags_out[dd] = fmag(forms[dd])
                 continue
             else:  # pragma: no cover
                 raise AssertionError(op)
             forms[d] = finish(ids, lo, hi, r)
+            if mags_out is not None and d in mags_out:
+                mags_out[d] = fmag(forms[d])
+            if absorb is not None and d in absorb:
+                absorb[d], forms[d] = forms[d], Z
+    if forms_out is not None:
+        for o in list(forms_out):
+            forms_out[o] = form(o)
+    ua = np.array(u)
+    for d_ in (forms_out, absorb):
+        if d_ is not None:
+            d_["u"] = ua.__getitem__  # the symbols' half ulps
     out = []
     for k, o in enumerate(fx.tape.outputs):
         if o[0] == "c":
@@ -550,6 +576,8 @@ def rounding_statistics(fx: FixedProgram, vec: BoxRanges) -> list[dict]:
     return out
 
 
+SPLIT_AT_SOLVE = True  # analysis.solve_error: a kernel ending in a hinted solve also gets the split bound
+
 SPLIT_BUDGET = 1  # bisections where a box holds the largest bound: measured to gain <1% on the Stewart tube at 8x the time, off by default
 SPLIT_ROUNDS = 6
 
@@ -561,8 +589,14 @@ def _box_errors(fx: FixedProgram, vec: BoxRanges, tight: bool) -> np.ndarray:
                           for j in range(0, vec.n_boxes, CHUNK)])
     _, plan = plan_errors(fx, vec)
     E = np.stack(plan, 1) if plan else np.zeros((vec.n_boxes, 0))
-    if tight:
-        E = np.minimum(E, np.stack(output_errors_boxes(fx, vec), 1))
+    if tight and E.shape[1]:
+        cut = find_cut(fx.tape) if SPLIT_AT_SOLVE else None
+        if cut is None:
+            E = np.minimum(E, np.stack(output_errors_boxes(fx, vec), 1))
+        else:
+            whole, split = solve_errors_boxes(lambda v, **hooks: output_errors_boxes(fx, v, **hooks),
+                                              fx.tape, vec, cut, lambda k: fx.in_error[k])
+            E = np.minimum(E, np.minimum(np.stack(whole, 1), np.stack(split, 1)))
     return E
 
 

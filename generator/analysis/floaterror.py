@@ -163,7 +163,30 @@ def float32_forms_boxes(tape: Tape, vec) -> list[float]:
     symbol per rounding, |d| <= U, its coefficient the range of the rounded value), so
     that errors reaching a value along two paths cancel by sign; second-order terms,
     the rounding of the errors themselves and underflow (TINY per operation) go into
-    the remainder. Input rounding is a symbol per input. The largest over the boxes."""
+    the remainder. Input rounding is a symbol per input. The largest over the boxes;
+    a kernel ending in a hinted solve also gets solve_error's split bound, the smaller
+    of the two kept per box."""
+    from . import fixerror
+    from .solve_error import find_cut, solve_errors_boxes
+    cut = find_cut(tape) if fixerror.SPLIT_AT_SOLVE else None
+    if cut is None:
+        per = float32_forms_per_box(tape, vec)
+    else:
+        whole, split = solve_errors_boxes(
+            lambda v, **hooks: float32_forms_per_box(tape, v, **hooks), tape, vec, cut,
+            lambda k: U * vec.magnitude(("in", k)) + TINY)
+        per = [np.minimum(a, b) for a, b in zip(whole, split)]
+    out = []
+    for o, v in zip(tape.outputs, per):
+        out.append(abs(float(o[1])) * U if o[0] == "c" else float(np.where(np.isnan(v), np.inf, v).max()))
+    return out
+
+
+def float32_forms_per_box(tape: Tape, vec, *, section: set | None = None, exact: frozenset = frozenset(),
+                          forms_out: dict | None = None, mags_out: dict | None = None,
+                          absorb: dict | None = None) -> list:
+    """float32_forms_boxes' bound per box: [array (B,) per output]. The keywords are
+    fixerror.output_errors_boxes' (solve_error's split at a solve)."""
     from .fixerror import _VForm, _vmerge, _vscale  # (fixerror imports nothing of this module)
 
     B = vec.n_boxes
@@ -205,15 +228,25 @@ def float32_forms_boxes(tape: Tape, vec) -> list[float]:
 
     def form(o):
         kind, v = o
+        if o in exact:
+            return Z
         if kind == "t":
             return forms[v]
         if kind == "in":
             return in_forms[v]
         return _VForm(Z.ids, Z.lo, Z.hi, np.full(B, abs(float(v)) * U))  # the nearest float
 
+    def _handed(d):
+        if mags_out is not None and d in mags_out:
+            mags_out[d] = fmag(forms[d])
+        if absorb is not None and d in absorb:
+            absorb[d], forms[d] = forms[d], Z
+
     inf = np.full(B, np.inf)
     with np.errstate(all="ignore"):
-        for ins in tape.instrs:
+        for i, ins in enumerate(tape.instrs):
+            if section is not None and i not in section:
+                continue
             op, a = ins.op, ins.args
             d = ins.dst[0]
             vlo, vhi = vec.lo[d], vec.hi[d]
@@ -281,17 +314,25 @@ def float32_forms_boxes(tape: Tape, vec) -> list[float]:
                     # mbforge's sinf/cosf: within TRIG_ULPS ulp of the float argument's value
                     rr = f.r + ex * ex / 2 + TRIG_ULPS * U + TINY
                     forms[dd] = finish(f.ids, lo, hi, rr)
+                    _handed(dd)
                 continue
             else:
                 raise ExpressionError(f"float32 error bound: no rule for {op!r}")
             ids, lo, hi, r = rounding(ids, lo, hi, r, pre, vlo, vhi)
             r = np.where(np.isfinite(vlo) & np.isfinite(vhi), r, np.inf)
             forms[d] = finish(ids, lo, hi, r)
+            _handed(d)
+    if forms_out is not None:
+        for o in list(forms_out):
+            forms_out[o] = form(o)
+    for d_ in (forms_out, absorb):
+        if d_ is not None:
+            d_["u"] = lambda ids: np.full(ids.shape[0], U)
     out = []
     for o in tape.outputs:
         if o[0] == "c":
-            out.append(abs(float(o[1])) * U)
+            out.append(np.full(B, abs(float(o[1])) * U))
             continue
         v = fmag(form(o)) * (1 + 1e-12)
-        out.append(float(np.where(np.isnan(v), np.inf, v).max()))  # nan: an unbounded box
+        out.append(np.where(np.isnan(v), np.inf, v))  # nan: an unbounded box
     return out

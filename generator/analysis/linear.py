@@ -53,6 +53,7 @@ class LUEnclosure:
     def __init__(self, F, rhs: list[Atom], rewrite=None, outputs: dict[int, int] | None = None):
         self.F = F
         self.rhs = list(rhs)
+        self.rewrite = rewrite
         self.outputs = dict(outputs or {})
         plan = self._plan()
         atoms = rewrite([p[0] for p in plan]) if rewrite is not None else [p[0] for p in plan]
@@ -87,12 +88,7 @@ class LUEnclosure:
     def bind(self, tape):
         """The hint function of `tape` for range analysis: (in_lo, in_hi) ->
         {temp: (lo, hi)}; None when no temp computes a planned quantity."""
-        # lowering may compute -a in a's place (negations folded into their operand)
-        where: dict[Atom, list[tuple[int, float]]] = {}
-        for t, a in tape.atoms.items():
-            where.setdefault(a, []).append((t, 1.0))
-            if a.op == "neg":
-                where.setdefault(a.args[0], []).append((t, -1.0))
+        where = {a: [(o[1], sg) for o, sg in found if o[0] == "t"] for a, found in _locate(tape).items()}
         targets = []  # (temp, sign, kind, step, i, j)
         for a, kind, s, i, j in self.plan:
             found = where.get(a, [])
@@ -107,6 +103,19 @@ class LUEnclosure:
         if not targets:
             return None
         return _Hints(self, tape, targets)
+
+
+def _locate(tape) -> dict:
+    """atom -> [(tape operand, sign)] of the operands holding it: lowering may compute -a
+    in a's place (negations folded into their operand)."""
+    where: dict = {}
+    for t, a in tape.atoms.items():
+        where.setdefault(a, []).append((("t", t), 1.0))
+        if a.op == "neg":
+            where.setdefault(a.args[0], []).append((("t", t), -1.0))
+    for k, a in enumerate(tape.inputs):
+        where.setdefault(a, []).append((("in", k), 1.0))
+    return where
 
 
 def bind_hints(tape, enclosures) -> None:
@@ -139,6 +148,61 @@ class _Hints:
         self.split_dims = used
         self.targets = targets
         self.steps = [(list(st.rows), list(st.cols)) for st in F.steps]
+        self.cut = self._cut(enc, tape)
+
+    def _cut(self, enc: LUEnclosure, tape):
+        """Where the tape holds the solve's data: ([(i, j, operand, sign)] for A's entries,
+        [(i, operand, sign)] for b, {output position: solution index}); None when an
+        entry is neither a temp, an input nor a constant (analysis.solve_error)."""
+        entries = [enc.F.A.entries[ij] for ij in self.entries]
+        atoms = entries + enc.rhs
+        if enc.rewrite is not None:
+            atoms = enc.rewrite(atoms)
+        where = _locate(tape)
+        ops = []
+        for a in atoms:
+            # c * t: lowering folds c into the solve's uses of t (a multiplier e3 / e0 for
+            # the entries -2 e3 and -2 e0), so the deepest t the tape holds is the operand
+            scale, found = 1.0, None
+            while True:
+                if a.is_const:
+                    found = (("c", scale * a.value), 1.0)
+                    break
+                if where.get(a):
+                    o, sg = where[a][0]
+                    found = (o, sg * scale)
+                if a.op == "neg":
+                    scale, a = -scale, a.args[0]
+                elif a.op == "mul" and a.args[0].is_const:
+                    scale, a = scale * a.args[0].value, a.args[1]
+                else:
+                    break
+            if found is None:
+                return None
+            ops.append(found)
+        ne = len(entries)
+        A = [(i, j, o, sg) for (i, j), (o, sg) in zip(self.entries, ops[:ne])]
+        b = [(i, o, sg) for i, (o, sg) in enumerate(ops[ne:])]
+        outs = {p: c for p, c in enc.outputs.items() if tape.outputs[p][0] == "t"}
+        return A, b, outs
+
+    def solve_enclosure(self, in_lo, in_hi):
+        """Per box: R = mid(A)^-1, G >= |I - R A| entrywise over the box, and the
+        solution's centre and radius (param_solve): (R, G, xc, xr)."""
+        parts = []
+        for j in range(0, in_lo.shape[0], CHUNK):
+            P = self._forms(in_lo[j:j + CHUNK], in_hi[j:j + CHUNK])
+            m = self.n
+            ok = np.all(np.isfinite(P.A0), axis=(1, 2)) & np.all(np.isfinite(P.EA), axis=(1, 2))
+            A0 = np.where(ok[:, None, None], P.A0, np.eye(m))
+            R = np.linalg.pinv(A0)
+            aR = np.abs(R)
+            G = np.abs(np.eye(m) - np.einsum("bij,bjk->bik", R, A0)) \
+                + np.abs(np.einsum("bij,btjk->btik", R, P.AK)).sum(1) + np.einsum("bij,bjk->bik", aR, P.EA)
+            G = np.where(ok[:, None, None], G * (1 + 1e-9) + 1e-15, np.inf)
+            xc, xr = param_solve(P.A0, P.AK, P.EA, P.b0, P.bK, P.Eb)
+            parts.append((R, G, xc, xr))
+        return tuple(np.concatenate([p[k] for p in parts]) for k in range(4))
 
     def __call__(self, in_lo, in_hi) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         out = _joined([self._chunk(in_lo[j:j + CHUNK], in_hi[j:j + CHUNK]) for j in range(0, in_lo.shape[0], CHUNK)])

@@ -1,0 +1,209 @@
+"""Fixed-point error bounds of a kernel that ends in a linear solve, split at the solve.
+
+The error forms (fixerror) carry each rounding's coefficient as an interval over the box.
+Through a straight-line elimination the coefficients of paths that cancel are added as
+independent intervals: over a cell of the Stewart platform's envelope a leg vector's
+rounding reached the forces with a coefficient of 5e8 N/m, and the bounds were 1e4 x the
+errors seen. Split instead where the solve begins. With A^, b^ the matrix and right-hand
+side as computed and y the exact solution, the computed elimination is, up to its back
+substitution, the exact elimination of a perturbed system A~, b~:
+
+* the errors A and b arrive with (the whole-program forms at the cut): A^ - A, b^ - b;
+* each rounding inside the elimination, carried by the forms to the next quantity of the
+  elimination's plan (analysis.linear) and absorbed there as an exact perturbation: a
+  Schur entry S(i, j) before step s off by d is a_ij off by d (a_ij enters through it
+  alone), b's row i eliminated through step s is b_i off by d, a multiplier S(i, c) / p
+  off by d is S(i, c) off by p d; the absorbed quantity is read as exact afterwards;
+* what reaches the solution otherwise (the back substitution, the reciprocals it
+  multiplies by) stays in the forms, run over the solve's instructions alone with A^, b^
+  read exactly and every range widened by the error the whole-program forms give there.
+
+Then A~ (x~ - y) = (b~ - b) - (A~ - A) y exactly. With R = mid(A)^-1 and G >= |I - R A|
+over the box (row sums < 1), |A^-1 w| <= (I - G)^-1 |R w| (Neumann series), summed over
+the roundings as sum_k u_k |R g_k| + |R| r; A~^-1 against A^-1 costs 1 / (1 - mu),
+mu >= || |A^-1| |A~ - A| ||. y, G and R come from linear._Hints (A and b as affine forms
+over the box, param_solve).
+
+Sound where the elimination's exact arithmetic gives A^-1 b (its pivots proven nonzero
+over the box) and the solve's instructions read nothing from before but A's entries and
+b (find_cut checks it); otherwise None, and the whole-program bound stands. The backends
+keep, per box and output, the smaller of the two bounds.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..lower.tape import Tape
+from .ranges import BoxRanges
+
+
+@dataclasses.dataclass
+class SolveCut:
+    entries: list  # (i, j, operand, scale): A_ij = scale * the operand's value
+    rhs: list  # (i, operand, scale)
+    outputs: dict  # output position -> solution index
+    section: set  # instruction indices of the solve (all after the cut)
+    enclosure: object  # (in_lo, in_hi) -> (R, G, xc, xr): linear._Hints.solve_enclosure
+    absorb: dict  # section temp -> (i, j or None, sign, pivot operand and sign or None): see _absorbed
+
+    @property
+    def operands(self) -> set:
+        return {o for *_, o, _ in self.entries if o[0] != "c"} | {o for _, o, _ in self.rhs if o[0] != "c"}
+
+
+def find_cut(tape: Tape) -> SolveCut | None:
+    """The split of the tape at its one hinted solve, or None (see the module doc)."""
+    hints = tape.hints
+    cut = getattr(hints, "cut", None)
+    if cut is None:
+        return None
+    entries, rhs, outputs = cut
+    if not outputs:
+        return None
+    at = {o[1] for _, _, o, _ in entries if o[0] == "t"} | {o[1] for _, o, _ in rhs if o[0] == "t"}
+    instrs = tape.instrs
+    made = {d: i for i, ins in enumerate(instrs) for d in ins.dst}
+    before, stack = set(), [made[t] for t in at]
+    while stack:  # the instructions A and b depend on
+        i = stack.pop()
+        if i in before:
+            continue
+        before.add(i)
+        stack += [made[v] for kind, v in instrs[i].args if kind == "t"]
+    section = set(range(len(instrs))) - before
+    inside = {d for i in section for d in instrs[i].dst}
+    ins_ok = {o for _, _, o, _ in entries if o[0] == "in"} | {o for _, o, _ in rhs if o[0] == "in"}
+    for i in section:
+        for o in instrs[i].args:
+            if (o[0] == "t" and o[1] not in inside and o[1] not in at) or (o[0] == "in" and o not in ins_ok):
+                return None  # the solve reads something else from before: no clean cut
+    if any(tape.outputs[p][0] != "t" or tape.outputs[p][1] not in inside for p in outputs):
+        return None
+    return SolveCut(entries, rhs, outputs, section, hints.solve_enclosure, _absorbed(hints, inside, entries))
+
+
+def _absorbed(hints, inside: set, entries: list) -> dict:
+    """The solve's quantities whose error is an exact perturbation of A or b (linear's
+    plan, steps s of pivot row r and column c): a Schur entry S(i, j) before step s is
+    a_ij perturbed by as much (a_ij enters the elimination through it alone); b's row i
+    eliminated through step s is b_i perturbed; a multiplier l_i = S(i, c) / p off by d
+    is S(i, c) off by p d. temp -> (i, j or None, sign, (pivot operand, sign) for a
+    multiplier). A temp planned twice, or a multiplier whose pivot is not found, is left
+    to the error forms."""
+    count: dict = {}
+    for t, *_ in hints.targets:
+        count[t] = count.get(t, 0) + 1
+    pivots = {}
+    for t, sg, kind, s, i, j in hints.targets:
+        if kind == "S" and hints.steps[s] == ([i], [j]):
+            pivots[s] = (("t", t), sg)
+    for i, j, o, sc in entries:
+        if hints.steps and hints.steps[0] == ([i], [j]) and o[0] != "c":
+            pivots.setdefault(0, (o, sc))
+    out = {}
+    for t, sg, kind, s, i, j in hints.targets:
+        if t not in inside or count[t] > 1:
+            continue
+        if kind == "S":
+            out[t] = (i, j, sg, None)
+        elif kind == "Y":
+            out[t] = (i, None, sg, None)
+        elif kind == "L" and s in pivots:
+            out[t] = (i, j, sg, pivots[s])
+    return out
+
+
+def _scaled(f, a, b):
+    """the form f times a value in [a, b] (arrays over the boxes, or numbers)"""
+    from .fixerror import _VForm, _vscale
+    lo, hi = _vscale(f, a, b)
+    return _VForm(f.ids, lo, hi, f.r * np.maximum(np.abs(a), np.abs(b)))
+
+
+def _residual(terms, u, ylo, yhi, R, B, m):
+    """For w = sum of the terms (row i, column j or None, form): b's perturbation for
+    j None, else A's (times -y_j): sum_k u_k |R g_k| + |R| r (B, m) and |A^ - A| (B, m, m);
+    u(ids): the symbols' magnitudes."""
+    ymag = np.maximum(np.abs(ylo), np.abs(yhi))
+    S, dA = np.zeros((B, m)), np.zeros((B, m, m))
+    if not terms:
+        return S, dA
+    ids = np.unique(np.concatenate([f.ids for *_, f in terms]))
+    gl, gh = np.zeros((ids.shape[0], B, m)), np.zeros((ids.shape[0], B, m))
+    rv = np.zeros((B, m))
+    for i, j, f in terms:
+        pos = np.searchsorted(ids, f.ids)
+        if j is None:
+            gl[pos, :, i] += f.lo
+            gh[pos, :, i] += f.hi
+            rv[:, i] += f.r
+            continue
+        p = (f.lo * ylo[:, j], f.lo * yhi[:, j], f.hi * ylo[:, j], f.hi * yhi[:, j])
+        gl[pos, :, i] -= np.maximum.reduce(p)
+        gh[pos, :, i] -= np.minimum.reduce(p)
+        rv[:, i] += f.r * ymag[:, j]
+        dA[:, i, j] += f.mag(u(f.ids))
+    aR = np.abs(R)
+    Rw = np.abs(np.einsum("bij,kbj->kbi", R, (gl + gh) / 2)) + np.einsum("bij,kbj->kbi", aR, (gh - gl) / 2)
+    S = np.einsum("k,kbi->bi", u(ids), Rw) + np.einsum("bij,bj->bi", aR, rv)
+    return S, dA
+
+
+def solve_errors_boxes(run, tape: Tape, vec: BoxRanges, cut: SolveCut, in_error) -> tuple[list, list]:
+    """(the whole-program bounds per box, the split bounds: inf for outputs that are not
+    solution entries and for boxes where G's or mu's test fails). run(vec, **hooks): the
+    error forms' pass of the target (fixerror.output_errors_boxes for fixed point,
+    floaterror.float32_forms_per_box), [array (B,) per output]; in_error(k): how far an
+    input's rounding moves it (a number or an array over the boxes)."""
+    B = vec.n_boxes
+    forms = {o: None for o in cut.operands}
+    mags = {d: None for i in cut.section for d in tape.instrs[i].dst} | {o[1]: None for o in cut.operands if o[0] == "t"}
+    whole = run(vec, forms_out=forms, mags_out=mags)
+    R, G, xc, xr = cut.enclosure(vec.in_lo, vec.in_hi)
+    m = R.shape[1]
+    ylo, yhi = xc - xr, xc + xr
+    with np.errstate(all="ignore"):
+        # 1. the errors A and b arrive with
+        terms = [(i, None, _scaled(forms[o], sc, sc)) for i, o, sc in cut.rhs if o[0] != "c"] \
+            + [(i, j, _scaled(forms[o], sc, sc)) for i, j, o, sc in cut.entries if o[0] != "c"]
+        S1, dA1 = _residual(terms, forms["u"], ylo, yhi, R, B, m)
+        # 2. the solve's own roundings, from A^ and b^ read exactly, over the ranges the
+        # computed values take: absorbed as perturbations of A and b where the plan says
+        # how, through the error forms elsewhere (the back substitution)
+        lo, hi = dict(vec.lo), dict(vec.hi)
+        for t, e in mags.items():
+            if e is not None:
+                lo[t], hi[t] = vec.lo[t] - e, vec.hi[t] + e
+        in_lo, in_hi = vec.in_lo.copy(), vec.in_hi.copy()
+        for o in cut.operands:
+            if o[0] == "in":
+                in_lo[:, o[1]] -= in_error(o[1])
+                in_hi[:, o[1]] += in_error(o[1])
+        wide = dataclasses.replace(vec, lo=lo, hi=hi, in_lo=in_lo, in_hi=in_hi)
+        got = dict.fromkeys(cut.absorb)
+        own = run(wide, section=cut.section, exact=frozenset(cut.operands), absorb=got)
+        terms = []
+        for t, (i, j, sg, piv) in cut.absorb.items():
+            f = got.get(t)
+            if f is None:
+                continue
+            if piv is None:
+                terms.append((i, j, _scaled(f, sg, sg)))
+            else:
+                plo, phi = wide.operand(piv[0])
+                a, b = piv[1] * plo, piv[1] * phi
+                terms.append((i, j, _scaled(f, sg * np.minimum(a, b), sg * np.maximum(a, b))))
+        S2, dA2 = _residual(terms, got["u"], ylo, yhi, R, B, m)
+        # |A~^-1 w| <= (I - G)^-1 |R w| / (1 - mu), A~ = A + dA, mu >= || |A^-1| |dA| ||
+        ok = np.all(np.isfinite(G), axis=(1, 2)) & (G.sum(2).max(1) < 1)
+        IG = np.where(ok[:, None, None], np.eye(m) - G, np.eye(m))
+        v = np.linalg.solve(IG, (S1 + S2)[:, :, None])[:, :, 0] * (1 + 1e-9)
+        Ainv = np.linalg.solve(IG, np.abs(R))  # >= |A^-1| entrywise
+        mu = np.einsum("bij,bjk->bik", Ainv, dA1 + dA2).sum(2).max(1)
+        ok &= mu < 1
+        v = v + (mu / np.where(ok, 1 - mu, 1))[:, None] * v.max(1)[:, None]
+        v = np.where(ok[:, None] & np.all(np.isfinite(v), axis=1)[:, None], v, np.inf)
+    split = [v[:, cut.outputs[p]] + own[p] if p in cut.outputs else np.full(B, np.inf) for p in range(len(whole))]
+    return whole, split
