@@ -25,6 +25,25 @@ double on the four motions and on random consistent states of the envelope.
 Exit status 0 when every state returned status 0 and stayed within its bound, else 1
 (2: generation refused). Figures depend on the machine's load: quote them with it.
 
+Measured 2026-12-02, third session (two cores, this bench alone unless said), with the
+bound split where the solve begins (analysis.solve_error) and the op notes made lazily:
+* c-fixed, --xyz-cells 2 (512 cells, as `mbforge generate ... --envelope
+  docs/stewart-envelope-fine.json`): generated in 52 s wall; status 0 and within the bound
+  on 4 x 20,000 motion points and 1e5 random consistent states; bounds 1.17e-3, 1.04e-3,
+  1.01e-3, 9.98e-4, 9.49e-4, 9.04e-4 N (whole-program forms: 2.58 .. 0.049 N); largest
+  errors 3.3e-5 .. 5.1e-6 N; bound / observed 35.3, 44.4, 39.3, 80, 179, 178; the search
+  from the 2000 worst random states came to error / bound 0.0283. What is left: the split
+  bound's first part, sum_k u_k |R g_k| (g_k = c_b,k - C_A,k y), encloses each rounding's
+  reach through b and through A y separately over a cell that spans every rate and
+  acceleration (in truth b = A y and they cancel), and the Neumann factor (I - G)^-1
+  (G's row sums about 0.68 over a cell) spreads the largest component over all six
+  forces: outputs 4 and 5, whose errors are 6x smaller, get the same bound.
+* c-float32, --xyz-cells 2: 65 s; status 0 and within the bound everywhere; bounds 0.27 ..
+  0.19 N (839 .. 16 N before); largest errors 2.6e-4 .. 1.6e-4 N; bound / observed about
+  1,000 (the errors A and b arrive with dominate: 0.06 N before the Neumann factor).
+* c-fixed over the model's 64 cells: 19.6 s; bounds 454 .. 3.95 N, unchanged (the split
+  needs G's row sums below 1, over cells twice as wide they are not); errors 3.7e-3 N.
+
 Measured 2026-12-02, second session (load about 4), with the leg lengths as measures
 (Model.explicit_measure) and the LU's values enclosed from its matrix (analysis.linear):
 * c-fixed on the heave tube (--envelope-off, 96 boxes, 20,001 points): generated in 15 s

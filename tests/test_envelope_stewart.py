@@ -6,6 +6,9 @@ the forces there. The full-size measurement of the generated kernels (20,000 poi
 motion, 1e5 random states, bounds, an adversarial search) is bench/stewart_envelope.py."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -135,3 +138,20 @@ def test_envelope_is_declared_by_default():
     assert [q.name for q in env.quantities] == [f"plat_{n}" for n in NAMES]
     assert {q.name: (q.range, q.rate, q.accel) for q in env.quantities} == {
         f"plat_{n}": v for n, v in S.envelope().items()}
+
+
+def test_the_fine_envelope_file_halves_x_y_and_z(tmp_path):
+    """docs/stewart-envelope-fine.json, the envelope the fixed-point and float32 reduced
+    kernels are measured on (bench/stewart_envelope.py --xyz-cells 2): 8 x the model's cells."""
+    import subprocess
+    import sys
+
+    f = Path(__file__).resolve().parents[1] / "docs" / "stewart-envelope-fine.json"
+    out = tmp_path / "k"
+    r = subprocess.run([sys.executable, "-m", "mbforge.cli", "generate", "stewart", "--kernel", "inverse-dynamics-reduced",
+                        "--target", "c-double", "--envelope", str(f), "--out", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    env = json.loads((out / "manifest.json").read_text())["envelope"]
+    assert env["source"] == f.name and env["boxes"] == 512
+    assert [env["quantities"][f"plat_{c}"]["cells"] for c in "xyz"] == [2, 2, 2]
