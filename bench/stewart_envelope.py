@@ -28,19 +28,20 @@ Exit status 0 when every state returned status 0 and stayed within its bound, el
 Measured 2026-12-02, third session (two cores, this bench alone unless said), with the
 bound split where the solve begins (analysis.solve_error) and the op notes made lazily:
 * c-fixed, --xyz-cells 2 (512 cells, as `mbforge generate ... --envelope
-  docs/stewart-envelope-fine.json`): generated in 52 s wall; status 0 and within the bound
-  on 4 x 20,000 motion points and 1e5 random consistent states; bounds 1.17e-3, 1.04e-3,
-  1.01e-3, 9.98e-4, 9.49e-4, 9.04e-4 N (whole-program forms: 2.58 .. 0.049 N); largest
-  errors 3.3e-5 .. 5.1e-6 N; bound / observed 35.3, 44.4, 39.3, 80, 179, 178; the search
-  from the 2000 worst random states came to error / bound 0.0283. What is left: the split
-  bound's first part, sum_k u_k |R g_k| (g_k = c_b,k - C_A,k y), encloses each rounding's
-  reach through b and through A y separately over a cell that spans every rate and
-  acceleration (in truth b = A y and they cancel), and the Neumann factor (I - G)^-1
-  (G's row sums about 0.68 over a cell) spreads the largest component over all six
-  forces: outputs 4 and 5, whose errors are 6x smaller, get the same bound.
-* c-float32, --xyz-cells 2: 65 s; status 0 and within the bound everywhere; bounds 0.27 ..
-  0.19 N (839 .. 16 N before); largest errors 2.6e-4 .. 1.6e-4 N; bound / observed about
-  1,000 (the errors A and b arrive with dominate: 0.06 N before the Neumann factor).
+  docs/stewart-envelope-fine.json`): generated in 52 s wall (idle machine); status 0 and
+  within the bound on 4 x 20,000 motion points and 1e5 random consistent states; bounds
+  9.08e-4, 7.49e-4, 7.20e-4, 6.93e-4, 6.48e-4, 6.22e-4 N (whole-program forms: 2.58 ..
+  0.049 N); largest errors 3.3e-5 .. 5.1e-6 N; bound / observed 27.4, 31.9, 28.1, 55.6,
+  122, 123; the search from the 2000 worst random states came to error / bound 0.0385.
+  What is left: the split bound's first part, sum_k u_k |R g_k| (g_k = c_b,k - C_A,k y),
+  encloses each rounding's reach through b and through A y separately over a cell that
+  spans every rate and acceleration (in truth b = A y and they cancel), and the Neumann
+  factor (I - G)^-1 (G's row sums about 0.52 over a cell's halves, 0.68 over the cell)
+  spreads the largest component over all six forces: forces 4 and 5, whose errors are 6x
+  smaller, get nearly the bound of force 0.
+* c-float32, --xyz-cells 2: 65-75 s; status 0 and within the bound everywhere; bounds
+  0.214, 0.163, 0.153, 0.149, 0.135, 0.129 N (839 .. 16 N before); largest errors 2.6e-4
+  .. 1.6e-4 N; bound / observed 700 .. 850 (the errors A and b arrive with dominate).
 * c-fixed over the model's 64 cells: 19.6 s; bounds 454 .. 3.95 N, unchanged (the split
   needs G's row sums below 1, over cells twice as wide they are not); errors 3.7e-3 N.
 
@@ -278,9 +279,11 @@ def main(argv=None) -> int:
         report["roundings"] = stats
         print("roundings per output    " + " ".join(str(x["roundings"]) for x in stats))
         print("bound / (4 sigma)       " + _fmt([x["bound_over_4sigma"] or np.nan for x in stats])
-              + "  (the ratio to expect if the roundings were independent: fixerror.rounding_statistics)")
+              + "  (whole-program forms: the ratio to expect if the roundings were independent; "
+                "fixerror.rounding_statistics)")
         print("bound per program tenth " + " ".join(f"{x:.0%}" for x in stats[0]["share_by_tenth"])
-              + "  (output 0, box of its largest bound; by instruction position)")
+              + "  (whole-program error forms, before the split at the solve: output 0, box of its largest "
+                "bound; by instruction position)")
         for x in stats[:1]:
             print("largest roundings       " + ", ".join(f"#{t['instr']} {t['op']} c={t['coefficient']:.3g} "
                                                          f"({t['share']:.1%})" for t in x["top"]))

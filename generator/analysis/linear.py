@@ -149,6 +149,7 @@ class _Hints:
         self.targets = targets
         self.steps = [(list(st.rows), list(st.cols)) for st in F.steps]
         self.cut = self._cut(enc, tape)
+        self.neumann: dict = {}  # box bytes -> (R, G over its halves): see __call__
 
     def _cut(self, enc: LUEnclosure, tape):
         """Where the tape holds the solve's data: ([(i, j, operand, sign)] for A's entries,
@@ -187,19 +188,18 @@ class _Hints:
         return A, b, outs
 
     def solve_enclosure(self, in_lo, in_hi):
-        """Per box: R = mid(A)^-1, G >= |I - R A| entrywise over the box, and the
-        solution's centre and radius (param_solve): (R, G, xc, xr)."""
+        """Per box: R = mid(A)^-1, G >= |I - R A| entrywise over the box (over its halves
+        when range analysis went through them, with that R), and the solution's centre and
+        radius (param_solve): (R, G, xc, xr)."""
         parts = []
         for j in range(0, in_lo.shape[0], CHUNK):
             P = self._forms(in_lo[j:j + CHUNK], in_hi[j:j + CHUNK])
-            m = self.n
-            ok = np.all(np.isfinite(P.A0), axis=(1, 2)) & np.all(np.isfinite(P.EA), axis=(1, 2))
-            A0 = np.where(ok[:, None, None], P.A0, np.eye(m))
-            R = np.linalg.pinv(A0)
-            aR = np.abs(R)
-            G = np.abs(np.eye(m) - np.einsum("bij,bjk->bik", R, A0)) \
-                + np.abs(np.einsum("bij,btjk->btik", R, P.AK)).sum(1) + np.einsum("bij,bjk->bik", aR, P.EA)
-            G = np.where(ok[:, None, None], G * (1 + 1e-9) + 1e-15, np.inf)
+            R, _ = _inverse(P.A0)
+            G = _neumann(P, R)
+            for b in range(R.shape[0]):
+                got = self.neumann.get(in_lo[j + b].tobytes() + in_hi[j + b].tobytes())
+                if got is not None and got[1].sum(1).max() < G[b].sum(1).max():
+                    R[b], G[b] = got
             xc, xr = param_solve(P.A0, P.AK, P.EA, P.b0, P.bK, P.Eb)
             parts.append((R, G, xc, xr))
         return tuple(np.concatenate([p[k] for p in parts]) for k in range(4))
@@ -219,12 +219,21 @@ class _Hints:
                 upper = np.tile((codes >> b) & 1, in_lo.shape[0]).astype(bool)
                 sub_lo[:, d] = np.where(upper, mid, sub_lo[:, d])
                 sub_hi[:, d] = np.where(upper, sub_hi[:, d], mid)
-            parts = _joined([self._chunk(sub_lo[j:j + CHUNK], sub_hi[j:j + CHUNK], matrix_only=True)
-                             for j in range(0, sub_lo.shape[0], CHUNK)])
+            # and |I - R A| over them, R = mid(A)^-1 of the whole box: solve_error's Neumann
+            # bound with the halves' G (linear in the width) instead of the box's
+            R = np.concatenate([_inverse(self._forms(in_lo[j:j + CHUNK], in_hi[j:j + CHUNK], True).A0)[0]
+                                for j in range(0, in_lo.shape[0], CHUNK)])
+            R_sub = np.repeat(R, k, axis=0)
+            got = [self._chunk(sub_lo[j:j + CHUNK], sub_hi[j:j + CHUNK], matrix_only=True, R=R_sub[j:j + CHUNK])
+                   for j in range(0, sub_lo.shape[0], CHUNK)]
+            parts = _joined([g[0] for g in got])
             for t, (lo, hi) in parts.items():
                 lo, hi = lo.reshape(-1, k).min(1), hi.reshape(-1, k).max(1)  # the union over a box's halves
                 blo, bhi = out[t]
                 out[t] = (np.maximum(blo, lo), np.minimum(bhi, hi))  # both sound
+            G = np.concatenate([g[1] for g in got]).reshape(in_lo.shape[0], k, self.n, self.n).max(1)
+            for b in range(in_lo.shape[0]):
+                self.neumann[in_lo[b].tobytes() + in_hi[b].tobytes()] = (R[b], G[b])
         return out
 
     def _forms(self, in_lo, in_hi, matrix_only: bool = False) -> "_Param":
@@ -273,8 +282,15 @@ class _Hints:
         P.b0, P.bK, P.Eb = C0[:, ne:], CK[:, :, ne:], E[:, ne:]
         return P
 
-    def _chunk(self, in_lo, in_hi, matrix_only: bool = False):
+    def _chunk(self, in_lo, in_hi, matrix_only: bool = False, R=None):
+        """The planned temps' enclosures over the boxes; with R (one per box), also
+        (those, G >= |I - R A| over each box)."""
         P = self._forms(in_lo, in_hi, matrix_only)
+        if R is not None:
+            return self._chunk_values(P, matrix_only), _neumann(P, R)
+        return self._chunk_values(P, matrix_only)
+
+    def _chunk_values(self, P, matrix_only: bool):
         memo: dict = {}
 
         def schur(s, i, j):
@@ -335,6 +351,23 @@ class _Hints:
                 c = np.where(np.isfinite(r), sg * c, 0.0)
                 out[t] = (c - r, c + r)
         return out
+
+
+def _inverse(A0):
+    """R = A0^-1 per box (the identity's where A0 is not finite), and where it is finite."""
+    m = A0.shape[1]
+    ok = np.all(np.isfinite(A0), axis=(1, 2))
+    return np.linalg.pinv(np.where(ok[:, None, None], A0, np.eye(m))), ok
+
+
+def _neumann(P, R):
+    """G >= |I - R A(e)| entrywise for every A(e) of P's boxes (inf where not finite)."""
+    m = R.shape[1]
+    ok = np.all(np.isfinite(P.A0), axis=(1, 2)) & np.all(np.isfinite(P.EA), axis=(1, 2)) \
+        & np.all(np.isfinite(P.AK), axis=(1, 2, 3))
+    with np.errstate(all="ignore"):
+        G = np.abs(np.eye(m) - R @ P.A0) + np.abs(R[:, None] @ P.AK).sum(1) + np.abs(R) @ P.EA
+    return np.where(ok[:, None, None] & np.isfinite(G), G * (1 + 1e-9) + 1e-15, np.inf)
 
 
 CHUNK = 256  # boxes per pass of the hints (their affine coefficients are boxes x terms x n x n)
