@@ -215,6 +215,36 @@ def test_split_at_the_solve_tightens_the_fixed_bound(kernel, monkeypatch):
     print("\nsplit / whole-program bound: " + " ".join(f"{a / b:.2f}" for a, b in zip(split.out_error, whole.out_error)))
 
 
+def test_float32_within_its_split_bound(kernel, tmp_path, monkeypatch):
+    """c-float32 over the tube: the compiled kernel against double at the unrounded
+    inputs (the motion and 4,000 random points of the boxes) stays within the manifest's
+    bound, which the split at the solve makes tighter than the error forms alone."""
+    from mbforge.analysis import fixerror
+    from mbforge.analysis.floaterror import float32_forms_boxes
+    from mbforge.analysis.ranges import BoxRanges, analyse_domain
+
+    generate(kernel, "c-float32").write(tmp_path)
+    bound = np.array(Manifest.load(tmp_path).outputs[0].error_bound)
+    lib = hostlib.load_kernel(tmp_path)
+    rng = np.random.default_rng(5)
+    boxes = np.array(kernel.domain)
+    B = boxes[rng.integers(0, len(boxes), 4000)]
+    X = np.vstack([np.array(json.loads((tmp_path / "motion.json").read_text())["vectors"]),
+                   B[:, :, 0] + (B[:, :, 1] - B[:, :, 0]) * rng.random(B.shape[:2])])
+    Y, status = lib(X.astype(np.float32))
+    assert (status == 0).all()
+    err = np.abs(np.asarray(Y, dtype=np.float64) - Evaluator(kernel.output_atoms, kernel.input_symbols)(X)).max(0)
+    assert (err <= bound).all(), (err, bound)
+    tape = kernel.tape()
+    per_box: list = []
+    analyse_domain(tape, kernel.domain, strict=False, per_box=per_box)
+    vec = BoxRanges.from_list(tape, per_box)
+    monkeypatch.setattr(fixerror, "SPLIT_AT_SOLVE", False)
+    whole = np.array(float32_forms_boxes(tape, vec))
+    assert (bound < whole).all(), (bound, whole)
+    print(f"\nfloat32: bound {bound.max():.3g} N (error forms alone {whole.max():.3g}), observed {err.max():.3g} N")
+
+
 def test_cli_generates_it(tmp_path, capsys):
     from mbforge.cli import main
 
