@@ -126,6 +126,7 @@ def _residual(terms, u, ylo, yhi, R, B, m):
     """For w = sum of the terms (row i, column j or None, form): b's perturbation for
     j None, else A's (times -y_j): sum_k u_k |R g_k| + |R| r (B, m) and |A^ - A| (B, m, m);
     u(ids): the symbols' magnitudes."""
+    from .fixerror import _vscale
     ymag = np.maximum(np.abs(ylo), np.abs(yhi))
     S, dA = np.zeros((B, m)), np.zeros((B, m, m))
     if not terms:
@@ -140,9 +141,9 @@ def _residual(terms, u, ylo, yhi, R, B, m):
             gh[pos, :, i] += f.hi
             rv[:, i] += f.r
             continue
-        p = (f.lo * ylo[:, j], f.lo * yhi[:, j], f.hi * ylo[:, j], f.hi * yhi[:, j])
-        gl[pos, :, i] -= np.maximum.reduce(p)
-        gh[pos, :, i] -= np.minimum.reduce(p)
+        lo, hi = _vscale(f, ylo[:, j], yhi[:, j])
+        gl[pos, :, i] -= hi
+        gh[pos, :, i] -= lo
         rv[:, i] += f.r * ymag[:, j]
         dA[:, i, j] += f.mag(u(f.ids))
     aR = np.abs(R)
