@@ -256,14 +256,19 @@ class Link:
             self.stats.crc_errors += 1
         self.stats.last_bad = (self.stats.last_bad + [item.describe()])[-5:]
 
-    def read_frame(self, deadline: float, what: str) -> P.Frame:
-        """The next good frame before `deadline` (time.monotonic()); bad ones are counted."""
+    def read_frame(self, deadline: float, what: str, since: int | None = None) -> P.Frame:
+        """The next good frame before `deadline` (time.monotonic()); bad ones are counted.
+        With `since` (a seq), replies to requests sent before it are dropped as strays: a
+        late duplicate of a resent request may still be on its way when a transaction ends."""
         while True:
             item = self._poll(deadline, what)
             if item is None:
                 bad = f", {self.stats.bad_frames} corrupted frame(s) so far" if self.stats.bad_frames else ""
                 raise LinkTimeout(f"no reply to {what} from {self.url} within {self.timeout:g} s{bad}")
             if isinstance(item, P.Frame):
+                if since is not None and item.seq != P.SEQ_UNKNOWN and 0 < (since - item.seq) % P.SEQ_UNKNOWN < P.SEQ_UNKNOWN // 2:
+                    self.stats.stray_replies += 1
+                    continue
                 return item
             if isinstance(item, P.BadFrame):
                 self._bad(item)
