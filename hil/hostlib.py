@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mbforge.cache import cache_root
 from mbforge.hil.device import Evaluation
 from mbforge.hil.vectors import NP_DTYPE, VectorError, from_raw, to_raw  # noqa: F401  (the raw format, re-exported)
 from mbforge.manifest import C_REAL, MANIFEST_NAME, Manifest, ManifestError, load_dir
@@ -70,9 +71,16 @@ class HostLibError(RuntimeError):
 
 
 def cache_dir() -> Path:
-    env = os.environ.get("MBFORGE_CACHE_DIR")
-    base = Path(env) if env else Path(tempfile.gettempdir()) / f"mbforge-hostlib-{os.getuid()}"
-    return base
+    """<mbforge.cache.cache_root()>/hostlib, or a folder in the temporary directory when
+    the cache is off or its folder cannot be made (a library has to be built somewhere)."""
+    root = cache_root()
+    if root is not None:
+        try:
+            (root / "hostlib").mkdir(parents=True, exist_ok=True)
+            return root / "hostlib"
+        except OSError:
+            pass
+    return Path(tempfile.gettempdir()) / f"mbforge-hostlib-{os.getuid()}"
 
 
 def load_manifest(kernel_dir: str | Path, check_files: bool = False) -> Manifest:

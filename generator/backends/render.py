@@ -7,12 +7,16 @@ from functools import lru_cache
 
 import jinja2
 
+from ..cache import cache_root
+
 
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
     """Compiled templates kept on disk between runs (compiling them costs a process more
     than generating a small kernel); the rendered text does not depend on it."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    path = os.path.join(base, "mbforge", "jinja")
+    root = cache_root()
+    if root is None:
+        return None
+    path = os.path.join(root, "jinja")
     try:
         os.makedirs(path, exist_ok=True)
     except OSError:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import cache
 from ..analysis.ranges import analyse_chunked
 from ..ir import ZERO, Evaluator, add, mul, sub
 from ..lower.tape import lower
@@ -86,9 +87,20 @@ class ExplicitForms:
         return np.where((first < 0) & ~finite, len(self.checks) + len(self.guards), first)
 
     def enclose(self, syms, L, H):
-        """(proven per cell, lo, hi of the dependent q, qd, qdd) over the cells' boxes."""
+        """(proven per cell, lo, hi of the dependent q, qd, qdd) over the cells' boxes;
+        kept in the disk cache (mbforge.cache) by the closed forms, the guards and the boxes:
+        the analysis is most of `mbforge generate`'s time for a small kernel."""
+        k = cache.key(repr([(i.op, i.dst, i.args) for i in self.tape.instrs]), repr(self.tape.outputs),
+                      repr([s.value.name for s in self.inputs]), repr([s.value.name for s in syms]),
+                      repr([m for _, _, m in self.guards]), repr(self.n),
+                      np.asarray(L, dtype=float), np.asarray(H, dtype=float))
+        hit = cache.load("cover", k) if self.tape.hints is None else None  # hints are code: no key
+        if hit is not None and set(hit) == {"ok", "lo", "hi"}:
+            return hit["ok"], hit["lo"], hit["hi"]
         vec, lo, hi = self._analyse(syms, L, H)
         ok = self._failures(vec, lo, hi) < 0
+        if self.tape.hints is None:
+            cache.store("cover", k, ok=ok, lo=lo[:, :self.n], hi=hi[:, :self.n])
         return ok, lo[:, :self.n], hi[:, :self.n]
 
     def refuse(self, syms, L, H):

@@ -1,0 +1,86 @@
+"""A disk cache of results that cost a command more than the rest of its work and are
+determined by their inputs (the envelope cover's enclosures: kernels.explicit_cover).
+
+Entries are keyed by a SHA-256 of everything the result depends on, the digest of
+mbforge's own source included (a changed analysis never reads an old entry), and
+stored as .npz (no pickle) written to a temporary file and renamed, so a killed run
+leaves no half-written entry. A missing, unreadable or malformed entry is recomputed;
+a cache folder that cannot be written is skipped: the cache changes how long a
+command takes, never its output.
+
+Where: $MBFORGE_CACHE_DIR if set ("off": no cache), else $XDG_CACHE_HOME/mbforge or
+~/.cache/mbforge (the compiled jinja templates live there too)."""
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+
+def cache_root() -> Path | None:
+    env = os.environ.get("MBFORGE_CACHE_DIR")
+    if env:
+        return None if env == "off" else Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "mbforge"
+
+
+@lru_cache(maxsize=None)
+def code_digest() -> str:
+    """SHA-256 of the package's Python sources (a few ms)."""
+    h = hashlib.sha256()
+    root = Path(__file__).parent
+    for p in sorted(root.rglob("*.py")):
+        h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def key(*parts) -> str:
+    """A key from strings, bytes and numpy arrays (their dtype, shape and bytes)."""
+    h = hashlib.sha256(code_digest().encode())
+    for p in parts:
+        if isinstance(p, np.ndarray):
+            p = f"{p.dtype.str}{p.shape}".encode() + np.ascontiguousarray(p).tobytes()
+        elif isinstance(p, str):
+            p = p.encode()
+        h.update(len(p).to_bytes(8, "little") + p)
+    return h.hexdigest()
+
+
+def _path(kind: str, k: str) -> Path | None:
+    root = cache_root()
+    return None if root is None else root / kind / f"{k}.npz"
+
+
+def load(kind: str, k: str) -> dict | None:
+    """The arrays stored under (kind, k), or None."""
+    path = _path(kind, k)
+    if path is None or not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {name: z[name] for name in z.files}
+    except Exception:  # a damaged entry is only a miss
+        return None
+
+
+def store(kind: str, k: str, **arrays) -> None:
+    path = _path(kind, k)
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                np.savez(f, **arrays)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError:
+        pass  # a read-only or full cache folder: the command goes on uncached
