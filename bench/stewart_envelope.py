@@ -3,7 +3,8 @@ first done-when line): generation time and box count, then the generated kernel 
 double on the four motions and on random consistent states of the envelope.
 
     python -m bench.stewart_envelope [--target c-fixed|c-float32] [--motion-points 20000]
-        [--random 100000] [--search 2000] [--xyz-cells N | --envelope-off [--domain-steps N]]
+        [--random 100000] [--search 2000] [--xyz-cells N] [--cells NAME=N ...]
+        [--envelope-off [--domain-steps N]]
         [--out DIR] [--json FILE]
 
 1. Build the kernel (`inverse-dynamics-reduced`, domain = the envelope's verified cover)
@@ -93,6 +94,7 @@ from mbforge.examples import load
 from mbforge.hil.hostlib import from_raw, load_kernel, to_raw
 from mbforge.hil.vectors import VectorError
 from mbforge.ir import Evaluator
+from mbforge.model.errors import ModelError
 from mbforge.kernels.builders import build_kernel
 from mbforge.kernels.cover import envelope_cover
 from mbforge.kernels.reduced import reduced_inverse_dynamics_kernel, reduction
@@ -200,6 +202,8 @@ def main(argv=None) -> int:
     ap.add_argument("--xyz-cells", type=int, default=None,
                     help="cells of the envelope along the platform's x, y and z (the model's: 1); 2 makes the "
                          "reduced kernel's c-fixed bounds finite over the envelope")
+    ap.add_argument("--cells", action="append", default=[], metavar="NAME=N",
+                    help="cells of the envelope along one quantity, e.g. plat_e1=8 (repeatable; after --xyz-cells)")
     ap.add_argument("--domain-steps", type=int, default=None,
                     help="with --envelope-off: boxes of the tube (default kernels.domain.DOMAIN_STEPS)")
     ap.add_argument("--envelope-off", action="store_true", help="the driven (heave) motion's tube (the model built with envelope=False)")
@@ -211,6 +215,14 @@ def main(argv=None) -> int:
     if a.xyz_cells and not a.envelope_off:
         cells = {"quantities": {f"plat_{c}": {"cells": a.xyz_cells} for c in "xyz"}}
         eqs.envelope = eqs.envelope.override(cells, "--xyz-cells", list(eqs.actuator_names))
+    if a.cells and not a.envelope_off:
+        try:
+            cells = {"quantities": {n: {"cells": int(k)} for n, k in (c.split("=") for c in a.cells)}}
+            eqs.envelope = eqs.envelope.override(cells, "--cells", list(eqs.actuator_names))
+        except ModelError as e:
+            ap.error(str(e))
+        except ValueError:
+            ap.error(f"--cells: expected NAME=N, got {a.cells}")
     t0, c0 = time.perf_counter(), time.process_time()
     if a.domain_steps is not None and a.envelope_off:
         kernel = reduced_inverse_dynamics_kernel(eqs, domain_steps=a.domain_steps)

@@ -36,7 +36,7 @@ import dataclasses
 import numpy as np
 
 from ..lower.tape import Tape
-from .ranges import BoxRanges
+from .ranges import BoxRanges, analyse_chunked, split_box
 
 
 @dataclasses.dataclass
@@ -82,6 +82,88 @@ def find_cut(tape: Tape) -> SolveCut | None:
     if any(tape.outputs[p][0] != "t" or tape.outputs[p][1] not in inside for p in outputs):
         return None
     return SolveCut(entries, rhs, outputs, section, hints.solve_enclosure, _absorbed(hints, inside, entries))
+
+
+
+
+def matrix_inputs(tape: Tape, cut: SolveCut) -> list[int]:
+    """The inputs A's entries are computed from (indices into tape.inputs)."""
+    made = {d: i for i, ins in enumerate(tape.instrs) for d in ins.dst}
+    ins_, seen = set(), set()
+    stack = [o for *_, o, _ in cut.entries if o[0] != "c"]
+    while stack:
+        kind, v = stack.pop()
+        if kind == "in":
+            ins_.add(v)
+        elif kind == "t" and v not in seen:
+            seen.add(v)
+            stack += [o for o in tape.instrs[made[v]].args if o[0] != "c"]
+    return sorted(ins_)
+
+
+def _drive(tape: Tape, cut: SolveCut, lo: np.ndarray, hi: np.ndarray, dims: np.ndarray) -> np.ndarray:
+    """(B, len(dims)): how much A varies along each input over each box, preconditioned
+    as the split's G is: the largest row sum of |R (A(c + h e_d) - A(c - h e_d))| / 2, A
+    evaluated at the box's centre c and the middles of its faces, R = A(c)^-1."""
+    from ..ir import Evaluator
+
+    temps = sorted({o[1] for *_, o, _ in cut.entries if o[0] == "t"})
+    ev = Evaluator([tape.atoms[t] for t in temps], tape.inputs)
+    B, D = lo.shape[0], dims.size
+    c, h = (lo + hi) / 2, (hi - lo) / 2
+    X = np.repeat(c[:, None, :], 1 + 2 * D, axis=1)
+    for k, d in enumerate(dims):
+        X[:, 1 + 2 * k, d] += h[:, d]
+        X[:, 2 + 2 * k, d] -= h[:, d]
+    X = X.reshape(-1, lo.shape[1])
+    V = np.atleast_2d(ev(X)) if temps else np.zeros((len(X), 0))
+    col = {t: k for k, t in enumerate(temps)}
+    m = 1 + max(max(i, j) for i, j, *_ in cut.entries)
+    A = np.zeros((len(X), m, m))
+    for i, j, o, sc in cut.entries:
+        A[:, i, j] += sc * (V[:, col[o[1]]] if o[0] == "t" else X[:, o[1]] if o[0] == "in" else float(o[1]))
+    A = A.reshape(B, 1 + 2 * D, m, m)
+    with np.errstate(all="ignore"):
+        R = np.linalg.pinv(A[:, 0])
+        dA = (A[:, 1::2] - A[:, 2::2]) / 2
+        return np.abs(np.einsum("bij,bdjk->bdik", R, dA)).sum(3).max(2)
+
+
+def solve_parts(tape: Tape, vec: BoxRanges, which, room: int) -> tuple[BoxRanges, list[int]] | None:
+    """The boxes `which` of vec cut into parts where the split at the solve failed (the
+    matrix varies too much over a box for one preconditioner, or its errors reach a
+    pivot): halves along the inputs that make A vary most (_drive: at least half the
+    largest), at most as many per box as keep the parts within `room`. (the parts
+    analysed, the boxes cut), or None when none can be cut or range analysis cannot
+    bound a part (a divisor's range reaching 0). Sound whatever is chosen: every part
+    lies in its box."""
+    cut = find_cut(tape)
+    dims = np.array(matrix_inputs(tape, cut), dtype=np.int64) if cut is not None else np.zeros(0, np.int64)
+    which = np.asarray(which, dtype=np.int64)
+    if not dims.size or not which.size:
+        return None
+    dims = dims[(vec.in_hi[which][:, dims] > vec.in_lo[which][:, dims]).any(0)]
+    most = int(np.floor(np.log2(max(room, 1) / which.size))) if room >= 2 * which.size else 0
+    if not dims.size or most < 1:
+        return None
+    S = _drive(tape, cut, vec.in_lo[which], vec.in_hi[which], dims)
+    lo_, hi_, done = [], [], []
+    for b, s in zip(which, S):
+        if not np.isfinite(s).all() or not s.max() > 0:
+            s = np.where(vec.in_hi[b, dims] > vec.in_lo[b, dims], 1.0, 0.0)  # no ranking: every dim alike
+        order = [k for k in np.argsort(-s, kind="stable") if s[k] >= 0.5 * s.max() and s[k] > 0][:most]
+        if not order:
+            continue
+        boxes = [(vec.in_lo[b].copy(), vec.in_hi[b].copy())]
+        for k in sorted(order):
+            boxes = [h for l, hh in boxes for h in split_box(l, hh, int(dims[k]))]
+        lo_ += [l for l, _ in boxes]
+        hi_ += [h for _, h in boxes]
+        done.append(int(b))
+    if not done:
+        return None
+    sub = analyse_chunked(tape, np.array(lo_), np.array(hi_), vec.strict, vec.span)
+    return (sub, done) if not (sub.fail >= 0).any() else None
 
 
 def _absorbed(hints, inside: set, entries: list) -> dict:
