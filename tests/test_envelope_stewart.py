@@ -162,10 +162,10 @@ def test_a_box_where_the_split_fails_is_cut_until_it_holds(tmp_path, monkeypatch
     """One cell of the envelope's corner (e1, e2, e3 in [-0.1, -0.05]): over it A varies
     too much for the split at the solve (the whole-program bound stands: 3.8 N in c-fixed,
     1,400 N in float32); cut along the inputs that move A most
-    (analysis.solve_error.solve_parts), the split holds on every part (2.2e-4 N, 0.058 N).
+    (analysis.solve_error.refine_for_solve), the split holds on every part (2.5e-4 N, 0.06 N).
     The compiled kernel stays within the new bound on random points of the box and on
     consistent states of the cell, against double at the unrounded input."""
-    from mbforge.analysis import fixerror
+    from mbforge.analysis import solve_error
     from mbforge.hil import hostlib
     from mbforge.manifest import Manifest
     from mbforge.pipeline import generate
@@ -175,7 +175,7 @@ def test_a_box_where_the_split_fails_is_cut_until_it_holds(tmp_path, monkeypatch
     eqs.envelope = eqs.envelope.override(corner, "test", list(eqs.actuator_names))
     k = build_kernel(eqs, "inverse-dynamics-reduced")
     assert len(k.domain) == 1
-    monkeypatch.setattr(fixerror, "SOLVE_ROUNDS", 0)
+    monkeypatch.setattr(solve_error, "ROUNDS", 0)
     whole = np.array(generate(k, target).manifest.outputs[0].error_bound)
     monkeypatch.undo()
     generate(k, target).write(tmp_path)

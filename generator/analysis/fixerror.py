@@ -27,7 +27,7 @@ from ..lower.tape import Tape
 import numpy as np
 
 from ..ir.atom import ExpressionError
-from .solve_error import find_cut, solve_errors_boxes, solve_parts
+from .solve_error import find_cut, refine_for_solve, solve_errors_boxes
 from .ranges import (CHUNK, BoxRanges, BoxView, Interval, Ranges, _config, _last_reads, _vi_trig,
                      analyse_chunked, refine, split_box)
 
@@ -582,10 +582,6 @@ SPLIT_BUDGET = 1  # bisections where a box holds the largest bound: measured to 
 SPLIT_ROUNDS = 6
 
 
-SOLVE_ROUNDS = 3  # rounds of cutting the boxes where the split at the solve failed
-SOLVE_BUDGET = 16  # ... while the boxes stay within this many times the domain's
-
-
 def _box_errors(fx: FixedProgram, vec: BoxRanges, tight: bool, failed: list | None = None) -> np.ndarray:
     """(B, n_out): per box the smaller of the two sound bounds (CHUNK boxes at a time).
     With `failed` (a list): a (B,) mask appended per chunk, the boxes where the split at
@@ -618,32 +614,29 @@ def bound_over_boxes(tape: Tape, hull: Ranges, boxes: list[Ranges], tight: bool 
     analysis), the boxes that hold an output's largest bound are bisected along their
     widest input (relative to the domain) while that lowers the bound, up to `budget`
     times the boxes; the formats stay those of the hull (the halves lie inside it).
-    Before that, a box where the split at the solve gives no bound (A varies too much
-    over it for one preconditioner, or its errors reach a pivot) is cut along the inputs
-    that move A most (solve_error.solve_parts), for SOLVE_ROUNDS rounds within
-    SOLVE_BUDGET x the boxes, and the formats are planned again over the parts (their
-    hull is narrower): the Stewart reduced kernel over its model's 64 cells, whole-program
-    bounds 454 N, gets 0.14 N that way (38 cells cut, 52 s)."""
+    Before that, where the split at the solve gives no bound on some box (A varies too
+    much over it for one preconditioner, or its errors reach a pivot), boxes are cut
+    along the inputs that move A most (solve_error.refine_for_solve), and the formats
+    are planned again over the parts after the first round (their hull is narrower)."""
     vec = BoxRanges.from_list(tape, boxes if len(boxes) > 1 else [hull])
     fx = plan_fixed(tape, hull, boxes=vec if len(boxes) > 1 else None)
-    failed: list = []
-    E = _box_errors(fx, vec, tight, failed)
-    # boxes where the split at the solve failed are cut (solve_error.solve_parts) and
-    # the formats planned again over the parts, which only narrows them
-    cap = SOLVE_BUDGET * vec.n_boxes
-    for _ in range(SOLVE_ROUNDS):
-        bad = np.flatnonzero(np.concatenate(failed)) if failed else np.zeros(0, np.int64)
-        got = solve_parts(tape, vec, bad, cap - (vec.n_boxes - bad.size)) if bad.size else None
-        if got is None:
-            break
-        vec = BoxRanges.concat([vec.take(np.setdiff1d(np.arange(vec.n_boxes), got[1])), got[0]])
-        # the boxes still cover the domain: their hull encloses every temp, often tighter
-        parts = vec.hull()
-        hull = Ranges({t: Interval(max(iv.lo, parts.temps[t].lo), min(iv.hi, parts.temps[t].hi))
-                       for t, iv in hull.temps.items()}, hull.inputs)
-        fx = plan_fixed(tape, hull, boxes=vec)
-        failed = []
-        E = _box_errors(fx, vec, tight, failed)
+    state = {"fx": fx, "hull": hull}
+
+    def bounds(v):
+        failed: list = []
+        E = _box_errors(state["fx"], v, tight, failed)
+        return E, (np.concatenate(failed) if failed else np.zeros(v.n_boxes, dtype=bool))
+
+    def replan(v):  # the parts still cover the domain: their hull encloses every temp, often tighter
+        h, parts = state["hull"], v.hull()
+        h = Ranges({t: Interval(max(iv.lo, parts.temps[t].lo), min(iv.hi, parts.temps[t].hi))
+                    for t, iv in h.temps.items()}, h.inputs)
+        old, new = state["fx"], plan_fixed(tape, h, boxes=v)
+        state.update(fx=new, hull=h)
+        return (new.in_bits, new.temp_bits, new.out_bits, new.instrs) != (old.in_bits, old.temp_bits, old.out_bits, old.instrs)
+
+    vec, E = refine_for_solve(tape, vec, bounds, replan) if tight and SPLIT_AT_SOLVE else (vec, bounds(vec)[0])
+    fx = state["fx"]
     can_split = len(boxes) > 1 and all(isinstance(r, BoxView) for r in boxes) and budget > 1
     cap = int(budget * vec.n_boxes)
     span = vec.in_hi.max(0) - vec.in_lo.min(0)

@@ -167,29 +167,18 @@ def float32_forms_boxes(tape: Tape, vec) -> list[float]:
     a kernel ending in a hinted solve also gets solve_error's split bound, the smaller
     of the two kept per box."""
     from . import fixerror
-    from .ranges import BoxRanges
-    from .solve_error import find_cut, solve_errors_boxes, solve_parts
+    from .solve_error import find_cut, refine_for_solve, solve_errors_boxes
     cut = find_cut(tape) if fixerror.SPLIT_AT_SOLVE else None
     if cut is None:
         per = float32_forms_per_box(tape, vec)
     else:
-        def both(v):
-            return solve_errors_boxes(lambda w, **hooks: float32_forms_per_box(tape, w, **hooks), tape, v, cut,
-                                      lambda k: U * v.magnitude(("in", k)) + TINY)
-        whole, split = both(vec)
-        # boxes where the split gives no bound are cut, as for fixed point (fixerror.bound_over_boxes)
-        cap = fixerror.SOLVE_BUDGET * vec.n_boxes
-        for _ in range(fixerror.SOLVE_ROUNDS):
-            bad = np.flatnonzero(~np.all([np.isfinite(split[p]) for p in cut.outputs], axis=0))
-            got = solve_parts(tape, vec, bad, cap - (vec.n_boxes - bad.size)) if bad.size else None
-            if got is None:
-                break
-            keep = np.setdiff1d(np.arange(vec.n_boxes), got[1])
-            w2, s2 = both(got[0])
-            vec = BoxRanges.concat([vec.take(keep), got[0]])
-            whole = [np.concatenate([a[keep], b]) for a, b in zip(whole, w2)]
-            split = [np.concatenate([a[keep], b]) for a, b in zip(split, s2)]
-        per = [np.minimum(a, b) for a, b in zip(whole, split)]
+        def bounds(v):  # boxes where the split fails are cut, as for fixed point
+            whole, split = solve_errors_boxes(lambda w, **hooks: float32_forms_per_box(tape, w, **hooks), tape, v,
+                                              cut, lambda k: U * v.magnitude(("in", k)) + TINY)
+            fail = ~np.all([np.isfinite(split[p]) for p in cut.outputs], axis=0)
+            return np.stack([np.minimum(a, b) for a, b in zip(whole, split)], 1), fail
+        _, E = refine_for_solve(tape, vec, bounds)
+        per = list(E.T)
     out = []
     for o, v in zip(tape.outputs, per):
         out.append(abs(float(o[1])) * U if o[0] == "c" else float(np.where(np.isnan(v), np.inf, v).max()))

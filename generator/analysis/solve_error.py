@@ -101,6 +101,43 @@ def matrix_inputs(tape: Tape, cut: SolveCut) -> list[int]:
     return sorted(ins_)
 
 
+# refine_for_solve: rounds of cutting boxes, while they stay within BUDGET x the domain's;
+# cut are the boxes where the split failed and those whose bound is at least LOOSE x the
+# largest where it held, each along at most MOST inputs per round (2^MOST parts). Stewart
+# reduced kernel over its 64 cells: 659 boxes, c-fixed 60 s (bench/stewart_envelope.py)
+ROUNDS = 6
+BUDGET = 16
+LOOSE = 0.5
+MOST = 3
+
+
+def refine_for_solve(tape: Tape, vec: BoxRanges, bounds, replan=None):
+    """Where the domain's boxes are too wide for the split at the solve (it fails on
+    some), cut boxes round by round (solve_parts): those where it failed, and those whose
+    bound is within LOOSE of the largest where it held. bounds(v) -> ((B, n_out) bounds,
+    (B,) split failed) for a BoxRanges v; replan(vec) -> True when the bounds of every
+    box must be computed again (fixed point: formats planned over the parts after the
+    first round), else only the parts' are. (vec, E)."""
+    E, fail = bounds(vec)
+    if not fail.any():
+        return vec, E
+    cap = BUDGET * vec.n_boxes
+    for rnd in range(ROUNDS):
+        held = E[~fail].max(0) if (~fail).any() else np.full(E.shape[1], np.inf)
+        bad = np.flatnonzero(fail | ((E >= LOOSE * held) & (held > 0)).any(1))
+        got = solve_parts(tape, vec, bad, cap - (vec.n_boxes - bad.size)) if bad.size else None
+        if got is None:
+            break
+        keep = np.setdiff1d(np.arange(vec.n_boxes), got[1])
+        vec = BoxRanges.concat([vec.take(keep), got[0]])
+        if replan is not None and rnd == 0 and replan(vec):
+            E, fail = bounds(vec)
+        else:
+            Ep, fp = bounds(got[0])
+            E, fail = np.vstack([E[keep], Ep]), np.concatenate([fail[keep], fp])
+    return vec, E
+
+
 def _drive(tape: Tape, cut: SolveCut, lo: np.ndarray, hi: np.ndarray, dims: np.ndarray) -> np.ndarray:
     """(B, len(dims)): how much A varies along each input over each box, preconditioned
     as the split's G is: the largest row sum of |R (A(c + h e_d) - A(c - h e_d))| / 2, A
@@ -143,7 +180,7 @@ def solve_parts(tape: Tape, vec: BoxRanges, which, room: int) -> tuple[BoxRanges
     if not dims.size or not which.size:
         return None
     dims = dims[(vec.in_hi[which][:, dims] > vec.in_lo[which][:, dims]).any(0)]
-    most = int(np.floor(np.log2(max(room, 1) / which.size))) if room >= 2 * which.size else 0
+    most = min(MOST, int(np.floor(np.log2(max(room, 1) / which.size)))) if room >= 2 * which.size else 0
     if not dims.size or most < 1:
         return None
     S = _drive(tape, cut, vec.in_lo[which], vec.in_hi[which], dims)
