@@ -149,7 +149,7 @@ class _Hints:
         self.targets = targets
         self.steps = [(list(st.rows), list(st.cols)) for st in F.steps]
         self.cut = self._cut(enc, tape)
-        self.neumann: dict = {}  # box bytes -> (R, G over its halves): see __call__
+        self.enclosed: dict = {}  # box bytes -> (R, G, xc, xr) of the boxes __call__ went through
 
     def _cut(self, enc: LUEnclosure, tape):
         """Where the tape holds the solve's data: ([(i, j, operand, sign)] for A's entries,
@@ -190,22 +190,28 @@ class _Hints:
     def solve_enclosure(self, in_lo, in_hi):
         """Per box: R = mid(A)^-1, G >= |I - R A| entrywise over the box (over its halves
         when range analysis went through them, with that R), and the solution's centre and
-        radius (param_solve): (R, G, xc, xr)."""
-        parts = []
-        for j in range(0, in_lo.shape[0], CHUNK):
-            P = self._forms(in_lo[j:j + CHUNK], in_hi[j:j + CHUNK])
-            R, _ = _inverse(P.A0)
-            G = _neumann(P, R)
-            for b in range(R.shape[0]):
-                got = self.neumann.get(in_lo[j + b].tobytes() + in_hi[j + b].tobytes())
-                if got is not None and got[1].sum(1).max() < G[b].sum(1).max():
-                    R[b], G[b] = got
-            xc, xr = param_solve(P.A0, P.AK, P.EA, P.b0, P.bK, P.Eb)
-            parts.append((R, G, xc, xr))
+        radius (param_solve): (R, G, xc, xr). Boxes range analysis went through were
+        enclosed then (`enclosed`); the others are analysed here."""
+        keys = [in_lo[b].tobytes() + in_hi[b].tobytes() for b in range(in_lo.shape[0])]
+        if keys and all(k in self.enclosed for k in keys):
+            got = [self.enclosed[k] for k in keys]
+            return tuple(np.stack([g[i] for g in got]) for i in range(4))
+        parts = [self._enclose(self._forms(in_lo[j:j + CHUNK], in_hi[j:j + CHUNK]))
+                 for j in range(0, in_lo.shape[0], CHUNK)]
         return tuple(np.concatenate([p[k] for p in parts]) for k in range(4))
 
+    @staticmethod
+    def _enclose(P):
+        R, _ = _inverse(P.A0)
+        return (R, _neumann(P, R), *param_solve(P.A0, P.AK, P.EA, P.b0, P.bK, P.Eb))
+
     def __call__(self, in_lo, in_hi) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-        out = _joined([self._chunk(in_lo[j:j + CHUNK], in_hi[j:j + CHUNK]) for j in range(0, in_lo.shape[0], CHUNK)])
+        chunks = []
+        for j in range(0, in_lo.shape[0], CHUNK):
+            P = self._forms(in_lo[j:j + CHUNK], in_hi[j:j + CHUNK])
+            chunks.append((self._chunk_values(P, False), self._enclose(P)))
+        out = _joined([c[0] for c in chunks])
+        R, G, xc, xr = (np.concatenate([c[1][k] for c in chunks]) for k in range(4))
         # the matrix's own values (pivots, multipliers, pivot rows) over sub-boxes as well: their
         # enclosures tighten quadratically with the width, and the entries are short to analyse
         dims = self.split_dims[:SPLIT_DIMS]
@@ -222,8 +228,6 @@ class _Hints:
             # and G >= |I - R A| over them, R = mid(A)^-1 of the whole box, for solve_error's
             # Neumann bound: with R fixed the linear part stays the box's, the nonlinear
             # remainders shrink (Stewart envelope cells: row sums 0.68 -> 0.52)
-            R = np.concatenate([_inverse(self._forms(in_lo[j:j + CHUNK], in_hi[j:j + CHUNK], True).A0)[0]
-                                for j in range(0, in_lo.shape[0], CHUNK)])
             R_sub = np.repeat(R, k, axis=0)
             got = [self._chunk(sub_lo[j:j + CHUNK], sub_hi[j:j + CHUNK], matrix_only=True, R=R_sub[j:j + CHUNK])
                    for j in range(0, sub_lo.shape[0], CHUNK)]
@@ -232,9 +236,11 @@ class _Hints:
                 lo, hi = lo.reshape(-1, k).min(1), hi.reshape(-1, k).max(1)  # the union over a box's halves
                 blo, bhi = out[t]
                 out[t] = (np.maximum(blo, lo), np.minimum(bhi, hi))  # both sound
-            G = np.concatenate([g[1] for g in got]).reshape(in_lo.shape[0], k, self.n, self.n).max(1)
-            for b in range(in_lo.shape[0]):
-                self.neumann[in_lo[b].tobytes() + in_hi[b].tobytes()] = (R[b], G[b])
+            Gh = np.concatenate([g[1] for g in got]).reshape(in_lo.shape[0], k, self.n, self.n).max(1)
+            better = Gh.sum(2).max(1) < G.sum(2).max(1)
+            G = np.where(better[:, None, None], Gh, G)
+        for b in range(in_lo.shape[0]):  # for solve_enclosure (solve_error), which asks for these boxes again
+            self.enclosed[in_lo[b].tobytes() + in_hi[b].tobytes()] = (R[b], G[b], xc[b], xr[b])
         return out
 
     def _forms(self, in_lo, in_hi, matrix_only: bool = False) -> "_Param":
