@@ -28,15 +28,15 @@ Exit status 0 when every state returned status 0 and stayed within its bound, el
 
 Measured 2026-12-02, fourth session (two cores), with boxes where the split at the solve
 fails cut round by round (analysis.solve_error.refine_for_solve):
-* c-fixed over the model's 64 cells (659 boxes after the cutting): generated in 60 s
-  (the other core busy); status 0 and within the bound on 4 x 20,000 motion points and
+* c-fixed over the model's 64 cells (659 boxes after the cutting): generated in 56 s
+  (idle; 60 s before the solve enclosures were kept per box); status 0 and within the bound on 4 x 20,000 motion points and
   1e5 random consistent states; bounds 3.23e-3, 1.75e-3, 1.46e-3, 9.75e-4, 7.29e-4,
   6.87e-4 N (454 .. 3.95 N before); largest errors 7.7e-4 .. 2.2e-5 N; bound / observed
   4.17, 4.07, 3.50, 5.53, 27.8, 32.0; the search from the 2000 worst came to error /
   bound 0.286.
 * c-float32 over the 64 cells: 81 s; all within; bounds 0.109 .. 0.068 N; bound /
   observed 359 .. 435; search 0.0037.
-* --xyz-cells 2 (512 cells): no box fails the split, nothing is cut; c-fixed 47 s,
+* --xyz-cells 2 (512 cells): no box fails the split, nothing is cut; c-fixed 36 s,
   float32 44 s, the figures below unchanged.
 * --xyz-cells 2 --cells plat_e1=8 --cells plat_e2=8 --cells plat_e3=8 (4096 cells):
   c-fixed in 302 s; all within; bounds 1.93e-4 .. 1.14e-4 N; errors 1.3e-5 .. 3.0e-6 N;

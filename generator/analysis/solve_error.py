@@ -104,7 +104,7 @@ def matrix_inputs(tape: Tape, cut: SolveCut) -> list[int]:
 # refine_for_solve: rounds of cutting boxes, while they stay within BUDGET x the domain's;
 # cut are the boxes where the split failed and those whose bound is at least LOOSE x the
 # largest where it held, each along at most MOST inputs per round (2^MOST parts). Stewart
-# reduced kernel over its 64 cells: 659 boxes, c-fixed 60 s (bench/stewart_envelope.py)
+# reduced kernel over its 64 cells: 659 boxes, c-fixed 56 s (bench/stewart_envelope.py)
 ROUNDS = 6
 BUDGET = 16
 LOOSE = 0.5
