@@ -27,7 +27,7 @@ from ..lower.tape import Tape
 import numpy as np
 
 from ..ir.atom import ExpressionError
-from .solve_error import find_cut, refine_for_solve, solve_errors_boxes
+from .solve_error import find_cut, refine_for_solve, solve_errors_boxes, split_failed
 from .ranges import (CHUNK, BoxRanges, BoxView, Interval, Ranges, _config, _last_reads, _vi_trig,
                      analyse_chunked, refine, split_box)
 
@@ -600,7 +600,7 @@ def _box_errors(fx: FixedProgram, vec: BoxRanges, tight: bool, failed: list | No
                                               fx.tape, vec, cut, lambda k: fx.in_error[k])
             E = np.minimum(E, np.minimum(np.stack(whole, 1), np.stack(split, 1)))
             if failed is not None:
-                failed.append(~np.all([np.isfinite(split[p]) for p in cut.outputs], axis=0))
+                failed.append(split_failed(split, cut))
     return E
 
 
@@ -629,8 +629,7 @@ def bound_over_boxes(tape: Tape, hull: Ranges, boxes: list[Ranges], tight: bool 
 
     def replan(v):  # the parts still cover the domain: their hull encloses every temp, often tighter
         h, parts = state["hull"], v.hull()
-        h = Ranges({t: Interval(max(iv.lo, parts.temps[t].lo), min(iv.hi, parts.temps[t].hi))
-                    for t, iv in h.temps.items()}, h.inputs)
+        h = Ranges({t: iv & parts.temps[t] for t, iv in h.temps.items()}, h.inputs)
         old, new = state["fx"], plan_fixed(tape, h, boxes=v)
         state.update(fx=new, hull=h)
         return (new.in_bits, new.temp_bits, new.out_bits, new.instrs) != (old.in_bits, old.temp_bits, old.out_bits, old.instrs)

@@ -167,7 +167,7 @@ def float32_forms_boxes(tape: Tape, vec) -> list[float]:
     a kernel ending in a hinted solve also gets solve_error's split bound, the smaller
     of the two kept per box."""
     from . import fixerror
-    from .solve_error import find_cut, refine_for_solve, solve_errors_boxes
+    from .solve_error import find_cut, refine_for_solve, solve_errors_boxes, split_failed
     cut = find_cut(tape) if fixerror.SPLIT_AT_SOLVE else None
     if cut is None:
         per = float32_forms_per_box(tape, vec)
@@ -175,8 +175,7 @@ def float32_forms_boxes(tape: Tape, vec) -> list[float]:
         def bounds(v):  # boxes where the split fails are cut, as for fixed point
             whole, split = solve_errors_boxes(lambda w, **hooks: float32_forms_per_box(tape, w, **hooks), tape, v,
                                               cut, lambda k: U * v.magnitude(("in", k)) + TINY)
-            fail = ~np.all([np.isfinite(split[p]) for p in cut.outputs], axis=0)
-            return np.stack([np.minimum(a, b) for a, b in zip(whole, split)], 1), fail
+            return np.stack([np.minimum(a, b) for a, b in zip(whole, split)], 1), split_failed(split, cut)
         _, E = refine_for_solve(tape, vec, bounds)
         per = list(E.T)
     out = []

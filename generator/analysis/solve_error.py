@@ -84,6 +84,10 @@ def find_cut(tape: Tape) -> SolveCut | None:
     return SolveCut(entries, rhs, outputs, section, hints.solve_enclosure, _absorbed(hints, inside, entries))
 
 
+def split_failed(split: list, cut: SolveCut) -> np.ndarray:
+    """(B,) the boxes where solve_errors_boxes' split gave no finite bound for some
+    solution output."""
+    return ~np.all([np.isfinite(split[p]) for p in cut.outputs], axis=0)
 
 
 def matrix_inputs(tape: Tape, cut: SolveCut) -> list[int]:
@@ -119,13 +123,15 @@ def refine_for_solve(tape: Tape, vec: BoxRanges, bounds, replan=None):
     box must be computed again (fixed point: formats planned over the parts after the
     first round), else only the parts' are. (vec, E)."""
     E, fail = bounds(vec)
-    if not fail.any():
+    cut = find_cut(tape)
+    if not fail.any() or cut is None:
         return vec, E
+    dims = np.array(matrix_inputs(tape, cut), dtype=np.int64)
     cap = BUDGET * vec.n_boxes
     for rnd in range(ROUNDS):
         held = E[~fail].max(0) if (~fail).any() else np.full(E.shape[1], np.inf)
         bad = np.flatnonzero(fail | ((E >= LOOSE * held) & (held > 0)).any(1))
-        got = solve_parts(tape, vec, bad, cap - (vec.n_boxes - bad.size)) if bad.size else None
+        got = solve_parts(tape, cut, dims, vec, bad, cap - (vec.n_boxes - bad.size)) if bad.size else None
         if got is None:
             break
         keep = np.setdiff1d(np.arange(vec.n_boxes), got[1])
@@ -166,16 +172,15 @@ def _drive(tape: Tape, cut: SolveCut, lo: np.ndarray, hi: np.ndarray, dims: np.n
         return np.abs(np.einsum("bij,bdjk->bdik", R, dA)).sum(3).max(2)
 
 
-def solve_parts(tape: Tape, vec: BoxRanges, which, room: int) -> tuple[BoxRanges, list[int]] | None:
+def solve_parts(tape: Tape, cut: SolveCut, dims: np.ndarray, vec: BoxRanges, which,
+                room: int) -> tuple[BoxRanges, list[int]] | None:
     """The boxes `which` of vec cut into parts where the split at the solve failed (the
     matrix varies too much over a box for one preconditioner, or its errors reach a
-    pivot): halves along the inputs that make A vary most (_drive: at least half the
-    largest), at most as many per box as keep the parts within `room`. (the parts
-    analysed, the boxes cut), or None when none can be cut or range analysis cannot
-    bound a part (a divisor's range reaching 0). Sound whatever is chosen: every part
-    lies in its box."""
-    cut = find_cut(tape)
-    dims = np.array(matrix_inputs(tape, cut), dtype=np.int64) if cut is not None else np.zeros(0, np.int64)
+    pivot): halves along the inputs `dims` (matrix_inputs) that make A vary most (_drive:
+    at least half the largest), at most as many per box as keep the parts within `room`.
+    (the parts analysed, the boxes cut), or None when none can be cut or range analysis
+    cannot bound a part (a divisor's range reaching 0). Sound whatever is chosen: every
+    part lies in its box."""
     which = np.asarray(which, dtype=np.int64)
     if not dims.size or not which.size:
         return None
