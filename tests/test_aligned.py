@@ -1,0 +1,56 @@
+"""analysis.aligned: the float32 error the rounding model allows at a point with every
+rounding aligned. It is checked by hand on a three-operation tape, then against the real
+float32 C on the heading fixture's consistent states: the compiled kernel's error is never
+above it (first order: every rounding is within u of its result), and the manifest bound,
+sound under the same model, is never below it."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from mbforge.analysis.aligned import aligned_errors, rounded_operations
+from mbforge.analysis.floaterror import TRIG_ULPS, U
+from mbforge.hil.hostlib import load_kernel
+from mbforge.ir import Evaluator
+from mbforge.kernels.builders import build_kernel
+from mbforge.lower.tape import Instr, Tape
+from mbforge.pipeline import generate
+
+from test_envelope_heading import H, _inputs, sweep
+
+
+def test_by_hand():
+    # y0 = a*b + c, y1 = 0.1 * sin(a), y2 = -(a*b)
+    tape = Tape(inputs=[None] * 3, outputs=[("t", 1), ("t", 4), ("t", 5)], instrs=[
+        Instr("mul", (0,), (("in", 0), ("in", 1))),
+        Instr("add", (1,), (("t", 0), ("in", 2))),
+        Instr("sin", (2,), (("in", 0),)),
+        Instr("mul", (4,), (("c", 0.1), ("t", 2))),
+        Instr("neg", (5,), (("t", 0),)),
+    ])
+    a, b, c = 1.5, -2.25, 0.75
+    A = aligned_errors(tape, np.array([[a, b, c]]))[0]
+    ab = a * b
+    want0 = U * (abs(ab + c) + abs(ab) + abs(b * a) + abs(a * b) + abs(c))  # add, mul, inputs a, b, c
+    s = 0.1 * np.sin(a)
+    want1 = U * abs(s) + 0.1 * TRIG_ULPS * U + U * abs(0.1 * np.cos(a) * a) + U * abs(s)  # mul, sin, a, literal
+    want2 = U * (abs(ab) + abs(ab) + abs(ab))  # the negation is exact
+    assert np.allclose(A, [want0, want1, want2], rtol=1e-12, atol=0)
+    assert rounded_operations(tape) == [2 + 3, 2 + 1, 1 + 2]
+
+
+def test_float32_kernel_never_above_it_and_the_bound_never_below(tmp_path):
+    eqs = H.build().equations()
+    k = build_kernel(eqs, "inverse-dynamics")
+    generate(k, "c-float32").write(tmp_path)
+    bound = np.concatenate([g["error_bound"] for g in json.loads((tmp_path / "manifest.json").read_text())["outputs"]])
+    X = _inputs(k, sweep())
+    Y, status = load_kernel(tmp_path)(X.astype(np.float32))
+    assert np.all(status == 0)
+    err = np.abs(Y.astype(np.float64) - np.atleast_2d(Evaluator(k.output_atoms, k.input_symbols)(X)))
+    A = aligned_errors(k.tape(), X)
+    # second-order terms (u^2 times the coefficients) are far below this slack
+    assert np.all(err <= A * (1 + 1e-4)), f"float32 error above the aligned first-order error: {(err / A).max(0)}"
+    assert (err / A).max() > 0.05, "the aligned error is no measure of these errors"
+    assert np.all(A.max(axis=0) <= bound)
