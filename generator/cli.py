@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from .errors import CLIError
@@ -123,14 +125,33 @@ def _main(argv: list[str] | None) -> int:
 
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(argv[0] if argv else None).parse_args(argv)
+    # SIGTERM and SIGHUP stop a command as Ctrl-C does (hil installs its own while it runs)
+    before = _stop_on_signals() if threading.current_thread() is threading.main_thread() else {}
     try:
         return args.func(args) or 0
     except (CLIError, ModelError, ExpressionError, ManifestError, GenerateError, AssemblyError, DynamicsError) as e:
         print(f"mbforge {args.command}: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # Ctrl-C: kernels are written all or nothing, so nothing is half-written
-        print(f"mbforge {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:  # kernels are written all or nothing, so nothing is half-written
+        signum = getattr(e, "signum", signal.SIGINT)
+        how = "" if signum == signal.SIGINT else f" ({signal.Signals(signum).name})"
+        print(f"mbforge {args.command}: interrupted{how}", file=sys.stderr)
+        return 128 + signum
+    finally:
+        for s, h in before.items():
+            signal.signal(s, h)
+
+
+class _Stopped(KeyboardInterrupt):
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop_on_signals() -> dict:
+    def stop(signum, _frame):
+        raise _Stopped(signum)
+    return {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
 
 
 if __name__ == "__main__":

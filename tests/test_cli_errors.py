@@ -226,3 +226,41 @@ def test_ctrl_c_during_simulate_is_one_line(tmp_path):
         raise AssertionError(f"no exit 60 s after SIGINT (signalled at {cpu:.1f} s CPU); stderr: {err[-2000:]}")
     assert proc.returncode == 130, err
     assert "Traceback" not in err and err.strip() == "mbforge simulate: interrupted"
+
+
+def test_sigterm_while_pieces_run_in_children_is_one_line_and_ends_them(tmp_path):
+    """SIGTERM to `generate` while its analysis runs pieces in forked children
+    (analysis.parallel): one line, exit 143, nothing written, and no child outlives it."""
+    import signal
+    import time
+
+    env = dict(os.environ, MBFORGE_CACHE_DIR=str(tmp_path / "cache"), MBFORGE_JOBS="2")
+    out = tmp_path / "k"
+    proc = subprocess.Popen([sys.executable, "-m", "mbforge.cli", "generate", "stewart", "--kernel",
+                             "inverse-dynamics-reduced", "--target", "c-fixed", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    children: list[int] = []
+    for _ in range(1800):
+        try:
+            children = [int(x) for x in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
+        except OSError:
+            children = []
+        if children or proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    assert children, f"no pieces in children before the end: {proc.communicate()}"
+    proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError(f"no exit 60 s after SIGTERM: {proc.communicate()[1][-2000:]}")
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and err.strip() == "mbforge generate: interrupted (SIGTERM)"
+    assert not out.exists()
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{c}").exists() for c in children) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    alive = [c for c in children if Path(f"/proc/{c}").exists()
+             and "mbforge" in Path(f"/proc/{c}/cmdline").read_bytes().decode(errors="replace")]
+    assert not alive, f"children still running after the command ended: {alive}"

@@ -19,7 +19,7 @@ operation, the configuration and the input to narrow named.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -963,11 +963,27 @@ CHUNK = 1024  # boxes per pass: bounds the memory of the live affine forms
 
 
 def analyse_chunked(tape: Tape, in_lo, in_hi, strict: bool = True, span=None) -> BoxRanges:
-    """analyse_boxes, CHUNK boxes at a time (the boxes are independent)."""
+    """analyse_boxes, CHUNK boxes at a time, the pieces of each on the cores (analysis.parallel)."""
+    from . import parallel
+
     B = in_lo.shape[0]
     span = in_hi.max(0) - in_lo.min(0) if span is None else span
-    return BoxRanges.concat([analyse_boxes(tape, in_lo[j:j + CHUNK], in_hi[j:j + CHUNK], strict, span)
-                             for j in range(0, B, CHUNK)])
+    parts = [slice(j + p.start, j + p.stop) for j in range(0, B, CHUNK)
+             for p in parallel.pieces(min(CHUNK, B - j))]
+    enclosed = getattr(tape.hints, "enclosed", None)
+
+    def one(i):
+        lo, hi = in_lo[parts[i]], in_hi[parts[i]]
+        got = analyse_boxes(tape, lo, hi, strict, span)
+        # a child's additions to the hints' per-box enclosures go back with its ranges
+        keys = [lo[b].tobytes() + hi[b].tobytes() for b in range(lo.shape[0])] if enclosed is not None else []
+        return replace(got, tape=None), {k: enclosed[k] for k in keys if k in enclosed}
+
+    done = parallel.run(one, len(parts))
+    for _, enc in done:
+        if enclosed is not None:
+            enclosed.update(enc)
+    return BoxRanges.concat([replace(got, tape=tape) for got, _ in done])
 
 
 def split_box(lo: np.ndarray, hi: np.ndarray, dim: int):
