@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import math
 
-from .fixedpoint import TRIG_ERROR, FixedProgram, const_bits, half_ulp, plan_fixed
-from ..lower.tape import Tape
 import numpy as np
 
 from ..ir.atom import ExpressionError
-from .solve_error import find_cut, refine_for_solve, solve_errors_boxes, split_failed
+from ..lower.tape import Tape
+from . import parallel
+from .fixedpoint import TRIG_ERROR, FixedProgram, const_bits, half_ulp, plan_fixed
 from .ranges import (CHUNK, BoxRanges, BoxView, Interval, Ranges, _config, _last_reads, _vi_trig,
                      analyse_chunked, refine, split_box)
+from .solve_error import find_cut, refine_for_solve, solve_errors_boxes, split_failed
 
 # error forms keep this many rounding symbols (the largest), the rest join the remainder:
 # a rounding that reaches an output along several paths cancels by sign only while it is
@@ -361,7 +362,7 @@ def _vmerge(ia, la, ha, ib, lb, hb, sb=1.0):
 def output_errors_boxes(fx: FixedProgram, vec: BoxRanges, detail: list | None = None, *,
                         section: set | None = None, exact: frozenset = frozenset(),
                         forms_out: dict | None = None, mags_out: dict | None = None,
-                        absorb: dict | None = None) -> list:
+                        absorb: dict | None = None, sites_out: list | None = None) -> list:
     """output_errors for every box of vec at once: [array over boxes per output]. With
     `detail` (a list), per output (coefficient magnitudes (K, B), the K roundings' half
     ulps, remainder (B,), the K roundings' instruction indices (-1: an input's)) is
@@ -370,18 +371,22 @@ def output_errors_boxes(fx: FixedProgram, vec: BoxRanges, detail: list | None = 
     error; `forms_out`, a dict keyed by operands filled with their final forms (and
     "u": the symbols' half ulps); `mags_out`, keyed by temps, filled with their error
     magnitudes (B,); `absorb`, a dict keyed by temps whose forms are handed over there
-    (stored in it) and read as exact from then on."""
+    (stored in it) and read as exact from then on. `sites_out`, a list, gets every
+    rounding as (temp it is added to, or None for an input's, half ulp), in symbol order
+    (analysis.aligned's floor)."""
     B = vec.n_boxes
     u: list[float] = [0.0]
     origin: list[int] = [-1]
+    site: list = [None]
     at = -1
     zero = np.zeros(B)
     empty = np.zeros(0, dtype=np.int64)
     Z = _VForm(empty, np.zeros((0, B)), np.zeros((0, B)), zero)
 
-    def new(mag: float) -> int:
+    def new(mag: float, dst: int | None = None) -> int:
         u.append(mag)
         origin.append(at)
+        site.append(None if at < 0 else fx.instrs[at].dst[0] if dst is None else dst)
         return len(u) - 1
 
     def one(k):
@@ -517,7 +522,7 @@ def output_errors_boxes(fx: FixedProgram, vec: BoxRanges, detail: list | None = 
                     rr = f.r + ex * ex / 2 + TRIG_ERROR
                     fo = fx.temp_bits[dd]
                     if fo < 30:
-                        ids, lo, hi = add_sym(ids, lo, hi, new(half_ulp(fo)), 1.0, 1.0)
+                        ids, lo, hi = add_sym(ids, lo, hi, new(half_ulp(fo), dd), 1.0, 1.0)
                     forms[dd] = finish(ids, lo, hi, rr)
                     if mags_out is not None and dd in mags_out:
                         mags_out[dd] = fmag(forms[dd])
@@ -532,6 +537,8 @@ def output_errors_boxes(fx: FixedProgram, vec: BoxRanges, detail: list | None = 
     if forms_out is not None:
         for o in list(forms_out):
             forms_out[o] = form(o)
+    if sites_out is not None:
+        sites_out.extend(zip(site[1:], u[1:]))
     ua = np.array(u)
     for d_ in (forms_out, absorb):
         if d_ is not None:
@@ -589,6 +596,15 @@ def _box_errors(fx: FixedProgram, vec: BoxRanges, tight: bool, failed: list | No
     if vec.n_boxes > CHUNK:
         return np.vstack([_box_errors(fx, vec.take(np.arange(j, min(j + CHUNK, vec.n_boxes))), tight, failed)
                           for j in range(0, vec.n_boxes, CHUNK)])
+    parts = parallel.pieces(vec.n_boxes)
+    if len(parts) > 1:  # on the cores (analysis.parallel)
+        def one(i):
+            f: list = []
+            return _box_errors(fx, vec.take(np.arange(vec.n_boxes)[parts[i]]), tight, f), f
+        done = parallel.run(one, len(parts))
+        if failed is not None:
+            failed.extend(x for _, f in done for x in f)
+        return np.vstack([E for E, _ in done])
     _, plan = plan_errors(fx, vec)
     E = np.stack(plan, 1) if plan else np.zeros((vec.n_boxes, 0))
     if tight and E.shape[1]:

@@ -166,16 +166,21 @@ def float32_forms_boxes(tape: Tape, vec) -> list[float]:
     the remainder. Input rounding is a symbol per input. The largest over the boxes;
     a kernel ending in a hinted solve also gets solve_error's split bound, the smaller
     of the two kept per box."""
-    from . import fixerror
+    from . import fixerror, parallel
     from .solve_error import find_cut, refine_for_solve, solve_errors_boxes, split_failed
     cut = find_cut(tape) if fixerror.SPLIT_AT_SOLVE else None
     if cut is None:
         per = float32_forms_per_box(tape, vec)
     else:
-        def bounds(v):  # boxes where the split fails are cut, as for fixed point
+        def piece(v):
             whole, split = solve_errors_boxes(lambda w, **hooks: float32_forms_per_box(tape, w, **hooks), tape, v,
                                               cut, lambda k: U * v.magnitude(("in", k)) + TINY)
             return np.stack([np.minimum(a, b) for a, b in zip(whole, split)], 1), split_failed(split, cut)
+
+        def bounds(v):  # boxes where the split fails are cut, as for fixed point; pieces on the cores
+            parts = parallel.pieces(v.n_boxes)
+            done = parallel.run(lambda i: piece(v.take(np.arange(v.n_boxes)[parts[i]])), len(parts))
+            return np.vstack([E for E, _ in done]), np.concatenate([f for _, f in done])
         _, E = refine_for_solve(tape, vec, bounds)
         per = list(E.T)
     out = []
@@ -205,13 +210,32 @@ def float32_forms_per_box(tape: Tape, vec, *, section: set | None = None, exact:
         return np.maximum(np.abs(f.lo), np.abs(f.hi)).sum(0) * U + f.r
 
     def rounding(ids, lo, hi, r, pre, vlo, vhi):
-        """+ the rounding of a value in [vlo, vhi] (exact) + pre (its error so far)"""
+        """+ the rounding of a value in [vlo, vhi] (exact) + pre (its error so far). The
+        rounding v d (|d| <= U) is written M d' with M = max |v| over the box and |d'| =
+        |v d| / M <= U: one point coefficient, which keeps its sign through what follows
+        (as a fixed-point rounding's does), where [vlo, vhi] across 0 would lose it."""
         count[0] += 1
         ids = np.append(ids, -count[0])  # rounding symbols below the inputs' (kept sorted)
-        lo = np.vstack([vlo[None, :], lo])
-        hi = np.vstack([vhi[None, :], hi])
+        m = np.maximum(np.abs(vlo), np.abs(vhi))
+        lo = np.vstack([m[None, :], lo])
+        hi = np.vstack([m[None, :], hi])
         order = np.argsort(ids, kind="stable")
         return ids[order], lo[order], hi[order], r + U * pre + TINY
+
+    def scaled(f, a, b):
+        """f times a value x in [a, b] (per box): f m with m the midpoint keeps f's symbols;
+        f (x - m) is one new symbol of size |f| r, r the half-width. That term is one value
+        wherever it flows, so it keeps its sign through what follows (a rate or an
+        acceleration spanning its whole range makes x - m most of x), where intervals of
+        coefficients [c a, c b] would turn into radii that add up."""
+        m = (a + b) / 2
+        rad = np.maximum(b - m, m - a) * (1 + 1e-15)
+        lo, hi = _vscale(f, m, m)
+        if not f.ids.shape[0] or not (rad > 0).any():
+            return f.ids, lo, hi
+        w = np.maximum(np.abs(f.lo), np.abs(f.hi)).sum(0) * rad * (1 + 1e-15)
+        count[0] += 1  # below every symbol so far: the ids stay sorted
+        return np.concatenate([[-count[0]], f.ids]), np.vstack([w[None, :], lo]), np.vstack([w[None, :], hi])
 
     def finish(ids, lo, hi, r):
         if ids.shape[0] > F32_TERMS:
@@ -264,9 +288,7 @@ def float32_forms_per_box(tape: Tape, vec, *, section: set | None = None, exact:
             elif op == "mul":
                 fa, fb = form(a[0]), form(a[1])
                 (alo, ahi), (blo, bhi) = rng(a[0]), rng(a[1])
-                l1, h1 = _vscale(fa, blo, bhi)
-                l2, h2 = _vscale(fb, alo, ahi)
-                ids, lo, hi = _vmerge(fa.ids, l1, h1, fb.ids, l2, h2)
+                ids, lo, hi = _vmerge(*scaled(fa, blo, bhi), *scaled(fb, alo, ahi))
                 ma, mb = fmag(fa), fmag(fb)
                 r = fa.r * rmag(a[1]) + fb.r * rmag(a[0]) + ma * mb
                 pre = ma * rmag(a[1]) + mb * rmag(a[0]) + ma * mb
@@ -283,9 +305,7 @@ def float32_forms_per_box(tape: Tape, vec, *, section: set | None = None, exact:
                 m1, m2, m3, m4 = -qhi * ilo, -qhi * ihi, -qlo * ilo, -qlo * ihi
                 olo = np.minimum(np.minimum(m1, m2), np.minimum(m3, m4))
                 ohi = np.maximum(np.maximum(m1, m2), np.maximum(m3, m4))
-                l1, h1 = _vscale(fn, ilo, ihi)
-                l2, h2 = _vscale(fd, olo, ohi)
-                ids, lo, hi = _vmerge(fn.ids, l1, h1, fd.ids, l2, h2)
+                ids, lo, hi = _vmerge(*scaled(fn, ilo, ihi), *scaled(fd, olo, ohi))
                 first = fmag(fn) + qmag * ed
                 r = (fn.r + qmag * fd.r) / lo_den + first * ed / (lo_den * (lo_den - ed))
                 r = np.where(lo_den > ed, r, inf)

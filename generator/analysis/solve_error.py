@@ -108,9 +108,9 @@ def matrix_inputs(tape: Tape, cut: SolveCut) -> list[int]:
 # refine_for_solve: rounds of cutting boxes, while they stay within BUDGET x the domain's;
 # cut are the boxes where the split failed and those whose bound is at least LOOSE x the
 # largest where it held, each along at most MOST inputs per round (2^MOST parts). Stewart
-# reduced kernel over its 64 cells: 659 boxes, c-fixed 56 s (bench/stewart_envelope.py)
+# reduced kernel over its 64 cells: 768 boxes, c-fixed 45 s on two cores (bench/stewart_envelope.py)
 ROUNDS = 6
-BUDGET = 16
+BUDGET = 12
 LOOSE = 0.5
 MOST = 3
 
@@ -131,6 +131,10 @@ def refine_for_solve(tape: Tape, vec: BoxRanges, bounds, replan=None):
     for rnd in range(ROUNDS):
         held = E[~fail].max(0) if (~fail).any() else np.full(E.shape[1], np.inf)
         bad = np.flatnonzero(fail | ((E >= LOOSE * held) & (held > 0)).any(1))
+        if bad.size > cap - vec.n_boxes:  # not all fit in halves: the failed, then the loosest first
+            with np.errstate(all="ignore"):
+                worst = np.where(fail, np.inf, (E / np.where(held > 0, held, np.inf)).max(1))[bad]
+            bad = bad[np.argsort(-worst, kind="stable")][:max(cap - vec.n_boxes, 0)]
         got = solve_parts(tape, cut, dims, vec, bad, cap - (vec.n_boxes - bad.size)) if bad.size else None
         if got is None:
             break
@@ -248,16 +252,31 @@ def _scaled(f, a, b):
 
 def _residual(terms, u, ylo, yhi, R, B, m):
     """For w = sum of the terms (row i, column j or None, form): b's perturbation for
-    j None, else A's (times -y_j): sum_k u_k |R g_k| + |R| r (B, m) and |A^ - A| (B, m, m);
-    u(ids): the symbols' magnitudes."""
+    j None, else A's (times -y_j): a bound on |R w| (B, m) and |A^ - A| (B, m, m);
+    u(ids): the symbols' magnitudes. With y_j = c_j + t_j, |t_j| <= r_j over the box,
+    A's part is -dA c - sum_j t_j dA[:, j]: the centre joins b's symbol by symbol, and
+    each column's error reaches R w as one vector times the scalar t_j, so
+    |R w| <= sum_k u_k |R g_k| + sum_j r_j (sum_k u_k |R dA_kj|) + |R| (remainders), where
+    a perturbation of column j along A's own column keeps to the j-th solution entry
+    (coefficient intervals times [y_lo, y_hi] would spread it over all of them)."""
     from .fixerror import _vscale
     ymag = np.maximum(np.abs(ylo), np.abs(yhi))
+    yc = (ylo + yhi) / 2
+    yr = np.maximum(yhi - yc, yc - ylo) * (1 + 1e-15)
     S, dA = np.zeros((B, m)), np.zeros((B, m, m))
     if not terms:
         return S, dA
     ids = np.unique(np.concatenate([f.ids for *_, f in terms]))
+    uk = u(ids)
+    aR = np.abs(R)
+
+    def through_R(gl, gh, uk):  # sum_k u_k |R g_k| over coefficient intervals [gl, gh] (K, B, m)
+        Rw = np.abs(np.einsum("bij,kbj->kbi", R, (gl + gh) / 2)) + np.einsum("bij,kbj->kbi", aR, (gh - gl) / 2)
+        return np.einsum("k,kbi->bi", uk, Rw)
+
     gl, gh = np.zeros((ids.shape[0], B, m)), np.zeros((ids.shape[0], B, m))
     rv = np.zeros((B, m))
+    cols: dict = {}
     for i, j, f in terms:
         pos = np.searchsorted(ids, f.ids)
         if j is None:
@@ -265,14 +284,21 @@ def _residual(terms, u, ylo, yhi, R, B, m):
             gh[pos, :, i] += f.hi
             rv[:, i] += f.r
             continue
-        lo, hi = _vscale(f, ylo[:, j], yhi[:, j])
+        lo, hi = _vscale(f, yc[:, j], yc[:, j])
         gl[pos, :, i] -= hi
         gh[pos, :, i] -= lo
         rv[:, i] += f.r * ymag[:, j]
         dA[:, i, j] += f.mag(u(f.ids))
-    aR = np.abs(R)
-    Rw = np.abs(np.einsum("bij,kbj->kbi", R, (gl + gh) / 2)) + np.einsum("bij,kbj->kbi", aR, (gh - gl) / 2)
-    S = np.einsum("k,kbi->bi", u(ids), Rw) + np.einsum("bij,bj->bi", aR, rv)
+        cols.setdefault(j, []).append((i, f))
+    S = through_R(gl, gh, uk) + np.einsum("bij,bj->bi", aR, rv)
+    for j, col in sorted(cols.items()):  # each over the symbols its column holds
+        idj = np.unique(np.concatenate([f.ids for _, f in col]))
+        gl, gh = np.zeros((idj.shape[0], B, m)), np.zeros((idj.shape[0], B, m))
+        for i, f in col:
+            pos = np.searchsorted(idj, f.ids)
+            gl[pos, :, i] += f.lo
+            gh[pos, :, i] += f.hi
+        S += through_R(gl, gh, u(idj)) * yr[:, j][:, None]
     return S, dA
 
 
@@ -321,14 +347,17 @@ def solve_errors_boxes(run, tape: Tape, vec: BoxRanges, cut: SolveCut, in_error)
                 a, b = piv[1] * plo, piv[1] * phi
                 terms.append((i, j, _scaled(f, sg * np.minimum(a, b), sg * np.maximum(a, b))))
         S2, dA2 = _residual(terms, got["u"], ylo, yhi, R, B, m)
-        # |A~^-1 w| <= (I - G)^-1 |R w| / (1 - mu), A~ = A + dA, mu >= || |A^-1| |dA| ||
+        # |A^-1 w| <= v = (I - G)^-1 |R w|; A~ = A + dA: A~^-1 w = A^-1 w - A^-1 dA A~^-1 w,
+        # so z = |A~^-1 w| <= v + N z with N = |A^-1| |dA| >= 0, and where ||N|| < 1,
+        # z <= (I - N)^-1 v componentwise (an output N hardly reaches keeps its own size)
         ok = np.all(np.isfinite(G), axis=(1, 2)) & (G.sum(2).max(1) < 1)
         IG = np.where(ok[:, None, None], np.eye(m) - G, np.eye(m))
         v = np.linalg.solve(IG, (S1 + S2)[:, :, None])[:, :, 0] * (1 + 1e-9)
         Ainv = np.linalg.solve(IG, np.abs(R))  # >= |A^-1| entrywise
-        mu = np.einsum("bij,bjk->bik", Ainv, dA1 + dA2).sum(2).max(1)
-        ok &= mu < 1
-        v = v + (mu / np.where(ok, 1 - mu, 1))[:, None] * v.max(1)[:, None]
+        N = np.einsum("bij,bjk->bik", Ainv, dA1 + dA2)
+        ok &= np.all(np.isfinite(N), axis=(1, 2)) & (N.sum(2).max(1) < 1)
+        IN = np.where(ok[:, None, None], np.eye(m) - N, np.eye(m))
+        v = np.linalg.solve(IN, v[:, :, None])[:, :, 0] * (1 + 1e-9)
         v = np.where(ok[:, None] & np.all(np.isfinite(v), axis=1)[:, None], v, np.inf)
     split = [v[:, cut.outputs[p]] + own[p] if p in cut.outputs else np.full(B, np.inf) for p in range(len(whole))]
     return whole, split
