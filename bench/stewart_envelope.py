@@ -17,14 +17,44 @@ double on the four motions and on random consistent states of the envelope.
    inputs converted to its type (to_raw: fixed-point rounding, or float32); the reference
    is double (ir Evaluator) at the UNROUNDED inputs, so input rounding counts.
 4. Per output: largest error per set, the manifest's bound, bound / observed; status codes.
-5. Adversarial search: from the `--search` worst states (error / bound), random steps in
-   the envelope's quantities, rates and accelerations (projected back on the constraint,
-   kept inside the envelope), shrinking, keeping what raises max_i err_i / bound_i. On the
-   heave tube (--envelope-off), whose consistent states are the heave motion itself: the
-   time grid refined 50x around the `--search` worst points.
+5. Adversarial search, once per output: from its `--search` worst random states (error /
+   bound), random steps in the envelope's quantities, rates and accelerations (projected
+   back on the constraint, kept inside the envelope), shrinking, keeping what raises
+   err_i / bound_i. On the heave tube (--envelope-off), whose consistent states are the
+   heave motion itself: the time grid refined 50x around the `--search` worst points.
+6. The floor (analysis.aligned): per state the error with every rounding aligned, its
+   largest over the sets and over a search like 5.; bound / floor is how far the analysis
+   is from the tightest bound the rounding model allows, floor / observed the
+   cancellation among the roundings (their count per output is printed).
 
 Exit status 0 when every state returned status 0 and stayed within its bound, else 1
 (2: generation refused). Figures depend on the machine's load: quote them with it.
+
+Measured 2026-12-03 (two cores, this bench alone), with the pieces of each pass on both
+cores (analysis.parallel; the CPU figure printed is the parent's alone), the cutting
+within 12x the boxes (the failed, then the loosest first), A's errors through R column
+by column and float32's products as midpoint + one new symbol (analysis.solve_error,
+floaterror), --search 300:
+* c-fixed over the model's 64 cells (768 boxes): generated in 50 s wall; status 0 and
+  within the bound on 4 x 20,000 motion points and 1e5 random consistent states; bounds
+  3.04e-3, 1.50e-3, 1.27e-3, 6.88e-4, 5.36e-4, 4.79e-4 N; bound / observed, the
+  per-output search included, 3.92, 3.49, 3.04, 3.41, 19.9, 22.3 (the search reached
+  error / bound 0.255, 0.287, 0.329, 0.293, 0.050, 0.045); floor 1.61e-3 .. 4.66e-5 N:
+  bound / floor 1.9, 1.8, 2.0, 2.3, 9.8, 10.3, floor / observed 2.1, 1.9, 1.6, 1.5, 2.0,
+  2.2; 6,411 .. 6,376 roundings per output.
+* c-float32, the same cells: 50 s; all within; bounds 0.0815, 0.0585, 0.0526, 0.0464,
+  0.0437, 0.0444 N (0.109 .. 0.068 before); bound / observed with the search 267, 224,
+  250, 217, 231, 227; floor 2.43e-3 .. 1.74e-3 N: bound / floor 33.5, 22.1, 25.1, 21.7,
+  25.0, 22.8, floor / observed 8.0 .. 10.1; 7,159 .. 7,124 roundings per output. What
+  keeps the float32 bound from the floor, in the box holding the largest: the errors A
+  and b arrive with through R (b 0.009 N, A 0.010 N, of which 0.0084 is A's column
+  errors times the forces' range over the box: accelerations span their whole range in
+  every cell), the solve's own roundings (0.006 N), the Neumann factor 2 (G's row sums
+  0.5) and the back substitution's roundings.
+* Tried and not kept: the cutting within 16x (c-fixed 60 s, output 5's bound 3.8e-4 N);
+  fewer halves for the matrix's enclosures of the parts (2^4, 2^5 instead of 2^7: 20%
+  faster, bounds 10-50% looser); 400 error-form terms for float32 (bounds the same,
+  50% slower).
 
 Measured 2026-12-02, fourth session (two cores), with boxes where the split at the solve
 fails cut round by round (analysis.solve_error.refine_for_solve):
@@ -107,6 +137,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mbforge.analysis.aligned import aligned_errors, fixed_aligned_errors, fixed_roundings, rounded_operations
 from mbforge.examples import _stewart as S
 from mbforge.examples import load
 from mbforge.hil.hostlib import from_raw, load_kernel, to_raw
@@ -168,10 +199,10 @@ class Runner:
         return np.abs(from_raw(self.m, Y, "outputs") - self.ref(X)), np.asarray(status)
 
 
-def adversarial(run: Runner, cover, X0, P0, steps: int = 12, tries: int = 8, seed: int = 3):
-    """Local search from X0 (consistent states) for the largest max_i err_i / bound_i:
-    random steps in the envelope's quantities, rates and accelerations (clipped to their
-    ranges, the state recomputed on the constraint), shrinking each round."""
+def adversarial(run: Runner, cover, X0, P0, score, steps: int = 12, tries: int = 8, seed: int = 3):
+    """Local search from X0 (consistent states) for the largest score(X) (one value per
+    row): random steps in the envelope's quantities, rates and accelerations (clipped to
+    their ranges, the state recomputed on the constraint), shrinking each round."""
     pr = cover.problem
     rng = np.random.default_rng(seed)
     params = pr.params
@@ -194,21 +225,30 @@ def adversarial(run: Runner, cover, X0, P0, steps: int = 12, tries: int = 8, see
 
     P = P0.copy()
     X, _ = states(P, q_of(X0))
-    err, _ = run.errors(X)
-    score = np.max(err / run.bound, axis=1)
+    best = score(X)
     step = 0.05 * (hi - lo)
     for _ in range(steps):
         for _ in range(tries):
             Pn = np.clip(P + step * rng.standard_normal(P.shape), lo, hi)
             Xn, ok = states(Pn, q_of(X))
-            e, _ = run.errors(Xn)
             with np.errstate(invalid="ignore"):
-                sc = np.where(ok & np.all(np.isfinite(Xn), axis=1), np.max(e / run.bound, axis=1), -1.0)
-            better = sc > score
-            P[better], score[better], X[better] = Pn[better], sc[better], Xn[better]
+                sc = np.where(ok & np.all(np.isfinite(Xn), axis=1), score(Xn), -1.0)
+            better = sc > best
+            P[better], best[better], X[better] = Pn[better], sc[better], Xn[better]
         step = step * 0.6
-    w = int(np.argmax(score))
-    return float(score[w]), X[w]
+    w = int(np.argmax(best))
+    return float(best[w]), X[w]
+
+
+def search_outputs(run: Runner, cover, X, P, scores, start: int) -> list:
+    """adversarial() once per output j, from the `start` states of X with the largest
+    scores(X)[:, j], for the largest scores(.)[:, j]: [(score, input)] per output."""
+    S0 = scores(X)
+    out = []
+    for j in range(S0.shape[1]):
+        top = np.argsort(-S0[:, j])[:start]
+        out.append(adversarial(run, cover, X[top], P[top], lambda Y, j=j: scores(Y)[:, j]))
+    return out
 
 
 def main(argv=None) -> int:
@@ -296,27 +336,44 @@ def main(argv=None) -> int:
     report["bound_over_observed"] = ratio.tolist()
     print(f"bound per output       {_fmt(run.bound)}")
     print(f"bound / observed       {_fmt(ratio)}")
+    tape = kernel.tape()
+    if a.target == "c-fixed":  # the floor of any bound under the rounding model (analysis.aligned)
+        sites = fixed_sites(kernel)
+
+        def floor_of(Y):
+            return fixed_aligned_errors(tape, sites, Y)
+    else:
+        def floor_of(Y):
+            return aligned_errors(tape, Y)
+    floor = np.zeros(len(run.bound))
+    for X in sets.values():
+        floor = np.maximum(floor, floor_of(X).max(axis=0))
+    report["aligned_floor"] = floor.tolist()
+    print(f"aligned roundings      {_fmt(floor)}  (max over the sets of sum |dy/dv_i| x rounding_i: no bound sound "
+          "under the rounding model is lower; analysis.aligned)")
     if cover is not None and a.search and np.all(np.isfinite(run.bound)):
-        X = sets["random"]
-        err, _ = run.errors(X)
-        top = np.argsort(-np.max(err / run.bound, axis=1))[:a.search]
-        score, x = adversarial(run, cover, X[top], P_random[top])
-        report["adversarial"] = {"max_err_over_bound": score, "input": x.tolist()}
-        print(f"adversarial search from the {len(top)} worst random states: max error / bound {score:.3g} at "
-              + ", ".join(f"{s.value.name}={v:.6g}" for s, v in zip(kernel.input_symbols, x)))
-    if a.target == "c-fixed":
-        stats = rounding_stats(kernel)
-        report["roundings"] = stats
-        print("roundings per output    " + " ".join(str(x["roundings"]) for x in stats))
-        print("bound / (4 sigma)       " + _fmt([x["bound_over_4sigma"] or np.nan for x in stats])
-              + "  (whole-program forms: the ratio to expect if the roundings were independent; "
-                "fixerror.rounding_statistics)")
-        print("bound per program tenth " + " ".join(f"{x:.0%}" for x in stats[0]["share_by_tenth"])
-              + "  (whole-program error forms, before the split at the solve: output 0, box of its largest "
-                "bound; by instruction position)")
-        for x in stats[:1]:
-            print("largest roundings       " + ", ".join(f"#{t['instr']} {t['op']} c={t['coefficient']:.3g} "
-                                                         f"({t['share']:.1%})" for t in x["top"]))
+        t_s = time.perf_counter()
+        found = search_outputs(run, cover, sets["random"], P_random, lambda Y: run.errors(Y)[0] / run.bound,
+                               a.search)
+        report["adversarial"] = [{"max_err_over_bound": sc, "input": x.tolist()} for sc, x in found]
+        print(f"adversarial search per output (from its {a.search} worst random states, "
+              f"{time.perf_counter() - t_s:.0f} s): error / bound {_fmt([sc for sc, _ in found])}")
+        for j, (sc, x) in enumerate(found):
+            print(f"  output {j} closest at " + ", ".join(f"{s.value.name}={v:.6g}" for s, v in zip(kernel.input_symbols, x)))
+        worst_all = np.maximum(worst_all, np.array([sc for sc, _ in found]) * run.bound)
+        ratio = run.bound / np.where(worst_all > 0, worst_all, np.nan)
+        report["bound_over_observed_with_search"] = ratio.tolist()
+        print(f"bound / observed, search included {_fmt(ratio)}")
+        found = search_outputs(run, cover, sets["random"], P_random, lambda Y: floor_of(Y) / run.bound, a.search)
+        floor = np.maximum(floor, np.array([sc for sc, _ in found]) * run.bound)
+        report["aligned_floor_with_search"] = floor.tolist()
+        report["aligned_search"] = [{"aligned_over_bound": sc, "input": x.tolist()} for sc, x in found]
+        print(f"aligned, search incl.  {_fmt(floor)}")
+    print(f"bound / aligned        {_fmt(run.bound / floor)}  (how far the analysis is from the model's floor)")
+    print(f"aligned / observed     {_fmt(floor / worst_all)}  (the roundings' cancellation, which no sound bound "
+          "under the model can claim)")
+    report["roundings"] = rounded_operations(tape) if a.target == "c-float32" else fixed_roundings(tape, sites)
+    print("roundings per output    " + " ".join(str(x) for x in report["roundings"]))
     if a.envelope_off and a.search:
         score, t_best = search_along(run, kernel, sets["heave"], a.motion_points, a.search)
         report["adversarial"] = {"max_err_over_bound": score, "t": t_best}
@@ -326,14 +383,17 @@ def main(argv=None) -> int:
     return 0 if ok else 1
 
 
-def rounding_stats(kernel) -> list[dict]:
-    """fixerror.rounding_statistics of the kernel's fixed-point program over its domain."""
-    from mbforge.analysis.fixerror import bound_over_boxes, rounding_statistics
+def fixed_sites(kernel) -> list:
+    """The roundings of the kernel's fixed-point program over its domain (fixerror's
+    output_errors_boxes sites_out) for analysis.aligned."""
+    from mbforge.analysis.fixerror import bound_over_boxes, output_errors_boxes
     from mbforge.analysis.ranges import BoxRanges, analyse_domain
     tape = kernel.tape()
     per: list = []
     fx = bound_over_boxes(tape, analyse_domain(tape, kernel.domain, per_box=per), per)
-    return rounding_statistics(fx, BoxRanges.from_list(tape, per))
+    sites: list = []
+    output_errors_boxes(fx, BoxRanges.from_list(tape, per[:1]), sites_out=sites)
+    return sites
 
 
 def search_along(run: Runner, kernel, X, n: int, top: int):

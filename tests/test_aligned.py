@@ -54,3 +54,32 @@ def test_float32_kernel_never_above_it_and_the_bound_never_below(tmp_path):
     assert np.all(err <= A * (1 + 1e-4)), f"float32 error above the aligned first-order error: {(err / A).max(0)}"
     assert (err / A).max() > 0.05, "the aligned error is no measure of these errors"
     assert np.all(A.max(axis=0) <= bound)
+
+
+def test_fixed_point_kernel_never_above_its_floor_and_the_bound_never_below(tmp_path):
+    """The same for c-fixed: the roundings are the error forms' symbols (sites_out), each
+    a half ulp of its format times |dy/d temp|. The literals' conversion errors are left
+    out of the floor (it may leave terms out), which this kernel's margin absorbs."""
+    from mbforge.analysis.aligned import fixed_aligned_errors, fixed_roundings
+    from mbforge.analysis.fixerror import bound_over_boxes, output_errors_boxes
+    from mbforge.analysis.ranges import BoxRanges, analyse_domain
+    from mbforge.hil.vectors import from_raw, to_raw
+    from mbforge.manifest import Manifest
+
+    k = build_kernel(H.build().equations(), "inverse-dynamics")
+    generate(k, "c-fixed").write(tmp_path)
+    m = Manifest.load(tmp_path)
+    bound = np.array([x for g in m.outputs for x in g.error_bound])
+    tape, per, sites = k.tape(), [], []
+    fx = bound_over_boxes(tape, analyse_domain(tape, k.domain, per_box=per), per)
+    output_errors_boxes(fx, BoxRanges.from_list(tape, per[:1]), sites_out=sites)
+    assert len(sites) > len(k.input_symbols)
+    assert all(len(k.input_symbols) < n <= len(sites) for n in fixed_roundings(tape, sites))
+    X = _inputs(k, sweep())
+    Y, status = load_kernel(tmp_path)(to_raw(m, X, "inputs"))
+    assert np.all(status == 0)
+    err = np.abs(from_raw(m, Y, "outputs") - np.atleast_2d(Evaluator(k.output_atoms, k.input_symbols)(X)))
+    A = fixed_aligned_errors(tape, sites, X)
+    assert np.all(err <= A), f"fixed-point error above its aligned floor: {(err / A).max(0)}"
+    assert (err / A).max() > 0.3
+    assert np.all(A.max(axis=0) <= bound)

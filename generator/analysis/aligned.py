@@ -29,11 +29,39 @@ CHUNK = 2000
 
 def aligned_errors(tape: Tape, X: np.ndarray) -> np.ndarray:
     """(n, n_outputs): A_y(x) at each row of X (the kernel's inputs, double)."""
+    def at_op(d, r, op):
+        return TRIG_ULPS * U if op in ("sin", "cos", "sincos") else U * np.abs(r)
+
+    def at_literal(c):  # a literal a float holds exactly is not rounded
+        return U * abs(c) if float(np.float32(c)) != c else 0.0
+    return _chunked(tape, X, at_op, lambda X: U * np.abs(X), at_literal)
+
+
+def fixed_aligned_errors(tape: Tape, sites: list, X: np.ndarray) -> np.ndarray:
+    """(n, n_outputs): the same floor for a fixed-point program, whose roundings are
+    absolute: sum over its rounding symbols (fixerror.output_errors_boxes' `sites_out`:
+    (temp or None for an input's, half ulp)) of |dy/d temp| times the half ulp. The
+    literals' conversion errors are left out (a floor may leave terms out)."""
+    per_temp: dict[int, float] = {}
+    ins = []
+    for d, h in sites:
+        if d is None:
+            ins.append(h)
+        else:
+            per_temp[d] = per_temp.get(d, 0.0) + h
+    w_in = np.array(ins)
+    return _chunked(tape, X, lambda d, r, op: per_temp.get(d, 0.0), lambda X: np.broadcast_to(w_in, X.shape),
+                    lambda c: 0.0)
+
+
+def _chunked(tape, X, at_op, at_inputs, at_literal):
     X = np.atleast_2d(np.asarray(X, dtype=float))
-    return np.vstack([_aligned(tape, X[i:i + CHUNK]) for i in range(0, len(X), CHUNK)])
+    return np.vstack([_aligned(tape, X[i:i + CHUNK], at_op, at_inputs, at_literal) for i in range(0, len(X), CHUNK)])
 
 
-def _aligned(tape: Tape, X: np.ndarray) -> np.ndarray:
+def _aligned(tape: Tape, X: np.ndarray, at_op, at_inputs, at_literal) -> np.ndarray:
+    """sum of |adjoint| x rounding size over the roundings: at_op(temp, its value, op)
+    for a result, at_inputs(X) (n, n_in) for the inputs, at_literal(c) for a literal."""
     n = len(X)
     val: dict[int, np.ndarray] = {}
 
@@ -106,16 +134,16 @@ def _aligned(tape: Tape, X: np.ndarray) -> np.ndarray:
                 x = v(args[0])
                 s, c = np.sin(x), np.cos(x)
                 gx = np.zeros((m, n))
-                for g, fn in zip(gs, {"sin": "s", "cos": "c", "sincos": "sc"}[op]):
+                for d, g, fn in zip(ins.dst, gs, {"sin": "s", "cos": "c", "sincos": "sc"}[op]):
                     if g is None:
                         continue
-                    total += TRIG_ULPS * U * np.abs(g)
+                    total += np.abs(g) * at_op(d, val[d], op)
                     gx += g * (c if fn == "s" else -s)
                 give(args[0], gx)
                 continue
             g = gs[0]
             r = val[ins.dst[0]]
-            total += U * np.abs(g * r)
+            total += np.abs(g) * at_op(ins.dst[0], r, op)
             if op == "add":
                 give(args[0], g)
                 give(args[1], g)
@@ -131,16 +159,14 @@ def _aligned(tape: Tape, X: np.ndarray) -> np.ndarray:
                 give(args[1], -g * r / den)
             elif op == "sqrt":
                 give(args[0], g / (2 * r))
-        total += U * np.abs(adj_in * X[None, :, :]).sum(2)  # the real inputs rounded to float32
+        total += (np.abs(adj_in) * at_inputs(X)[None, :, :]).sum(2)  # the real inputs rounded
         for c, g in lits.items():
-            if float(np.float32(c)) != c:  # a literal a float holds exactly is not rounded
-                total += U * np.abs(g * c)
+            total += np.abs(g) * at_literal(c)
     return total.T
 
 
-def rounded_operations(tape: Tape) -> list[int]:
-    """Per output: the roundings that reach it (operations other than negation, two for
-    sincos when both results are used, and the inputs it reads)."""
+def _cones(tape: Tape) -> list[tuple[set, set]]:
+    """Per output: (the temps it depends on, the inputs it reads)."""
     writer = {d: ins for ins in tape.instrs for d in ins.dst}
     out = []
     for o in tape.outputs:
@@ -152,5 +178,21 @@ def rounded_operations(tape: Tape) -> list[int]:
             elif kind == "t" and x not in seen:
                 seen.add(x)
                 stack.extend(writer[x].args)
-        out.append(sum(writer[d].op != "neg" for d in seen) + len(inputs))
+        out.append((seen, inputs))
     return out
+
+
+def rounded_operations(tape: Tape) -> list[int]:
+    """Per output, the float32 roundings that reach it: operations other than negation
+    (two for sincos when both results are used) and the inputs it reads."""
+    writer = {d: ins for ins in tape.instrs for d in ins.dst}
+    return [sum(writer[d].op != "neg" for d in seen) + len(inputs) for seen, inputs in _cones(tape)]
+
+
+def fixed_roundings(tape: Tape, sites: list) -> list[int]:
+    """Per output, the fixed-point roundings (fixerror's sites) that reach it."""
+    at: dict = {}
+    for d, _ in sites:
+        if d is not None:
+            at[d] = at.get(d, 0) + 1
+    return [sum(at.get(d, 0) for d in seen) + len(inputs) for seen, inputs in _cones(tape)]
