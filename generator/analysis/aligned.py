@@ -21,10 +21,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.atom import ExpressionError
+from ..ir.ops import OPS
 from ..lower.tape import Tape
 from .floaterror import TRIG_ULPS, U
 
 CHUNK = 2000
+_REVERSE = {"add", "sub", "neg", "mul", "div", "sqrt", "sin", "cos", "sincos"}  # the ops _aligned differentiates
 
 
 def aligned_errors(tape: Tape, X: np.ndarray) -> np.ndarray:
@@ -70,29 +72,14 @@ def _aligned(tape: Tape, X: np.ndarray, at_op, at_inputs, at_literal) -> np.ndar
         return val[x] if kind == "t" else X[:, x] if kind == "in" else np.full(n, float(x))
 
     with np.errstate(all="ignore"):
-        for ins in tape.instrs:  # forward, in double
+        for ins in tape.instrs:  # forward, in double (the op table's numpy semantics)
+            if ins.op not in _REVERSE:
+                raise ExpressionError(f"aligned rounding error: no rule for {ins.op!r}")
             a = [v(o) for o in ins.args]
-            op = ins.op
-            if op == "add":
-                r = (a[0] + a[1],)
-            elif op == "sub":
-                r = (a[0] - a[1],)
-            elif op == "neg":
-                r = (-a[0],)
-            elif op == "mul":
-                r = (a[0] * a[1],)
-            elif op == "div":
-                r = (a[0] / a[1],)
-            elif op == "sqrt":
-                r = (np.sqrt(a[0]),)
-            elif op == "sin":
-                r = (np.sin(a[0]),)
-            elif op == "cos":
-                r = (np.cos(a[0]),)
-            elif op == "sincos":
+            if ins.op == "sincos":
                 r = (np.sin(a[0]), np.cos(a[0]))
             else:
-                raise ExpressionError(f"aligned float32 error: no rule for {op!r}")
+                r = (np.subtract(*a) if ins.op == "sub" else OPS[ins.op].np(*a),)
             for d, x in zip(ins.dst, r):
                 val[d] = x
 
@@ -165,28 +152,12 @@ def _aligned(tape: Tape, X: np.ndarray, at_op, at_inputs, at_literal) -> np.ndar
     return total.T
 
 
-def _cones(tape: Tape) -> list[tuple[set, set]]:
-    """Per output: (the temps it depends on, the inputs it reads)."""
-    writer = {d: ins for ins in tape.instrs for d in ins.dst}
-    out = []
-    for o in tape.outputs:
-        seen, inputs, stack = set(), set(), [o]
-        while stack:
-            kind, x = stack.pop()
-            if kind == "in":
-                inputs.add(x)
-            elif kind == "t" and x not in seen:
-                seen.add(x)
-                stack.extend(writer[x].args)
-        out.append((seen, inputs))
-    return out
-
-
 def rounded_operations(tape: Tape) -> list[int]:
     """Per output, the float32 roundings that reach it: operations other than negation
     (two for sincos when both results are used) and the inputs it reads."""
-    writer = {d: ins for ins in tape.instrs for d in ins.dst}
-    return [sum(writer[d].op != "neg" for d in seen) + len(inputs) for seen, inputs in _cones(tape)]
+    op = {d: ins.op for ins in tape.instrs for d in ins.dst}
+    cones = [tape.cone([o]) for o in tape.outputs]
+    return [sum(op[d] != "neg" for d in temps) + len(inputs) for temps, inputs in cones]
 
 
 def fixed_roundings(tape: Tape, sites: list) -> list[int]:
@@ -195,4 +166,5 @@ def fixed_roundings(tape: Tape, sites: list) -> list[int]:
     for d, _ in sites:
         if d is not None:
             at[d] = at.get(d, 0) + 1
-    return [sum(at.get(d, 0) for d in seen) + len(inputs) for seen, inputs in _cones(tape)]
+    cones = [tape.cone([o]) for o in tape.outputs]
+    return [sum(at.get(d, 0) for d in temps) + len(inputs) for temps, inputs in cones]

@@ -64,15 +64,8 @@ def find_cut(tape: Tape) -> SolveCut | None:
         return None
     at = {o[1] for _, _, o, _ in entries if o[0] == "t"} | {o[1] for _, o, _ in rhs if o[0] == "t"}
     instrs = tape.instrs
-    made = {d: i for i, ins in enumerate(instrs) for d in ins.dst}
-    before, stack = set(), [made[t] for t in at]
-    while stack:  # the instructions A and b depend on
-        i = stack.pop()
-        if i in before:
-            continue
-        before.add(i)
-        stack += [made[v] for kind, v in instrs[i].args if kind == "t"]
-    section = set(range(len(instrs))) - before
+    needed = tape.cone(("t", t) for t in at)[0]  # the temps A and b depend on
+    section = {i for i, ins in enumerate(instrs) if not needed.intersection(ins.dst)}
     inside = {d for i in section for d in instrs[i].dst}
     ins_ok = {o for _, _, o, _ in entries if o[0] == "in"} | {o for _, o, _ in rhs if o[0] == "in"}
     for i in section:
@@ -92,17 +85,7 @@ def split_failed(split: list, cut: SolveCut) -> np.ndarray:
 
 def matrix_inputs(tape: Tape, cut: SolveCut) -> list[int]:
     """The inputs A's entries are computed from (indices into tape.inputs)."""
-    made = {d: i for i, ins in enumerate(tape.instrs) for d in ins.dst}
-    ins_, seen = set(), set()
-    stack = [o for *_, o, _ in cut.entries if o[0] != "c"]
-    while stack:
-        kind, v = stack.pop()
-        if kind == "in":
-            ins_.add(v)
-        elif kind == "t" and v not in seen:
-            seen.add(v)
-            stack += [o for o in tape.instrs[made[v]].args if o[0] != "c"]
-    return sorted(ins_)
+    return sorted(tape.cone(o for *_, o, _ in cut.entries)[1])
 
 
 # refine_for_solve: rounds of cutting boxes, while they stay within BUDGET x the domain's;

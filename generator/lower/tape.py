@@ -53,6 +53,19 @@ class Tape:
         out["total"] = sum(c.values())
         return out
 
+    def cone(self, roots) -> tuple[set[int], set[int]]:
+        """(the temps, the inputs) the operands `roots` are computed from, roots included."""
+        writer = {d: ins for ins in self.instrs for d in ins.dst}
+        temps, inputs, stack = set(), set(), list(roots)
+        while stack:
+            kind, x = stack.pop()
+            if kind == "in":
+                inputs.add(x)
+            elif kind == "t" and x not in temps:
+                temps.add(x)
+                stack.extend(writer[x].args)
+        return temps, inputs
+
 
 Plan = dict  # Atom -> (op, tuple of operand atoms)
 
