@@ -128,6 +128,9 @@ def _main(argv: list[str] | None) -> int:
     # SIGTERM and SIGHUP stop a command as Ctrl-C does (hil installs its own while it runs)
     before = _stop_on_signals() if threading.current_thread() is threading.main_thread() else {}
     try:
+        from .analysis.parallel import jobs
+
+        jobs()  # a bad $MBFORGE_JOBS is refused up front, whether or not this run would fork
         return args.func(args) or 0
     except (CLIError, ModelError, ExpressionError, ManifestError, GenerateError, AssemblyError, DynamicsError) as e:
         print(f"mbforge {args.command}: error: {e}", file=sys.stderr)

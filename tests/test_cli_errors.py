@@ -264,3 +264,12 @@ def test_sigterm_while_pieces_run_in_children_is_one_line_and_ends_them(tmp_path
     alive = [c for c in children if Path(f"/proc/{c}").exists()
              and "mbforge" in Path(f"/proc/{c}/cmdline").read_bytes().decode(errors="replace")]
     assert not alive, f"children still running after the command ended: {alive}"
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-2", "1.5"])
+def test_a_bad_mbforge_jobs_is_one_line_before_anything_runs(tmp_path, monkeypatch, value):
+    monkeypatch.setenv("MBFORGE_JOBS", value)
+    out = tmp_path / "k"
+    line = one_line(mbforge("generate", "fourbar", "--kernel", "kinematics", "--target", "c-double", "--out", out))
+    assert line == f"mbforge generate: error: MBFORGE_JOBS: expected a whole number of processes, 1 or more; got {value!r}"
+    assert not out.exists()

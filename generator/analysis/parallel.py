@@ -12,10 +12,10 @@ MBFORGE_JOBS=1 keeps everything in the process.
 """
 from __future__ import annotations
 
-import ctypes
-import multiprocessing
 import os
 import signal
+
+from ..errors import CLIError
 
 PIECES = 2  # a pass of this many boxes or more is cut in PIECES
 MIN_BOXES = 64  # ... when each piece gets at least this many (a pass has a fixed cost)
@@ -32,12 +32,12 @@ def pieces(n: int) -> list[slice]:
 
 
 def jobs() -> int:
+    """Processes to use: $MBFORGE_JOBS (a whole number >= 1), else the cores this process may run on."""
     env = os.environ.get("MBFORGE_JOBS", "").strip()
     if env:
-        try:
-            return max(1, int(env))
-        except ValueError:
-            return 1
+        if not env.isdigit() or int(env) < 1:
+            raise CLIError(f"MBFORGE_JOBS: expected a whole number of processes, 1 or more; got {env!r}")
+        return int(env)
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover (not Linux)
@@ -47,6 +47,8 @@ def jobs() -> int:
 def _child_start(parent: int):
     """A piece's process ends with its parent, however that ends (Linux: the parent's
     death signals it), and leaves stop signals to the parent, whose pool ends it."""
+    import ctypes
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for s in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, signal.SIG_DFL)
@@ -68,6 +70,8 @@ def run(fn, n: int) -> list:
     """[fn(0), ..., fn(n - 1)], in forked children when there is more than one piece
     and more than one core; fn's results must pickle."""
     global _JOB
+    import multiprocessing  # only where pieces run
+
     workers = min(n, jobs())
     if workers < 2 or _CHILD or "fork" not in multiprocessing.get_all_start_methods():
         return [fn(i) for i in range(n)]
