@@ -31,10 +31,10 @@ Exit status 0 when every state returned status 0 and stayed within its bound, el
 (2: generation refused). Figures depend on the machine's load: quote them with it.
 
 Measured 2026-12-03 (two cores, this bench alone), with the pieces of each pass on both
-cores (analysis.parallel; the CPU figure printed is the parent's alone), the cutting
-within 12x the boxes (the failed, then the loosest first), A's errors through R column
-by column and float32's products as midpoint + one new symbol (analysis.solve_error,
-floaterror), --search 300:
+cores (analysis.parallel; the CPU then printed was the parent's alone, now the children's
+counts too), the cutting within 12x the boxes (the failed, then the loosest first), A's
+errors through R column by column and float32's products as midpoint + one new symbol
+(analysis.solve_error, floaterror), --search 300:
 * c-fixed over the model's 64 cells (768 boxes): generated in 50 s wall; status 0 and
   within the bound on 4 x 20,000 motion points and 1e5 random consistent states; bounds
   3.04e-3, 1.50e-3, 1.27e-3, 6.88e-4, 5.36e-4, 4.79e-4 N; bound / observed, the
@@ -130,6 +130,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
 import tempfile
 import time
@@ -268,6 +269,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None)
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
+    if a.json and not Path(a.json).resolve().parent.is_dir():  # before minutes of work, not after
+        ap.error(f"--json {a.json}: its folder does not exist")
     report: dict = {"target": a.target, "envelope": not a.envelope_off}
     eqs = load("stewart", envelope=not a.envelope_off).equations()
     if a.xyz_cells and not a.envelope_off:
@@ -281,12 +284,12 @@ def main(argv=None) -> int:
             ap.error(str(e))
         except ValueError:
             ap.error(f"--cells: expected NAME=N, got {a.cells}")
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0, c0 = time.perf_counter(), _cpu()
     if a.domain_steps is not None and a.envelope_off:
         kernel = reduced_inverse_dynamics_kernel(eqs, domain_steps=a.domain_steps)
     else:
         kernel = build_kernel(eqs, "inverse-dynamics-reduced")
-    t1, c1 = time.perf_counter(), time.process_time()
+    t1, c1 = time.perf_counter(), _cpu()
     report["boxes"] = len(kernel.domain)
     report["build_s"] = {"wall": round(t1 - t0, 1), "cpu": round(c1 - c0, 1)}
     print(f"kernel built: {report['boxes']} domain boxes, {t1 - t0:.1f} s wall, {c1 - c0:.1f} s CPU")
@@ -298,7 +301,7 @@ def main(argv=None) -> int:
         print(f"generation refused after {time.perf_counter() - t1:.1f} s: {report['refused']}")
         _dump(a.json, report)
         return 2
-    t2, c2 = time.perf_counter(), time.process_time()
+    t2, c2 = time.perf_counter(), _cpu()
     plan.write(out)
     report["generate_s"] = {"wall": round(t2 - t0, 1), "cpu": round(c2 - c0, 1)}
     print(f"generated {a.target} in {t2 - t0:.1f} s wall ({c2 - c0:.1f} s CPU, build included) -> {out}")
@@ -413,6 +416,12 @@ def search_along(run: Runner, kernel, X, n: int, top: int):
     return best, t_best
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and of its finished children (the analysis' pieces)."""
+    ch = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + ch.ru_utime + ch.ru_stime
+
+
 def _fmt(v) -> str:
     return "[" + " ".join(f"{x:.3g}" for x in v) + "]"
 
@@ -423,4 +432,8 @@ def _dump(path, report):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("bench.stewart_envelope: interrupted", file=sys.stderr)
+        sys.exit(130)
