@@ -27,7 +27,6 @@ from .ir import subs, topo
 from .ir.graph import gc_paused
 from .kernels import InPort, Kernel, OutPort
 from .manifest import ERROR_BOUND_BASIS, MANIFEST_NAME, Group, Manifest
-from .lower.schedule import schedule
 from .targets import TARGETS as TARGET_INFO
 
 TARGETS = backend_names()
@@ -192,7 +191,7 @@ def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Opt
     prefix = check_prefix(prefix) if prefix is not None else check_prefix(kernel.model, "the model name")
     function = f"{prefix}_{kernel.name.replace('-', '_')}"
     tape = kernel.tape()
-    sched = schedule(tape, pressure=options.schedule == "pressure", chain=backend.schedule_chain)
+    sched = backend.schedule(tape, pressure=options.schedule == "pressure")
     mark("lower")
 
     model_digest = kernel_digest(kernel, tape)

@@ -13,7 +13,7 @@ from mbforge.hil.hostlib import load_kernel
 from mbforge.ir import Evaluator
 from mbforge.kernels.builders import build_kernel
 from mbforge.lower import lower, schedule
-from mbforge.lower.schedule import allocate
+from mbforge.lower.schedule import allocate, best_schedule
 from mbforge.pipeline import generate
 
 EXAMPLES = ["fourbar", "slidercrank", "slidercrank_disc", "pendulum_block", "stewart", "stewart_relative"]
@@ -57,7 +57,10 @@ def _run_allocation(sched, alloc, X):
         if step[0] == "ld":
             _, r, (kind, v) = step
             assert 0 <= r < alloc.registers
-            reg[r] = (("in", v), X[:, v]) if kind == "in" else outmem[v] if kind == "out" else mem[v]
+            if kind == "c":
+                reg[r] = (("c", v), np.full(len(X), v))
+            else:
+                reg[r] = (("in", v), X[:, v]) if kind == "in" else outmem[v] if kind == "out" else mem[v]
         elif step[0] == "st":
             mem[step[1]] = reg[step[2]]
         else:
@@ -85,16 +88,20 @@ def _inputs(kernel, n, seed=3):
     return r[:, 0] + (r[:, 1] - r[:, 0]) * rng.random((n, len(r)))
 
 
-@pytest.mark.parametrize("registers,chain", [(3, None), (14, 8), (27, None)])  # 14, 8: c-double's
-def test_allocation_is_valid_and_computes_what_the_order_computes(kernel, registers, chain):
+# 14, 8: c-double's; 31 with constants in registers, best of the schedules: c-float32's
+@pytest.mark.parametrize("registers,chain,constants", [(3, None, False), (14, 8, False), (27, None, False),
+                                                       (4, None, True), (31, "best", True)])
+def test_allocation_is_valid_and_computes_what_the_order_computes(kernel, registers, chain, constants):
     tape = lower(kernel.output_atoms, kernel.input_symbols)
-    sched = schedule(tape, chain=chain)
+    sched = best_schedule(tape, registers, constants) if chain == "best" else schedule(tape, chain=chain)
     defined = set()
     for ins in sched.order:  # the order itself: every value defined before it is read
         assert all(a[1] in defined for a in ins.args if a[0] == "t"), ins
         defined.update(ins.dst)
     assert len(sched.order) == len(tape.instrs)
-    alloc = allocate(sched, registers)
+    alloc = allocate(sched, registers, constants)
+    if constants:  # every constant operand read from a register
+        assert all(o[0] == "r" for st in alloc.steps if st[0] == "op" for o in st[2])
     X = _inputs(kernel, 64)
     with np.errstate(all="ignore"):
         want = _run_order(sched, X)
@@ -110,6 +117,14 @@ def test_allocation_is_deterministic(kernel):
     tape = lower(kernel.output_atoms, kernel.input_symbols)
     a, b = allocate(schedule(tape), 14), allocate(schedule(tape), 14)
     assert a.steps == b.steps
+
+
+def test_best_schedule_is_deterministic_and_never_costlier_than_the_default(kernel):
+    tape = lower(kernel.output_atoms, kernel.input_symbols)
+    best = best_schedule(tape, 31, True)
+    assert best.order == best_schedule(tape, 31, True).order
+    a, d = allocate(best, 31, True), allocate(schedule(tape), 31, True)
+    assert a.loads + a.spills <= d.loads + d.spills
 
 
 @pytest.mark.host
@@ -137,3 +152,22 @@ def test_m4f_kernel_that_fits_in_the_registers_has_no_spills(tmp_path):
     small = measure(build_kernel(load("fourbar").equations(), "equations"), tmp_path)
     assert small["spill_loads"] == small["spill_stores"] == 0
     assert small["instructions"] >= small["floor"] - small["n_in"]  # every operation is an instruction
+
+
+@pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None, reason="needs arm-none-eabi-gcc")
+def test_m4f_compiler_does_what_the_allocation_says(tmp_path):
+    """c-float32 hands its constants to the allocation too (31 of the 32 registers), so the
+    instructions arm-none-eabi-gcc makes of the Stewart equations are what the allocation
+    predicts (operations + stores + its loads and spills), within 1%: what lets
+    best_schedule choose among orders by the allocation (measured 0.1%)."""
+    from bench.floor import measure
+    from mbforge.backends.c import DIALECTS
+
+    k = build_kernel(load("stewart").equations(), "equations")
+    d = DIALECTS["c-float32"]
+    sched = best_schedule(k.tape(), d.registers, d.constants)
+    alloc = allocate(sched, d.registers, d.constants)
+    stores = sum(len(v) for v in sched.stores.values()) + len(sched.direct)
+    predicted = len(sched.order) + stores + alloc.loads + alloc.spills
+    got = measure(k, tmp_path)["instructions"]
+    assert abs(got - predicted) <= 0.01 * predicted, (got, predicted)

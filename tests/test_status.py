@@ -149,3 +149,46 @@ def test_an_envelope_narrower_than_a_float32_unit(tmp_path):
     ref = hostlib.load_kernel(tmp_path / "d")
     assert (ref(used)[1] == 2).all()
     assert (ref(vectors.for_reference(m, tmp_path / "f", used))[1] == 0).all()
+
+
+@pytest.mark.host
+def test_float_checks_as_bit_patterns_refuse_what_a_float_comparison_refuses(tmp_path):
+    """c-float32's checks apart compare IEEE-754 bit patterns as integers (backends.c
+    bit_check). Compiled by the real gcc, on every kind of range (symmetric, [0, 0], one
+    point, one sign, lo = 0, hi = 0, straddling 0) and every kind of value (signed zeros,
+    both infinities, NaNs of either sign, subnormals, the neighbours of each end), they
+    refuse exactly what !(lo <= x && x <= hi) in float refuses."""
+    import ctypes
+    import subprocess
+
+    from mbforge.backends.c import DIALECTS, _outside_function
+
+    env = [(-1.0, 1.0), (0.0, 0.0), (1.0, 1.0), (0.5, 7.25), (-3.0, -0.125), (0.0, 2.0), (-2.0, 0.0),
+           (-1e-3, 5.0), (-6.0, 0.25), (-0.1, 0.1), (0.1, 0.3)]
+    lines = _outside_function("t_outside", DIALECTS["c-float32"], env)
+    src = "\n".join(["#include <stdint.h>", "#include <string.h>", "#include <math.h>", *lines,
+                     "int t_check(const float *in) { return t_outside(in); }", ""])
+    assert "_bits(in + 0) << 1 >" in src  # the bit-pattern form, not a float comparison
+    (tmp_path / "t.c").write_text(src)
+    lib = tmp_path / "t.so"
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "t.c")], check=True)
+    check = ctypes.CDLL(str(lib)).t_check
+    check.argtypes = [np.ctypeslib.ndpointer(np.float32, flags="C_CONTIGUOUS")]
+    f32 = np.float32
+    special = [f32(0.0), f32(-0.0), f32(np.inf), f32(-np.inf), f32(np.nan),
+               np.uint32(0xFFC00001).view(f32), np.uint32(0x00000001).view(f32), np.uint32(0x80000001).view(f32),
+               f32(1e-40), f32(-1e-40), f32(3.4e38), f32(-3.4e38)]
+    inside = [f32((lo + hi) / 2) for lo, hi in env]
+    n = 0
+    for j, (lo, hi) in enumerate(env):
+        lo32 = f32(lo) if float(f32(lo)) <= lo else np.nextafter(f32(lo), f32(-np.inf))  # outward, as written
+        hi32 = f32(hi) if float(f32(hi)) >= hi else np.nextafter(f32(hi), f32(np.inf))
+        near = [np.nextafter(e, f32(s)) for e in (lo32, hi32) for s in (-np.inf, np.inf)] + [lo32, hi32]
+        near += [-v for v in near]
+        for v in special + near:
+            x = np.array(inside, dtype=f32)
+            x[j] = v
+            want = not (lo32 <= v <= hi32)
+            assert check(x) == int(want), (j, (lo, hi), float(v), hex(int(np.array(v).view(np.uint32))))
+            n += 1
+    assert n > 200

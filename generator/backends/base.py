@@ -166,6 +166,12 @@ class Backend(ABC):
         """Lines for the header's comment."""
         return []
 
+    def schedule(self, tape, pressure: bool):
+        """The order and slots of the tape's instructions for this target (lower.schedule;
+        `pressure` False: the tape's order)."""
+        from ..lower.schedule import schedule
+        return schedule(tape, pressure, chain=self.schedule_chain)
+
     def check(self, sched) -> None:
         """Refuse, naming it, what the target cannot express, before any analysis runs
         (an analysis would refuse it too, in its own terms)."""

@@ -26,6 +26,7 @@ in place. Values are unchanged: the same operations on the same operands.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -49,6 +50,7 @@ class CDialect:
     checks_apart = False  # the envelope checks in a function of their own (see render_c)
     spill_barrier = False  # spill slots kept by an empty asm instead of volatile (see render_c)
     vector_checks = False  # checks apart compare two doubles at once (see _outside_function)
+    constants = False  # constants take registers in the allocation (see render_c)
     gcc_optimize: tuple[str, ...] = ("no-schedule-insns",)  # with registers (see _gcc_optimize)
 
     def literal(self, v: float) -> str:
@@ -102,17 +104,21 @@ class DoubleC(CDialect):
 class Float32C(CDialect):
     name = "c-float32"
     real = "float"
-    includes = ("math.h",)
+    includes = ("math.h", "stdint.h", "string.h")
     support_template = "c/mathf.c.j2"
     reach = 256
     # checks inlined, GCC keeps the compared inputs live and spills (Stewart joint kernel on
     # the emulated M4F: 11,945 instructions per call; apart 11,158, with ranges symmetric
-    # about 0 compared by magnitude 10,762; without checks 9,775)
+    # about 0 compared by magnitude 10,762; without checks 9,775; compared as bit patterns,
+    # see bit_check, 10,367)
     checks_apart = True
-    # of the 32 single registers of the Cortex-M4F FPU, two left to GCC for constants
-    # (arm-none-eabi-gcc -O2, Stewart joint kernel, instructions in the function: 23
-    # registers 9,871, 28: 9,829, 29: 9,828, 30: 9,798, 31: 9,836)
-    registers = 30
+    # Of the 32 single registers of the Cortex-M4F FPU, 31 for the allocation, constants
+    # included: GCC then does what the allocation says (within 1% of its instructions), and
+    # best_schedule can choose by it. Before, 30 registers with constants left to GCC:
+    # 10,367 instructions per call; constants in 30 / 31 / 32 registers: 10,437 / 10,408
+    # / 10,433 (with the checks of the time)
+    registers = 31
+    constants = True
     functions = {"sqrt": "sqrtf({0})", "sin": "{p}_sinf({0})", "cos": "{p}_cosf({0})",
                  "abs": "fabsf({0})"}
 
@@ -176,6 +182,60 @@ def envelope_checks(dialect: CDialect, envelope: list[tuple[float, float]]) -> l
     return lines
 
 
+def _f32_bits(v: float) -> int:
+    return int(np.array(v, dtype=np.float32).view(np.uint32))
+
+
+def bit_check(lo: float, hi: float) -> tuple[str, list[int]]:
+    """The test that an input is outside [lo, hi] (float32 values, lo <= hi), on its IEEE-754
+    binary32 bit pattern {u} in unsigned integers, NaN and -0.0 taken as a float comparison
+    takes them; with {0}, {1} the constants that follow. Cheaper than the FPU's compare on
+    the Cortex-M4F (vcmp, then vmrs to move its flags):
+      |x| <= c                      u << 1 <= bits(c) << 1 (the sign shifted out; a NaN's
+                                    pattern is above every finite magnitude's)
+      0 < lo, or hi < 0             u - bits(near end) <= bits(far end) - bits(near end): the
+                                    patterns of one sign are ordered by magnitude, and any
+                                    other pattern wraps past the width
+      lo <= 0 <= hi otherwise       u << 1 <= bits(|lo|) << 1 if the sign is set, else that of hi"""
+    if lo == -hi:
+        return "{u} << 1 > {0}", [_f32_bits(abs(hi)) << 1]
+    if lo > 0 or hi < 0:
+        near, far = (_f32_bits(lo), _f32_bits(hi)) if lo > 0 else (_f32_bits(hi), _f32_bits(lo))
+        return "{u} - {0} > {1}", [near, far - near]
+    return "{u} << 1 > ({u} >> 31 ? {0} : {1})", [_f32_bits(abs(lo)) << 1, _f32_bits(abs(hi)) << 1]
+
+
+def _bit_checks(name: str, bounds: dict[int, tuple[str, str]]) -> tuple[list[str], list[str]]:
+    """The body of a float kernel's _outside function as bit_check tests. A constant that
+    several tests use is a variable the compiler cannot see through (an empty asm), so it
+    stays in a register and is compared against the shifted pattern in one instruction
+    (arm-none-eabi-gcc folds a literal into a shift and a compare: 4 instructions a test)."""
+    tests = []
+    for k in sorted(bounds):
+        lo, hi = (float(v.rstrip("f")) for v in bounds[k])
+        tests.append((k, *bit_check(lo, hi)))
+    uses: dict[int, int] = {}
+    for _, _, consts in tests:
+        for c in consts:
+            uses[c] = uses.get(c, 0) + 1
+    shared = {c: f"k{i}" for i, c in enumerate(sorted(c for c, n in uses.items() if n > 1))}
+    lines = []
+    if shared:
+        lines += [f"    uint32_t {v} = 0x{c:08X}u;" for c, v in shared.items()]
+        lines += ["#if defined(__GNUC__)", *(f'    __asm__("" : "+r"({v}));' for v in shared.values()), "#endif"]
+    bits = f"{name}_bits"
+    for k, test, consts in tests:
+        args = [shared.get(c, f"0x{c:08X}u") for c in consts]
+        if "{u} >> 31" in test:  # the pattern read twice: once from memory
+            cond = test.format(*args, u="u")
+            line = f"{{ const uint32_t u = {bits}(in + {k}); if ({cond}) return 1; }}"
+        else:
+            line = f"if ({test.format(*args, u=f'{bits}(in + {k})')}) return 1;"
+        lines.append(f"    {line}  /* in[{k}] in [{bounds[k][0]}, {bounds[k][1]}] */")
+    return [f"static inline uint32_t {bits}(const float *x)", "{", "    uint32_t u;",
+            "    memcpy(&u, x, sizeof u);", "    return u;", "}", ""], lines
+
+
 def _outside_function(name: str, dialect: CDialect, envelope: list[tuple[float, float]]) -> list[str]:
     """`static int name(in)`: 1 if an input is outside its envelope range (NaN too), else 0.
     Called, not inlined: inlined, GCC keeps the compared inputs live into the computation,
@@ -227,9 +287,20 @@ def _outside_function(name: str, dialect: CDialect, envelope: list[tuple[float, 
                   for i, k in enumerate(pairs)]
         lines += ["    if (!(ok[0] & ok[1])) return 1;", *scalar(single), "#else",
                   *scalar(sorted(bounds)), "#endif"]
+    elif dialect.real == "float":  # as bit patterns (see bit_check)
+        helper, tests = _bit_checks(name, bounds)
+        lines = helper + lines + tests
     else:
         lines += scalar(sorted(bounds))
     return lines + ["    return 0;", "}", ""]
+
+
+def _doubled(ins):
+    """`mul(2, x)` as `add(x, x)`, else ins."""
+    if ins.op == "mul" and ("c", 2.0) in ins.args and len(ins.args) == 2:
+        x = ins.args[1] if ins.args[0] == ("c", 2.0) else ins.args[0]
+        return dataclasses.replace(ins, op="add", args=(x, x))
+    return ins
 
 
 def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
@@ -267,6 +338,8 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
         rhs = _INFIX[ins.op].format(*args) if ins.op in _INFIX else dialect.call(ins.op, args, p)
         return [f"{dst[0]} = {rhs};"]
 
+    if dialect.constants:  # 2*x is x + x (both exact): no register for the 2
+        sched = dataclasses.replace(sched, order=[_doubled(ins) for ins in sched.order])
     body: list[str] = []
     keep_macro = ""
     spills = True  # without an allocation: unknown
@@ -274,7 +347,7 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
         body.append(f"{elem('out', k)} = {opnd(o)};")
     decls = []
     if dialect.registers:
-        alloc = allocate(sched, dialect.registers)
+        alloc = allocate(sched, dialect.registers, constants=dialect.constants)
         # outputs read back (kept by the empty asm, as spill slots are, or read as volatile)
         reread = {st[2][1] for st in alloc.steps if st[0] == "ld" and st[2][0] == "out"}
         keep = f"{p.upper()}_KEEP" if dialect.spill_barrier and (alloc.n_spill or reread) else None
@@ -285,6 +358,9 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
                     src = elem("out", v)
                 elif kind == "out":  # volatile: GCC would forward the stored value and keep it live
                     src = f"*(volatile {dialect.real} *)&{elem('out', v)}"
+                elif kind == "c":
+                    body.append(f"w{reg} = {opnd((kind, v))}; {p.upper()}_REG(w{reg});")
+                    continue
                 else:
                     src = elem("in", v) if kind == "in" else f"m[{v}]"
                 body.append(f"w{reg} = {src};")
@@ -307,6 +383,15 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
             # 12,883 instructions per call)
             keep_macro = "\n".join(["", "#if defined(__GNUC__)", f'#define {keep}(x) __asm__("" : "+m"(x))',
                                      "#else", f"#define {keep}(x) ((void)0)", "#endif", ""])
+        if dialect.constants:
+            # a constant loaded into a variable stays there: the empty asm hides its value,
+            # so GCC neither folds it back into each use nor loads it again (the constraint
+            # is the architecture's floating-point register class; elsewhere, no hint)
+            reg = f"{p.upper()}_REG"
+            keep_macro += "\n".join([
+                "", "#if defined(__GNUC__) && defined(__ARM_FP)", f'#define {reg}(x) __asm__("" : "+t"(x))',
+                "#elif defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))",
+                f'#define {reg}(x) __asm__("" : "+x"(x))', "#else", f"#define {reg}(x) ((void)0)", "#endif", ""])
         if alloc.n_spill:
             decls.append(f"{'' if keep else 'volatile '}{dialect.real} m[{alloc.n_spill}];")
     else:

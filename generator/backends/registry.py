@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from ..analysis.fixerror import bound_over_boxes
 from ..analysis.floaterror import float32_bounds, float32_bounds_boxes, float32_forms_boxes
 from ..analysis.ranges import BoxRanges, analyse_domain
+from ..lower.schedule import best_schedule
 from .base import STATUS_ENVELOPE, Analysis, Backend, Options, Rendered, option, register
 from .c import DIALECTS, render_c
 from .fixed.c import render_fixed
@@ -49,6 +50,11 @@ class DoubleBackend(CBackend):
 @register
 class Float32Backend(CBackend):
     name = "c-float32"
+
+    def schedule(self, tape, pressure):
+        # the allocation is what arm-none-eabi-gcc does with it: choose among orders by it
+        d = DIALECTS[self.name]
+        return best_schedule(tape, d.registers, d.constants) if pressure else super().schedule(tape, False)
 
     def notes(self, analysis):
         return ["Compile with -ffp-contract=off -fno-math-errno so that every machine rounds alike.",

@@ -37,7 +37,34 @@ class Schedule:
 _CHAIN = 4
 
 
-def order_for_pressure(tape: Tape, longest: int = _CHAIN) -> list[Instr]:
+def depth_first_rank(tape: Tape) -> list[int]:
+    """Each instruction's place in a depth-first walk from the outputs, in output order
+    (operands before the instruction, left first): an alternative to the tape's order as
+    order_for_pressure's last tie-break. Instructions no output needs come last."""
+    instrs = tape.instrs
+    n = len(instrs)
+    prod = {d: k for k, ins in enumerate(instrs) for d in ins.dst}
+    rank = [n + k for k in range(n)]
+    step = 0
+    for o in tape.outputs:
+        if o[0] != "t" or rank[prod[o[1]]] < n:
+            continue
+        stack = [(prod[o[1]], False)]
+        while stack:
+            k, closing = stack.pop()
+            if rank[k] < n:
+                continue
+            if closing:
+                rank[k], step = step, step + 1
+                continue
+            stack.append((k, True))
+            for a in reversed(instrs[k].args):
+                if a[0] == "t" and rank[prod[a[1]]] >= n:
+                    stack.append((prod[a[1]], False))
+    return rank
+
+
+def order_for_pressure(tape: Tape, longest: int = _CHAIN, rank: list[int] | None = None) -> list[Instr]:
     """List scheduling that keeps few values live: among the instructions whose operands
     are ready, take the one that frees the most values (operands read for the last time)
     less the values it creates; ties go to the one reading the most recent value (finish
@@ -48,7 +75,9 @@ def order_for_pressure(tape: Tape, longest: int = _CHAIN) -> list[Instr]:
     operands happen to be chosen: after each instruction whose result has one reader,
     that reader's missing operands (at most `longest` instructions, operands first) and the
     reader itself follow at once, and so on up the chain. `longest` is per target core (a
-    backend's schedule_chain; _CHAIN by default)."""
+    backend's schedule_chain; _CHAIN by default). The last tie-break is `rank` (the tape's
+    order when None), which decides much: shuffled, the Stewart joint kernel's loads and
+    stores double."""
     instrs = tape.instrs
     n = len(instrs)
     ops = [tuple(dict.fromkeys(a[1] for a in ins.args if a[0] == "t")) for ins in instrs]
@@ -75,9 +104,10 @@ def order_for_pressure(tape: Tape, longest: int = _CHAIN) -> list[Instr]:
             b = born[v]
             if b > recent:
                 recent = b
-        return (ndst[k] - kills, -recent, k)  # heapq pops the smallest
+        return (ndst[k] - kills, -recent, last[k], k)  # heapq pops the smallest
 
-    heap = [(ndst[k], 1, k) for k in range(n) if waiting[k] == 0]
+    last = rank if rank is not None else range(n)
+    heap = [score(k) for k in range(n) if waiting[k] == 0]
     heapq.heapify(heap)
     done = [False] * n
     order: list[Instr] = []
@@ -127,7 +157,7 @@ def order_for_pressure(tape: Tape, longest: int = _CHAIN) -> list[Instr]:
 
     while heap:
         sc = pop(heap)
-        k = sc[2]
+        k = sc[3]
         if done[k]:
             continue
         if score(k) != sc:  # stale: priorities only improve, the better entry is queued
@@ -147,8 +177,8 @@ def order_for_pressure(tape: Tape, longest: int = _CHAIN) -> list[Instr]:
     return order
 
 
-def schedule(tape: Tape, pressure: bool = True, chain: int | None = None) -> Schedule:
-    order = order_for_pressure(tape, _CHAIN if chain is None else chain) if pressure else list(tape.instrs)
+def schedule(tape: Tape, pressure: bool = True, chain: int | None = None, rank: list[int] | None = None) -> Schedule:
+    order = order_for_pressure(tape, _CHAIN if chain is None else chain, rank) if pressure else list(tape.instrs)
     last_read: dict[int, int] = {}
     for pos, ins in enumerate(order):
         for a in ins.args:
@@ -189,12 +219,36 @@ def schedule(tape: Tape, pressure: bool = True, chain: int | None = None) -> Sch
     return Schedule(tape, order, slot, n_slots, peak, stores, direct)
 
 
+# Chain lengths best_schedule tries (the Stewart joint kernel's allocation in 31 registers
+# with constants, loads + stores per call, tape's order / depth-first rank: chain 3 2,274 /
+# 2,242, 4 2,146 / 2,012, 5 2,256 / 2,160, 6 2,223 / 2,315)
+_CHAINS = (3, 4, 5, 6)
+
+
+def best_schedule(tape: Tape, registers: int, constants: bool = False) -> Schedule:
+    """Of the pressure schedules with each of _CHAINS and either last tie-break (the tape's
+    order, depth_first_rank), the one whose allocation in `registers` loads and stores
+    least; the first of equals (deterministic). Worth it where the allocation is what the
+    compiler does (arm-none-eabi-gcc with constants in registers: within 1% of the
+    instructions); the price is 8 schedules and allocations (about 1 s for the Stewart's)."""
+    rank = depth_first_rank(tape)
+    best, cost = None, None
+    for r in (None, rank):
+        for chain in _CHAINS:
+            s = schedule(tape, True, chain, r)
+            a = allocate(s, registers, constants)
+            if cost is None or a.loads + a.spills < cost:
+                best, cost = s, a.loads + a.spills
+    return best
+
+
 @dataclass
 class Allocation:
     """The schedule's values placed in `registers` C variables (r0 ..) and spill memory
     (m[0] ..): `steps` in program order, each one of
       ("ld", reg, (kind, k))                   a register loaded from in[k], a spill slot m[k]
-                                               (kind "m") or an output written before, out[k]
+                                               (kind "m"), an output written before, out[k],
+                                               or a constant k (kind "c")
       ("st", slot, reg)                        a register's value kept in a spill slot
       ("op", instr, operands, dst regs)        operands: ("r", reg) or ("c", value)
     Every register holds at most one value at a time and no more than `registers` are live,
@@ -214,17 +268,19 @@ class Allocation:
 _CLEAN_WEIGHT = 2
 
 
-def allocate(sched: Schedule, registers: int) -> Allocation:
+def allocate(sched: Schedule, registers: int, constants: bool = False) -> Allocation:
     """Furthest-next-use register allocation (Belady) over the schedule's order: when all
     registers are taken, the value read again last leaves (distances to values already in
     memory weighed by _CLEAN_WEIGHT); a computed value is stored when it first leaves, an
-    input is read again from in[]. Deterministic: ties go to the highest register number,
+    input is read again from in[]. With `constants`, constant operands take registers too
+    (loaded as ("ld", reg, ("c", value))), as inputs do. Deterministic: ties go to the highest register number,
     free registers and spill slots are taken lowest first."""
     order = sched.order
     inf = 1 << 60
     uses: list[list[tuple]] = []  # per instruction: distinct register operands
+    kinds = ("t", "in", "c") if constants else ("t", "in")
     for ins in order:
-        uses.append(list(dict.fromkeys(a for a in ins.args if a[0] in ("t", "in"))))
+        uses.append(list(dict.fromkeys(a for a in ins.args if a[0] in kinds)))
     # next use of each operand occurrence, and first use of every value
     nxt: dict[tuple, int] = {}
     next_use: list[list[int]] = [[] for _ in order]
@@ -278,11 +334,11 @@ def allocate(sched: Schedule, registers: int) -> Allocation:
         for a, nu in zip(us, next_use[p]):
             if a not in where:
                 r = take(protect)
-                steps.append(("ld", r, a if a[0] == "in" else ("out", outs[a]) if a in outs else ("m", mem[a])))
+                steps.append(("ld", r, a if a[0] in ("in", "c") else ("out", outs[a]) if a in outs else ("m", mem[a])))
                 loads += 1
                 where[a], held[r] = r, a
             when[a] = nu
-        operands = tuple(("r", where[a]) if a[0] in ("t", "in") else a for a in ins.args)
+        operands = tuple(("r", where[a]) if a[0] in kinds else a for a in ins.args)
         for a in us:  # read for the last time: the register is free for the result
             if last_use[a] == p:
                 r = where.pop(a)
