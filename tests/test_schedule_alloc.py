@@ -155,15 +155,18 @@ def test_m4f_kernel_that_fits_in_the_registers_has_no_spills(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None, reason="needs arm-none-eabi-gcc")
-def test_m4f_compiler_does_what_the_allocation_says(tmp_path):
+@pytest.mark.parametrize("example,kname", [("stewart", "equations"), ("sample_arm", "linearized-dynamics")])
+def test_m4f_compiler_does_what_the_allocation_says(tmp_path, example, kname):
     """c-float32 hands its constants to the allocation too (31 of the 32 registers), so the
-    instructions arm-none-eabi-gcc makes of the Stewart equations are what the allocation
-    predicts (operations + stores + its loads and spills), within 1%: what lets
-    best_schedule choose among orders by the allocation (measured 0.1%)."""
+    instructions arm-none-eabi-gcc makes of a kernel are what the allocation predicts
+    (operations + stores + its loads and spills), within 1%: what lets best_schedule choose
+    among orders by the allocation (measured: Stewart equations 0.1%). The arm's linearized
+    dynamics spills to 1,035 slots: past the 256 floats a VLDR reaches from the stack
+    pointer they are addressed through window pointers (17% more instructions without)."""
     from bench.floor import measure
     from mbforge.backends.c import DIALECTS
 
-    k = build_kernel(load("stewart").equations(), "equations")
+    k = build_kernel(load(example).equations(), kname)
     d = DIALECTS["c-float32"]
     sched = best_schedule(k.tape(), d.registers, d.constants)
     alloc = allocate(sched, d.registers, d.constants)

@@ -236,13 +236,16 @@ def _bit_checks(name: str, bounds: dict[int, tuple[str, str]]) -> tuple[list[str
             "    memcpy(&u, x, sizeof u);", "    return u;", "}", ""], lines
 
 
-def _outside_function(name: str, dialect: CDialect, envelope: list[tuple[float, float]]) -> list[str]:
+def _outside_function(name: str, dialect: CDialect, envelope: list[tuple[float, float]],
+                      noinline: bool = True) -> list[str]:
     """`static int name(in)`: 1 if an input is outside its envelope range (NaN too), else 0.
     Called, not inlined: inlined, GCC keeps the compared inputs live into the computation,
     and where the registers are short it spills them (x86-64 gcc -O2, Stewart joint kernel:
     checks 3,576 instructions per call; apart 939). With GCC's vector extension, two
     neighbouring inputs per comparison (SSE2 cmplepd on x86-64; 939 -> 657), one comparison
-    of their magnitudes where both ranges are symmetric about 0 (657 -> 363)."""
+    of their magnitudes where both ranges are symmetric about 0 (657 -> 363). `noinline`
+    False (float, a kernel that does not spill): inlined, its integer compares leave the
+    floating-point registers alone."""
     bounds = {k: (a, b) for k, a, b in _bounds(dialect, envelope)}
     symmetric = {k for k, (a, b) in bounds.items() if float(a.rstrip("f")) == -float(b.rstrip("f"))}
     pairs, single = [], []
@@ -267,8 +270,8 @@ def _outside_function(name: str, dialect: CDialect, envelope: list[tuple[float, 
         cells = [f"{{{bounds[k][i]}, {bounds[k + 1][i]}}}" for k in pairs]
         return [f"        {', '.join(cells[j:j + 4])}," for j in range(0, len(cells), 4)]
 
-    lines = ["#if defined(__GNUC__)", "__attribute__((noinline))", "#endif",
-             f"static int {name}(const {dialect.real} *restrict in)", "{"]
+    lines = ["#if defined(__GNUC__)", "__attribute__((noinline))", "#endif"] if noinline else []
+    lines += [f"static {'' if noinline else 'inline '}int {name}(const {dialect.real} *restrict in)", "{"]
     if len(pairs) > 1 and dialect.vector_checks:  # doubles: two to a 16-byte SSE2 register
         # a range symmetric about 0: |x| <= hi (the sign bit cleared), one comparison
         sym = [k in symmetric and k + 1 in symmetric for k in pairs]
@@ -301,6 +304,19 @@ def _doubled(ins):
         x = ins.args[1] if ins.args[0] == ("c", 2.0) else ins.args[0]
         return dataclasses.replace(ins, op="add", args=(x, x))
     return ins
+
+
+def _hot_first(alloc) -> dict[int, int]:
+    """Spill slot -> its place in m[]: the most loaded and stored first, so that they are in
+    reach of the stack pointer (Stewart inverse-dynamics-reduced in float32: 785 slots; in
+    allocation order, every access past the 256th float cost GCC an address instruction)."""
+    uses: dict[int, int] = {}
+    for st in alloc.steps:
+        if st[0] == "ld" and st[2][0] == "m":
+            uses[st[2][1]] = uses.get(st[2][1], 0) + 1
+        elif st[0] == "st":
+            uses[st[1]] = uses.get(st[1], 0) + 1
+    return {v: k for k, v in enumerate(sorted(range(alloc.n_spill), key=lambda v: (-uses.get(v, 0), v)))}
 
 
 def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
@@ -351,6 +367,7 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
         # outputs read back (kept by the empty asm, as spill slots are, or read as volatile)
         reread = {st[2][1] for st in alloc.steps if st[0] == "ld" and st[2][0] == "out"}
         keep = f"{p.upper()}_KEEP" if dialect.spill_barrier and (alloc.n_spill or reread) else None
+        spill = _hot_first(alloc)
         for step in alloc.steps:
             if step[0] == "ld":
                 _, reg, (kind, v) = step
@@ -362,10 +379,11 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
                     body.append(f"w{reg} = {opnd((kind, v))}; {p.upper()}_REG(w{reg});")
                     continue
                 else:
-                    src = elem("in", v) if kind == "in" else f"m[{v}]"
+                    src = elem("in", v) if kind == "in" else elem("m", spill[v])
                 body.append(f"w{reg} = {src};")
             elif step[0] == "st":
-                body.append(f"m[{step[1]}] = w{step[2]};" + (f" {keep}(m[{step[1]}]);" if keep else ""))
+                slot_ref = elem("m", spill[step[1]])
+                body.append(f"{slot_ref} = w{step[2]};" + (f" {keep}({slot_ref});" if keep else ""))
             else:
                 _, ins, operands, dst = step
                 args = [f"w{v}" if kind == "r" else opnd((kind, v)) for kind, v in operands]
@@ -402,6 +420,8 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
                     body.append(f"{elem('out', k)} = w{slot[d]};")
         n_vars = sched.n_slots
 
+    n_spill = alloc.n_spill if dialect.registers else 0
+    spill_barrier = bool(dialect.registers and keep)
     names = [f"w{i}" for i in range(n_vars)]
     for i in range(0, len(names), 12):
         decls.insert(i // 12, f"{dialect.real} {', '.join(names[i:i + 12])};")
@@ -409,6 +429,8 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
     if r:
         windows = [("const ", "in", m) for m in range(1, (n_in - 1) // r + 1)]
         windows += [("", "out", m) for m in range(1, (n_out - 1) // r + 1)]
+    if r and n_spill:  # spill slots beyond the reach too (the most used ones are first)
+        windows += [("" if spill_barrier else "volatile ", "m", m) for m in range(1, (n_spill - 1) // r + 1)]
     for const, array, m in windows:
         decls.append(f"{const}{dialect.real} *{array}{m} = {array} + {m * r};")
     if windows:
@@ -420,8 +442,10 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
     if dialect.support_template and any(i.op in ("sin", "cos", "sincos") for i in tape.instrs):
         support = render_template(dialect.support_template, p=p)
     checks = envelope_checks(dialect, ctx["envelope"])
-    if dialect.checks_apart and len(checks) > 1 and spills:  # see _outside_function
-        support += "\n".join(["", *_outside_function(f"{ctx['function']}_outside", dialect, ctx["envelope"])])
+    # float: bit-pattern compares (bit_check), inlined where the kernel does not spill
+    if len(checks) > 1 and ((dialect.checks_apart and spills) or dialect.real == "float"):
+        support += "\n".join(["", *_outside_function(f"{ctx['function']}_outside", dialect, ctx["envelope"],
+                                                      noinline=dialect.checks_apart and spills)])
         checks = [checks[0], f"if ({ctx['function']}_outside(in)) return 2;"]
     if dialect.registers:
         support += keep_macro + _gcc_optimize(dialect.gcc_optimize)
