@@ -341,7 +341,7 @@ def main(argv=None) -> int:
     print(f"bound / observed       {_fmt(ratio)}")
     tape = kernel.tape()
     if a.target == "c-fixed":  # the floor of any bound under the rounding model (analysis.aligned)
-        sites = fixed_sites(kernel)
+        sites = fixed_sites(kernel, plan.analysis.plan if plan.analysis is not None else None)
 
         def floor_of(Y):
             return fixed_aligned_errors(tape, sites, Y)
@@ -386,14 +386,17 @@ def main(argv=None) -> int:
     return 0 if ok else 1
 
 
-def fixed_sites(kernel) -> list:
+def fixed_sites(kernel, fx=None) -> list:
     """The roundings of the kernel's fixed-point program over its domain (fixerror's
-    output_errors_boxes sites_out) for analysis.aligned."""
+    output_errors_boxes sites_out) for analysis.aligned. `fx`: the program generate made
+    (Plan.analysis.plan); without it, the analysis runs again (about 50 s)."""
     from mbforge.analysis.fixerror import bound_over_boxes, output_errors_boxes
     from mbforge.analysis.ranges import BoxRanges, analyse_domain
     tape = kernel.tape()
     per: list = []
-    fx = bound_over_boxes(tape, analyse_domain(tape, kernel.domain, per_box=per), per)
+    hull = analyse_domain(tape, kernel.domain if fx is None else kernel.domain[:1], per_box=per)
+    if fx is None:
+        fx = bound_over_boxes(tape, hull, per)
     sites: list = []
     output_errors_boxes(fx, BoxRanges.from_list(tape, per[:1]), sites_out=sites)
     return sites

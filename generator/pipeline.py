@@ -18,7 +18,8 @@ import tempfile
 import hashlib
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 from pathlib import Path
 
 from . import __version__
@@ -42,6 +43,9 @@ __all__ = ["GenerateError", "Plan", "TARGETS", "check_prefix", "generate", "kern
 class Plan:
     files: dict[str, str]
     manifest: Manifest
+    # the backend's analyses (for tools that study the kernel further, as the benches do);
+    # not written
+    analysis: Any = field(default=None, repr=False, compare=False)
 
     def write(self, out_dir: str | Path) -> Path:
         """Write the files and manifest.json into out_dir, all or nothing: they are written
@@ -260,4 +264,4 @@ def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Opt
         error_bound_basis=ERROR_BOUND_BASIS if analysis.out_error is not None else None,
     ).with_file_hashes(files)
     manifest.check()
-    return Plan(files, manifest)
+    return Plan(files, manifest, analysis)
