@@ -78,10 +78,14 @@ def sizes(kdir: Path, tmp: Path) -> dict:
             "spill_stores": c["spill_stores"]}
 
 
-def device_instructions(kdir: Path, tmp: Path, n: int = 32) -> dict:
+def device_instructions(kdir: Path, tmp: Path, n: int = 32, X=None) -> dict:
+    """Instructions per call of the kernel in kdir on the emulated M4F (QEMU icount,
+    calibrated), median and largest over the rows of X (default: n uniform in [-1, 1],
+    the benchmark kernels' ranges)."""
     elf = build(generate_project(kdir, tmp / "fw"), "emulated_f405")
     m = Manifest.load(kdir)
-    X = np.random.default_rng(0).uniform(-1, 1, (n, m.n_in)).astype(np.float32)
+    if X is None:
+        X = np.random.default_rng(0).uniform(-1, 1, (n, m.n_in)).astype(np.float32)
     with Emulator(elf) as emu, Link(emu.url, timeout=20.0) as link:
         link.hello()
         tpi = calibrate(link)
