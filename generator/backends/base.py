@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ..lower.schedule import schedule
 from ..targets import TARGETS, Target
 
 
@@ -169,7 +170,6 @@ class Backend(ABC):
     def schedule(self, tape, pressure: bool):
         """The order and slots of the tape's instructions for this target (lower.schedule;
         `pressure` False: the tape's order)."""
-        from ..lower.schedule import schedule
         return schedule(tape, pressure, chain=self.schedule_chain)
 
     def check(self, sched) -> None:

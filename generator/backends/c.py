@@ -26,7 +26,6 @@ in place. Values are unchanged: the same operations on the same operands.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
@@ -298,14 +297,6 @@ def _outside_function(name: str, dialect: CDialect, envelope: list[tuple[float, 
     return lines + ["    return 0;", "}", ""]
 
 
-def _doubled(ins):
-    """`mul(2, x)` as `add(x, x)`, else ins."""
-    if ins.op == "mul" and ("c", 2.0) in ins.args and len(ins.args) == 2:
-        x = ins.args[1] if ins.args[0] == ("c", 2.0) else ins.args[0]
-        return dataclasses.replace(ins, op="add", args=(x, x))
-    return ins
-
-
 def _hot_first(alloc) -> dict[int, int]:
     """Spill slot -> its place in m[]: the most loaded and stored first, so that they are in
     reach of the stack pointer (Stewart inverse-dynamics-reduced in float32: 785 slots; in
@@ -354,11 +345,10 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
         rhs = _INFIX[ins.op].format(*args) if ins.op in _INFIX else dialect.call(ins.op, args, p)
         return [f"{dst[0]} = {rhs};"]
 
-    if dialect.constants:  # 2*x is x + x (both exact): no register for the 2
-        sched = dataclasses.replace(sched, order=[_doubled(ins) for ins in sched.order])
     body: list[str] = []
     keep_macro = ""
     spills = True  # without an allocation: unknown
+    keep, n_spill = None, 0
     for k, o in sched.direct:
         body.append(f"{elem('out', k)} = {opnd(o)};")
     decls = []
@@ -367,7 +357,7 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
         # outputs read back (kept by the empty asm, as spill slots are, or read as volatile)
         reread = {st[2][1] for st in alloc.steps if st[0] == "ld" and st[2][0] == "out"}
         keep = f"{p.upper()}_KEEP" if dialect.spill_barrier and (alloc.n_spill or reread) else None
-        spill = _hot_first(alloc)
+        spill, n_spill = _hot_first(alloc), alloc.n_spill
         for step in alloc.steps:
             if step[0] == "ld":
                 _, reg, (kind, v) = step
@@ -420,8 +410,6 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
                     body.append(f"{elem('out', k)} = w{slot[d]};")
         n_vars = sched.n_slots
 
-    n_spill = alloc.n_spill if dialect.registers else 0
-    spill_barrier = bool(dialect.registers and keep)
     names = [f"w{i}" for i in range(n_vars)]
     for i in range(0, len(names), 12):
         decls.insert(i // 12, f"{dialect.real} {', '.join(names[i:i + 12])};")
@@ -430,7 +418,7 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
         windows = [("const ", "in", m) for m in range(1, (n_in - 1) // r + 1)]
         windows += [("", "out", m) for m in range(1, (n_out - 1) // r + 1)]
     if r and n_spill:  # spill slots beyond the reach too (the most used ones are first)
-        windows += [("" if spill_barrier else "volatile ", "m", m) for m in range(1, (n_spill - 1) // r + 1)]
+        windows += [("" if keep else "volatile ", "m", m) for m in range(1, (n_spill - 1) // r + 1)]
     for const, array, m in windows:
         decls.append(f"{const}{dialect.real} *{array}{m} = {array} + {m * r};")
     if windows:

@@ -11,6 +11,7 @@ at most that many values live at any point.
 """
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from dataclasses import dataclass, field
 
@@ -268,14 +269,23 @@ class Allocation:
 _CLEAN_WEIGHT = 2
 
 
+def _doubled(ins: Instr) -> Instr:
+    """`mul(2, x)` as `add(x, x)`, else ins."""
+    if ins.op == "mul" and ("c", 2.0) in ins.args and len(ins.args) == 2:
+        x = ins.args[1] if ins.args[0] == ("c", 2.0) else ins.args[0]
+        return dataclasses.replace(ins, op="add", args=(x, x))
+    return ins
+
+
 def allocate(sched: Schedule, registers: int, constants: bool = False) -> Allocation:
     """Furthest-next-use register allocation (Belady) over the schedule's order: when all
     registers are taken, the value read again last leaves (distances to values already in
     memory weighed by _CLEAN_WEIGHT); a computed value is stored when it first leaves, an
     input is read again from in[]. With `constants`, constant operands take registers too
-    (loaded as ("ld", reg, ("c", value))), as inputs do. Deterministic: ties go to the highest register number,
+    (loaded as ("ld", reg, ("c", value))), as inputs do, and 2*x is taken as x + x (both
+    exact; no register for the 2). Deterministic: ties go to the highest register number,
     free registers and spill slots are taken lowest first."""
-    order = sched.order
+    order = [_doubled(ins) for ins in sched.order] if constants else sched.order
     inf = 1 << 60
     uses: list[list[tuple]] = []  # per instruction: distinct register operands
     kinds = ("t", "in", "c") if constants else ("t", "in")
