@@ -19,7 +19,6 @@ import argparse
 import json
 import re
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -30,6 +29,8 @@ from mbforge.backends.c import DIALECTS
 from mbforge.lower import lower
 from mbforge.lower.schedule import allocate
 from mbforge.pipeline import generate
+
+from . import check_json, run
 
 M4F = ["-mcpu=cortex-m4", "-mthumb", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard", "-O2", "-ffp-contract=off",
        "-fno-math-errno", "-w", "-c"]
@@ -98,6 +99,10 @@ def main(argv=None) -> int:
     ap.add_argument("--examples", default=",".join(sorted(EXAMPLES)))
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
+    unknown = [ex for ex in args.examples.split(",") if ex not in EXAMPLES]
+    if unknown:
+        ap.error(f"--examples: no example called {', '.join(unknown)}; known: {', '.join(sorted(EXAMPLES))}")
+    check_json(ap, args.json)
     print("Every shipped kernel, c-float32 on the Cortex-M4F (arm-none-eabi-gcc -O2): instructions per call "
           "on the emulated M4F (QEMU icount, 16 consistent states; checks and sin/cos included) against the "
           "floor (ops + inputs + outputs); `static`: the kernel function's instructions in the disassembly")
@@ -127,4 +132,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run("floor", main)

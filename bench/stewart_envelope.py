@@ -131,7 +131,6 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -150,6 +149,8 @@ from mbforge.kernels.cover import envelope_cover
 from mbforge.kernels.reduced import reduced_inverse_dynamics_kernel, reduction
 from mbforge.manifest import Manifest
 from mbforge.pipeline import generate
+
+from . import check_json, run
 
 CHUNK = 20000
 
@@ -269,8 +270,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None)
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
-    if a.json and not Path(a.json).resolve().parent.is_dir():  # before minutes of work, not after
-        ap.error(f"--json {a.json}: its folder does not exist")
+    check_json(ap, a.json)
     report: dict = {"target": a.target, "envelope": not a.envelope_off}
     eqs = load("stewart", envelope=not a.envelope_off).equations()
     if a.xyz_cells and not a.envelope_off:
@@ -435,8 +435,4 @@ def _dump(path, report):
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        print("bench.stewart_envelope: interrupted", file=sys.stderr)
-        sys.exit(130)
+    run("stewart_envelope", main)
