@@ -81,7 +81,7 @@ def measure(kernel, tmp: Path, per_call: bool = False) -> dict:
     sched = get_backend("c-float32").schedule(tape, True)  # the order the C was printed from
     floor = m.ops["total"] + m.n_in + m.n_out
     d = DIALECTS["c-float32"]
-    regs = allocate(sched, d.registers, d.constants).used
+    regs = allocate(sched, d.registers, d.constants, d.fuse).used
     r = {**c, "ops": m.ops["total"], "n_in": m.n_in, "n_out": m.n_out, "floor": floor,
          "ratio": c["instructions"] / floor, "peak_live": sched.peak_live, "regs": regs}
     if per_call:

@@ -13,7 +13,7 @@ from mbforge.hil.hostlib import load_kernel
 from mbforge.ir import Evaluator
 from mbforge.kernels.builders import build_kernel
 from mbforge.lower import lower, schedule
-from mbforge.lower.schedule import allocate, best_schedule
+from mbforge.lower.schedule import FUSED, allocate, best_schedule
 from mbforge.pipeline import generate
 
 EXAMPLES = ["fourbar", "slidercrank", "slidercrank_disc", "pendulum_block", "stewart", "stewart_relative"]
@@ -30,6 +30,9 @@ def kernel(request):
 def _apply(op, xs):
     if op == "sincos":
         return [np.sin(xs[0]), np.cos(xs[0])]
+    if op in ("mla", "mls", "nmls"):  # product rounded first, as the order's mul then add
+        acc, p = xs[0], xs[1] * xs[2]
+        return [acc + p if op == "mla" else acc - p if op == "mls" else p - acc]
     return [_F[op](*xs)]
 
 
@@ -88,20 +91,28 @@ def _inputs(kernel, n, seed=3):
     return r[:, 0] + (r[:, 1] - r[:, 0]) * rng.random((n, len(r)))
 
 
-# 14, 8: c-double's; 31 with constants in registers, best of the schedules: c-float32's
-@pytest.mark.parametrize("registers,chain,constants", [(3, None, False), (14, 8, False), (27, None, False),
-                                                       (4, None, True), (31, "best", True)])
-def test_allocation_is_valid_and_computes_what_the_order_computes(kernel, registers, chain, constants):
+# 14, 8: c-double's; 31 with constants in registers and multiply-accumulates, best of the
+# schedules: c-float32's
+@pytest.mark.parametrize("registers,chain,constants,fuse", [
+    (3, None, False, False), (14, 8, False, False), (27, None, False, False), (4, None, True, False),
+    (4, None, True, True), (31, "best", True, True)])
+def test_allocation_is_valid_and_computes_what_the_order_computes(kernel, registers, chain, constants, fuse):
     tape = lower(kernel.output_atoms, kernel.input_symbols)
-    sched = best_schedule(tape, registers, constants) if chain == "best" else schedule(tape, chain=chain)
+    sched = best_schedule(tape, registers, constants, fuse) if chain == "best" else schedule(tape, chain=chain)
     defined = set()
     for ins in sched.order:  # the order itself: every value defined before it is read
         assert all(a[1] in defined for a in ins.args if a[0] == "t"), ins
         defined.update(ins.dst)
     assert len(sched.order) == len(tape.instrs)
-    alloc = allocate(sched, registers, constants)
+    alloc = allocate(sched, registers, constants, fuse)
     if constants:  # every constant operand read from a register
         assert all(o[0] == "r" for st in alloc.steps if st[0] == "op" for o in st[2])
+    fused = [st for st in alloc.steps if st[0] == "op" and st[1].op in FUSED]
+    # a multiply-accumulate writes its accumulator's register (the asm's "+t" operand)
+    assert all(st[3] == (st[2][0][1],) for st in fused)
+    assert alloc.ops == len(tape.instrs) - len(fused)
+    if fuse and len(tape.instrs) > 200:
+        assert len(fused) > len(tape.instrs) // 20
     X = _inputs(kernel, 64)
     with np.errstate(all="ignore"):
         want = _run_order(sched, X)
@@ -121,10 +132,10 @@ def test_allocation_is_deterministic(kernel):
 
 def test_best_schedule_is_deterministic_and_never_costlier_than_the_default(kernel):
     tape = lower(kernel.output_atoms, kernel.input_symbols)
-    best = best_schedule(tape, 31, True)
-    assert best.order == best_schedule(tape, 31, True).order
-    a, d = allocate(best, 31, True), allocate(schedule(tape), 31, True)
-    assert a.loads + a.spills <= d.loads + d.spills
+    best = best_schedule(tape, 31, True, True)
+    assert best.order == best_schedule(tape, 31, True, True).order
+    a, d = allocate(best, 31, True, True), allocate(schedule(tape), 31, True, True)
+    assert a.ops + a.loads + a.spills <= d.ops + d.loads + d.spills
 
 
 @pytest.mark.host
@@ -170,9 +181,38 @@ def test_m4f_compiler_does_what_the_allocation_says(tmp_path, example, kname, to
 
     k = build_kernel(load(example).equations(), kname)
     d = DIALECTS["c-float32"]
-    sched = best_schedule(k.tape(), d.registers, d.constants)
-    alloc = allocate(sched, d.registers, d.constants)
+    sched = best_schedule(k.tape(), d.registers, d.constants, d.fuse)
+    alloc = allocate(sched, d.registers, d.constants, d.fuse)
     stores = sum(len(v) for v in sched.stores.values()) + len(sched.direct)
-    predicted = len(sched.order) + stores + alloc.loads + alloc.spills
+    predicted = alloc.ops + stores + alloc.loads + alloc.spills
     got = measure(k, tmp_path)["instructions"]
     assert abs(got - predicted) <= tol * predicted, (got, predicted)
+
+
+@pytest.mark.firmware
+@pytest.mark.skipif(shutil.which("arm-none-eabi-objdump") is None, reason="needs arm-none-eabi-objdump")
+def test_m4f_multiply_accumulates_round_as_the_host_does(tmp_path):
+    """c-float32 spells a product whose only reader is an add or sub as one VMLA / VMLS /
+    VNMLS (lower.schedule.FUSED), which rounds the product before the sum. The Stewart
+    equations kernel built into the emulated M4F's firmware: more than a tenth of its
+    operations are such instructions, and 300 consistent states come back bit for bit as
+    the host's build of the same C (plain multiplications and additions) computes them."""
+    import subprocess
+
+    from mbforge.firmware.build import build
+    from mbforge.firmware.project import generate_project
+    from mbforge.firmware.qemu import Emulator
+    from mbforge.hil import harness
+
+    k = build_kernel(load("stewart").equations(), "equations")
+    generate(k, "c-float32").write(tmp_path / "k32")
+    generate(k, "c-double").write(tmp_path / "k64")
+    elf = build(generate_project(tmp_path / "k32", tmp_path / "proj"), "emulated_f405")
+    text = subprocess.run(["arm-none-eabi-objdump", "-d", str(elf)], capture_output=True, text=True,
+                          check=True).stdout
+    macs = sum(text.count(f"\t{i}.f32\t") for i in ("vmla", "vmls", "vnmls"))
+    assert macs > len(k.tape().instrs) // 10, macs
+    with Emulator(elf) as emu:
+        rep = harness.run(emu.url, tmp_path / "k32", tmp_path / "k64", vectors=300, host_model=True)
+    assert rep.passed, rep.table()
+    assert rep.host_model == {"vectors_mismatched": 0, "elements_mismatched": 0}

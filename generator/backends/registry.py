@@ -54,7 +54,7 @@ class Float32Backend(CBackend):
     def schedule(self, tape, pressure):
         # the allocation is what arm-none-eabi-gcc does with it: choose among orders by it
         d = DIALECTS[self.name]
-        return best_schedule(tape, d.registers, d.constants) if pressure else super().schedule(tape, False)
+        return best_schedule(tape, d.registers, d.constants, d.fuse) if pressure else super().schedule(tape, False)
 
     def notes(self, analysis):
         return ["Compile with -ffp-contract=off -fno-math-errno so that every machine rounds alike.",

@@ -226,7 +226,7 @@ def schedule(tape: Tape, pressure: bool = True, chain: int | None = None, rank: 
 _CHAINS = (3, 4, 5, 6)
 
 
-def best_schedule(tape: Tape, registers: int, constants: bool = False) -> Schedule:
+def best_schedule(tape: Tape, registers: int, constants: bool = False, fuse: bool = False) -> Schedule:
     """Of the pressure schedules with each of _CHAINS and either last tie-break (the tape's
     order, depth_first_rank), the one whose allocation in `registers` loads and stores
     least; the first of equals (deterministic). Worth it where the allocation is what the
@@ -237,9 +237,9 @@ def best_schedule(tape: Tape, registers: int, constants: bool = False) -> Schedu
     for r in (None, rank):
         for chain in _CHAINS:
             s = schedule(tape, True, chain, r)
-            a = allocate(s, registers, constants)
-            if cost is None or a.loads + a.spills < cost:
-                best, cost = s, a.loads + a.spills
+            a = allocate(s, registers, constants, fuse)
+            if cost is None or a.ops + a.loads + a.spills < cost:
+                best, cost = s, a.ops + a.loads + a.spills
     return best
 
 
@@ -260,6 +260,7 @@ class Allocation:
     n_spill: int
     loads: int
     spills: int
+    ops: int = 0  # ("op", ...) steps: the schedule's instructions less the fused multiplications
 
 
 # A value that is already in memory (an input, or a value stored before) leaves a register
@@ -277,15 +278,65 @@ def _doubled(ins: Instr) -> Instr:
     return ins
 
 
-def allocate(sched: Schedule, registers: int, constants: bool = False) -> Allocation:
+# Multiply-accumulate instructions, rounded as the multiplication and the addition apart
+# (chained, as the Cortex-M4F's VMLA, VMLS and VNMLS are): args (acc, a, b)
+FUSED = {"mla": "acc + a*b", "mls": "acc - a*b", "nmls": "a*b - acc"}
+
+
+def _fused(order: list[Instr], stores: dict[int, list[int]]) -> list[Instr]:
+    """The order with each `mul` whose only reader is an add or sub merged into that reader
+    as one FUSED instruction, where the reader's other operand (the accumulator) is read
+    for the last time there (the instruction overwrites it). The multiplication moves to
+    the reader's place; its result is neither an output nor read elsewhere. Values are
+    unchanged: both roundings remain."""
+    reads: dict[tuple, int] = {}
+    for ins in order:
+        for a in ins.args:
+            reads[a] = reads.get(a, 0) + 1
+    made = {d: (p, ins) for p, ins in enumerate(order) for d in ins.dst}
+    plan: dict[int, tuple[int, Instr]] = {}  # reader position -> (mul position, fused)
+    for j, ins in enumerate(order):
+        if ins.op not in ("add", "sub") or len(ins.args) != 2:
+            continue
+        best = None
+        for side, m in enumerate(ins.args):
+            if m[0] != "t" or reads[m] != 1 or m[1] in stores:
+                continue
+            i, mul = made[m[1]]
+            acc = ins.args[1 - side]
+            if mul.op != "mul" or len(mul.args) != 2 or acc == m or acc in mul.args:
+                continue
+            op = "mla" if ins.op == "add" else ("mls" if side == 1 else "nmls")
+            if best is None or i > best[0]:  # the latest product: its operands live least longer
+                best = (i, Instr(op, ins.dst, (acc, *mul.args)))
+        if best:
+            plan[j] = best
+    while True:  # the accumulator must be read last where it is overwritten
+        moved = {i for i, _ in plan.values()}
+        out = [(j, plan[j][1] if j in plan else ins) for j, ins in enumerate(order) if j not in moved]
+        last = {}
+        for j, ins in out:
+            for a in ins.args:
+                last[a] = j
+        bad = [j for j, ins in out if j in plan and last[ins.args[0]] != j]
+        if not bad:
+            return [ins for _, ins in out]
+        for j in bad:  # dropping moves reads earlier: the others stay valid
+            del plan[j]
+
+
+def allocate(sched: Schedule, registers: int, constants: bool = False, fuse: bool = False) -> Allocation:
     """Furthest-next-use register allocation (Belady) over the schedule's order: when all
     registers are taken, the value read again last leaves (distances to values already in
     memory weighed by _CLEAN_WEIGHT); a computed value is stored when it first leaves, an
     input is read again from in[]. With `constants`, constant operands take registers too
     (loaded as ("ld", reg, ("c", value))), as inputs do, and 2*x is taken as x + x (both
-    exact; no register for the 2). Deterministic: ties go to the highest register number,
-    free registers and spill slots are taken lowest first."""
+    exact; no register for the 2). With `fuse`, multiply-accumulates as _fused makes them;
+    the result takes the accumulator's register. Deterministic: ties go to the highest
+    register number, free registers and spill slots are taken lowest first."""
     order = [_doubled(ins) for ins in sched.order] if constants else sched.order
+    if fuse:
+        order = _fused(order, sched.stores)
     inf = 1 << 60
     uses: list[list[tuple]] = []  # per instruction: distinct register operands
     kinds = ("t", "in", "c") if constants else ("t", "in")
@@ -359,7 +410,12 @@ def allocate(sched: Schedule, registers: int, constants: bool = False) -> Alloca
         dst = []
         for d in ins.dst:  # a second result (sincos) must not push out the first
             v = ("t", d)
-            r = take({("t", x) for x in ins.dst})
+            if ins.op in FUSED:  # into the accumulator's register (_fused: read last here)
+                r = operands[0][1]
+                free_regs.remove(r)
+                heapq.heapify(free_regs)
+            else:
+                r = take({("t", x) for x in ins.dst})
             dst.append(r)
             where[v], held[r], when[v] = r, v, nxt.get(v, inf)
         steps.append(("op", ins, operands, tuple(dst)))
@@ -370,4 +426,4 @@ def allocate(sched: Schedule, registers: int, constants: bool = False) -> Alloca
                 heapq.heappush(free_regs, r)
     used = 1 + max((r for st in steps for r in ((st[1],) if st[0] == "ld" else (st[2],) if st[0] == "st"
                                                 else (*st[3], *(o[1] for o in st[2] if o[0] == "r")))), default=-1)
-    return Allocation(steps, registers, used, n_mem, loads, spills)
+    return Allocation(steps, registers, used, n_mem, loads, spills, sum(st[0] == "op" for st in steps))
