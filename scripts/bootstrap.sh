@@ -3,7 +3,8 @@
 # PyPI registries. Safe to run again: every step checks before it acts.
 #   1. Debian packages (cross toolchain, QEMU, Icarus, yosys, gappa; chromium renders the
 #      HIL report headless in tests/test_hil_report.py; Eigen lets bench/arms.py compile
-#      Pinocchio's C++ templates over CasADi)
+#      Pinocchio's C++ templates over CasADi; the aarch64 cross compiler and qemu-user run
+#      the generated C on 64-bit ARM in tests/test_portable_c.py)
 #   2. .venv with mbforge (editable) and its test, bench and HDL extras, and the build
 #      backend (for the offline wheel build of tests/test_install.py)
 #   3. .pio/ : an offline PlatformIO core dir (tool-scons from PyPI's scons, the Debian
@@ -16,7 +17,7 @@ say() { printf '[bootstrap] %s\n' "$*"; }
 
 # ---- 1. Debian packages -------------------------------------------------------------
 debs=(gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm iverilog yosys gappa valgrind chromium libeigen3-dev
-      nextpnr-ice40 fpga-icestorm)
+      nextpnr-ice40 fpga-icestorm gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 missing=()
 for p in "${debs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

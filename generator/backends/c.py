@@ -304,16 +304,21 @@ def _outside_function(name: str, dialect: CDialect, envelope: list[tuple[float, 
     return lines + ["    return 0;", "}", ""]
 
 
+# GCC (or clang) for 32-bit ARM with a hardware FPU: the "t" register class and VFP's
+# chained multiply-accumulates (AArch64 has neither: its FMADD is fused)
+_ARM32_FP = "defined(__GNUC__) && defined(__arm__) && defined(__ARM_FP)"
+
+
 def _fused_macros(P: str) -> str:
     """{P}_MLA(d, a, b): d = d + a*b with the product rounded first (likewise MLS, NMLS;
-    lower.schedule.FUSED); one VFP instruction where the core has single precision, plain C
+    lower.schedule.FUSED); one VFP instruction on 32-bit ARM with single precision, plain C
     elsewhere (the same roundings when compiled with -ffp-contract=off)."""
     forms = {"MLA": ("vmla", "(d) + (a) * (b)"), "MLS": ("vmls", "(d) - (a) * (b)"),
              "NMLS": ("vnmls", "(a) * (b) - (d)")}
     arm = [f'#define {P}_{k}(d, a, b) __asm__("{insn}.f32 %0, %1, %2" : "+t"(d) : "t"(a), "t"(b))'
            for k, (insn, _) in forms.items()]
     c = [f"#define {P}_{k}(d, a, b) ((d) = {expr})" for k, (_, expr) in forms.items()]
-    return "\n".join(["", "#if defined(__GNUC__) && defined(__ARM_FP) && (__ARM_FP & 4)", *arm,
+    return "\n".join(["", f"#if {_ARM32_FP} && (__ARM_FP & 4)", *arm,
                       "#else", *c, "#endif", ""])
 
 
@@ -418,9 +423,11 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
             # a constant loaded into a variable stays there: the empty asm hides its value,
             # so GCC neither folds it back into each use nor loads it again (the constraint
             # is the architecture's floating-point register class; elsewhere, no hint)
+            # (AArch64 defines __ARM_FP too, but its class is "w": "t" does not compile there)
             reg = f"{p.upper()}_REG"
             keep_macro += "\n".join([
-                "", "#if defined(__GNUC__) && defined(__ARM_FP)", f'#define {reg}(x) __asm__("" : "+t"(x))',
+                "", f"#if {_ARM32_FP}", f'#define {reg}(x) __asm__("" : "+t"(x))',
+                "#elif defined(__GNUC__) && defined(__aarch64__)", f'#define {reg}(x) __asm__("" : "+w"(x))',
                 "#elif defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))",
                 f'#define {reg}(x) __asm__("" : "+x"(x))', "#else", f"#define {reg}(x) ((void)0)", "#endif", ""])
         if any(st[0] == "op" and st[1].op in FUSED for st in alloc.steps):
