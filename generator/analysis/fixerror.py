@@ -29,7 +29,7 @@ from ..lower.tape import Tape
 from . import parallel
 from .fixedpoint import TRIG_ERROR, FixedProgram, const_bits, half_ulp, plan_fixed
 from .ranges import (CHUNK, BoxRanges, BoxView, Interval, Ranges, _config, _last_reads, _vi_trig,
-                     analyse_chunked, refine, split_box)
+                     analyse_chunked, refine, split_box, union_ids)
 from .solve_error import find_cut, refine_for_solve, solve_errors_boxes, split_failed
 
 # error forms keep this many rounding symbols (the largest), the rest join the remainder:
@@ -339,9 +339,18 @@ class _VForm:
 
 
 def _vscale(f: _VForm, a, b):
-    """coefficients times a value in [a, b] (arrays over boxes)"""
-    p1, p2, p3, p4 = f.lo * a, f.lo * b, f.hi * a, f.hi * b
-    return np.minimum(np.minimum(p1, p2), np.minimum(p3, p4)), np.maximum(np.maximum(p1, p2), np.maximum(p3, p4))
+    """coefficients times a value in [a, b] (arrays over boxes); in place where it can (a
+    few hundred thousand calls per Stewart kernel: allocation was most of their time)"""
+    if a is b:  # a point
+        p, q = f.lo * a, f.hi * a
+        return np.minimum(p, q), np.maximum(p, q)
+    p, q = f.lo * a, f.lo * b
+    lo, hi = np.minimum(p, q), np.maximum(p, q)
+    for c in (a, b):
+        np.multiply(f.hi, c, out=p)
+        np.minimum(lo, p, out=lo)
+        np.maximum(hi, p, out=hi)
+    return lo, hi
 
 
 def _vmerge(ia, la, ha, ib, lb, hb, sb=1.0):
@@ -349,7 +358,7 @@ def _vmerge(ia, la, ha, ib, lb, hb, sb=1.0):
         lb, hb = -hb, -lb
     if ia.shape == ib.shape and np.array_equal(ia, ib):
         return ia, la + lb, ha + hb
-    ids = np.union1d(ia, ib)
+    ids = union_ids(ia, ib)
     B = la.shape[1] if la.ndim == 2 else lb.shape[1]
     lo, hi = np.zeros((ids.shape[0], B)), np.zeros((ids.shape[0], B))
     pa, pb = np.searchsorted(ids, ia), np.searchsorted(ids, ib)

@@ -299,13 +299,14 @@ class _Hints:
 
     def _chunk_values(self, P, matrix_only: bool):
         memo: dict = {}
+        eliminated = [([r for rows, _ in self.steps[:s] for r in rows], [c for _, cols in self.steps[:s] for c in cols])
+                      for s in range(len(self.steps) + 1)]
 
         def schur(s, i, j):
             """centre, radius of S(i, j) before step s (j None: b's row i)."""
             key = (s, i, j)
             if key not in memo:
-                Kr = [r for rows, _ in self.steps[:s] for r in rows]
-                Kc = [c for _, cols in self.steps[:s] for c in cols]
+                Kr, Kc = eliminated[s]
                 a0, aK, ea = (P.b0[:, i], P.bK[:, :, i], P.Eb[:, i]) if j is None else \
                     (P.A0[:, i, j], P.AK[:, :, i, j], P.EA[:, i, j])
                 if not Kr:
@@ -313,16 +314,21 @@ class _Hints:
                 else:
                     zkey = (s, j)
                     if zkey not in memo:
+                        if ("block", s) not in memo:  # the eliminated rows and columns: one per step, for every j
+                            sub = (P.A0[:, Kr][:, :, Kc], P.AK[:, :, Kr][:, :, :, Kc], P.EA[:, Kr][:, :, Kc])
+                            memo["block", s] = (sub, param_matrix(*sub))
+                        sub, mat = memo["block", s]
                         rhs = (P.b0[:, Kr], P.bK[:, :, Kr], P.Eb[:, Kr]) if j is None else \
                             (P.A0[:, Kr, j], P.AK[:, :, Kr, j], P.EA[:, Kr, j])
-                        memo[zkey] = param_solve(P.A0[:, Kr][:, :, Kc], P.AK[:, :, Kr][:, :, :, Kc],
-                                                  P.EA[:, Kr][:, :, Kc], *rhs)
+                        memo[zkey] = param_solve(*sub, *rhs, matrix=mat)
                     zc, zr = memo[zkey]
                     # S = (a - A[i, K] z~)(e) - A[i, K](e) (z - z~): the first part affine in e
-                    rowc, rowK, rowE = P.A0[:, i, Kc], P.AK[:, :, i, Kc], P.EA[:, i, Kc]
+                    if ("row", s, i) not in memo:  # row i's eliminated part, for every j
+                        rowc, rowK, rowE = P.A0[:, i, Kc], P.AK[:, :, i, Kc], P.EA[:, i, Kc]
+                        memo["row", s, i] = rowc, rowK, rowE, np.abs(rowc) + np.abs(rowK).sum(1) + rowE
+                    rowc, rowK, rowE, hull = memo["row", s, i]
                     c = a0 - np.einsum("bk,bk->b", rowc, zc)
                     lin = aK - np.einsum("btk,bk->bt", rowK, zc)
-                    hull = np.abs(rowc) + np.abs(rowK).sum(1) + rowE
                     r = np.abs(lin).sum(1) + ea + np.einsum("bk,bk->b", rowE, np.abs(zc)) \
                         + np.einsum("bk,bk->b", hull, zr)
                 memo[key] = (c, pad(c, r))
@@ -395,35 +401,42 @@ class _Param:
         self.b0 = self.bK = self.Eb = None
 
 
-def param_solve(A0, AK, EA, b0, bK, Eb):
+def param_solve(A0, AK, EA, b0, bK, Eb, matrix=None):
     """Centre and radius (batched over boxes) of boxes holding the solution of
     A(e) z = b(e) for every e in [-1, 1]^T (A0, AK: (B, m, m), (B, T, m, m); b0, bK:
     (B, m) or (B, m, 1)..., EA, Eb the lumped radii): the Krawczyk-type argument with the
     preconditioner R = A0^-1 applied to the affine parts before taking magnitudes, so
     entries that move together (one pose drives them all) do not add up as independent
-    intervals. Radius inf where ||I - R A(e)|| < 1 is not shown."""
+    intervals. Radius inf where ||I - R A(e)|| < 1 is not shown. `matrix`: what
+    param_matrix gave for this A (one per matrix, for many right-hand sides)."""
+    bad, A0, R, aR, G, g = param_matrix(A0, AK, EA) if matrix is None else matrix
+    bad = bad | ~(np.all(np.isfinite(b0), axis=1) & np.all(np.isfinite(Eb), axis=1))
+    b0s = np.where(bad[:, None], 0.0, b0)
+    z = np.einsum("bij,bj->bi", R, b0s)
+    res0 = b0s - np.einsum("bij,bj->bi", A0, z)
+    lin = bK - np.einsum("btij,bj->bti", AK, z)  # (B, T, m): the residual's linear part
+    s = np.abs(np.einsum("bij,bj->bi", R, res0)) + np.abs(np.einsum("bij,btj->bti", R, lin)).sum(1) \
+        + np.einsum("bij,bj->bi", aR, Eb + np.einsum("bij,bj->bi", EA, np.abs(z)))
+    ok = (g < 1) & ~bad & np.all(np.isfinite(s), axis=1)
+    r = np.where(ok, s.max(axis=1) / np.where(ok, 1 - g, 1), np.inf)[:, None] * np.ones(A0.shape[1])
+    for _ in range(20):  # each iterate s + G r of an enclosure radius is one too, and smaller
+        r = np.minimum(r, s + np.einsum("bij,bj->bi", G, r))
+    r = pad(z, r)
+    return z, np.where(ok[:, None], r, np.inf)
+
+
+def param_matrix(A0, AK, EA):
+    """param_solve's part that depends on the matrix alone: (not finite, A0 with the
+    identity there, R = A0^-1, |R|, G >= |I - R A(e)|, G's largest row sum)."""
     m = A0.shape[1]
-    bad = ~(np.all(np.isfinite(A0), axis=(1, 2)) & np.all(np.isfinite(EA), axis=(1, 2))
-            & np.all(np.isfinite(b0), axis=1) & np.all(np.isfinite(Eb), axis=1))
+    bad = ~(np.all(np.isfinite(A0), axis=(1, 2)) & np.all(np.isfinite(EA), axis=(1, 2)))
     A0 = np.where(bad[:, None, None], np.eye(m), A0)
     try:
         R = np.linalg.inv(A0)
     except np.linalg.LinAlgError:
         R = np.linalg.pinv(A0)
     R = np.where(np.isfinite(R), R, 0.0)
-    b0s = np.where(bad[:, None], 0.0, b0)
-    z = np.einsum("bij,bj->bi", R, b0s)
-    res0 = b0s - np.einsum("bij,bj->bi", A0, z)
-    lin = bK - np.einsum("btij,bj->bti", AK, z)  # (B, T, m): the residual's linear part
     aR = np.abs(R)
-    s = np.abs(np.einsum("bij,bj->bi", R, res0)) + np.abs(np.einsum("bij,btj->bti", R, lin)).sum(1) \
-        + np.einsum("bij,bj->bi", aR, Eb + np.einsum("bij,bj->bi", EA, np.abs(z)))
     G = np.abs(np.eye(m) - np.einsum("bij,bjk->bik", R, A0)) + np.abs(np.einsum("bij,btjk->btik", R, AK)).sum(1) \
         + np.einsum("bij,bjk->bik", aR, EA)
-    g = G.sum(axis=2).max(axis=1)
-    ok = (g < 1) & ~bad & np.all(np.isfinite(s), axis=1)
-    r = np.where(ok, s.max(axis=1) / np.where(ok, 1 - g, 1), np.inf)[:, None] * np.ones(m)
-    for _ in range(20):  # each iterate s + G r of an enclosure radius is one too, and smaller
-        r = np.minimum(r, s + np.einsum("bij,bj->bi", G, r))
-    r = pad(z, r)
-    return z, np.where(ok[:, None], r, np.inf)
+    return bad, A0, R, aR, G, G.sum(axis=2).max(axis=1)
