@@ -71,16 +71,18 @@ TIMING_C = r"""
 #include <stdint.h>
 #include <time.h>
 int bench_kernel(const REAL *in, REAL *out);
-/* ns per call over `reps` passes through `n` input vectors */
+/* ns per call over `reps` passes through `n` input vectors; -1 if a call returned a
+   nonzero status (the figure would time an early return) */
 double bench_ns(const REAL *X, REAL *Y, int64_t n, int64_t n_in, int64_t n_out, int64_t reps)
 {
     struct timespec a, b;
+    int bad = 0;
     clock_gettime(CLOCK_MONOTONIC, &a);
     for (int64_t r = 0; r < reps; r++)
         for (int64_t i = 0; i < n; i++)
-            bench_kernel(X + i * n_in, Y + i * n_out);
+            bad |= bench_kernel(X + i * n_in, Y + i * n_out);
     clock_gettime(CLOCK_MONOTONIC, &b);
-    return ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / (double)(reps * n);
+    return bad ? -1.0 : ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / (double)(reps * n);
 }
 """
 
@@ -88,15 +90,17 @@ CALLGRIND_MAIN = r"""
 #include <stdint.h>
 #include <stdlib.h>
 int bench_kernel(const REAL *in, REAL *out);
-static REAL X[NIN], Y[NOUT + 1];
+static REAL X[NX][NIN] = XS;
+static REAL Y[NOUT + 1];
+/* exit 3 if a call returned a nonzero status (the count would be an early return's) */
 int main(int argc, char **argv)
 {
     long calls = atol(argv[1]);
-    for (int k = 0; k < NIN; k++) X[k] = (REAL)(0.1 + 0.8 * (double)((k * 7919) % 101) / 101.0);
+    int bad = 0;
     for (long c = 0; c < calls; c++) {
-        bench_kernel(X, Y);
+        bad |= bench_kernel(X[c % NX], Y);
         __asm__ volatile ("" ::: "memory");
     }
-    return (int)Y[0] & 1;
+    return bad ? 3 : 0;
 }
 """

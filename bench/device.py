@@ -90,6 +90,12 @@ def device_instructions(kdir: Path, tmp: Path, n: int = 32, X=None) -> dict:
         link.hello()
         tpi = calibrate(link)
         batch = link.eval_many(X)
+    if np.any(batch.status != 0):  # an early return's count is no figure
+        from .host import BenchInputError
+
+        codes = sorted({int(c) for c in batch.status if c})
+        raise BenchInputError(f"{m.model}: the kernel returned status {codes} on {int((batch.status != 0).sum())} "
+                              f"of {len(X)} of the bench's inputs (outside its envelope?)")
     work = np.rint(batch.work.astype(np.float64) / tpi)
     return {"instructions_median": float(np.median(work)), "instructions_max": float(work.max())}
 

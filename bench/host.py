@@ -82,32 +82,54 @@ def _compile(k, d: Path, extra: str, name: str, shared: bool) -> Path:
     return exe
 
 
-def time_ns(k, d: Path, repeat: int) -> float:
+class BenchInputError(RuntimeError):
+    """The kernel returned a nonzero status on the bench's inputs: its figures would be an
+    early return's (inputs outside the kernel's envelope)."""
+
+
+def _refuse_status(k) -> None:
+    raise BenchInputError(f"{k.engine}: the kernel returned a nonzero status on the bench's inputs "
+                          f"(outside its envelope?): its figures would time an early return")
+
+
+def time_ns(k, d: Path, repeat: int, X: np.ndarray | None = None) -> float:
+    """ns per call, best of `repeat`, over the rows of X (default: 256 uniform in [-1, 1],
+    the joint kernels' declared ranges)."""
     lib = ctypes.CDLL(str(_compile(k, d, TIMING_C, f"t_{k.engine}", True)))
     lib.bench_ns.restype = ctypes.c_double
-    n = 256
-    rng = np.random.default_rng(0)
-    X = np.ascontiguousarray(rng.uniform(-1, 1, (n, k.n_in)))
+    if X is None:
+        X = np.random.default_rng(0).uniform(-1, 1, (256, k.n_in))
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    n = X.shape[0]
     Y = np.zeros((n, max(k.n_out, 1)))
     P = ctypes.POINTER(ctypes.c_double)
     args = (X.ctypes.data_as(P), Y.ctypes.data_as(P), ctypes.c_int64(n), ctypes.c_int64(k.n_in),
             ctypes.c_int64(max(k.n_out, 1)))
-    lib.bench_ns(*args, ctypes.c_int64(20))  # warm up
+    if lib.bench_ns(*args, ctypes.c_int64(20)) < 0:  # warm up
+        _refuse_status(k)
     return min(lib.bench_ns(*args, ctypes.c_int64(200)) for _ in range(repeat))
 
 
-def callgrind_instructions(k, d: Path) -> float:
-    return _callgrind(k, d)[0]
+def callgrind_instructions(k, d: Path, X: np.ndarray | None = None) -> float:
+    return _callgrind(k, d, X)[0]
 
 
-def _callgrind(k, d: Path) -> tuple[float, Path]:
-    main = CALLGRIND_MAIN.replace("NIN", str(k.n_in)).replace("NOUT", str(max(k.n_out, 1)))
+def _callgrind(k, d: Path, X: np.ndarray | None = None) -> tuple[float, Path]:
+    """Instructions per call (callgrind: 110 calls less 10), cycling through the rows of X
+    (default: one fixed vector in [0.1, 0.9], inside the joint kernels' ranges)."""
+    if X is None:
+        X = [[0.1 + 0.8 * ((j * 7919) % 101) / 101.0 for j in range(k.n_in)]]
+    rows = ", ".join("{" + ", ".join(repr(float(v)) for v in row) + "}" for row in np.asarray(X, dtype=np.float64))
+    main = (CALLGRIND_MAIN.replace("NIN", str(k.n_in)).replace("NOUT", str(max(k.n_out, 1)))
+            .replace("NX", str(len(X))).replace("XS", "{" + rows + "}"))
     exe = _compile(k, d, main, f"c_{k.engine}", False)
     counts = []
     for calls in (10, 110):
         out = d / f"cg_{k.engine}_{calls}.out"
         r = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", str(exe), str(calls)],
                            capture_output=True, text=True)
+        if r.returncode == 3:
+            _refuse_status(k)
         m = re.search(r"Collected\s*:\s*(\d+)", r.stderr) or re.search(r"refs:\s*([\d,]+)", r.stderr)
         if not m:
             raise RuntimeError(f"callgrind gave no count: {r.stderr[-500:]}")

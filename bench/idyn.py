@@ -7,7 +7,8 @@ wrapped in an MX function that solves with CasADi's sparse QR (`solve(G, rhs, "q
 which its code generator emits as C), outputs the actuator forces.
 
 Both are compared on the host (ns per call, callgrind instructions) and on the emulated
-Cortex-M4F in float32 (casadi_real=float; CasADi keeps its double literals and calls).
+Cortex-M4F in float32 (casadi_real=float; CasADi keeps its double literals and calls),
+on states of the kernel's motion (outside its envelope mbforge's kernel returns 2 at once).
 
     python -m bench.idyn [--json FILE]
 """
@@ -125,15 +126,20 @@ def main(argv=None) -> int:
         extra = {"plan": plan}
 
     src, n_in, n_out = mbforge_source(_R)
+    # every figure on states of the motion (outside its envelope mbforge's kernel returns 2
+    # at once): 8 evenly spread for the device, 16 for callgrind, all for the time
+    motion = np.array(k.motion, dtype=np.float64)
+    pick = lambda n: motion[np.linspace(0, len(motion) - 1, n).round().astype(int)]  # noqa: E731
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         for engine, (s, ni, no) in (("mbforge", (src, n_in, n_out)), ("casadi", (ck.source, ck.n_in, ck.n_out))):
             kdir = _kernel_dir(tmp / engine / "kernel", f"{args.model}_{engine}", s, ni, no)
             (tmp / engine / "obj").mkdir()
-            rows[engine] = sizes(kdir, tmp / engine / "obj") | device_instructions(kdir, tmp / engine, n=8)
+            rows[engine] = sizes(kdir, tmp / engine / "obj") | device_instructions(kdir, tmp / engine,
+                                                                                     X=pick(8).astype(np.float32))
             # both must compute the forces: compare with the double reference on the motion
-            X = np.array(k.motion, dtype=np.float32)
+            X = motion.astype(np.float32)
             Y, _ = load_kernel(kdir)(X)
             ref = Evaluator(k.output_atoms, k.input_symbols)(X.astype(np.float64))
             rows[engine]["max_rel_error"] = float(np.abs(Y - ref).max() / np.abs(ref).max())
@@ -160,7 +166,7 @@ def main(argv=None) -> int:
     print(f"\nhost (gcc -O2, double): {'engine':<8} {'ns/call':>9} {'instr/call':>11}")
     with tempfile.TemporaryDirectory() as tmp:
         for e, kk in (("mbforge", mk), ("casadi", cd)):
-            ns, ins = time_ns(kk, Path(tmp), 3), callgrind_instructions(kk, Path(tmp))
+            ns, ins = time_ns(kk, Path(tmp), 3, motion), callgrind_instructions(kk, Path(tmp), pick(16))
             rows[e]["host_ns"], rows[e]["host_instructions"] = ns, ins
             print(f"{'':<24}{e:<8} {ns:>9.0f} {ins:>11.0f}")
     print(f"host time mbforge / CasADi = {rows['mbforge']['host_ns'] / rows['casadi']['host_ns']:.2f}")
