@@ -335,7 +335,9 @@ def allocate(sched: Schedule, registers: int, constants: bool = False, fuse: boo
     the result takes the accumulator's register. Deterministic: ties go to the highest
     register number, free registers and spill slots are taken lowest first."""
     order = [_doubled(ins) for ins in sched.order] if constants else sched.order
-    if fuse:
+    if fuse:  # the accumulator's register is the result's: every operand must have one
+        if not constants:
+            raise ValueError("allocate: fuse needs constants in registers")
         order = _fused(order, sched.stores)
     inf = 1 << 60
     uses: list[list[tuple]] = []  # per instruction: distinct register operands
