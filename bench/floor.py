@@ -78,10 +78,12 @@ def measure(kernel, tmp: Path, per_call: bool = False) -> dict:
     subprocess.run(["arm-none-eabi-gcc", *M4F, str(kdir / m.sources[0]), "-o", str(obj)], check=True, cwd=tmp)
     c = disassembly_counts(obj, m.function)
     tape = lower(kernel.output_atoms, kernel.input_symbols)
-    sched = get_backend("c-float32").schedule(tape, True)  # the order the C was printed from
+    backend = get_backend("c-float32")
+    options = backend.resolve()
+    sched = backend.schedule(tape, options)  # the order the C was printed from
     floor = m.ops["total"] + m.n_in + m.n_out
     d = DIALECTS["c-float32"]
-    regs = allocate(sched, d.registers, d.constants, d.fuse).used
+    regs = allocate(sched, d.registers, d.constants, options.multiply_accumulate == "on").used
     r = {**c, "ops": m.ops["total"], "n_in": m.n_in, "n_out": m.n_out, "floor": floor,
          "ratio": c["instructions"] / floor, "peak_live": sched.peak_live, "regs": regs}
     if per_call:

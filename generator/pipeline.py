@@ -195,7 +195,7 @@ def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Opt
     prefix = check_prefix(prefix) if prefix is not None else check_prefix(kernel.model, "the model name")
     function = f"{prefix}_{kernel.name.replace('-', '_')}"
     tape = kernel.tape()
-    sched = backend.schedule(tape, pressure=options.schedule == "pressure")
+    sched = backend.schedule(tape, options)
     mark("lower")
 
     model_digest = kernel_digest(kernel, tape)

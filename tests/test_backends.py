@@ -68,6 +68,17 @@ def test_digest_covers_resolved_options(fourbar, target):
     assert generate(fourbar, target, options={"schedule": "fast"}).manifest.digest != a.manifest.digest
 
 
+def test_float32_multiply_accumulate_option(fourbar):
+    """c-float32 spells multiply-accumulates by default (lower.schedule.FUSED, one VMLA on
+    32-bit ARM); multiply_accumulate off prints separate operations, and is recorded."""
+    on, off = generate(fourbar, "c-float32"), generate(fourbar, "c-float32", options={"multiply_accumulate": "off"})
+    src_on, src_off = (p.files[p.manifest.sources[0]] for p in (on, off))
+    assert "_MLA(" in src_on and "vmla.f32" in src_on
+    assert "_MLA(" not in src_off and "_MLS(" not in src_off and "vmla" not in src_off
+    assert on.manifest.options["multiply_accumulate"] == "on" and off.manifest.options["multiply_accumulate"] == "off"
+    assert on.manifest.digest != off.manifest.digest
+
+
 def test_verilog_variant_changes_files_and_digest(fourbar):
     a = generate(fourbar, "verilog", options={"variant": "shared", "multipliers": 2})
     b = generate(fourbar, "verilog", options={"variant": "shared", "multipliers": 2, "adders": None})
@@ -82,7 +93,7 @@ def test_verilog_variant_changes_files_and_digest(fourbar):
      r"^option variant does not apply to target c-double \(only to verilog\); options of c-double: params, schedule, input_check$"),
     ("hls-c", {"multipliers": 2}, r"^option multipliers does not apply to target hls-c \(only to verilog\)"),
     ("c-float32", {"precision": "half"},
-     r"^unknown option precision for target c-float32; options of c-float32: params, schedule, input_check$"),
+     r"^unknown option precision for target c-float32; options of c-float32: params, schedule, input_check, multiply_accumulate$"),
     ("verilog", {"variant": "systolic"}, r"^option variant='systolic': must be one of pipelined, shared$"),
     ("verilog", {"multipliers": 0}, r"^option multipliers=0: must be a positive integer$"),
     ("verilog", {"adders": "2"}, r"^option adders='2': must be a positive integer$"),

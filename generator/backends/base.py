@@ -167,10 +167,10 @@ class Backend(ABC):
         """Lines for the header's comment."""
         return []
 
-    def schedule(self, tape, pressure: bool):
+    def schedule(self, tape, options: Options):
         """The order and slots of the tape's instructions for this target (lower.schedule;
-        `pressure` False: the tape's order)."""
-        return schedule(tape, pressure, chain=self.schedule_chain)
+        options.schedule "fast": the tape's order)."""
+        return schedule(tape, options.schedule == "pressure", chain=self.schedule_chain)
 
     def check(self, sched) -> None:
         """Refuse, naming it, what the target cannot express, before any analysis runs

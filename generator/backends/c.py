@@ -123,7 +123,8 @@ class Float32C(CDialect):
     # VADD do, so the values are the same bit for bit; GCC never emits them (it would
     # contract to the fused VFMA, with one rounding, only with -ffp-contract=fast), so the
     # kernel says them in an asm statement (Stewart joint kernel on the emulated M4F: 1,015
-    # of them; 10,099 -> 9,203 instructions per call)
+    # of them; 10,099 -> 9,203 instructions per call). The target's option
+    # multiply_accumulate (backends.registry.Float32Options) turns them off.
     fuse = True
     functions = {"sqrt": "sqrtf({0})", "sin": "{p}_sinf({0})", "cos": "{p}_cosf({0})",
                  "abs": "fabsf({0})"}
@@ -335,8 +336,10 @@ def _hot_first(alloc) -> dict[int, int]:
     return {v: k for k, v in enumerate(sorted(range(alloc.n_spill), key=lambda v: (-uses.get(v, 0), v)))}
 
 
-def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
-    """Files {name: text} for the kernel; ctx has prefix, function, header and doc fields."""
+def render_c(sched: Schedule, dialect: CDialect, ctx: dict, fuse: bool | None = None) -> dict[str, str]:
+    """Files {name: text} for the kernel; ctx has prefix, function, header and doc fields.
+    `fuse`: multiply-accumulates where the dialect has them (default: dialect.fuse)."""
+    fuse = dialect.fuse if fuse is None else fuse and dialect.fuse
     p = ctx["prefix"]
     slot = sched.slot
     tape = sched.tape
@@ -381,7 +384,7 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict) -> dict[str, str]:
         body.append(f"{elem('out', k)} = {opnd(o)};")
     decls = []
     if dialect.registers:
-        alloc = allocate(sched, dialect.registers, constants=dialect.constants, fuse=dialect.fuse)
+        alloc = allocate(sched, dialect.registers, constants=dialect.constants, fuse=fuse)
         # outputs read back (kept by the empty asm, as spill slots are, or read as volatile)
         reread = {st[2][1] for st in alloc.steps if st[0] == "ld" and st[2][0] == "out"}
         keep = f"{p.upper()}_KEEP" if dialect.spill_barrier and (alloc.n_spill or reread) else None
