@@ -4,7 +4,8 @@
 #   1. Debian packages (cross toolchain, QEMU, Icarus, yosys, gappa; chromium renders the
 #      HIL report headless in tests/test_hil_report.py; Eigen lets bench/arms.py compile
 #      Pinocchio's C++ templates over CasADi; the aarch64 cross compiler and qemu-user run
-#      the generated C on 64-bit ARM in tests/test_portable_c.py)
+#      the generated C on 64-bit ARM in tests/test_portable_c.py; not gcc-multilib: Debian
+#      has it conflict with the aarch64 cross compiler)
 #   2. .venv with mbforge (editable) and its test, bench and HDL extras, and the build
 #      backend (for the offline wheel build of tests/test_install.py)
 #   3. .pio/ : an offline PlatformIO core dir (tool-scons from PyPI's scons, the Debian

@@ -44,6 +44,8 @@ int main(void) {{
 
 
 def _run(cc: list[str], kdir, m, X: np.ndarray, exe) -> tuple[np.ndarray, np.ndarray]:
+    """(outputs, statuses) of the kernel built by the compiler command `cc` and run (under
+    qemu-aarch64 for the cross compiler)."""
     drv = kdir / "driver.c"
     drv.write_text(DRIVER.format(header=m.headers[0], real=C_REAL[m.real], n_in=m.n_in, n_out=m.n_out,
                                  function=m.function))

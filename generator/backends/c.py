@@ -431,7 +431,7 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict, fuse: bool | None = 
             keep_macro += "\n".join([
                 "", f"#if {_ARM32_FP}", f'#define {reg}(x) __asm__("" : "+t"(x))',
                 "#elif defined(__GNUC__) && defined(__aarch64__)", f'#define {reg}(x) __asm__("" : "+w"(x))',
-                "#elif defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))",
+                "#elif defined(__GNUC__) && defined(__SSE_MATH__)",  # floats in SSE registers (not x87)
                 f'#define {reg}(x) __asm__("" : "+x"(x))', "#else", f"#define {reg}(x) ((void)0)", "#endif", ""])
         if any(st[0] == "op" and st[1].op in FUSED for st in alloc.steps):
             keep_macro += _fused_macros(p.upper())
