@@ -104,7 +104,7 @@ class DoubleC(CDialect):
 class Float32C(CDialect):
     name = "c-float32"
     real = "float"
-    includes = ("math.h", "stdint.h", "string.h")
+    includes = ("float.h", "math.h", "stdint.h", "string.h")
     support_template = "c/mathf.c.j2"
     reach = 256
     # checks inlined, GCC keeps the compared inputs live and spills (Stewart joint kernel on
@@ -310,6 +310,17 @@ def _outside_function(name: str, dialect: CDialect, envelope: list[tuple[float, 
 _ARM32_FP = "defined(__GNUC__) && defined(__arm__) && defined(__ARM_FP)"
 
 
+# Every operation of a float kernel must round to single precision: its bounds count those
+# roundings, the host must reproduce the device bit for bit, and sin/cos round k*2/pi to an
+# integer by adding 1.5 * 2^23. x87 arithmetic (32-bit x86 without -mfpmath=sse) keeps
+# extended precision: the four-bar's outputs came out up to 1.0 off. Refused at compile time.
+_SINGLE_EVAL = """
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD > 0
+#error "this kernel needs float arithmetic in single precision (FLT_EVAL_METHOD 0): on 32-bit x86, -msse2 -mfpmath=sse"
+#endif
+"""
+
+
 def _fused_macros(P: str) -> str:
     """{P}_MLA(d, a, b): d = d + a*b with the product rounded first (likewise MLS, NMLS;
     lower.schedule.FUSED); one VFP instruction on 32-bit ARM with single precision, plain C
@@ -462,8 +473,10 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict, fuse: bool | None = 
         decls.append("#endif")
 
     support = ""
+    if dialect.real == "float":
+        support = _SINGLE_EVAL
     if dialect.support_template and any(i.op in ("sin", "cos", "sincos") for i in tape.instrs):
-        support = render_template(dialect.support_template, p=p)
+        support += render_template(dialect.support_template, p=p)
     checks = envelope_checks(dialect, ctx["envelope"])
     # float: bit-pattern compares (bit_check), inlined where the kernel does not spill
     if len(checks) > 1 and ((dialect.checks_apart and spills) or dialect.real == "float"):
