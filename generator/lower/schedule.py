@@ -228,10 +228,12 @@ _CHAINS = (3, 4, 5, 6)
 
 def best_schedule(tape: Tape, registers: int, constants: bool = False, fuse: bool = False) -> Schedule:
     """Of the pressure schedules with each of _CHAINS and either last tie-break (the tape's
-    order, depth_first_rank), the one whose allocation in `registers` loads and stores
-    least; the first of equals (deterministic). Worth it where the allocation is what the
-    compiler does (arm-none-eabi-gcc with constants in registers: within 1% of the
-    instructions); the price is 8 schedules and allocations (about 1 s for the Stewart's)."""
+    order, depth_first_rank), the one whose allocation in `registers` takes the fewest
+    operations, loads and stores (operations vary with `fuse`: how many multiply-accumulates
+    the order allows); the first of equals (deterministic). Worth it where the allocation
+    is what the compiler does (arm-none-eabi-gcc with constants in registers: within 1% of
+    the instructions); the price is 8 schedules and allocations (about 1 s for the
+    Stewart's)."""
     rank = depth_first_rank(tape)
     best, cost = None, None
     for r in (None, rank):
