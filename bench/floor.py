@@ -26,7 +26,6 @@ from mbforge.examples.loader import EXAMPLES, load
 from mbforge.kernels.builders import BUILDERS, build_kernel
 from mbforge.backends import get_backend
 from mbforge.backends.c import DIALECTS
-from mbforge.lower import lower
 from mbforge.lower.schedule import allocate
 from mbforge.pipeline import generate
 
@@ -77,13 +76,10 @@ def measure(kernel, tmp: Path, per_call: bool = False) -> dict:
     obj = tmp / "k.o"
     subprocess.run(["arm-none-eabi-gcc", *M4F, str(kdir / m.sources[0]), "-o", str(obj)], check=True, cwd=tmp)
     c = disassembly_counts(obj, m.function)
-    tape = lower(kernel.output_atoms, kernel.input_symbols)
-    backend = get_backend("c-float32")
-    options = backend.resolve()
-    sched = backend.schedule(tape, options)  # the order the C was printed from
+    sched = plan.schedule  # the order the C was printed from
     floor = m.ops["total"] + m.n_in + m.n_out
     d = DIALECTS["c-float32"]
-    regs = allocate(sched, d.registers, d.constants, options.multiply_accumulate == "on").used
+    regs = allocate(sched, d.registers, d.constants, get_backend("c-float32").resolve(m.options).fuse).used
     r = {**c, "ops": m.ops["total"], "n_in": m.n_in, "n_out": m.n_out, "floor": floor,
          "ratio": c["instructions"] / floor, "peak_live": sched.peak_live, "regs": regs}
     if per_call:

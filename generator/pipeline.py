@@ -43,9 +43,10 @@ __all__ = ["GenerateError", "Plan", "TARGETS", "check_prefix", "generate", "kern
 class Plan:
     files: dict[str, str]
     manifest: Manifest
-    # the backend's analyses (for tools that study the kernel further, as the benches do);
-    # not written
+    # the backend's analyses and the schedule the files were printed from (for tools that
+    # study the kernel further, as the benches do); not written
     analysis: Any = field(default=None, repr=False, compare=False)
+    schedule: Any = field(default=None, repr=False, compare=False)
 
     def write(self, out_dir: str | Path) -> Path:
         """Write the files and manifest.json into out_dir, all or nothing: they are written
@@ -264,4 +265,4 @@ def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Opt
         error_bound_basis=ERROR_BOUND_BASIS if analysis.out_error is not None else None,
     ).with_file_hashes(files)
     manifest.check()
-    return Plan(files, manifest, analysis)
+    return Plan(files, manifest, analysis, sched)

@@ -58,6 +58,10 @@ class Float32Options(Options):
         "multiply-accumulate on 32-bit ARM with an FPU (VMLA, VMLS, VNMLS: the same bits, fewer instructions, "
         "3 cycles each on a Cortex-M4); off: separate multiplications and additions", choices=("on", "off"))
 
+    @property
+    def fuse(self) -> bool:
+        return self.multiply_accumulate == "on"
+
 
 @register
 class Float32Backend(CBackend):
@@ -69,10 +73,10 @@ class Float32Backend(CBackend):
         d = DIALECTS[self.name]
         if options.schedule != "pressure":
             return super().schedule(tape, options)
-        return best_schedule(tape, d.registers, d.constants, options.multiply_accumulate == "on")
+        return best_schedule(tape, d.registers, d.constants, options.fuse)
 
     def render(self, sched, analysis, ctx, options) -> Rendered:
-        return _c_files(render_c(sched, DIALECTS[self.name], ctx, fuse=options.multiply_accumulate == "on"), ctx)
+        return _c_files(render_c(sched, DIALECTS[self.name], ctx, fuse=options.fuse), ctx)
 
     def notes(self, analysis):
         return ["Compile with -ffp-contract=off -fno-math-errno so that every machine rounds alike.",
