@@ -5,6 +5,17 @@ import sys
 from pathlib import Path
 
 
+class BenchInputError(RuntimeError):
+    """A kernel returned a nonzero status on the bench's inputs: its figures would be an
+    early return's (inputs outside the kernel's envelope)."""
+
+
+def refuse_status(what: str, detail: str = "") -> None:
+    """BenchInputError for the kernel `what` (its engine or model)."""
+    raise BenchInputError(f"{what}: the kernel returned a nonzero status {detail}on the bench's inputs "
+                          f"(outside its envelope?): its figures would time an early return")
+
+
 def check_json(ap, path: str | None) -> None:
     """Refuse --json into a folder that does not exist before minutes of work, not after."""
     if path and not Path(path).resolve().parent.is_dir():

@@ -13,7 +13,7 @@
    emulated Cortex-M4F in float32 (QEMU -icount, as bench/device.py; CasADi's C built
    with casadi_real=float and sin/cos mapped to sinf/cosf) and flash/stack; all on states
    of the arm's envelope from the kernel's own vector source (mbforge's kernel returns 2
-   at once outside it, and a figure of that is refused: bench.host.BenchInputError).
+   at once outside it, and a figure of that is refused: bench.BenchInputError).
 2. Scaling: an N-body chain (examples/spatial_chain.py, joints about z, y, x in turn):
    operations and generation time (model built, kernel built, C generated, in process;
    CPU seconds of the process, steadier than wall time on a shared machine) of both
@@ -38,17 +38,13 @@ from pathlib import Path
 
 import numpy as np
 
+from . import refuse_status
 from .cbuild import CKernel, mbforge_kernel
 
 HERE = Path(__file__).resolve().parent
 EXPORT_SRC = HERE / "pin_export.cpp"
 BOOST_DEFS = ["-DBOOST_MPL_LIMIT_LIST_SIZE=30", "-DBOOST_MPL_LIMIT_VECTOR_SIZE=30",
               "-DBOOST_MPL_CFG_NO_PREPROCESSED_HEADERS", "-DBOOST_FUSION_INVOKE_MAX_ARITY=12"]
-
-
-class _Rd:
-    def __init__(self, plan):
-        self.extra = {"plan": plan}
 
 
 # ---- Pinocchio through CasADi ------------------------------------------------------------------
@@ -139,7 +135,7 @@ def arm_rows(device: bool) -> dict:
             plan_d.write(tmp / f"{kname}_k64")
             X = vectors.draw(plan_d.manifest, tmp / f"{kname}_k64", 64, seed=1, motion=False)
             ops = plan_d.manifest.ops
-            rows["mbforge"] = {"ops": ops["total"] + ops.get("sincos", 0), "kernel": mbforge_kernel(_Rd(plan_d)),
+            rows["mbforge"] = {"ops": ops["total"] + ops.get("sincos", 0), "kernel": mbforge_kernel(plan_d),
                                "plan_f": plan_f}
             if pin is not None:
                 f = pin[0] if kname == "RNEA" else pin[1]
@@ -164,8 +160,6 @@ def _agree(rows, kname, tmp: Path, X: np.ndarray) -> float:
     must return status 0 (BenchInputError otherwise)."""
     import ctypes
 
-    from .host import _refuse_status
-
     outs = []
     for e in ("mbforge", "pinocchio"):
         k = rows[e]["kernel"]
@@ -180,22 +174,21 @@ def _agree(rows, kname, tmp: Path, X: np.ndarray) -> float:
             x = np.ascontiguousarray(X[i])
             y = np.zeros(k.n_out)
             if lib.bench_kernel(x.ctypes.data_as(P), y.ctypes.data_as(P)):
-                _refuse_status(k)
+                refuse_status(k.engine)
             Y[i] = y
         outs.append(Y)
     return float(np.abs(outs[0] - outs[1]).max())
 
 
 def _device(rows, kname, tmp: Path, X: np.ndarray) -> None:
-    from .device import _kernel_dir, device_instructions, mbforge_source, sizes
+    from .device import _kernel_dir, device_instructions, sizes
 
-    srcs = {"mbforge": mbforge_source(_Rd(rows["mbforge"]["plan_f"]))}
+    kernels = {"mbforge": mbforge_kernel(rows["mbforge"]["plan_f"], real="float")}
     if "pinocchio" in rows:
-        ck = casadi_c(rows["pinocchio"]["f"], "float", kname == "RNEA")
-        srcs["pinocchio"] = (ck.source, ck.n_in, ck.n_out)
-    for e, (s, ni, no) in srcs.items():
+        kernels["pinocchio"] = casadi_c(rows["pinocchio"]["f"], "float", kname == "RNEA")
+    for e, k in kernels.items():
         base = tmp / f"dev_{kname}_{e}"
-        kdir = _kernel_dir(base / "kernel", f"arm_{kname.lower()}_{e}", s, ni, no)
+        kdir = _kernel_dir(base / "kernel", f"arm_{kname.lower()}_{e}", k.source, k.n_in, k.n_out)
         (base / "obj").mkdir()
         rows[e].update(sizes(kdir, base / "obj"))
         rows[e].update(device_instructions(kdir, base, X=X))

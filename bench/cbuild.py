@@ -20,8 +20,9 @@ class CKernel:
     n_out: int
 
 
-def mbforge_kernel(res, real: str = "double") -> CKernel:
-    plan = res.extra["plan"]
+def mbforge_kernel(plan, real: str = "double") -> CKernel:
+    """The generated kernel of `plan` (pipeline.Plan) behind bench_kernel(in, out), in the
+    kernel's real type (double on the host, float for the device benches)."""
     m = plan.manifest
     src = plan.files[m.sources[0]]
     header = plan.files[m.headers[0]]

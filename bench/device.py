@@ -30,9 +30,9 @@ from mbforge.hil.harness import calibrate
 from mbforge.hil.link import Link
 from mbforge.manifest import Group, Manifest
 
-from . import generic
+from . import generic, refuse_status
 from .backends import BACKENDS
-from .cbuild import casadi_kernel
+from .cbuild import casadi_kernel, mbforge_kernel
 from .floor import disassembly_counts
 
 M4F = ["-mcpu=cortex-m4", "-mthumb", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard", "-O2", "-ffp-contract=off",
@@ -51,14 +51,6 @@ def _kernel_dir(d: Path, name: str, source: str, n_in: int, n_out: int) -> Path:
                  outputs=[Group("y", [n_out], 0, n_out)])
     (d / "manifest.json").write_text(m.to_json())
     return d
-
-
-def mbforge_source(res) -> tuple[str, int, int]:
-    plan = res.extra["plan"]
-    m = plan.manifest
-    src = plan.files[m.sources[0]].replace(f'#include "{m.headers[0]}"', plan.files[m.headers[0]])
-    src += f"\nint bench_kernel(const float *in, float *out) {{ return {m.function}(in, out); }}\n"
-    return src, m.n_in, m.n_out
 
 
 def sizes(kdir: Path, tmp: Path) -> dict:
@@ -91,11 +83,8 @@ def device_instructions(kdir: Path, tmp: Path, n: int = 32, X=None) -> dict:
         tpi = calibrate(link)
         batch = link.eval_many(X)
     if np.any(batch.status != 0):  # an early return's count is no figure
-        from .host import BenchInputError
-
         codes = sorted({int(c) for c in batch.status if c})
-        raise BenchInputError(f"{m.model}: the kernel returned status {codes} on {int((batch.status != 0).sum())} "
-                              f"of {len(X)} of the bench's inputs (outside its envelope?)")
+        refuse_status(m.model, f"{codes} on {int((batch.status != 0).sum())} of {len(X)} ")
     work = np.rint(batch.work.astype(np.float64) / tpi)
     return {"instructions_median": float(np.median(work)), "instructions_max": float(work.max())}
 
@@ -116,11 +105,11 @@ def main(argv=None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             tmp = Path(tmp)
             mb = BACKENDS["mbforge"]().joint(getattr(generic, model), target="c-float32")
-            src, n_in, n_out = mbforge_source(mb)
-            floor = mb.ops + n_in + n_out
+            mk = mbforge_kernel(mb.extra["plan"], real="float")
+            floor = mb.ops + mk.n_in + mk.n_out
             ca = casadi_kernel(BACKENDS["casadi"]().joint(getattr(generic, model)), real="float")
-            for engine, (s, ni, no) in (("mbforge", (src, n_in, n_out)), ("casadi", (ca.source, ca.n_in, ca.n_out))):
-                kdir = _kernel_dir(tmp / engine / "kernel", f"{model}_{engine}", s, ni, no)
+            for engine, k in (("mbforge", mk), ("casadi", ca)):
+                kdir = _kernel_dir(tmp / engine / "kernel", f"{model}_{engine}", k.source, k.n_in, k.n_out)
                 (tmp / engine / "obj").mkdir()
                 rows[engine] = sizes(kdir, tmp / engine / "obj") | device_instructions(kdir, tmp / engine)
         for e, r in rows.items():
@@ -129,7 +118,7 @@ def main(argv=None) -> int:
             print(f"{model if e == 'mbforge' else '':<12} {e:<8} {r['instructions_median']:>11.0f} {r['flash']:>10} "
                   f"{r['stack']:>10} {r['static_ram']:>7} {r['spill_loads']:>8} {r['spill_stores']:>8} "
                   f"{r['instructions_median'] / floor:>7.2f}   {ratio}")
-        print(f"{'':<12} floor {floor} = {mb.ops} operations + {n_in} inputs + {n_out} outputs")
+        print(f"{'':<12} floor {floor} = {mb.ops} operations + {mk.n_in} inputs + {mk.n_out} outputs")
         report[model] = rows
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import generic
+from . import generic, refuse_status
 from .backends import BACKENDS
 from .cbuild import CALLGRIND_MAIN, TIMING_C, casadi_kernel, mbforge_kernel, sympy_kernel
 
@@ -64,7 +64,7 @@ def build_kernels(model: str, engines: list[str]):
     for e in engines:
         r = BACKENDS[e]().joint(getattr(generic, model))
         if e == "mbforge":
-            k = mbforge_kernel(r)
+            k = mbforge_kernel(r.extra["plan"])
         elif e == "casadi":
             k = casadi_kernel(r)
         else:
@@ -82,16 +82,6 @@ def _compile(k, d: Path, extra: str, name: str, shared: bool) -> Path:
     return exe
 
 
-class BenchInputError(RuntimeError):
-    """The kernel returned a nonzero status on the bench's inputs: its figures would be an
-    early return's (inputs outside the kernel's envelope)."""
-
-
-def _refuse_status(k) -> None:
-    raise BenchInputError(f"{k.engine}: the kernel returned a nonzero status on the bench's inputs "
-                          f"(outside its envelope?): its figures would time an early return")
-
-
 def time_ns(k, d: Path, repeat: int, X: np.ndarray | None = None) -> float:
     """ns per call, best of `repeat`, over the rows of X (default: 256 uniform in [-1, 1],
     the joint kernels' declared ranges)."""
@@ -106,7 +96,7 @@ def time_ns(k, d: Path, repeat: int, X: np.ndarray | None = None) -> float:
     args = (X.ctypes.data_as(P), Y.ctypes.data_as(P), ctypes.c_int64(n), ctypes.c_int64(k.n_in),
             ctypes.c_int64(max(k.n_out, 1)))
     if lib.bench_ns(*args, ctypes.c_int64(20)) < 0:  # warm up
-        _refuse_status(k)
+        refuse_status(k.engine)
     return min(lib.bench_ns(*args, ctypes.c_int64(200)) for _ in range(repeat))
 
 
@@ -129,7 +119,7 @@ def _callgrind(k, d: Path, X: np.ndarray | None = None) -> tuple[float, Path]:
         r = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", str(exe), str(calls)],
                            capture_output=True, text=True)
         if r.returncode == 3:
-            _refuse_status(k)
+            refuse_status(k.engine)
         m = re.search(r"Collected\s*:\s*(\d+)", r.stderr) or re.search(r"refs:\s*([\d,]+)", r.stderr)
         if not m:
             raise RuntimeError(f"callgrind gave no count: {r.stderr[-500:]}")

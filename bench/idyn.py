@@ -95,13 +95,9 @@ def casadi_for(system: LinearSystem, kernel, name: str, real: str = "float"):
     return casadi_solve_kernel(system.matrix, system.rhs, kernel.input_symbols, system.forces, name, real)
 
 
-class _Rd:
-    def __init__(self, plan):
-        self.extra = {"plan": plan}
-
-
 def main(argv=None) -> int:
-    from .device import _kernel_dir, device_instructions, mbforge_source, sizes
+    from .cbuild import mbforge_kernel
+    from .device import _kernel_dir, device_instructions, sizes
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="stewart")
@@ -122,10 +118,7 @@ def main(argv=None) -> int:
     ck, f = casadi_for(system, k, "cas_idyn")
     t_ca = time.perf_counter() - t0
 
-    class _R:
-        extra = {"plan": plan}
-
-    src, n_in, n_out = mbforge_source(_R)
+    mf = mbforge_kernel(plan, real="float")
     # every figure on states of the motion (outside its envelope mbforge's kernel returns 2
     # at once): 8 evenly spread for the device, 16 for callgrind, all for the time
     motion = np.array(k.motion, dtype=np.float64)
@@ -133,8 +126,8 @@ def main(argv=None) -> int:
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        for engine, (s, ni, no) in (("mbforge", (src, n_in, n_out)), ("casadi", (ck.source, ck.n_in, ck.n_out))):
-            kdir = _kernel_dir(tmp / engine / "kernel", f"{args.model}_{engine}", s, ni, no)
+        for engine, kk in (("mbforge", mf), ("casadi", ck)):
+            kdir = _kernel_dir(tmp / engine / "kernel", f"{args.model}_{engine}", kk.source, kk.n_in, kk.n_out)
             (tmp / engine / "obj").mkdir()
             rows[engine] = sizes(kdir, tmp / engine / "obj") | device_instructions(kdir, tmp / engine,
                                                                                      X=pick(8).astype(np.float32))
@@ -157,11 +150,9 @@ def main(argv=None) -> int:
     print(f"instructions mbforge / CasADi = {ratio:.2f} (target <= 0.5)")
 
     # the host, in double: ns per call and callgrind instructions
-    from .cbuild import mbforge_kernel
     from .host import callgrind_instructions, time_ns
 
-    dplan = generate(k, "c-double")
-    mk = mbforge_kernel(_Rd(dplan))
+    mk = mbforge_kernel(generate(k, "c-double"))
     cd, _ = casadi_for(system, k, "cas_idyn_d", real="double")
     print(f"\nhost (gcc -O2, double): {'engine':<8} {'ns/call':>9} {'instr/call':>11}")
     with tempfile.TemporaryDirectory() as tmp:

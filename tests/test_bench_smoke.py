@@ -66,7 +66,7 @@ def test_two_operand_floor_is_below_what_gcc_makes(tmp_path):
 
     r = BACKENDS["mbforge"]().joint(generic.stewart)
     f = two_operand_floor(r.extra["kernel"].tape())
-    got = callgrind_instructions(mbforge_kernel(r), tmp_path)
+    got = callgrind_instructions(mbforge_kernel(r.extra["plan"]), tmp_path)
     assert f["operations"] + f["stores"] < f["floor"] <= got, (f, got)
 
 
@@ -76,7 +76,8 @@ def test_host_figures_refuse_a_kernel_that_returns_early(tmp_path):
     bench.host refuses the figure instead of printing it (bench.arms and bench.idyn timed
     such early returns before their inputs came from the kernels' envelopes)."""
     from bench.cbuild import mbforge_kernel
-    from bench.host import BenchInputError, callgrind_instructions, time_ns
+    from bench import BenchInputError
+    from bench.host import callgrind_instructions, time_ns
     from mbforge.examples import load
     from mbforge.hil import vectors
     from mbforge.kernels.builders import build_kernel
@@ -84,7 +85,7 @@ def test_host_figures_refuse_a_kernel_that_returns_early(tmp_path):
 
     plan = generate(build_kernel(load("fourbar").equations(), "kinematics"), "c-double")
     plan.write(tmp_path / "k")
-    k = mbforge_kernel(type("R", (), {"extra": {"plan": plan}}))
+    k = mbforge_kernel(plan)
     inside = vectors.draw(plan.manifest, tmp_path / "k", 8, seed=2, motion=False)
     assert callgrind_instructions(k, tmp_path, inside) > 0 and time_ns(k, tmp_path, 1, inside) > 0
     outside = inside + 100.0
