@@ -2,10 +2,10 @@
 and the whole generate command against its goal."""
 import sys
 
-from . import arms, command, device, engine, floor, host, idyn, rtl
+from . import arms, command, device, engine, floor, host, idyn, rtl, run
 
-if __name__ == "__main__":
-    args = sys.argv[1:]
+
+def main(args: list[str]) -> int:
     code = engine.main(args)
     code |= host.main([a for a in args if a in ("--no-sympy",)])
     code |= device.main([])
@@ -14,4 +14,8 @@ if __name__ == "__main__":
     code |= arms.main([])
     code |= command.main([])
     code |= rtl.main(["--pnr"])
-    sys.exit(code)
+    return code
+
+
+if __name__ == "__main__":
+    run("all", lambda: main(sys.argv[1:]))

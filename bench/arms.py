@@ -31,14 +31,13 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from . import refuse_status
+from . import check_json, refuse_status, run
 from .cbuild import CKernel, mbforge_kernel
 
 HERE = Path(__file__).resolve().parent
@@ -232,6 +231,7 @@ def main(argv=None) -> int:
     ap.add_argument("--mq", default="6,12", help="chain lengths for the M(q)-based forward-dynamics kernel")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
+    check_json(ap, args.json)
     report: dict = {}
     if not args.no_arm:
         arm = arm_rows(not args.no_device)
@@ -288,4 +288,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run("arms", main)

@@ -17,7 +17,6 @@ import hashlib
 import json
 import re
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from mbforge.hil.harness import calibrate
 from mbforge.hil.link import Link
 from mbforge.manifest import Group, Manifest
 
-from . import generic, refuse_status
+from . import check_json, check_models, generic, refuse_status, run
 from .backends import BACKENDS
 from .cbuild import casadi_kernel, mbforge_kernel
 from .floor import disassembly_counts
@@ -94,6 +93,8 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default="fourbar,slidercrank,stewart")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
+    check_models(ap, args.models)
+    check_json(ap, args.json)
     report = {}
     hdr = (f"{'model':<12} {'engine':<8} {'instr/call':>11} {'flash [B]':>10} {'stack [B]':>10} "
            f"{'static':>7} {'spill ld':>8} {'spill st':>8} {'x floor':>7}   {'instr ratio':>11}")
@@ -126,4 +127,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run("device", main)

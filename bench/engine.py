@@ -16,7 +16,9 @@ import math
 import subprocess
 import sys
 
-MODELS = ("fourbar", "slidercrank", "stewart")
+from . import check_json, check_models, run
+from .generic import MODELS
+
 CHAIN_N = (12, 16, 20, 24, 48)
 
 
@@ -51,6 +53,8 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None)
     ap.add_argument("--chain", default=",".join(map(str, CHAIN_N)), help="chain lengths (empty: skip)")
     args = ap.parse_args(argv)
+    check_models(ap, args.models)
+    check_json(ap, args.json)
     chain_n = [int(n) for n in args.chain.split(",") if n]
     peers = ["casadi"] + ([] if args.no_sympy else ["sympy"])
     variants = ["mbforge-fast"]  # the same engine without the register-pressure scheduler
@@ -102,4 +106,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run("engine", main)

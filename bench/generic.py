@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 G = 9.81
+MODELS = ("fourbar", "slidercrank", "stewart")  # the joint functions the benches take (--models)
 
 
 # ---- small generic linear algebra over Python lists ---------------------------------------

@@ -20,13 +20,12 @@ import ctypes
 import json
 import re
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from . import generic, refuse_status
+from . import check_json, check_models, generic, refuse_status, run
 from .backends import BACKENDS
 from .cbuild import CALLGRIND_MAIN, TIMING_C, casadi_kernel, mbforge_kernel, sympy_kernel
 
@@ -173,6 +172,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
+    check_models(ap, args.models)
+    check_json(ap, args.json)
     engines = ["mbforge", "casadi"] + ([] if args.no_sympy else ["sympy"])
     report = {}
     hdr = f"{'model':<12} {'engine':<8} {'ops':>7} {'ns/call':>9} {'instr/call':>11}   {'ops':>6} {'ns':>6} {'instr':>6}"
@@ -218,4 +219,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run("host", main)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ from mbforge.kernels.dynamics import inverse_dynamics_system
 from mbforge.kernels.reduced import reduced_system
 from mbforge.pipeline import generate
 
+from . import check_json, run
 from .cbuild import CKernel
 
 
@@ -105,6 +105,7 @@ def main(argv=None) -> int:
                     choices=["inverse-dynamics", "inverse-dynamics-reduced"])
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
+    check_json(ap, args.json)
     eqs = load(args.model).equations()
     t0 = time.perf_counter()
     k = build_kernel(eqs, args.kernel)
@@ -167,4 +168,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run("idyn", main)

@@ -93,3 +93,19 @@ def test_host_figures_refuse_a_kernel_that_returns_early(tmp_path):
         callgrind_instructions(k, tmp_path, outside)
     with pytest.raises(BenchInputError, match="nonzero status"):
         time_ns(k, tmp_path, 1, outside)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["bench.host", "--models", "nope"], "--models: no model called nope; known: fourbar, slidercrank, stewart"),
+    (["bench.device", "--models", ","], "--models: no model called (empty)"),
+    (["bench.engine", "--json", "/nonexistent/x.json"], "--json /nonexistent/x.json: its folder does not exist"),
+    (["bench.arms", "--json", "/nonexistent/x.json"], "--json /nonexistent/x.json: its folder does not exist"),
+    (["bench.idyn", "--json", "/nonexistent/x.json"], "--json /nonexistent/x.json: its folder does not exist"),
+])
+def test_bench_commands_refuse_bad_arguments_up_front(argv, message):
+    """A wrong --models or a --json into a missing folder: exit 2 and one error line before
+    any work (the second used to fail after minutes, the first with a traceback)."""
+    r = subprocess.run([sys.executable, "-m", *argv], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stdout == ""
+    errors = [line for line in r.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and message in errors[0] and "Traceback" not in r.stderr
