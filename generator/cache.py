@@ -1,5 +1,6 @@
 """A disk cache of results that cost a command more than the rest of its work and are
-determined by their inputs (the envelope cover's enclosures: kernels.explicit_cover).
+determined by their inputs: the envelope cover's enclosures and the check of its closed
+forms (kernels.explicit_cover), the driven motion (reference.solvers.Kinematics.motion).
 
 Entries are keyed by a SHA-256 of everything the result depends on, the digest of
 mbforge's own source included (a changed analysis never reads an old entry), and
@@ -49,6 +50,14 @@ def key(*parts) -> str:
             p = p.encode()
         h.update(len(p).to_bytes(8, "little") + p)
     return h.hexdigest()
+
+
+def atoms(values) -> np.ndarray:
+    """A key part for expressions: their atoms' structural keys (ir.atom: a 61-bit hash of
+    the whole expression, symbols by name, deterministic across runs), so a key is taken
+    without walking or printing the graphs. Two different expressions share a key with
+    probability about 2^-61."""
+    return np.array([a.key for a in values], dtype=np.uint64)
 
 
 def _path(kind: str, k: str) -> Path | None:

@@ -1,5 +1,6 @@
-"""The disk cache of the envelope cover's enclosures (mbforge.cache): a warm command
-writes byte for byte what a cold one does without running the cover's range analysis;
+"""The disk cache (mbforge.cache) of the envelope cover's enclosures, the check of its
+closed forms and the driven motion: a warm command writes byte for byte what a cold one
+does without running them again; a changed closed form is checked again (and refused);
 a damaged entry, an unwritable folder or MBFORGE_CACHE_DIR=off only cost time."""
 from pathlib import Path
 
@@ -8,7 +9,11 @@ import pytest
 import mbforge.kernels.explicit_cover as EC
 from mbforge.examples import load
 from mbforge.kernels.builders import build_kernel
+from mbforge.kernels.common import KernelError
+from mbforge.kernels.cover import envelope_cover
+from mbforge.model import Model
 from mbforge.pipeline import generate
+from mbforge.reference.solvers import Kinematics
 
 
 @pytest.fixture
@@ -67,3 +72,46 @@ def test_no_cache_or_an_unwritable_one_changes_nothing_but_time(tmp_path, monkey
     first = generate_stewart(tmp_path / "first")
     second = generate_stewart(tmp_path / "second")
     assert first == second and len(analyses) == 2
+
+
+def test_warm_run_solves_no_motion_and_checks_no_closed_form_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("MBFORGE_CACHE_DIR", str(tmp_path / "cache"))
+    solved, checked = [], []
+    real_batched, real_eval = Kinematics._motion_batched, EC.Evaluator
+
+    def batched(self, *a, **k):
+        solved.append(1)
+        return real_batched(self, *a, **k)
+
+    def evaluator(outputs, inputs):  # check_forms' residuals take q, qd, qdd and t
+        checked.append(len(inputs))
+        return real_eval(outputs, inputs)
+    monkeypatch.setattr(Kinematics, "_motion_batched", batched)
+    monkeypatch.setattr(EC, "Evaluator", evaluator)
+    cold = generate_stewart(tmp_path / "cold")
+    assert solved == [1] and 3 * 98 + 1 in checked
+    solved.clear(), checked.clear()
+    warm = generate_stewart(tmp_path / "warm")
+    assert warm == cold and solved == [] and 3 * 98 + 1 not in checked
+    assert {p.name for p in (tmp_path / "cache").iterdir()} == {"cover", "forms", "motion"}
+
+
+def _hyperbola(scale: float):
+    """b = scale / a on a b = 1: the closed form is right for scale 1 only."""
+    m = Model("hyperbola")
+    a = m.coordinate("a", guess=0.5, range=(-1, 1))
+    b = m.coordinate("b", guess=2.0, range=(-100, 100))
+    m.constraint(a * b - 1.0, "hyp")
+    m.explicit(b, scale / a)
+    m.operate(a, range=(0.5, 1.0), rate=(-1.0, 1.0), accel=(-1.0, 1.0), cells=4)
+    return m.equations()
+
+
+def test_a_wrong_closed_form_is_refused_with_a_warm_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("MBFORGE_CACHE_DIR", str(tmp_path / "cache"))
+    envelope_cover(_hyperbola(1.0))
+    assert len(list((tmp_path / "cache" / "forms").glob("*.npz"))) == 1
+    with pytest.raises(KernelError, match=r"^hyperbola: the explicit coordinates do not satisfy hyp \(\|residual\| "
+                                          r"up to .*\) at \d+ consistent states of the operating envelope$"):
+        envelope_cover(_hyperbola(1.001))
+    assert len(list((tmp_path / "cache" / "forms").glob("*.npz"))) == 1  # a failed check is not kept

@@ -185,6 +185,15 @@ def check_forms(eqs, cover: Cover, others: list[int], count: int = CHECK_SAMPLES
     if not others:
         return
     S = cover.sample(count, seed=11)
+    # a passed check is kept in the disk cache, keyed by the rows' atoms and the states
+    sel = set(others)
+    rows = [(i, j, a) for (i, j), a in eqs.phi_q.entries.items() if i in sel]
+    key = cache.key(cache.atoms([eqs.phi[i] for i in others] + [eqs.beta[i] for i in others]
+                                + [eqs.gamma[i] for i in others] + [a for _, _, a in rows]),
+                    repr([(i, j) for i, j, _ in rows]), repr([s.value.name for s in S]),
+                    np.column_stack([S[s] for s in S]), repr(eqs.ranges.get(eqs.t)), repr(count))
+    if cache.load("forms", key) is not None:
+        return
     m = len(next(iter(S.values())))
     state = eqs.q + eqs.qd + eqs.qdd + [eqs.t]
     t0 = eqs.ranges.get(eqs.t, (0.0, 0.0))[0]  # t where the cover does not vary it (no row uses it)
@@ -209,3 +218,4 @@ def check_forms(eqs, cover: Cover, others: list[int], count: int = CHECK_SAMPLES
         raise KernelError(f"{eqs.model}: the explicit coordinates do not satisfy "
                           + ", ".join(f"{name} (|residual| up to {w:.3g})" for name, w in bad[:6])
                           + f" at {m} consistent states of the operating envelope")
+    cache.store("forms", key, passed=np.ones(1))
