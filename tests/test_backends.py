@@ -191,7 +191,8 @@ def test_hdl_cli_checks_rtl_flags_before_any_work(tmp_path, capsys):
 
 def test_a_function_the_dialect_lacks_is_named_before_any_analysis():
     """float32 C has no atan2: the refusal names the target and the function, not the range
-    analysis that would otherwise meet it first (stewart_relative's equations hit this)."""
+    analysis that would otherwise meet it first (stewart_relative's equations hit this
+    before the sine and cosine of its angle became ratios)."""
     x, y = symbol("tb_atan_x"), symbol("tb_atan_y")
     k = Kernel("tb", "angle", [InPort("v", [x, y], [(0.5, 1.0), (0.5, 1.0)])],
                [OutPort.vector("y", [atan2(y, x) * 2.0])])

@@ -127,3 +127,30 @@ def test_sin_squared_plus_cos_squared_folds():
     assert (sin(u) ** 2 + 2 * cos(u) ** 2).op == "add"  # unequal coefficients stay
     v = symbol("py_v")
     assert 2 * cos(u) ** 2 + v + 2 * sin(u) ** 2 is v + 2
+
+
+def test_sine_and_cosine_of_an_atan2_angle_are_its_ratios():
+    """sin(atan2(y, x)) = y / r and cos(...) = x / r, r = sqrt(x^2 + y^2): a rotation by an
+    angle given in closed form (stewart_relative's piston spin) needs no atan2, so every
+    target (c-float32 has none, range analysis has no rule for it) takes it."""
+    import math
+
+    import numpy as np
+
+    from mbforge.ir import Evaluator, atan2, time_derivative
+
+    y, x, yd, xd = symbols("at_y at_x at_yd at_xd")
+    a = atan2(y, x)
+    r = sqrt(x * x + y * y)
+    assert sin(a) is y / r and cos(a) is x / r and sin(-a) is -(y / r) and cos(-a) is x / r
+    outs = [sin(a), cos(a), sin(2 * a), a, *time_derivative([sin(a), cos(a)], {y: yd, x: xd})]
+    assert "atan2" not in op_counts(outs[:2] + outs[4:])
+    assert op_counts(outs)["atan2"] == 1  # the angle itself (and sin(2 a)) keep it
+    P = np.random.default_rng(0).uniform(-2, 2, (400, 4))  # every quadrant, both sides of the branch cut
+    got = Evaluator(outs, [y, x, yd, xd])(P)
+    ang = np.arctan2(P[:, 0], P[:, 1])
+    rate = (P[:, 1] * P[:, 2] - P[:, 0] * P[:, 3]) / (P[:, 0] ** 2 + P[:, 1] ** 2)
+    want = np.column_stack([np.sin(ang), np.cos(ang), np.sin(2 * ang), ang, np.cos(ang) * rate, -np.sin(ang) * rate])
+    assert np.max(np.abs(got - want)) < 1e-12
+    assert math.isclose(float(np.ravel(Evaluator([sin(a)], [y, x])(np.array([[-1e-3, -5.0]])))[0]),
+                        math.sin(math.atan2(-1e-3, -5.0)))

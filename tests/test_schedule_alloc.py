@@ -141,8 +141,6 @@ def test_best_schedule_is_deterministic_and_never_costlier_than_the_default(kern
 @pytest.mark.host
 @pytest.mark.parametrize("target,tol", [("c-double", 1e-12), ("c-float32", 1e-4)])
 def test_generated_c_matches_the_double_reference(kernel, target, tol, tmp_path):
-    if target == "c-float32" and kernel.model == "stewart_relative":
-        pytest.skip("c-float32 has no atan2 (the relative Stewart model needs it)")
     generate(kernel, target).write(tmp_path)
     X = _inputs(kernel, 2000)
     if target == "c-float32":

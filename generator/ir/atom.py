@@ -544,11 +544,20 @@ def sqrt(a: Atom) -> Atom:
     return _intern("sqrt", (a,))
 
 
+def _polar(a: Atom) -> tuple[Atom, Atom]:
+    """(y, r) of an angle atan2(y, x): r = sqrt(x^2 + y^2)."""
+    y, x = a.args
+    return y, sqrt(add(mul(x, x), mul(y, y)))
+
+
 def sin(a: Atom) -> Atom:
     if a.op == "const":
         return const(math.sin(a.value))
     if a.op == "neg":
         return neg(sin(a.args[0]))
+    if a.op == "atan2":  # y / r: no angle where only its rotation is used (a relative joint's closed form)
+        y, r = _polar(a)
+        return div(y, r)
     return _intern("sin", (a,))
 
 
@@ -557,6 +566,9 @@ def cos(a: Atom) -> Atom:
         return const(math.cos(a.value))
     if a.op == "neg":
         return cos(a.args[0])
+    if a.op == "atan2":  # x / r
+        _, r = _polar(a)
+        return div(a.args[1], r)
     return _intern("cos", (a,))
 
 
