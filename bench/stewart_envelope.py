@@ -51,6 +51,11 @@ errors through R column by column and float32's products as midpoint + one new s
   errors times the forces' range over the box: accelerations span their whole range in
   every cell), the solve's own roundings (0.006 N), the Neumann factor 2 (G's row sums
   0.5) and the back substitution's roundings.
+* --xyz-cells 2 (512 cells, nothing cut), measured again 2026-12-03 (third session): c-fixed
+  in 19 s, all within, bounds 8.77e-4 .. 5.90e-4 N, errors 3.3e-5 .. 5.4e-6 N (20x smaller
+  than over the 64 cells), bound / observed with the search 26.5, 30.5, 26.9, 51.3, 101,
+  109, bound / floor 10.5 .. 27.3; float32 in 25 s, bounds 0.152 .. 0.080 N (looser than
+  over the 64 cells cut to 768 boxes), bound / observed 409 .. 498.
 * Tried and not kept: the cutting within 16x (c-fixed 60 s, output 5's bound 3.8e-4 N);
   fewer halves for the matrix's enclosures of the parts (2^4, 2^5 instead of 2^7: 20%
   faster, bounds 10-50% looser); 400 error-form terms for float32 (bounds the same,
