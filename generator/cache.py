@@ -1,6 +1,7 @@
 """A disk cache of results that cost a command more than the rest of its work and are
 determined by their inputs: the envelope cover's enclosures and the check of its closed
-forms (kernels.explicit_cover), the driven motion (reference.solvers.Kinematics.motion).
+forms (kernels.explicit_cover), the driven motion (reference.solvers.Kinematics.motion),
+a kernel's fixed-point or float32 analysis (pipeline._analyse).
 
 Entries are keyed by a SHA-256 of everything the result depends on, the digest of
 mbforge's own source included (a changed analysis never reads an old entry), and

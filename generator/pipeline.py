@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from pathlib import Path
 
-from . import __version__
-from .backends import Backend, GenerateError, Options, backend_names, get_backend
+import numpy as np
+
+from . import __version__, cache
+from .backends import Analysis, Backend, GenerateError, Options, backend_names, get_backend
 from .ir import subs, topo
 from .ir.graph import gc_paused
 from .kernels import InPort, Kernel, OutPort
@@ -92,6 +94,27 @@ def kernel_digest(k: Kernel, tape) -> str:
     lines += [f"{i.op} {i.dst} {i.args}" for i in tape.instrs]
     lines.append(f"outputs {tape.outputs}")
     return _sha("\n".join(lines))
+
+
+def _analyse(backend: Backend, tape, boxes, model_digest: str) -> Analysis:
+    """backend.analyse, kept in the disk cache (mbforge.cache) by the target and what the
+    kernel computes over which boxes (model_digest holds the tape, the ports and the
+    domain): the fixed-point and float32 analyses of a large kernel take most of a
+    minute, and options such as the schedule or the prefix do not change them."""
+    hints = tape.hints
+    key = cache.key(backend.name, model_digest, repr(boxes), repr(getattr(hints, "cut", None)),
+                    repr(getattr(hints, "steps", None)), repr(getattr(hints, "entries", None)))
+    hit = cache.load("analysis", key)
+    if hit is not None and set(hit) == {"text"}:
+        try:
+            return Analysis.from_text(tape, str(hit["text"]))
+        except (ValueError, KeyError, TypeError):  # a damaged entry is only a miss
+            pass
+    analysis = backend.analyse(tape, boxes)
+    text = analysis.text()
+    if text is not None and analysis != Analysis():  # an empty analysis (c-double) costs nothing
+        cache.store("analysis", key, text=np.array(text))
+    return analysis
 
 
 def _doc(groups, names) -> list[str]:
@@ -216,7 +239,7 @@ def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Opt
         off += len(p.atoms)
 
     backend.check(sched)
-    analysis = backend.analyse(tape, kernel.domain or [kernel.input_ranges])
+    analysis = _analyse(backend, tape, kernel.domain or [kernel.input_ranges], model_digest)
     for attr, groups, values in (("frac_bits", inputs, analysis.in_frac_bits),
                                  ("frac_bits", outputs, analysis.out_frac_bits),
                                  ("error_bound", outputs, analysis.out_error)):

@@ -115,3 +115,43 @@ def test_a_wrong_closed_form_is_refused_with_a_warm_cache(tmp_path, monkeypatch)
                                           r"up to .*\) at \d+ consistent states of the operating envelope$"):
         envelope_cover(_hyperbola(1.001))
     assert len(list((tmp_path / "cache" / "forms").glob("*.npz"))) == 1  # a failed check is not kept
+
+
+@pytest.mark.parametrize("model,kernel,target", [("slidercrank", "forward-dynamics", "c-fixed"),
+                                                 ("fourbar", "kinematics", "verilog"),
+                                                 ("stewart", "kinematics", "c-float32")])
+def test_a_kept_analysis_gives_the_same_files_without_analysing(tmp_path, monkeypatch, model, kernel, target):
+    """The fixed-point program and the float32 bounds come back from the cache equal: the
+    same bytes in every file, and the backend's analysis does not run again; another
+    option of the target (the prefix here) reads the same entry."""
+    from mbforge.backends import get_backend
+
+    monkeypatch.setenv("MBFORGE_CACHE_DIR", str(tmp_path / "cache"))
+    backend = type(get_backend(target))
+    runs = []
+    real = backend.analyse
+
+    def counted(self, *a, **k):
+        runs.append(1)
+        return real(self, *a, **k)
+    monkeypatch.setattr(backend, "analyse", counted)
+
+    def gen(out, prefix=None):
+        generate(build_kernel(load(model).equations(), kernel), target, prefix=prefix).write(tmp_path / out)
+        return files(tmp_path / out)
+    cold = gen("cold")
+    assert runs == [1] and len(list((tmp_path / "cache" / "analysis").glob("*.npz"))) == 1
+    assert gen("warm") == cold and runs == [1]
+    renamed = gen("renamed", prefix="other")
+    assert runs == [1] and any(b"other_" in v for v in renamed.values())
+
+
+def test_a_damaged_analysis_entry_is_analysed_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("MBFORGE_CACHE_DIR", str(tmp_path / "cache"))
+    k = lambda: build_kernel(load("slidercrank").equations(), "forward-dynamics")  # noqa: E731
+    generate(k(), "c-fixed").write(tmp_path / "cold")
+    [entry] = (tmp_path / "cache" / "analysis").glob("*.npz")
+    import numpy as np
+    np.savez(entry, text=np.array('{"plan": "not a program"}'))
+    generate(k(), "c-fixed").write(tmp_path / "again")
+    assert files(tmp_path / "again") == files(tmp_path / "cold")

@@ -20,6 +20,7 @@ input's format, included and propagated).
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 
@@ -82,6 +83,39 @@ class FixedProgram:
     def bits(self, o: tuple) -> int:
         kind, v = o
         return self.temp_bits[v] if kind == "t" else self.in_bits[v]
+
+
+def _enc(v):
+    """JSON of nested tuples, lists, dicts (any keys), ints, floats (inf too), bools, strings,
+    each read back as the same type (tuples and int keys included)."""
+    if isinstance(v, tuple):
+        return {"t": [_enc(x) for x in v]}
+    if isinstance(v, list):
+        return [_enc(x) for x in v]
+    if isinstance(v, dict):
+        return {"d": [[_enc(k), _enc(x)] for k, x in v.items()]}
+    return v
+
+
+def _dec(v):
+    if isinstance(v, list):
+        return [_dec(x) for x in v]
+    if isinstance(v, dict):
+        return tuple(_dec(x) for x in v["t"]) if "t" in v else {_dec(k): _dec(x) for k, x in v["d"]}
+    return v
+
+
+def program_text(fx: FixedProgram) -> str:
+    """The program without its tape, as text (program_from_text reads it back equal)."""
+    fields = {k: getattr(fx, k) for k in ("in_bits", "temp_bits", "out_bits", "out_error", "in_error", "temp_error")}
+    fields["instrs"] = [(i.op, i.dst, i.args, i.params) for i in fx.instrs]
+    return json.dumps(_enc(fields))
+
+
+def program_from_text(tape: Tape, text: str) -> FixedProgram:
+    f = _dec(json.loads(text))
+    return FixedProgram(tape, f["in_bits"], f["temp_bits"], f["out_bits"],
+                        [FixedInstr(*i) for i in f["instrs"]], f["out_error"], f["in_error"], f["temp_error"])
 
 
 def plan_fixed(tape: Tape, ranges: Ranges, like: FixedProgram | None = None, boxes=None) -> FixedProgram:

@@ -16,6 +16,7 @@ texts and choices exist once.
 from __future__ import annotations
 
 import dataclasses
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -100,6 +101,27 @@ class Analysis:
     in_frac_bits: list[int] | None = None
     out_frac_bits: list[int] | None = None
     out_error: list[float | None] | None = None
+
+    def text(self) -> str | None:
+        """The analysis as text (mbforge.cache keeps it), or None if its plan has no text."""
+        from ..analysis.fixedpoint import FixedProgram, program_text
+
+        if self.plan is not None and not isinstance(self.plan, FixedProgram):
+            return None
+        try:
+            plan = None if self.plan is None else program_text(self.plan)
+            return json.dumps({"plan": plan, "in": self.in_frac_bits, "out": self.out_frac_bits,
+                               "error": self.out_error})
+        except (TypeError, ValueError):  # a value JSON does not hold (a numpy integer): not kept
+            return None
+
+    @classmethod
+    def from_text(cls, tape, text: str) -> "Analysis":
+        from ..analysis.fixedpoint import program_from_text
+
+        d = json.loads(text)
+        plan = None if d["plan"] is None else program_from_text(tape, d["plan"])
+        return cls(plan, d["in"], d["out"], d["error"])
 
 
 @dataclass
