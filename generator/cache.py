@@ -11,7 +11,11 @@ a cache folder that cannot be written is skipped: the cache changes how long a
 command takes, never its output.
 
 Where: $MBFORGE_CACHE_DIR if set ("off": no cache), else $XDG_CACHE_HOME/mbforge or
-~/.cache/mbforge (the compiled jinja templates live there too)."""
+~/.cache/mbforge (the compiled jinja templates live there too).
+
+Size: entries of older mbforge versions are never read again, so the folder would only
+grow. Past $MBFORGE_CACHE_MAX_MB (default 1024) of entries, a store removes the least
+recently used ones (a read touches its entry) until three quarters are left."""
 from __future__ import annotations
 
 import hashlib
@@ -73,9 +77,14 @@ def load(kind: str, k: str) -> dict | None:
         return None
     try:
         with np.load(path, allow_pickle=False) as z:
-            return {name: z[name] for name in z.files}
+            out = {name: z[name] for name in z.files}
     except Exception:  # a damaged entry is only a miss
         return None
+    try:
+        os.utime(path)  # recently used: the last to go (_prune)
+    except OSError:
+        pass
+    return out
 
 
 def store(kind: str, k: str, **arrays) -> None:
@@ -92,5 +101,35 @@ def store(kind: str, k: str, **arrays) -> None:
         except BaseException:
             os.unlink(tmp)
             raise
+        _prune(path.parent.parent)
     except OSError:
         pass  # a read-only or full cache folder: the command goes on uncached
+
+
+def _limit() -> int:
+    try:
+        return max(1, int(os.environ.get("MBFORGE_CACHE_MAX_MB", "1024"))) << 20
+    except ValueError:
+        return 1024 << 20
+
+
+def _prune(root: Path) -> None:
+    """Remove the least recently used entries while the cache is over its limit."""
+    entries = []
+    for p in root.glob("*/*.npz"):
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        entries.append((st.st_mtime, st.st_size, p))
+    total, limit = sum(e[1] for e in entries), _limit()
+    if total <= limit:
+        return
+    for _, size, p in sorted(entries, key=lambda e: (e[0], str(e[2]))):
+        if total <= limit * 3 // 4:
+            break
+        try:
+            p.unlink()
+            total -= size
+        except OSError:
+            pass

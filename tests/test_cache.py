@@ -155,3 +155,22 @@ def test_a_damaged_analysis_entry_is_analysed_again(tmp_path, monkeypatch):
     np.savez(entry, text=np.array('{"plan": "not a program"}'))
     generate(k(), "c-fixed").write(tmp_path / "again")
     assert files(tmp_path / "again") == files(tmp_path / "cold")
+
+
+def test_the_cache_keeps_under_its_limit_dropping_the_least_recently_used(tmp_path, monkeypatch):
+    import os
+
+    import numpy as np
+
+    from mbforge import cache
+
+    monkeypatch.setenv("MBFORGE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("MBFORGE_CACHE_MAX_MB", "1")
+    blob = np.zeros(300_000 // 8)  # 300 kB an entry
+    for i in range(3):
+        cache.store("test", f"k{i}", x=blob)
+        os.utime(tmp_path / "cache" / "test" / f"k{i}.npz", (1000 + i, 1000 + i))  # k0 the oldest
+    assert cache.load("test", "k0") is not None  # read: now the most recently used
+    cache.store("test", "k3", x=blob)  # 1.2 MB > 1 MB: down to 0.75 MB, k1 and k2 go
+    left = sorted(p.stem for p in (tmp_path / "cache" / "test").glob("*.npz"))
+    assert left == ["k0", "k3"], left
