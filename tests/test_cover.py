@@ -193,3 +193,21 @@ def test_envelope_override_from_the_command_line(tmp_path):
         assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
         assert name in lines[0]
         assert not (tmp_path / ("o" + name)).exists()
+
+
+def test_cells_too_wide_for_the_test_are_not_called_singular(monkeypatch):
+    """A cell that fails only because it is wide (here the four-bar's whole crank turn in
+    one cell, one halving allowed) is refused as not verified, with the cure: more cells;
+    the word singular is kept for cells where the mechanism does not assemble or its
+    Jacobian is singular (test_envelope_the_mechanism_cannot_serve_is_refused_naming_where)."""
+    from mbforge.examples import load
+    from mbforge.kernels import cover as C
+
+    monkeypatch.setattr(C, "MAX_DEPTH", 1)
+    eqs = load("fourbar").equations()
+    eqs.envelope = eqs.envelope.override({"quantities": {"crank": {"cells": 1}}}, "test", list(eqs.actuator_names))
+    with pytest.raises(KernelError, match=r"^fourbar: the cover of the operating envelope is not verified near "
+                                          r"crank=.* after 1 halvings of its cell, though .* regular constraint "
+                                          r"Jacobian .*declare more cells") as e:
+        envelope_cover(eqs)
+    assert "singular configuration" not in str(e.value) and "\n" not in str(e.value)

@@ -407,6 +407,14 @@ def _singular(pr: Problem, plo, phi, Qs):
         raise KernelError(f"{pr.model}: the mechanism does not assemble at {where} (Newton from the neighbouring "
                           "configurations fails): narrow the operating envelope to exclude it")
     U, S, _ = np.linalg.svd(J)
+    if _regular(pr, plo[0], phi[0], Qs[0]):
+        raise KernelError(f"{pr.model}: the cover of the operating envelope is not verified near {where} after "
+                          f"{MAX_DEPTH} halvings of its cell, though at the cell's centre and corners the mechanism "
+                          f"assembles with a regular constraint Jacobian (smallest singular value {S[-1]:.3g} at "
+                          "the centre): the "
+                          "interval test needs narrower cells there; declare more cells for the quantities "
+                          "(Model.operate(..., cells=N), or \"cells\" in --envelope) or the dependent coordinates "
+                          "in closed form (Model.explicit)")
     rows = np.argsort(-np.abs(U[:, -1]))[:3]
     names = ", ".join(pr.row_names[i] for i in rows if abs(U[i, -1]) > 0.1)
     hint = "; ".join(f"{a.name} in [{a.range[0]:.6g}, {v:.6g}) or ({v:.6g}, {a.range[1]:.6g}]"
@@ -414,6 +422,26 @@ def _singular(pr: Problem, plo, phi, Qs):
     raise KernelError(f"{pr.model}: singular configuration inside the operating envelope at {where}: the constraint "
                       f"Jacobian's smallest singular value is {S[-1]:.3g} (pivot vanishing among {names}); "
                       f"an envelope that avoids it: {hint or 'a smaller range'}")
+
+
+def _regular(pr: Problem, lo, hi, q0, rcond: float = 1e-6) -> bool:
+    """The cell's centre and corners (256 of them at most) all assemble (Newton continued
+    from the centre's solution along straight lines) with a Jacobian whose smallest
+    singular value is above rcond of its largest: then the failed test is more likely the
+    cell's width than a singular or unassemblable configuration."""
+    k = len(lo)
+    corners = np.array([[hi[j] if (c >> j) & 1 else lo[j] for j in range(k)] for c in range(2 ** min(k, 8))])
+    P = np.vstack([(lo + hi) / 2, corners])
+    Q = np.repeat(q0[None, :], len(P), axis=0)
+    ok = np.ones(len(P), dtype=bool)
+    for s in np.linspace(0.0, 1.0, 9)[1:]:  # continuation from the centre
+        Q, good = pr.newton(Q, P[:1] + s * (P - P[:1]))
+        ok &= good
+    if not ok.all():
+        return False
+    _, J = pr.residual(Q, P)
+    S = np.linalg.svd(J, compute_uv=False)
+    return bool(np.all(np.isfinite(S)) and np.all(S[:, -1] > rcond * S[:, 0]))
 
 
 # ---- the covers kernels use -------------------------------------------------------------------
