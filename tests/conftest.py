@@ -6,13 +6,25 @@
 - `toy_firmware(env)`: the toy kernel's (tests/fixtures/toy) PlatformIO project and its
   ELF built for one board of mbforge.targets.BOARDS, built once per session and board
   and shared by every module that needs it (a test may regenerate it, identically, never edit it).
+
+The suite keeps mbforge's disk cache (mbforge.cache) in a folder of its own, made for the
+session and removed after it, unless MBFORGE_CACHE_DIR is set: the user's cache is
+neither read (a run exercises the cold paths) nor written.
 """
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
 import signal
+import tempfile
 from pathlib import Path
 
 import pytest
+
+if "MBFORGE_CACHE_DIR" not in os.environ:
+    os.environ["MBFORGE_CACHE_DIR"] = tempfile.mkdtemp(prefix="mbforge-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["MBFORGE_CACHE_DIR"], ignore_errors=True)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TOY = FIXTURES / "toy"

@@ -175,6 +175,7 @@ def test_a_box_where_the_split_fails_is_cut_until_it_holds(tmp_path, monkeypatch
     eqs.envelope = eqs.envelope.override(corner, "test", list(eqs.actuator_names))
     k = build_kernel(eqs, "inverse-dynamics-reduced")
     assert len(k.domain) == 1
+    monkeypatch.setenv("MBFORGE_CACHE_DIR", "off")  # the patched analysis must not be kept as the kernel's
     monkeypatch.setattr(solve_error, "ROUNDS", 0)
     whole = np.array(generate(k, target).manifest.outputs[0].error_bound)
     monkeypatch.undo()
