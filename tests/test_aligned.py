@@ -9,7 +9,7 @@ import json
 
 import numpy as np
 
-from mbforge.analysis.aligned import aligned_errors, rounded_operations
+from mbforge.analysis.aligned import aligned_errors, rounded_operations, summed_maxima
 from mbforge.analysis.floaterror import TRIG_ULPS, U
 from mbforge.hil.hostlib import load_kernel
 from mbforge.ir import Evaluator
@@ -38,6 +38,14 @@ def test_by_hand():
     want2 = U * (abs(ab) + abs(ab) + abs(ab))  # the negation is exact
     assert np.allclose(A, [want0, want1, want2], rtol=1e-12, atol=0)
     assert rounded_operations(tape) == [2 + 3, 2 + 1, 1 + 2]
+    # one state: each rounding's largest is its value there, so the sum is the floor itself
+    floor, summed = summed_maxima(tape, np.array([[a, b, c]]))
+    assert np.allclose(floor, A, rtol=1e-12) and np.allclose(summed, A, rtol=1e-12)
+    # two states whose roundings peak apart: y0's product rounding peaks at the first, its
+    # input c at the second, so the sum of the maxima is above both states' floors
+    X = np.array([[2.0, 2.0, 0.0], [0.0, 0.0, 8.0]])
+    floor, summed = summed_maxima(tape, X)
+    assert summed[0] > floor[0] * 1.2 and np.allclose(floor, aligned_errors(tape, X).max(0), rtol=1e-12)
 
 
 def test_float32_kernel_never_above_it_and_the_bound_never_below(tmp_path):

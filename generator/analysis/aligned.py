@@ -61,9 +61,26 @@ def _chunked(tape, X, at_op, at_inputs, at_literal):
     return np.vstack([_aligned(tape, X[i:i + CHUNK], at_op, at_inputs, at_literal) for i in range(0, len(X), CHUNK)])
 
 
-def _aligned(tape: Tape, X: np.ndarray, at_op, at_inputs, at_literal) -> np.ndarray:
+def summed_maxima(tape: Tape, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(floor, summed) per output over the rows of X (the states of one cell, at most CHUNK):
+    the largest A_y(x), and the sum over the roundings of each one's largest |dy/dv_i| x
+    rounding_i. A bound that charges every rounding its own largest over the cell can come
+    no closer to the floor than summed / floor (and no bound below the floor); the rest of
+    a cell-wise analysis' distance to the floor is in how it encloses the adjoints."""
+    X = np.atleast_2d(np.asarray(X, dtype=float))[:CHUNK]
+    summed = np.zeros(len(tape.outputs))
+
+    def each(w):
+        summed[:] += w.max(axis=1)
+    total = _aligned(tape, X, lambda d, r, op: TRIG_ULPS * U if op in ("sin", "cos", "sincos") else U * np.abs(r),
+                     lambda X: U * np.abs(X), lambda c: U * abs(c) if float(np.float32(c)) != c else 0.0, each)
+    return total.max(axis=0), summed
+
+
+def _aligned(tape: Tape, X: np.ndarray, at_op, at_inputs, at_literal, each=None) -> np.ndarray:
     """sum of |adjoint| x rounding size over the roundings: at_op(temp, its value, op)
-    for a result, at_inputs(X) (n, n_in) for the inputs, at_literal(c) for a literal."""
+    for a result, at_inputs(X) (n, n_in) for the inputs, at_literal(c) for a literal;
+    each(contribution (outputs, n)) is called for every rounding when given."""
     n = len(X)
     val: dict[int, np.ndarray] = {}
 
@@ -96,6 +113,11 @@ def _aligned(tape: Tape, X: np.ndarray, at_op, at_inputs, at_literal) -> np.ndar
                 lits.setdefault(float(o[1]), np.zeros((m, n)))[j] += 1.0
         total = np.zeros((m, n))
 
+        def charge(w):
+            total[:] += w
+            if each is not None:
+                each(w)
+
         def give(o, g):
             kind, x = o
             if kind == "t":
@@ -124,13 +146,13 @@ def _aligned(tape: Tape, X: np.ndarray, at_op, at_inputs, at_literal) -> np.ndar
                 for d, g, fn in zip(ins.dst, gs, {"sin": "s", "cos": "c", "sincos": "sc"}[op]):
                     if g is None:
                         continue
-                    total += np.abs(g) * at_op(d, val[d], op)
+                    charge(np.abs(g) * at_op(d, val[d], op))
                     gx += g * (c if fn == "s" else -s)
                 give(args[0], gx)
                 continue
             g = gs[0]
             r = val[ins.dst[0]]
-            total += np.abs(g) * at_op(ins.dst[0], r, op)
+            charge(np.abs(g) * at_op(ins.dst[0], r, op))
             if op == "add":
                 give(args[0], g)
                 give(args[1], g)
@@ -146,9 +168,11 @@ def _aligned(tape: Tape, X: np.ndarray, at_op, at_inputs, at_literal) -> np.ndar
                 give(args[1], -g * r / den)
             elif op == "sqrt":
                 give(args[0], g / (2 * r))
-        total += (np.abs(adj_in) * at_inputs(X)[None, :, :]).sum(2)  # the real inputs rounded
+        sizes = at_inputs(X)
+        for k in range(X.shape[1]):  # the real inputs rounded
+            charge(np.abs(adj_in[:, :, k]) * sizes[None, :, k])
         for c, g in lits.items():
-            total += np.abs(g) * at_literal(c)
+            charge(np.abs(g) * at_literal(c))
     return total.T
 
 
