@@ -16,7 +16,7 @@ from mbforge import cli
 from mbforge.backends import Backend, GenerateError, OptionError, Options, backend_names, get_backend
 from mbforge.examples import load
 from mbforge.hdl import cli as hdl_cli
-from mbforge.ir import ExpressionError, atan2, symbol
+from mbforge.ir import ExpressionError, exp, symbol
 from mbforge.kernels import InPort, Kernel, OutPort
 from mbforge.kernels.builders import build_kernel
 from mbforge.pipeline import TARGETS, generate
@@ -190,14 +190,13 @@ def test_hdl_cli_checks_rtl_flags_before_any_work(tmp_path, capsys):
 
 
 def test_a_function_the_dialect_lacks_is_named_before_any_analysis():
-    """float32 C has no atan2: the refusal names the target and the function, not the range
-    analysis that would otherwise meet it first (stewart_relative's equations hit this
-    before the sine and cosine of its angle became ratios)."""
-    x, y = symbol("tb_atan_x"), symbol("tb_atan_y")
-    k = Kernel("tb", "angle", [InPort("v", [x, y], [(0.5, 1.0), (0.5, 1.0)])],
-               [OutPort.vector("y", [atan2(y, x) * 2.0])])
-    assert "atan2(" in generate(k, "c-double").files["tb.c"]
-    with pytest.raises(ExpressionError, match=r"^target c-float32 has no 'atan2' \(used by the model\)$"):
+    """float32 C has no exp: the refusal names the target and the function, not the range
+    analysis that would otherwise meet it first (as stewart_relative's atan2 once did)."""
+    x, y = symbol("tb_exp_x"), symbol("tb_exp_y")
+    k = Kernel("tb", "growth", [InPort("v", [x, y], [(0.5, 1.0), (0.5, 1.0)])],
+               [OutPort.vector("y", [exp(y * x) * 2.0])])
+    assert "exp(" in generate(k, "c-double").files["tb.c"]
+    with pytest.raises(ExpressionError, match=r"^target c-float32 has no 'exp' \(used by the model\)$"):
         generate(k, "c-float32")
 
 

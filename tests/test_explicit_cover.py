@@ -192,3 +192,29 @@ def test_closed_form_cover_away_from_the_pole():
     for b in range(len(cover)):
         inside |= np.all((X >= cover.lo[b, cols]) & (X <= cover.hi[b, cols]), axis=1)
     assert inside.all()
+
+
+def test_closed_form_with_an_angle_from_atan2():
+    """th = atan2(u, 1) on sin(th) = u cos(th): range analysis encloses atan2 (an interval
+    from the argument box's corners), so the cover comes from the closed form, and it
+    holds th, its rate and acceleration computed independently (arctan and its chain rule)."""
+    from mbforge.ir import atan2, cos, sin
+
+    m = Model("tangent")
+    u = m.coordinate("u", guess=1.0, range=(0, 3))
+    th = m.coordinate("th", guess=0.8, range=(-2, 2))
+    m.constraint(sin(th) - u * cos(th), "tan")
+    m.explicit(th, atan2(u, 1.0))
+    m.operate(u, range=(0.5, 2.0), rate=(-1.0, 1.0), accel=(-1.0, 1.0), cells=4)
+    eqs = m.equations()
+    cover = envelope_cover(eqs)
+    assert cover.explicit is not None
+    rng = np.random.default_rng(0)
+    uv, ud, udd = rng.uniform(0.5, 2.0, 4000), rng.uniform(-1, 1, 4000), rng.uniform(-1, 1, 4000)
+    s = 1 + uv * uv
+    X = np.column_stack([uv, np.arctan(uv), ud, ud / s, udd, (udd * s - 2 * uv * ud * ud) / s ** 2])
+    cols = [cover.symbols.index(x) for x in (eqs.q[0], eqs.q[1], eqs.qd[0], eqs.qd[1], eqs.qdd[0], eqs.qdd[1])]
+    inside = np.zeros(len(X), dtype=bool)
+    for b in range(len(cover)):
+        inside |= np.all((X >= cover.lo[b, cols]) & (X <= cover.hi[b, cols]), axis=1)
+    assert inside.all()

@@ -271,3 +271,26 @@ def test_rounding_statistics_say_where_a_bound_comes_from():
         for t in s["top"]:
             assert t["op"] == ("input" if t["instr"] < 0 else fx.instrs[t["instr"]].op)
             assert t["op"] in ("input", "add", "sub", "mul", "div", "sqrt", "sin", "cos", "sincos")
+
+
+def test_atan2_enclosure_holds_every_point_of_its_boxes():
+    """ranges._vi_atan2 on random boxes of every quadrant, across the axes and the branch
+    cut: every point's angle inside [lo, hi]; boxes holding (0, 0) flagged, and no
+    enclosure narrower than the corners' where the box touches the cut from above."""
+    from mbforge.analysis.ranges import _vi_atan2
+
+    rng = np.random.default_rng(2)
+    c = rng.uniform(-2, 2, (3000, 2))
+    r = rng.uniform(0, 1.5, (3000, 2))
+    ylo, yhi, xlo, xhi = c[:, 0] - r[:, 0], c[:, 0] + r[:, 0], c[:, 1] - r[:, 1], c[:, 1] + r[:, 1]
+    ylo[:200], yhi[:200] = 0.0, np.abs(yhi[:200]) + 0.1  # boxes resting on the x axis from above
+    lo, hi, origin = _vi_atan2(ylo, yhi, xlo, xhi)
+    assert origin.any() and (~origin).any()
+    t = rng.uniform(0, 1, (3000, 400, 2))
+    t[:, 0, 0] = 0.0  # a point on each box's lower edge
+    Y = ylo[:, None] + (yhi - ylo)[:, None] * t[:, :, 0]
+    X = xlo[:, None] + (xhi - xlo)[:, None] * t[:, :, 1]
+    A = np.arctan2(Y, X)
+    ok = (A >= lo[:, None]) & (A <= hi[:, None])
+    assert ok[~origin].all()
+    assert (lo >= -np.pi - 1e-15).all() and (hi <= np.pi + 1e-15).all()

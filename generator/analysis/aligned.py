@@ -23,20 +23,28 @@ import numpy as np
 from ..ir.atom import ExpressionError
 from ..ir.ops import OPS
 from ..lower.tape import Tape
-from .floaterror import TRIG_ULPS, U
+from .floaterror import ATAN2_ERROR, TRIG_ULPS, U
 
 CHUNK = 2000
-_REVERSE = {"add", "sub", "neg", "mul", "div", "sqrt", "sin", "cos", "sincos"}  # the ops _aligned differentiates
+_REVERSE = {"add", "sub", "neg", "mul", "div", "sqrt", "sin", "cos", "sincos", "atan2"}  # the ops _aligned differentiates
 
 
 def aligned_errors(tape: Tape, X: np.ndarray) -> np.ndarray:
     """(n, n_outputs): A_y(x) at each row of X (the kernel's inputs, double)."""
     def at_op(d, r, op):
-        return TRIG_ULPS * U if op in ("sin", "cos", "sincos") else U * np.abs(r)
+        return _float32_size(r, op)
 
     def at_literal(c):  # a literal a float holds exactly is not rounded
         return U * abs(c) if float(np.float32(c)) != c else 0.0
     return _chunked(tape, X, at_op, lambda X: U * np.abs(X), at_literal)
+
+
+def _float32_size(r, op):
+    """The float32 rounding of a result r of op: relative U, absolute for mbforge's sin, cos
+    and atan2 (floaterror's model)."""
+    if op in ("sin", "cos", "sincos"):
+        return TRIG_ULPS * U
+    return ATAN2_ERROR if op == "atan2" else U * np.abs(r)
 
 
 def fixed_aligned_errors(tape: Tape, sites: list, X: np.ndarray) -> np.ndarray:
@@ -72,7 +80,7 @@ def summed_maxima(tape: Tape, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     def each(w):
         summed[:] += w.max(axis=1)
-    total = _aligned(tape, X, lambda d, r, op: TRIG_ULPS * U if op in ("sin", "cos", "sincos") else U * np.abs(r),
+    total = _aligned(tape, X, lambda d, r, op: _float32_size(r, op),
                      lambda X: U * np.abs(X), lambda c: U * abs(c) if float(np.float32(c)) != c else 0.0, each)
     return total.max(axis=0), summed
 
@@ -96,7 +104,7 @@ def _aligned(tape: Tape, X: np.ndarray, at_op, at_inputs, at_literal, each=None)
             if ins.op == "sincos":
                 r = (np.sin(a[0]), np.cos(a[0]))
             else:
-                r = (np.subtract(*a) if ins.op == "sub" else OPS[ins.op].np(*a),)
+                r = (np.subtract(*a) if ins.op == "sub" else OPS[ins.op].np(*a),)  # atan2: np.arctan2(y, x)
             for d, x in zip(ins.dst, r):
                 val[d] = x
 
@@ -168,6 +176,11 @@ def _aligned(tape: Tape, X: np.ndarray, at_op, at_inputs, at_literal, each=None)
                 give(args[1], -g * r / den)
             elif op == "sqrt":
                 give(args[0], g / (2 * r))
+            elif op == "atan2":  # d atan2(y, x) = (x dy - y dx) / (x^2 + y^2)
+                y, x = v(args[0]), v(args[1])
+                r2 = x * x + y * y
+                give(args[0], g * x / r2)
+                give(args[1], -g * y / r2)
         sizes = at_inputs(X)
         for k in range(X.shape[1]):  # the real inputs rounded
             charge(np.abs(adj_in[:, :, k]) * sizes[None, :, k])

@@ -26,6 +26,8 @@ from .ranges import Ranges
 U = 2.0 ** -24
 TINY = 2.0 ** -126  # smallest normal float
 TRIG_ULPS = 2.0
+# mbforge's atan2f is within 4.33e-7 of atan2 of its float arguments (templates/c/mathf.c.j2)
+ATAN2_ERROR = 8 * U
 F32_TERMS = 96  # rounding symbols kept per error form (the rest go into the remainder)
 
 
@@ -67,8 +69,29 @@ def _e_trig(a, res, e, ranges):  # every destination (sin and cos of sincos) ali
     return e(a[0]) + TRIG_ULPS * U * 1.0 + TINY
 
 
+def atan2_error(ey, ex, ylo, yhi, xlo, xhi):
+    """(arrays) How far atan2 of float arguments within ey, ex of exact ones in the box can
+    be from the exact atan2, mbforge's own rounding included: the angle's gradient is 1 / r,
+    so sqrt(ey^2 + ex^2) / (the box's distance to the origin less it), provided the box
+    widened by the errors holds neither the origin nor a piece of the branch cut (x < 0,
+    y = 0) with y < 0 (there the angle jumps by 2 pi): inf otherwise."""
+    with np.errstate(all="ignore"):
+        d = np.hypot(ey, ex)
+        gy = np.where((ylo - ey <= 0) & (yhi + ey >= 0), 0.0, np.minimum(np.abs(ylo), np.abs(yhi)) - ey)
+        gx = np.where((xlo - ex <= 0) & (xhi + ex >= 0), 0.0, np.minimum(np.abs(xlo), np.abs(xhi)) - ex)
+        r = np.hypot(np.maximum(gy, 0.0), np.maximum(gx, 0.0))
+        cut = (xlo - ex < 0) & (ylo - ey < 0) & (yhi + ey >= 0)
+        bad = ~(r > 0) | cut | ~np.isfinite(d)
+        return np.where(bad, np.inf, d / np.where(bad, 1.0, r) * (1 + 1e-12) + ATAN2_ERROR + TINY)
+
+
+def _e_atan2(a, res, e, ranges):
+    iy, ix = ranges.of(a[0]), ranges.of(a[1])
+    return float(atan2_error(np.array(e(a[0])), np.array(e(a[1])), iy.lo, iy.hi, ix.lo, ix.hi))
+
+
 _RULES = {"add": _e_add, "sub": _e_add, "neg": _e_neg, "mul": _e_mul, "div": _e_div, "sqrt": _e_sqrt,
-          "sin": _e_trig, "cos": _e_trig, "sincos": _e_trig}
+          "sin": _e_trig, "cos": _e_trig, "sincos": _e_trig, "atan2": _e_atan2}
 
 
 def float32_bounds(tape: Tape, ranges: Ranges) -> list[float]:
@@ -147,6 +170,8 @@ def float32_bounds_boxes(tape: Tape, vec) -> list[float]:
                                          np.sqrt(ex)), res)
             elif op in ("sin", "cos", "sincos"):
                 bound = e(a[0]) + TRIG_ULPS * U * 1.0 + TINY
+            elif op == "atan2":
+                bound = atan2_error(e(a[0]), e(a[1]), *rng(a[0]), *rng(a[1]))
             else:
                 raise ExpressionError(f"float32 error bound: no rule for {op!r}")
             bound = np.where(np.isfinite(res), bound, np.inf)  # downstream of a divisor reaching 0
@@ -337,6 +362,11 @@ def float32_forms_per_box(tape: Tape, vec, *, section: set | None = None, exact:
                     rr = f.r + ex * ex / 2 + TRIG_ULPS * U + TINY
                     forms[dd] = finish(f.ids, lo, hi, rr)
                     _handed(dd)
+                continue
+            elif op == "atan2":  # its error a remainder of its own (the forms' signs are not carried)
+                r = atan2_error(fmag(form(a[0])), fmag(form(a[1])), *rng(a[0]), *rng(a[1]))
+                forms[d] = finish(Z.ids, Z.lo, Z.hi, np.where(np.isfinite(vlo) & np.isfinite(vhi), r, np.inf))
+                _handed(d)
                 continue
             else:
                 raise ExpressionError(f"float32 error bound: no rule for {op!r}")

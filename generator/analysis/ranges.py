@@ -340,8 +340,20 @@ def _r_sincos(ins_, args, where, noise, strict):
     return [(i_trig(args[0][0], fn), a_trig(args[0][1], args[0][0], fn, noise)) for fn in ("sin", "cos")]
 
 
+def _r_atan2(ins_, args, where, noise, strict):
+    (iy, _), (ix, _) = args
+    lo, hi, origin = _vi_atan2(*(np.array([v]) for v in (iy.lo, iy.hi, ix.lo, ix.hi)))
+    if origin[0]:
+        if not strict:
+            return None
+        raise ExpressionError(f"atan2's argument reaches (0, 0) (y in [{iy.lo:.6g}, {iy.hi:.6g}], x in "
+                              f"[{ix.lo:.6g}, {ix.hi:.6g}]) for inputs in their ranges ({where})")
+    iv = Interval(float(lo[0]), float(hi[0]))
+    return [(iv, a_from_interval(iv, noise))]
+
+
 _RULES = {"add": _r_add, "sub": _r_sub, "neg": _r_neg, "mul": _r_mul, "div": _r_div, "sqrt": _r_sqrt,
-          "sin": _trig("sin"), "cos": _trig("cos"), "sincos": _r_sincos}
+          "sin": _trig("sin"), "cos": _trig("cos"), "sincos": _r_sincos, "atan2": _r_atan2}
 
 
 def analyse(tape: Tape, input_ranges: list[tuple[float, float]], strict: bool = True) -> Ranges:
@@ -600,6 +612,24 @@ def _vrecip(a: _VAff, lo, hi, noise):
         alpha, zeta, delta = _vcheb(lambda y: 1.0 / y, lambda al: [np.sqrt(-1.0 / al)], Ls, Hs)
         plo, phi = _vdown(1.0 / hi), _vup(1.0 / lo)
     return _vlinear(a, alpha, s * zeta, delta + np.abs(zeta) * 1e-15, noise, (plain, plo, phi))
+
+
+_PI_UP = float(np.nextafter(math.pi, np.inf))  # math.pi is below pi
+
+
+def _vi_atan2(ylo, yhi, xlo, xhi):
+    """(lo, hi, origin) of atan2(y, x) over boxes: `origin` where a box holds (0, 0) (no
+    value there); [-pi, pi] where it reaches the branch cut from below (x < 0, y < 0 <= y,
+    where the angle jumps from -pi to pi); elsewhere the angle is continuous on the box,
+    which lies in a half-plane, so its extremes are at corners (np.arctan2, within an
+    ulp: widened by two)."""
+    origin = (ylo <= 0) & (yhi >= 0) & (xlo <= 0) & (xhi >= 0) | ~np.isfinite(ylo + yhi + xlo + xhi)
+    whole = origin | ((xlo < 0) & (ylo < 0) & (yhi >= 0))
+    with np.errstate(all="ignore"):
+        c = np.stack([np.arctan2(y, x) for y in (ylo, yhi) for x in (xlo, xhi)])
+    lo = np.where(whole, -_PI_UP, np.maximum(_vdown(_vdown(c.min(0))), -_PI_UP))
+    hi = np.where(whole, _PI_UP, np.minimum(_vup(_vup(c.max(0))), _PI_UP))
+    return lo, hi, origin
 
 
 def _vsqrt_iv(lo, hi):
@@ -927,6 +957,15 @@ def analyse_boxes(tape: Tape, in_lo: np.ndarray, in_hi: np.ndarray, strict: bool
                 for fn in (("sin", "cos") if op == "sincos" else (op,)):
                     lo, hi = _vi_trig(alo, ahi, fn)
                     res.append((lo, hi, *_vtrig(aa, alo, ahi, fn, noise)))
+            elif op == "atan2":  # an interval, its form a fresh symbol
+                (ylo, yhi, ay, _), (xlo, xhi, ax, _) = args
+                lo, hi, origin = _vi_atan2(ylo, yhi, xlo, xhi)
+                if origin.any():
+                    newbad = origin if bad is None else origin & ~bad
+                    mark(i, newbad, xlo, xhi, ax, ins_.args[1])
+                    bad = origin if bad is None else bad | origin
+                ids, A = _append(np.zeros(0, dtype=np.int64), np.zeros((0, len(lo))), noise.fresh(), _vup((hi - lo) / 2))
+                res.append((lo, hi, ids, A, (lo + hi) / 2, np.zeros(len(lo)), None))
             else:
                 raise ExpressionError(f"range analysis has no rule for {op!r} ({_Where(op, tape.atoms[ins_.dst[0]])})")
             if bad is not None and not bad.any():

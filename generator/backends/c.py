@@ -127,7 +127,7 @@ class Float32C(CDialect):
     # multiply_accumulate (backends.registry.Float32Options) turns them off.
     fuse = True
     functions = {"sqrt": "sqrtf({0})", "sin": "{p}_sinf({0})", "cos": "{p}_cosf({0})",
-                 "abs": "fabsf({0})"}
+                 "atan2": "{p}_atan2f({0}, {1})", "abs": "fabsf({0})"}
 
     def literal(self, v: float) -> str:
         f = float(np.float32(v))
@@ -475,7 +475,7 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict, fuse: bool | None = 
     support = ""
     if dialect.real == "float":
         support = _SINGLE_EVAL
-    if dialect.support_template and any(i.op in ("sin", "cos", "sincos") for i in tape.instrs):
+    if dialect.support_template and any(i.op in ("sin", "cos", "sincos", "atan2") for i in tape.instrs):
         support += render_template(dialect.support_template, p=p)
     checks = envelope_checks(dialect, ctx["envelope"])
     # float: bit-pattern compares (bit_check), inlined where the kernel does not spill

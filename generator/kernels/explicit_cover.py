@@ -30,7 +30,7 @@ from ..lower.tape import lower
 from .common import KernelError
 from .cover import Cover, Problem, _problem, build_cover
 
-ENCLOSED_OPS = {"add", "sub", "neg", "mul", "div", "sqrt", "sin", "cos", "sincos"}  # analyse_boxes' rules
+ENCLOSED_OPS = {"add", "sub", "neg", "mul", "div", "sqrt", "sin", "cos", "sincos", "atan2"}  # analyse_boxes' rules
 CHECK_SAMPLES = 256  # consistent states of the cover at which the closed forms are checked
 EXPLICIT_TOL = 1e-8  # largest |constraint| accepted through the closed forms (relative to the rates' size for qd, qdd)
 _KINDS = ("position", "velocity", "acceleration")
@@ -173,7 +173,7 @@ def explicit_cover(eqs, rows, extra, extra_names, params) -> Cover | None:
     pr = _problem(eqs, z, psi, extra, extra_names, params)
     forms = ExplicitForms(eqs, pr)
     if forms.unsupported or (eqs.t in forms.inputs and not any(a.sym is eqs.t for a in pr.params)):
-        return None  # an op range analysis has no rule for (atan2), or t not a cell variable
+        return None  # an op range analysis has no rule for (exp, log, ...), or t not a cell variable
     cover = build_cover(pr, np.array([eqs.guess.get(s, 0.0) for s in z]), forms)
     check_forms(eqs, cover, others)
     return cover
