@@ -101,3 +101,24 @@ def test_a_kernel_with_an_angle_output_stays_within_its_bound(rx, ry, bounded):
     err = np.abs(np.asarray(got, dtype=np.float64) - Evaluator(k.output_atoms, k.input_symbols)(P)).max(0)
     assert (err <= np.array(bound)).all() and (err > 0).all(), (err, bound)
     assert (np.array(bound) < 20 * err).all(), (err, bound)  # and not loose by orders of magnitude
+
+
+@pytest.mark.firmware
+@pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None, reason="needs arm-none-eabi-gcc")
+def test_the_m4f_computes_the_same_bits(tmp_path):
+    """The angle kernel built into the emulated M4F's firmware: 1,000 vectors of its domain
+    within bound against double and bit for bit as the host's build computes them."""
+    from mbforge.firmware.build import build
+    from mbforge.firmware.project import generate_project
+    from mbforge.firmware.qemu import Emulator
+    from mbforge.hil import harness
+
+    k = Kernel("angles", "angle", [InPort("v", [X, Y, W], [(-2.0, 1.0), (0.3, 2.0), (0.5, 1.5)])],
+               [OutPort.vector("a", [atan2(Y, X), atan2(Y * W, X + 0.1) * W + X])])
+    generate(k, "c-float32").write(tmp_path / "k32")
+    generate(k, "c-double").write(tmp_path / "k64")
+    elf = build(generate_project(tmp_path / "k32", tmp_path / "proj"), "emulated_f405")
+    with Emulator(elf) as emu:
+        rep = harness.run(emu.url, tmp_path / "k32", tmp_path / "k64", vectors=1000, host_model=True)
+    assert rep.passed, rep.table()
+    assert rep.host_model == {"vectors_mismatched": 0, "elements_mismatched": 0}
