@@ -165,3 +165,50 @@ def test_declared_ranges_are_tight(name):
         span = arr.max(0) - arr.min(0)
         width = np.array([eqs.ranges[s][1] - eqs.ranges[s][0] for s in syms])
         assert np.all(width <= 1.25 * span + 0.005), key
+
+
+def test_relative_legs_in_closed_form_and_over_the_envelope():
+    """stewart_relative's legs (alpha, beta, L) in closed form (atan2 and a square root of
+    the leg vector in its base frame) equal _stewart.leg_state's (asin and arctan2 in
+    numpy) along every motion; with envelope=True its cover comes from those forms, 64
+    cells, and holds leg_state's legs at random poses of the envelope; its equations and
+    kinematics get float32 bounds and c-fixed formats over it."""
+    import itertools
+
+    from mbforge.examples import _stewart as S
+    from mbforge.examples.stewart_relative import operating_envelope
+    from mbforge.ir import Evaluator
+    from mbforge.kernels.builders import build_kernel
+    from mbforge.kernels.cover import envelope_cover
+    from mbforge.pipeline import generate
+
+    eqs = load("stewart_relative").equations()
+    dep = [eqs.q[j] for j in range(6, 24)]
+    forms = Evaluator([eqs.explicit[s] for s in dep], eqs.q[:6])
+    for motion in S.MOTIONS:
+        Q = S.coords_24(motion, np.linspace(0.0, S.T_END, 301))
+        assert np.abs(forms(Q[:, :6]) - Q[:, 6:]).max() < 1e-12, motion
+    eqs = load("stewart_relative", envelope=True).equations()
+    cover = envelope_cover(eqs)
+    assert cover.explicit is not None and len(cover) == 64
+    rng = np.random.default_rng(3)
+    env = operating_envelope()
+    P = np.column_stack([rng.uniform(*r, 3000) for r, *_ in env])
+    P = np.vstack([P, np.array(list(itertools.product(*[r for r, *_ in env])))])  # and the corners
+    c = P[:, :3]
+    cz, sz, cy, sy, cx, sx = (f(P[:, k]) for k in (3, 4, 5) for f in (np.cos, np.sin))
+    R = np.stack([np.stack([cz * cy, cz * sy * sx - sz * cx, cz * sy * cx + sz * sx], -1),
+                  np.stack([sz * cy, sz * sy * sx + cz * cx, sz * sy * cx - cz * sx], -1),
+                  np.stack([-sy, cy * sx, cy * cx], -1)], 1)
+    legs = [S.leg_state(leg, c, R) for leg in S.legs()]
+    X = np.column_stack([P] + [np.column_stack([s["alpha"], s["beta"], s["L"]]) for s in legs])
+    cols = [cover.symbols.index(s) for s in eqs.q]
+    inside = np.zeros(len(X), dtype=bool)
+    for b in range(len(cover)):
+        inside |= np.all((X >= cover.lo[b, cols] - 1e-12) & (X <= cover.hi[b, cols] + 1e-12), axis=1)
+    assert inside.all()
+    for kernel in ("equations", "kinematics"):
+        k = build_kernel(eqs, kernel)
+        b32 = [e for g in generate(k, "c-float32").manifest.outputs for e in g.error_bound]
+        assert all(e is not None and e < 1e-3 for e in b32), kernel
+        assert generate(k, "c-fixed").manifest.outputs[0].frac_bits is not None

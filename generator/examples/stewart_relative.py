@@ -14,16 +14,29 @@ B_k + 0.15 z_cyl, leg end E_k = B_k + L z_cyl, piston centre B_k + (L - 0.15) z_
 platform anchor P_k = C + R p_k.
 
 Equations: 18 loop closures E_k = P_k (in world components) and 6 drives of the platform
-coordinates. The actuator f_k acts on the leg length L_k (the sliding of the cylindrical
+coordinates. The legs' coordinates are also given in closed form (Model.explicit) from
+the platform's: with d the leg vector P_k - B_k in the leg's fixed base F0, alpha =
+atan2(-d_y, d_z), beta = atan2(d_x, sqrt(d_y^2 + d_z^2)) - gamma0 and L = |d| (the
+reduced inverse dynamics and the envelope's cover use them).
+
+Operating envelope (Model.operate), declared with build(envelope=True) or `--set
+envelope=True` (by default kernels serve the driven motion's tube): the Stewart model's
+(stewart.py) in these coordinates, every combination of the four motions at their
+amplitudes plus surge and sway: x, y within +-SURGE, z within HEIGHT +- HEAVE, each angle
+within +-ANGLE (all with POS_MARGIN), rates and accelerations those of the motions at
+OMEGA (with ENV_MARGIN); the angles in 4 cells each (64 cells, covered in 0.13 s from the
+closed forms). Actuator forces in stewart.FORCE_RANGE. Not the default yet: over it the
+reduced inverse dynamics in c-float32 did not finish in 15 minutes here (over the tube it
+takes about 3 minutes in c-float32 and c-fixed); its equations and kinematics take 1-2 s. The actuator f_k acts on the leg length L_k (the sliding of the cylindrical
 joint), so B's column is the unit vector of leg<k>_L. Same bodies, inertia, gravity,
 motions and outputs as the 98-coordinate model (stewart.py).
 """
 from __future__ import annotations
 
-from ..ir import atan2, sin
-from ..model import Model
+from ..ir import atan2, cos, sin, sqrt
+from ..model import Model, ModelError
 from . import _stewart as S
-from .stewart import MOTIONS, check_motion
+from .stewart import FORCE_RANGE, MOTIONS, check_motion
 
 __all__ = ["MOTIONS", "PLATFORM", "build", "platform_law"]
 
@@ -39,8 +52,12 @@ def platform_law(motion: str, t):
     return law
 
 
-def build(motion: str = "heave", massless_legs: bool = False) -> Model:
+def build(motion: str = "heave", massless_legs: bool = False, envelope: bool = False) -> Model:
+    """envelope=True declares the operating envelope (see the module's doc); by default
+    kernels serve the driven motion's tube."""
     check_motion("stewart_relative", motion)
+    if not isinstance(envelope, bool):
+        raise ModelError(f"stewart_relative: envelope must be True or False, got {envelope!r}")
     m = Model("stewart_relative")
     rng = S.ranges("24")
     guess = S.coords_24(motion, [0.0])[0]
@@ -90,4 +107,37 @@ def build(motion: str = "heave", massless_legs: bool = False) -> Model:
         m.actuator(f"f{k + 1}", q[8 + 3 * k])
 
     S.add_outputs(m, q[0:3], plat.rotation(), [q[8 + 3 * k] for k in range(6)])
+    _explicit_legs(m, q)
+    if envelope:
+        for qk, (r, v, a, cells) in zip(q[:6], operating_envelope()):
+            m.operate(qk, range=r, rate=v, accel=a, cells=cells)
+        for k in range(6):
+            m.operate_input(f"f{k + 1}", FORCE_RANGE)
     return m
+
+
+def operating_envelope() -> list[tuple]:
+    """(range, rate, accel, cells) of x, y, z, yaw, pitch, roll (see the module's doc)."""
+    out = []
+    for amp, centre, cells in ((S.SURGE, 0.0, 1), (S.SURGE, 0.0, 1), (S.HEAVE, S.HEIGHT, 1),
+                               (S.ANGLE, 0.0, 4), (S.ANGLE, 0.0, 4), (S.ANGLE, 0.0, 4)):
+        r, v, a = amp * S.POS_MARGIN, S.OMEGA * amp * S.ENV_MARGIN, S.OMEGA ** 2 * amp * S.ENV_MARGIN
+        out.append(((centre - r, centre + r), (-v, v), (-a, a), cells))
+    return out
+
+
+def _explicit_legs(m: Model, q) -> None:
+    """Each leg's alpha, beta and L in closed form from the platform's pose (module doc)."""
+    x, y, z, yaw, pitch, roll = q[:6]
+    cz, sz, cy, sy, cx, sx = cos(yaw), sin(yaw), cos(pitch), sin(pitch), cos(roll), sin(roll)
+    R = [[cz * cy, cz * sy * sx - sz * cx, cz * sy * cx + sz * sx],  # Rz(yaw) Ry(pitch) Rx(roll)
+         [sz * cy, sz * sy * sx + cz * cx, sz * sy * cx - cz * sx],
+         [-sy, cy * sx, cy * cx]]
+    for k, leg in enumerate(S.legs()):
+        pb = [float(v) for v in leg.pbar]
+        d = [c + sum(R[i][j] * pb[j] for j in range(3)) - float(leg.b[i]) for i, c in enumerate((x, y, z))]
+        df = [sum(float(leg.F0[i][j]) * d[i] for i in range(3)) for j in range(3)]  # in F0
+        a, b, L = q[6 + 3 * k: 9 + 3 * k]
+        m.explicit(a, atan2(-df[1], df[2]))
+        m.explicit(b, atan2(df[0], sqrt(df[1] * df[1] + df[2] * df[2])) - leg.gamma0)
+        m.explicit(L, sqrt(df[0] * df[0] + df[1] * df[1] + df[2] * df[2]))
