@@ -170,9 +170,10 @@ def test_declared_ranges_are_tight(name):
 def test_relative_legs_in_closed_form_and_over_the_envelope():
     """stewart_relative's legs (alpha, beta, L) in closed form (atan2 and a square root of
     the leg vector in its base frame) equal _stewart.leg_state's (asin and arctan2 in
-    numpy) along every motion; with envelope=True its cover comes from those forms, 64
-    cells, and holds leg_state's legs at random poses of the envelope; its equations and
-    kinematics get float32 bounds and c-fixed formats over it."""
+    numpy) along every motion; its envelope's cover comes from those forms, 64 cells, and
+    holds leg_state's legs at random poses of the envelope; its equations and kinematics
+    get float32 bounds and c-fixed formats over it, and its reduced inverse dynamics
+    (projected) stays within its c-fixed and float32 bounds at consistent states."""
     import itertools
 
     from mbforge.examples import _stewart as S
@@ -188,7 +189,7 @@ def test_relative_legs_in_closed_form_and_over_the_envelope():
     for motion in S.MOTIONS:
         Q = S.coords_24(motion, np.linspace(0.0, S.T_END, 301))
         assert np.abs(forms(Q[:, :6]) - Q[:, 6:]).max() < 1e-12, motion
-    eqs = load("stewart_relative", envelope=True).equations()
+    eqs = load("stewart_relative").equations()  # the envelope is the default
     cover = envelope_cover(eqs)
     assert cover.explicit is not None and len(cover) == 64
     rng = np.random.default_rng(3)
@@ -212,3 +213,25 @@ def test_relative_legs_in_closed_form_and_over_the_envelope():
         b32 = [e for g in generate(k, "c-float32").manifest.outputs for e in g.error_bound]
         assert all(e is not None and e < 1e-3 for e in b32), kernel
         assert generate(k, "c-fixed").manifest.outputs[0].frac_bits is not None
+    # the leg forces from the platform's pose alone, over the envelope, against double
+    import tempfile
+    from pathlib import Path
+
+    from mbforge.hil.hostlib import from_raw, load_kernel, to_raw
+    from mbforge.kernels.reduced import reduction
+
+    k = build_kernel(eqs, "inverse-dynamics-reduced")
+    assert k.info.method == "projected" and len(k.domain) == 64
+    red = reduction(eqs)
+    St = envelope_cover(eqs, unknowns=red.z, rows=red.psi).sample(2000, seed=5)
+    X = np.column_stack([St[s] for s in k.input_symbols])
+    want = Evaluator(k.output_atoms, k.input_symbols)(X)
+    for target, most in (("c-fixed", 0.01), ("c-float32", 0.5)):
+        with tempfile.TemporaryDirectory() as d:
+            plan = generate(k, target)
+            plan.write(d)
+            m = plan.manifest
+            Y, status = load_kernel(Path(d))(to_raw(m, X, "inputs"))
+            err = np.abs(from_raw(m, Y, "outputs") - want).max(0)
+        bound = np.array(m.outputs[0].error_bound)
+        assert (np.asarray(status) == 0).all() and (err <= bound).all() and bound.max() < most, (target, err, bound)

@@ -285,7 +285,7 @@ def test_reduced_kernel_of_a_small_model_equals_the_full_state_kernel():
     eqs = m.equations()
     assert [s.value.name for s in eqs.independent] == ["th1"]
     assert not eqs.explicit[eqs.q[9]].mask & eqs.q[6].mask  # x3's form has x2 substituted
-    k = build_kernel(eqs, "inverse-dynamics-reduced", method="projected")  # "auto" takes "full" here: cheaper
+    k = build_kernel(eqs, "inverse-dynamics-reduced", method="projected")  # as "auto" takes it here
     assert k.info.method == "projected" and len(k.input_symbols) == 3
     full = build_kernel(eqs, "inverse-dynamics")
     n = len(eqs.q)

@@ -19,15 +19,16 @@ the platform's: with d the leg vector P_k - B_k in the leg's fixed base F0, alph
 atan2(-d_y, d_z), beta = atan2(d_x, sqrt(d_y^2 + d_z^2)) - gamma0 and L = |d| (the
 reduced inverse dynamics and the envelope's cover use them).
 
-Operating envelope (Model.operate), declared with build(envelope=True) or `--set
-envelope=True` (by default kernels serve the driven motion's tube): the Stewart model's
+Operating envelope (Model.operate, declared by default; build(envelope=False) or `--set
+envelope=False` gives kernels over the driven motion's tube): the Stewart model's
 (stewart.py) in these coordinates, every combination of the four motions at their
 amplitudes plus surge and sway: x, y within +-SURGE, z within HEIGHT +- HEAVE, each angle
 within +-ANGLE (all with POS_MARGIN), rates and accelerations those of the motions at
 OMEGA (with ENV_MARGIN); the angles in 4 cells each (64 cells, covered in 0.13 s from the
-closed forms). Actuator forces in stewart.FORCE_RANGE. Not the default yet: over it the
-reduced inverse dynamics in c-float32 did not finish in 15 minutes here (over the tube it
-takes about 3 minutes in c-float32 and c-fixed); its equations and kinematics take 1-2 s. The actuator f_k acts on the leg length L_k (the sliding of the cylindrical
+closed forms). Actuator forces in stewart.FORCE_RANGE. Over it the reduced inverse
+dynamics generates in 4-6 s in c-fixed and c-float32 (bounds 3e-3 .. 4e-3 N and 0.22 ..
+0.37 N); as for the 98-coordinate model, float32 inverse dynamics gets no bound and
+c-fixed inverse dynamics is refused there. The actuator f_k acts on the leg length L_k (the sliding of the cylindrical
 joint), so B's column is the unit vector of leg<k>_L. Same bodies, inertia, gravity,
 motions and outputs as the 98-coordinate model (stewart.py).
 """
@@ -52,9 +53,9 @@ def platform_law(motion: str, t):
     return law
 
 
-def build(motion: str = "heave", massless_legs: bool = False, envelope: bool = False) -> Model:
-    """envelope=True declares the operating envelope (see the module's doc); by default
-    kernels serve the driven motion's tube."""
+def build(motion: str = "heave", massless_legs: bool = False, envelope: bool = True) -> Model:
+    """envelope=True (default) declares the operating envelope (see the module's doc);
+    with envelope=False kernels serve the driven motion's tube."""
     check_motion("stewart_relative", motion)
     if not isinstance(envelope, bool):
         raise ModelError(f"stewart_relative: envelope must be True or False, got {envelope!r}")
