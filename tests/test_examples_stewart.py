@@ -182,6 +182,7 @@ def test_relative_legs_in_closed_form_and_over_the_envelope():
     from mbforge.kernels.builders import build_kernel
     from mbforge.kernels.cover import envelope_cover
     from mbforge.pipeline import generate
+    from test_explicit_cover import _in_cover
 
     eqs = load("stewart_relative").equations()
     dep = [eqs.q[j] for j in range(6, 24)]
@@ -196,18 +197,10 @@ def test_relative_legs_in_closed_form_and_over_the_envelope():
     env = operating_envelope()
     P = np.column_stack([rng.uniform(*r, 3000) for r, *_ in env])
     P = np.vstack([P, np.array(list(itertools.product(*[r for r, *_ in env])))])  # and the corners
-    c = P[:, :3]
-    cz, sz, cy, sy, cx, sx = (f(P[:, k]) for k in (3, 4, 5) for f in (np.cos, np.sin))
-    R = np.stack([np.stack([cz * cy, cz * sy * sx - sz * cx, cz * sy * cx + sz * sx], -1),
-                  np.stack([sz * cy, sz * sy * sx + cz * cx, sz * sy * cx - cz * sx], -1),
-                  np.stack([-sy, cy * sx, cy * cx], -1)], 1)
-    legs = [S.leg_state(leg, c, R) for leg in S.legs()]
+    R = S.rot(2, P[:, 3]) @ S.rot(1, P[:, 4]) @ S.rot(0, P[:, 5])  # Rz(yaw) Ry(pitch) Rx(roll)
+    legs = [S.leg_state(leg, P[:, :3], R) for leg in S.legs()]
     X = np.column_stack([P] + [np.column_stack([s["alpha"], s["beta"], s["L"]]) for s in legs])
-    cols = [cover.symbols.index(s) for s in eqs.q]
-    inside = np.zeros(len(X), dtype=bool)
-    for b in range(len(cover)):
-        inside |= np.all((X >= cover.lo[b, cols] - 1e-12) & (X <= cover.hi[b, cols] + 1e-12), axis=1)
-    assert inside.all()
+    assert _in_cover(cover, X, eqs.q, slack=1e-12).all()
     for kernel in ("equations", "kinematics"):
         k = build_kernel(eqs, kernel)
         b32 = [e for g in generate(k, "c-float32").manifest.outputs for e in g.error_bound]

@@ -31,20 +31,22 @@ _REVERSE = {"add", "sub", "neg", "mul", "div", "sqrt", "sin", "cos", "sincos", "
 
 def aligned_errors(tape: Tape, X: np.ndarray) -> np.ndarray:
     """(n, n_outputs): A_y(x) at each row of X (the kernel's inputs, double)."""
-    def at_op(d, r, op):
-        return _float32_size(r, op)
-
-    def at_literal(c):  # a literal a float holds exactly is not rounded
-        return U * abs(c) if float(np.float32(c)) != c else 0.0
-    return _chunked(tape, X, at_op, lambda X: U * np.abs(X), at_literal)
+    return _chunked(tape, X, *_FLOAT32)
 
 
-def _float32_size(r, op):
+def _f32_op(d, r, op):
     """The float32 rounding of a result r of op: relative U, absolute for mbforge's sin, cos
     and atan2 (floaterror's model)."""
     if op in ("sin", "cos", "sincos"):
         return TRIG_ULPS * U
     return ATAN2_ERROR if op == "atan2" else U * np.abs(r)
+
+
+def _f32_literal(c):  # a literal a float holds exactly is not rounded
+    return U * abs(c) if float(np.float32(c)) != c else 0.0
+
+
+_FLOAT32 = (_f32_op, lambda X: U * np.abs(X), _f32_literal)  # at_op, at_inputs, at_literal of _aligned
 
 
 def fixed_aligned_errors(tape: Tape, sites: list, X: np.ndarray) -> np.ndarray:
@@ -80,8 +82,7 @@ def summed_maxima(tape: Tape, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     def each(w):
         summed[:] += w.max(axis=1)
-    total = _aligned(tape, X, lambda d, r, op: _float32_size(r, op),
-                     lambda X: U * np.abs(X), lambda c: U * abs(c) if float(np.float32(c)) != c else 0.0, each)
+    total = _aligned(tape, X, *_FLOAT32, each)
     return total.max(axis=0), summed
 
 

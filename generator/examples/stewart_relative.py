@@ -34,7 +34,7 @@ motions and outputs as the 98-coordinate model (stewart.py).
 """
 from __future__ import annotations
 
-from ..ir import atan2, cos, sin, sqrt
+from ..ir import atan2, sin, sqrt
 from ..model import Model, ModelError
 from . import _stewart as S
 from .stewart import FORCE_RANGE, MOTIONS, check_motion
@@ -80,6 +80,7 @@ def build(motion: str = "heave", massless_legs: bool = False, envelope: bool = T
     C = tree.point("C", O, q[0:3], W)
     plat = tree.body("plat", plat_base, C).set_inertia(S.DISC_MASS, inertia=S.DISC_INERTIA)
 
+    legs_d = []
     for k, leg in enumerate(S.legs()):
         a, b, L = q[6 + 3 * k: 9 + 3 * k]
         F0 = tree.fixed_base(f"F0_{k + 1}", W, leg.F0)
@@ -100,6 +101,7 @@ def build(motion: str = "heave", massless_legs: bool = False, envelope: bool = T
         tree.body(f"cyl{k + 1}", cyl_base, Gc).set_inertia(leg_mass, inertia=leg_inertia)
         tree.body(f"pis{k + 1}", pis_base, Gp).set_inertia(leg_mass, inertia=leg_inertia)
         tree.loop(Ek, Pk, W, f"loop{k + 1}")
+        legs_d.append(tree.position(Bk, Pk, F0))  # the leg vector in F0, for the closed forms
 
     for qk, lk, name in zip(q[:6], platform_law(motion, m.t), PLATFORM):
         m.drive(qk - lk, f"drive_{name}")
@@ -108,7 +110,7 @@ def build(motion: str = "heave", massless_legs: bool = False, envelope: bool = T
         m.actuator(f"f{k + 1}", q[8 + 3 * k])
 
     S.add_outputs(m, q[0:3], plat.rotation(), [q[8 + 3 * k] for k in range(6)])
-    _explicit_legs(m, q)
+    _explicit_legs(m, q, legs_d)
     if envelope:
         for qk, (r, v, a, cells) in zip(q[:6], operating_envelope()):
             m.operate(qk, range=r, rate=v, accel=a, cells=cells)
@@ -127,18 +129,10 @@ def operating_envelope() -> list[tuple]:
     return out
 
 
-def _explicit_legs(m: Model, q) -> None:
-    """Each leg's alpha, beta and L in closed form from the platform's pose (module doc)."""
-    x, y, z, yaw, pitch, roll = q[:6]
-    cz, sz, cy, sy, cx, sx = cos(yaw), sin(yaw), cos(pitch), sin(pitch), cos(roll), sin(roll)
-    R = [[cz * cy, cz * sy * sx - sz * cx, cz * sy * cx + sz * sx],  # Rz(yaw) Ry(pitch) Rx(roll)
-         [sz * cy, sz * sy * sx + cz * cx, sz * sy * cx - cz * sx],
-         [-sy, cy * sx, cy * cx]]
-    for k, leg in enumerate(S.legs()):
-        pb = [float(v) for v in leg.pbar]
-        d = [c + sum(R[i][j] * pb[j] for j in range(3)) - float(leg.b[i]) for i, c in enumerate((x, y, z))]
-        df = [sum(float(leg.F0[i][j]) * d[i] for i in range(3)) for j in range(3)]  # in F0
+def _explicit_legs(m: Model, q, legs_d) -> None:
+    """Each leg's alpha, beta and L in closed form from its vector d in F0 (module doc)."""
+    for k, (leg, d) in enumerate(zip(S.legs(), legs_d)):
         a, b, L = q[6 + 3 * k: 9 + 3 * k]
-        m.explicit(a, atan2(-df[1], df[2]))
-        m.explicit(b, atan2(df[0], sqrt(df[1] * df[1] + df[2] * df[2])) - leg.gamma0)
-        m.explicit(L, sqrt(df[0] * df[0] + df[1] * df[1] + df[2] * df[2]))
+        m.explicit(a, atan2(-d[1], d[2]))
+        m.explicit(b, atan2(d[0], sqrt(d[1] * d[1] + d[2] * d[2])) - leg.gamma0)
+        m.explicit(L, sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]))

@@ -411,8 +411,7 @@ def _singular(pr: Problem, plo, phi, Qs):
         raise KernelError(f"{pr.model}: the cover of the operating envelope is not verified near {where} after "
                           f"{MAX_DEPTH} halvings of its cell, though at the cell's centre and corners the mechanism "
                           f"assembles with a regular constraint Jacobian (smallest singular value {S[-1]:.3g} at "
-                          "the centre): the "
-                          "interval test needs narrower cells there; declare more cells for the quantities "
+                          "the centre): the interval test needs narrower cells there; declare more cells for the quantities "
                           "(Model.operate(..., cells=N), or \"cells\" in --envelope) or the dependent coordinates "
                           "in closed form (Model.explicit)")
     rows = np.argsort(-np.abs(U[:, -1]))[:3]

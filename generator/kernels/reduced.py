@@ -17,7 +17,6 @@ outputs; `info.method` says which formulation was kept, `info.report` both costs
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
 
 import numpy as np

@@ -423,7 +423,7 @@ class Kinematics:
         the times and the start: every generated kernel's verification vectors come from
         here, and `mbforge generate` of a small kernel spent a tenth of its time on them."""
         times = np.asarray(times, dtype=float)
-        start = np.array([self.eqs.guess.get(s, 0.0) for s in self.eqs.q] if q0 is None else q0, dtype=float)
+        start = self._start(q0)
         k = cache.key(cache.atoms(self._pos_out), cache.atoms(self._acc_out), repr(self.names), times, start)
         hit = cache.load("motion", k)
         if hit is not None and set(hit) == {"Q", "QD", "QDD"}:
@@ -435,6 +435,10 @@ class Kinematics:
             return self.motion_sequential(times, q0)
         cache.store("motion", k, Q=fast[0], QD=fast[1], QDD=fast[2])
         return fast
+
+    def _start(self, q0) -> np.ndarray:
+        """Where a motion starts: q0, or the model's guess."""
+        return np.array([self.eqs.guess.get(s, 0.0) for s in self.eqs.q] if q0 is None else q0, dtype=float)
 
     # relative to the step between consecutive solutions: a solution farther than this from
     # the continuation's prediction may be another branch (a smooth motion has O(h^3)/O(h))
@@ -453,7 +457,7 @@ class Kinematics:
         N, n, m = len(times), self.n, self.m
         if N == 0 or m != n or self.m_nh or self.redundant:
             return None
-        q = np.array([self.eqs.guess.get(s, 0.0) for s in self.eqs.q]) if q0 is None else np.array(q0, float)
+        q = self._start(q0)
         if q.shape != (n,):
             return None
         parts = []
@@ -535,7 +539,7 @@ class Kinematics:
     def motion_sequential(self, times, q0=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(Q, QD, QDD) along the driven motion, continuing each solution from the last
         (Newton starts from the second-order prediction q + qd dt + qdd dt^2 / 2)."""
-        q = np.array([self.eqs.guess.get(s, 0.0) for s in self.eqs.q]) if q0 is None else np.array(q0, float)
+        q = self._start(q0)
         Q, QD, QDD = [], [], []
         t_prev = None
         for t in times:
@@ -824,7 +828,7 @@ class Dynamics(Kinematics):
         from scipy.integrate import solve_ivp
 
         n = self.n
-        q = np.array([self.eqs.guess.get(s, 0.0) for s in self.eqs.q]) if q0 is None else np.array(q0, float)
+        q = self._start(q0)
         qd = np.zeros(n) if qd0 is None else np.array(qd0, float)
         q, qd = self.project(t0, q, qd)
         self.check_inertia(t0, q, qd)
