@@ -26,8 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
+from .errors import CLIError
+
 
 def cache_root() -> Path | None:
+    _limit()  # a bad limit is refused on the first use, not only when an entry is stored
     env = os.environ.get("MBFORGE_CACHE_DIR")
     if env:
         return None if env == "off" else Path(env)
@@ -107,10 +110,11 @@ def store(kind: str, k: str, **arrays) -> None:
 
 
 def _limit() -> int:
-    try:
-        return max(1, int(os.environ.get("MBFORGE_CACHE_MAX_MB", "1024"))) << 20
-    except ValueError:
-        return 1024 << 20
+    """Bytes the entries may take: $MBFORGE_CACHE_MAX_MB (a whole number >= 1), else 1 GiB."""
+    env = os.environ.get("MBFORGE_CACHE_MAX_MB", "").strip()
+    if env and (not env.isdigit() or int(env) < 1):
+        raise CLIError(f"MBFORGE_CACHE_MAX_MB: expected a whole number of megabytes, 1 or more; got {env!r}")
+    return (int(env) if env else 1024) << 20
 
 
 def _prune(root: Path) -> None:

@@ -174,3 +174,16 @@ def test_the_cache_keeps_under_its_limit_dropping_the_least_recently_used(tmp_pa
     cache.store("test", "k3", x=blob)  # 1.2 MB > 1 MB: down to 0.75 MB, k1 and k2 go
     left = sorted(p.stem for p in (tmp_path / "cache" / "test").glob("*.npz"))
     assert left == ["k0", "k3"], left
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-5"])
+def test_a_bad_cache_limit_is_one_line_before_any_work(tmp_path, monkeypatch, capsys, value):
+    from mbforge import cli
+
+    monkeypatch.setenv("MBFORGE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("MBFORGE_CACHE_MAX_MB", value)
+    rc = cli.main(["generate", "fourbar", "--out", str(tmp_path / "k")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err == f"mbforge generate: error: MBFORGE_CACHE_MAX_MB: expected a whole number of megabytes, " \
+                              f"1 or more; got {value!r}\n", err
+    assert not (tmp_path / "k").exists() and not (tmp_path / "cache").exists()
