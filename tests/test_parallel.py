@@ -3,11 +3,15 @@ running them in forked children gives the same arrays, bit for bit, as running t
 process (MBFORGE_JOBS=1): what is generated does not depend on the machine's cores."""
 from __future__ import annotations
 
+import os
+import signal
+
 import numpy as np
 import pytest
 
 from mbforge.analysis import parallel
 from mbforge.analysis.fixerror import bound_over_boxes
+from mbforge.errors import CLIError
 from mbforge.analysis.ranges import analyse_chunked, analyse_domain
 from mbforge.examples import load
 from mbforge.kernels.builders import build_kernel
@@ -62,3 +66,24 @@ def test_fixed_point_bounds_equal_in_process(monkeypatch, boxes):
         return bound_over_boxes(tape, analyse_domain(tape, domain, per_box=per), per).out_error
     one, two = _run(monkeypatch, "1", bounds), _run(monkeypatch, "2", bounds)
     assert one == two and all(np.isfinite(one))
+
+
+def _piece(i):
+    if i == 2:
+        os.kill(os.getpid(), signal.SIGKILL)  # as the out-of-memory killer ends a process
+    if i == 3:
+        raise ValueError("piece 3 refused")
+    return np.full(3, float(i))
+
+
+def test_a_killed_piece_is_reported_not_waited_for(monkeypatch):
+    """A piece's process killed (the OOM killer's SIGKILL) once made the pool wait forever."""
+    monkeypatch.setenv("MBFORGE_JOBS", "2")
+    got = parallel.run(_piece, 2)
+    assert [g.tolist() for g in got] == [[0.0] * 3, [1.0] * 3]
+    with pytest.raises(CLIError, match=r"piece 3 of 3 ended without a result \(killed by SIGKILL, most likely"):
+        parallel.run(_piece, 3)
+    with pytest.raises(ValueError, match="piece 3 refused"):
+        parallel.run(lambda i: _piece(i + 3), 2)
+    with pytest.raises(ChildProcessError):  # every piece's process was waited for
+        os.waitpid(-1, os.WNOHANG)

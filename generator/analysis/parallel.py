@@ -20,7 +20,6 @@ from ..errors import CLIError
 PIECES = 2  # a pass of this many boxes or more is cut in PIECES
 MIN_BOXES = 64  # ... when each piece gets at least this many (a pass has a fixed cost)
 
-_JOB = None
 _CHILD = False  # pieces inside a piece run in that child, one after the other
 
 
@@ -46,7 +45,7 @@ def jobs() -> int:
 
 def _child_start(parent: int):
     """A piece's process ends with its parent, however that ends (Linux: the parent's
-    death signals it), and leaves stop signals to the parent, whose pool ends it."""
+    death signals it), and leaves stop signals to the parent, which ends it."""
     import ctypes
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -60,25 +59,84 @@ def _child_start(parent: int):
         os._exit(1)
 
 
-def _call(i):
-    global _CHILD
-    _CHILD = True
-    return _JOB(i)
-
-
 def run(fn, n: int) -> list:
-    """[fn(0), ..., fn(n - 1)], in forked children when there is more than one piece
-    and more than one core; fn's results must pickle."""
-    global _JOB
-    import multiprocessing  # only where pieces run
-
+    """[fn(0), ..., fn(n - 1)], each in a forked child when there is more than one piece
+    and more than one core (at most jobs() at once); fn's results must pickle. A piece
+    that raises raises here; a piece whose process ends without a result (killed: the
+    system's out-of-memory killer sends SIGKILL) is reported in one line, where a pool
+    of workers would wait for it forever; stopping the parent stops the pieces."""
+    global _CHILD
     workers = min(n, jobs())
-    if workers < 2 or _CHILD or "fork" not in multiprocessing.get_all_start_methods():
+    if workers < 2 or _CHILD or not hasattr(os, "fork"):
         return [fn(i) for i in range(n)]
-    _JOB = fn
+    import pickle
+    import selectors
+
+    out: list = [None] * n
+    todo = list(range(n))
+    running: dict = {}  # pid -> (piece, read end, chunks read)
+    sel = selectors.DefaultSelector()
+    parent = os.getpid()
     try:
-        with multiprocessing.get_context("fork").Pool(workers, _child_start, (os.getpid(),)) as pool:
-            return pool.map(_call, range(n), chunksize=1)
+        while todo or running:
+            while todo and len(running) < workers:
+                i = todo.pop(0)
+                r, w = os.pipe()
+                pid = os.fork()
+                if pid == 0:  # the piece: its result (or its exception) down the pipe, then _exit
+                    code = 1
+                    try:
+                        os.close(r)
+                        _child_start(parent)
+                        _CHILD = True
+                        try:
+                            payload = pickle.dumps((True, fn(i)), pickle.HIGHEST_PROTOCOL)
+                        except BaseException as e:  # noqa: BLE001 (handed to the parent)
+                            try:
+                                payload = pickle.dumps((False, e), pickle.HIGHEST_PROTOCOL)
+                            except Exception:  # an exception that does not pickle: its text
+                                payload = pickle.dumps((False, RuntimeError(f"{type(e).__name__}: {e}")))
+                        with os.fdopen(w, "wb") as f:
+                            f.write(payload)
+                        code = 0
+                    finally:
+                        os._exit(code)
+                os.close(w)
+                running[pid] = (i, r, [])
+                sel.register(r, selectors.EVENT_READ, pid)
+            for key, _ in sel.select():
+                pid = key.data
+                i, r, chunks = running[pid]
+                data = os.read(r, 1 << 20)
+                if data:
+                    chunks.append(data)
+                    continue
+                sel.unregister(r)
+                os.close(r)
+                del running[pid]
+                _, status = os.waitpid(pid, 0)
+                if not chunks or os.waitstatus_to_exitcode(status) != 0:
+                    raise CLIError(f"analysis: piece {i + 1} of {n} ended without a result ({_ended(status)}); "
+                                   "MBFORGE_JOBS=1 runs the pieces one after the other, with less memory")
+                ok, value = pickle.loads(b"".join(chunks))
+                if not ok:
+                    raise value
+                out[i] = value
     finally:
-        _JOB = None
-_CHILD = False  # pieces inside a piece run in that child, one after the other
+        for pid, (_, r, _) in running.items():  # stopped or failed: no piece outlives the parent
+            try:
+                os.kill(pid, signal.SIGTERM)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+            os.close(r)
+        sel.close()
+    return out
+
+
+def _ended(status: int) -> str:
+    code = os.waitstatus_to_exitcode(status)
+    if code >= 0:
+        return f"exit status {code}"
+    name = signal.Signals(-code).name
+    return f"killed by {name}" + (", most likely by the system for want of memory" if name == "SIGKILL" else "")
