@@ -1,4 +1,5 @@
 """The benchmarks still run (on the smallest model); their numbers are read, not asserted."""
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -101,6 +102,8 @@ def test_host_figures_refuse_a_kernel_that_returns_early(tmp_path):
     (["bench.engine", "--json", "/nonexistent/x.json"], "--json /nonexistent/x.json: its folder does not exist"),
     (["bench.arms", "--json", "/nonexistent/x.json"], "--json /nonexistent/x.json: its folder does not exist"),
     (["bench.idyn", "--json", "/nonexistent/x.json"], "--json /nonexistent/x.json: its folder does not exist"),
+    (["bench.box_scaling", "--json", "/nonexistent/x.json"], "--json /nonexistent/x.json: its folder does not exist"),
+    (["bench.box_scaling", "--fractions", "0.5", "0"], "--fractions: each in (0, 1]"),
 ])
 def test_bench_commands_refuse_bad_arguments_up_front(argv, message):
     """A wrong --models or a --json into a missing folder: exit 2 and one error line before
@@ -109,3 +112,18 @@ def test_bench_commands_refuse_bad_arguments_up_front(argv, message):
     assert r.returncode == 2 and r.stdout == ""
     errors = [line for line in r.stderr.splitlines() if "error:" in line]
     assert len(errors) == 1 and message in errors[0] and "Traceback" not in r.stderr
+
+
+def test_box_scaling_bounds_stay_above_the_floor(tmp_path):
+    """bench.box_scaling on two states of the Stewart reduced kernel: each box's float32
+    bound is at least the floor over the box (no sound bound is below it), and shrinking
+    the boxes brings it closer."""
+    out = tmp_path / "s.json"
+    r = subprocess.run([sys.executable, "-m", "bench.box_scaling", "--states", "2", "--fractions", "0.5", "0.125",
+                        "--samples", "50", "--timing", "2", "--json", str(out)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert [row["fraction"] for row in rows] == [0.5, 0.125]
+    assert all(row["bound_over_floor_min"] >= 1.0 for row in rows)
+    assert rows[1]["bound_over_floor_max"] < rows[0]["bound_over_floor_max"]
