@@ -4,6 +4,7 @@ Each case runs the real `mbforge` in a fresh process."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -273,3 +274,44 @@ def test_a_bad_mbforge_jobs_is_one_line_before_anything_runs(tmp_path, monkeypat
     line = one_line(mbforge("generate", "fourbar", "--kernel", "kinematics", "--target", "c-double", "--out", out))
     assert line == f"mbforge generate: error: MBFORGE_JOBS: expected a whole number of processes, 1 or more; got {value!r}"
     assert not out.exists()
+
+
+def test_a_piece_killed_for_want_of_memory_is_one_line_not_a_hang(tmp_path):
+    """A piece of the analysis killed as the out-of-memory killer kills (SIGKILL): one line
+    naming it and what to do, exit 2, nothing written, the other piece ended. With a pool
+    of workers this waited forever (seen on a c-float32 analysis that ran out of memory)."""
+    import signal
+    import time
+
+    env = dict(os.environ, MBFORGE_CACHE_DIR=str(tmp_path / "cache"), MBFORGE_JOBS="2")
+    out = tmp_path / "k"
+    proc = subprocess.Popen([sys.executable, "-m", "mbforge.cli", "generate", "stewart", "--kernel",
+                             "inverse-dynamics-reduced", "--target", "c-fixed", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    children: list[int] = []
+    for _ in range(1800):
+        try:
+            children = [int(x) for x in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
+        except OSError:
+            children = []
+        if len(children) >= 2 or proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    assert children, f"no pieces in children before the end: {proc.communicate()}"
+    os.kill(children[-1], signal.SIGKILL)
+    try:
+        _, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError(f"no exit 120 s after a piece was killed: {proc.communicate()[1][-2000:]}")
+    assert proc.returncode == 2, err
+    lines = err.strip().splitlines()
+    assert "Traceback" not in err and len(lines) == 1, err
+    assert re.fullmatch(r"mbforge generate: error: analysis: piece \d of \d ended without a result \(killed by "
+                        r"SIGKILL, most likely by the system for want of memory\); MBFORGE_JOBS=1 runs the pieces "
+                        r"one after the other, with less memory", lines[0]), lines[0]
+    assert not out.exists()
+    time.sleep(0.5)
+    alive = [c for c in children if Path(f"/proc/{c}").exists()
+             and "mbforge" in Path(f"/proc/{c}/cmdline").read_bytes().decode(errors="replace")]
+    assert not alive, f"pieces still running after the command ended: {alive}"
