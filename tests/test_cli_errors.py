@@ -229,10 +229,9 @@ def test_ctrl_c_during_simulate_is_one_line(tmp_path):
     assert "Traceback" not in err and err.strip() == "mbforge simulate: interrupted"
 
 
-def test_sigterm_while_pieces_run_in_children_is_one_line_and_ends_them(tmp_path):
-    """SIGTERM to `generate` while its analysis runs pieces in forked children
-    (analysis.parallel): one line, exit 143, nothing written, and no child outlives it."""
-    import signal
+def _generate_in_pieces(tmp_path, pieces: int):
+    """`generate` of the Stewart reduced kernel in c-fixed with MBFORGE_JOBS=2, once at
+    least `pieces` of its analysis run in forked children: (process, their pids, --out)."""
     import time
 
     env = dict(os.environ, MBFORGE_CACHE_DIR=str(tmp_path / "cache"), MBFORGE_JOBS="2")
@@ -241,15 +240,25 @@ def test_sigterm_while_pieces_run_in_children_is_one_line_and_ends_them(tmp_path
                              "inverse-dynamics-reduced", "--target", "c-fixed", "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     children: list[int] = []
-    for _ in range(1800):
+    for _ in range(3600):
         try:
             children = [int(x) for x in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
         except OSError:
             children = []
-        if children or proc.poll() is not None:
+        if len(children) >= pieces or proc.poll() is not None:
             break
-        time.sleep(0.1)
-    assert children, f"no pieces in children before the end: {proc.communicate()}"
+        time.sleep(0.05)
+    assert len(children) >= pieces, f"no pieces in children before the end: {proc.communicate()}"
+    return proc, children, out
+
+
+def test_sigterm_while_pieces_run_in_children_is_one_line_and_ends_them(tmp_path):
+    """SIGTERM to `generate` while its analysis runs pieces in forked children
+    (analysis.parallel): one line, exit 143, nothing written, and no child outlives it."""
+    import signal
+    import time
+
+    proc, children, out = _generate_in_pieces(tmp_path, 1)
     proc.send_signal(signal.SIGTERM)
     try:
         _, err = proc.communicate(timeout=60)
@@ -283,21 +292,7 @@ def test_a_piece_killed_for_want_of_memory_is_one_line_not_a_hang(tmp_path):
     import signal
     import time
 
-    env = dict(os.environ, MBFORGE_CACHE_DIR=str(tmp_path / "cache"), MBFORGE_JOBS="2")
-    out = tmp_path / "k"
-    proc = subprocess.Popen([sys.executable, "-m", "mbforge.cli", "generate", "stewart", "--kernel",
-                             "inverse-dynamics-reduced", "--target", "c-fixed", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    children: list[int] = []
-    for _ in range(1800):
-        try:
-            children = [int(x) for x in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
-        except OSError:
-            children = []
-        if len(children) >= 2 or proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    assert children, f"no pieces in children before the end: {proc.communicate()}"
+    proc, children, out = _generate_in_pieces(tmp_path, 2)
     os.kill(children[-1], signal.SIGKILL)
     try:
         _, err = proc.communicate(timeout=120)

@@ -73,6 +73,8 @@ def _piece(i):
         os.kill(os.getpid(), signal.SIGKILL)  # as the out-of-memory killer ends a process
     if i == 3:
         raise ValueError("piece 3 refused")
+    if i == 4:
+        os._exit(3)  # ends without writing its result
     return np.full(3, float(i))
 
 
@@ -84,6 +86,9 @@ def test_a_killed_piece_is_reported_not_waited_for(monkeypatch):
     with pytest.raises(CLIError, match=r"piece 3 of 3 ended without a result \(killed by SIGKILL, most likely"):
         parallel.run(_piece, 3)
     with pytest.raises(ValueError, match="piece 3 refused"):
-        parallel.run(lambda i: _piece(i + 3), 2)
+        parallel.run(lambda i: _piece(3 if i else 0), 2)
+    with pytest.raises(CLIError, match=r"piece 2 of 2 ended without a result \(exit status 3\); MBFORGE_JOBS=1 runs "
+                                       r"the pieces one after the other, in this process"):
+        parallel.run(lambda i: _piece(i * 4), 2)
     with pytest.raises(ChildProcessError):  # every piece's process was waited for
         os.waitpid(-1, os.WNOHANG)

@@ -115,9 +115,11 @@ def run(fn, n: int) -> list:
                 os.close(r)
                 del running[pid]
                 _, status = os.waitpid(pid, 0)
-                if not chunks or os.waitstatus_to_exitcode(status) != 0:
+                code = os.waitstatus_to_exitcode(status)
+                if not chunks or code != 0:
                     raise CLIError(f"analysis: piece {i + 1} of {n} ended without a result ({_ended(status)}); "
-                                   "MBFORGE_JOBS=1 runs the pieces one after the other, with less memory")
+                                   "MBFORGE_JOBS=1 runs the pieces one after the other, "
+                                   + ("with less memory" if code == -signal.SIGKILL else "in this process"))
                 ok, value = pickle.loads(b"".join(chunks))
                 if not ok:
                     raise value
