@@ -16,7 +16,8 @@ Krawczyk-type test on a preconditioned residual, sound for every matrix and righ
 side in the entries' affine forms, which kernels.cover also uses with plain intervals),
 without the straight-line code's cancellations. The entries' forms come from range
 analysis of the entries alone (short expressions); the matrix's own values (pivots,
-multipliers, pivot rows) are enclosed over the 2^7 halves of each box as well.
+multipliers, pivot rows) are enclosed over halves of each box as well, along the inputs
+that move the matrix (moving_dims: up to 7 of them, 2^7 halves).
 
 `LUEnclosure.bind(tape)` maps these quantities to the tape's temps (through the atoms
 they compute, after any rewrite of the kernel's outputs), and range analysis intersects
@@ -146,6 +147,8 @@ class _Hints:
         used = sorted({v for ins in self.sub_A.instrs for kind, v in ins.args if kind == "in"}
                       | {v for kind, v in self.sub_A.outputs if kind == "in"})
         self.split_dims = used
+        self._entry_atoms = atoms
+        self._entries_at = None  # Evaluator of the entries, made on first use (moving_dims)
         self.targets = targets
         self.steps = [(list(st.rows), list(st.cols)) for st in F.steps]
         self.cut = self._cut(enc, tape)
@@ -214,7 +217,7 @@ class _Hints:
         R, G, xc, xr = (np.concatenate([c[1][k] for c in chunks]) for k in range(4))
         # the matrix's own values (pivots, multipliers, pivot rows) over sub-boxes as well: their
         # enclosures tighten quadratically with the width, and the entries are short to analyse
-        dims = self.split_dims[:SPLIT_DIMS]
+        dims = self.moving_dims(in_lo, in_hi)
         if dims:
             k = 1 << len(dims)
             codes = np.arange(k)
@@ -242,6 +245,39 @@ class _Hints:
         for b in range(in_lo.shape[0]):  # for solve_enclosure (solve_error), which asks for these boxes again
             self.enclosed[in_lo[b].tobytes() + in_hi[b].tobytes()] = (R[b], G[b], xc[b], xr[b])
         return out
+
+    def moving_dims(self, in_lo, in_hi) -> list[int]:
+        """The inputs to halve the boxes along for the matrix's own values: of those its
+        entries read, the ones that move it at least MOVING x as much as the one that
+        moves it most (at most SPLIT_DIMS), by |A(c)^-1 (A(c + h e_d) - A(c - h e_d))| / 2's
+        largest row sum over the boxes (c a box's centre, h its half-width). Halves along an
+        input that hardly moves A (the Stewart platform's e0: 1% where the others move it
+        8 to 16%) double the cost for nothing."""
+        from ..ir import Evaluator
+        dims = np.array(self.split_dims, dtype=np.int64)
+        if dims.size <= 1 or not in_lo.shape[0]:
+            return list(dims[:SPLIT_DIMS])
+        if self._entries_at is None:
+            self._entries_at = Evaluator(self._entry_atoms, self.sub_A.inputs)
+        B, D, n = in_lo.shape[0], dims.size, self.n
+        c, h = (in_lo + in_hi) / 2, (in_hi - in_lo) / 2
+        X = np.repeat(c[:, None, :], 1 + 2 * D, axis=1)
+        for k, d in enumerate(dims):
+            X[:, 1 + 2 * k, d] += h[:, d]
+            X[:, 2 + 2 * k, d] -= h[:, d]
+        V = np.asarray(self._entries_at(X.reshape(-1, in_lo.shape[1])), dtype=float).reshape(B * (1 + 2 * D), -1)
+        A = np.zeros((V.shape[0], n, n))
+        for e, (i, j) in enumerate(self.entries):
+            A[:, i, j] = V[:, e]
+        A = A.reshape(B, 1 + 2 * D, n, n)
+        with np.errstate(all="ignore"):
+            R = np.linalg.pinv(A[:, 0])
+            move = np.abs(np.einsum("bij,bdjk->bdik", R, (A[:, 1::2] - A[:, 2::2]) / 2)).sum(3).max(2).max(0)
+        if not np.all(np.isfinite(move)) or not move.max() > 0:
+            return list(dims[:SPLIT_DIMS])
+        keep = [int(d) for d, m in zip(dims, move) if m >= MOVING * move.max()]
+        order = sorted(keep, key=lambda d: -move[list(dims).index(d)])[:SPLIT_DIMS]
+        return sorted(order)
 
     def _forms(self, in_lo, in_hi, matrix_only: bool = False) -> "_Param":
         """The entries of A and b as affine forms over the boxes: A(e) = A0 + sum_k Ak e_k
@@ -384,7 +420,8 @@ def _neumann(P, R):
 
 
 CHUNK = 256  # boxes per pass of the hints (their affine coefficients are boxes x terms x n x n)
-SPLIT_DIMS = 7  # the matrix's values are also enclosed over the 2^7 halves of each box (its first 7 inputs)
+SPLIT_DIMS = 7  # the matrix's values are also enclosed over the halves of each box along at most 7 inputs,
+MOVING = 0.25  # ... those that move it at least a quarter as much as the one that moves it most (moving_dims)
 
 
 def _joined(parts: list[dict]) -> dict:
