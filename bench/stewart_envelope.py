@@ -31,6 +31,19 @@ double on the four motions and on random consistent states of the envelope.
 Exit status 0 when every state returned status 0 and stayed within its bound, else 1
 (2: generation refused). Figures depend on the machine's load: quote them with it.
 
+Measured 2026-12-03, fourth session (two cores, this bench alone), with the matrix's own
+values enclosed over halves along the inputs that move it only (analysis.linear.moving_dims:
+x, y, z, e1, e2, e3; e0 moves it 1%), --search 300:
+* c-fixed: generated in 44.6 s wall (73 s CPU, build included; the same code without
+  moving_dims took 62 to 67 s that day, 46 s the day before); status 0 and within the
+  bound on all 180,000 states; bounds 2.90e-3, 1.54e-3, 1.25e-3, 8.03e-4, 6.36e-4,
+  5.92e-4 N; bound / observed with the search 3.74, 3.94, 2.98, 4.36, 18.9, 26.8; bound /
+  floor 1.8 .. 12.5; floor / observed 1.5 .. 2.1.
+* c-float32: 38.5 s; all within; bounds 0.0831, 0.0598, 0.0535, 0.0488, 0.0435, 0.0444 N;
+  bound / observed with the search 272, 229, 255, 228, 230, 227; bound / floor 22.6 ..
+  34.2; floor / observed 8.0 .. 10.1. Why no sound box-wise bound comes within 30x:
+  python -m bench.box_scaling.
+
 Measured 2026-12-03 (two cores, this bench alone), with the pieces of each pass on both
 cores (analysis.parallel; the CPU then printed was the parent's alone, now the children's
 counts too), the cutting within 12x the boxes (the failed, then the loosest first), A's
