@@ -252,11 +252,22 @@ def _generate_in_pieces(tmp_path, pieces: int):
     return proc, children, out
 
 
+def _assert_pieces_ended(children: list[int]) -> None:
+    """No piece's process still runs mbforge within 10 s of the command's end."""
+    import time
+
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{c}").exists() for c in children) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    alive = [c for c in children if Path(f"/proc/{c}").exists()
+             and "mbforge" in Path(f"/proc/{c}/cmdline").read_bytes().decode(errors="replace")]
+    assert not alive, f"pieces still running after the command ended: {alive}"
+
+
 def test_sigterm_while_pieces_run_in_children_is_one_line_and_ends_them(tmp_path):
     """SIGTERM to `generate` while its analysis runs pieces in forked children
     (analysis.parallel): one line, exit 143, nothing written, and no child outlives it."""
     import signal
-    import time
 
     proc, children, out = _generate_in_pieces(tmp_path, 1)
     proc.send_signal(signal.SIGTERM)
@@ -268,12 +279,7 @@ def test_sigterm_while_pieces_run_in_children_is_one_line_and_ends_them(tmp_path
     assert proc.returncode == 143, err
     assert "Traceback" not in err and err.strip() == "mbforge generate: interrupted (SIGTERM)"
     assert not out.exists()
-    deadline = time.monotonic() + 10
-    while any(Path(f"/proc/{c}").exists() for c in children) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    alive = [c for c in children if Path(f"/proc/{c}").exists()
-             and "mbforge" in Path(f"/proc/{c}/cmdline").read_bytes().decode(errors="replace")]
-    assert not alive, f"children still running after the command ended: {alive}"
+    _assert_pieces_ended(children)
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "-2", "1.5"])
@@ -290,7 +296,6 @@ def test_a_piece_killed_for_want_of_memory_is_one_line_not_a_hang(tmp_path):
     naming it and what to do, exit 2, nothing written, the other piece ended. With a pool
     of workers this waited forever (seen on a c-float32 analysis that ran out of memory)."""
     import signal
-    import time
 
     proc, children, out = _generate_in_pieces(tmp_path, 2)
     os.kill(children[-1], signal.SIGKILL)
@@ -306,7 +311,4 @@ def test_a_piece_killed_for_want_of_memory_is_one_line_not_a_hang(tmp_path):
                         r"SIGKILL, most likely by the system for want of memory\); MBFORGE_JOBS=1 runs the pieces "
                         r"one after the other, with less memory", lines[0]), lines[0]
     assert not out.exists()
-    time.sleep(0.5)
-    alive = [c for c in children if Path(f"/proc/{c}").exists()
-             and "mbforge" in Path(f"/proc/{c}/cmdline").read_bytes().decode(errors="replace")]
-    assert not alive, f"pieces still running after the command ended: {alive}"
+    _assert_pieces_ended(children)

@@ -248,18 +248,27 @@ class _Hints:
 
     def moving_dims(self, in_lo, in_hi) -> list[int]:
         """The inputs to halve the boxes along for the matrix's own values: of those its
-        entries read, the ones that move it at least MOVING x as much as the one that
-        moves it most (at most SPLIT_DIMS), by |A(c)^-1 (A(c + h e_d) - A(c - h e_d))| / 2's
-        largest row sum over the boxes (c a box's centre, h its half-width). Halves along an
-        input that hardly moves A (the Stewart platform's e0: 1% where the others move it
-        8 to 16%) double the cost for nothing."""
-        from ..ir import Evaluator
+        entries read, the ones that move it (drive, largest over the boxes) at least MOVING
+        x as much as the one that moves it most, at most SPLIT_DIMS. Halves along an input
+        that hardly moves A (the Stewart platform's e0: 1% where the others move it 8 to
+        16%) double the cost for nothing."""
         dims = np.array(self.split_dims, dtype=np.int64)
         if dims.size <= 1 or not in_lo.shape[0]:
             return list(dims[:SPLIT_DIMS])
+        move = self.drive(in_lo, in_hi, dims).max(axis=0)
+        if not np.all(np.isfinite(move)) or not move.max() > 0:
+            return list(dims[:SPLIT_DIMS])
+        ranked = [k for k in np.argsort(-move, kind="stable") if move[k] >= MOVING * move.max()][:SPLIT_DIMS]
+        return sorted(int(dims[k]) for k in ranked)
+
+    def drive(self, in_lo, in_hi, dims) -> np.ndarray:
+        """(B, len(dims)): how much A moves along each input over each box: the largest row
+        sum of |R (A(c + h e_d) - A(c - h e_d))| / 2, A at the box's centre c and the middles
+        of its faces (h its half-width), R = A(c)^-1 (preconditioned as solve_error's G is)."""
+        from ..ir import Evaluator
         if self._entries_at is None:
             self._entries_at = Evaluator(self._entry_atoms, self.sub_A.inputs)
-        B, D, n = in_lo.shape[0], dims.size, self.n
+        B, D, n = in_lo.shape[0], len(dims), self.n
         c, h = (in_lo + in_hi) / 2, (in_hi - in_lo) / 2
         X = np.repeat(c[:, None, :], 1 + 2 * D, axis=1)
         for k, d in enumerate(dims):
@@ -272,12 +281,7 @@ class _Hints:
         A = A.reshape(B, 1 + 2 * D, n, n)
         with np.errstate(all="ignore"):
             R = np.linalg.pinv(A[:, 0])
-            move = np.abs(np.einsum("bij,bdjk->bdik", R, (A[:, 1::2] - A[:, 2::2]) / 2)).sum(3).max(2).max(0)
-        if not np.all(np.isfinite(move)) or not move.max() > 0:
-            return list(dims[:SPLIT_DIMS])
-        keep = [int(d) for d, m in zip(dims, move) if m >= MOVING * move.max()]
-        order = sorted(keep, key=lambda d: -move[list(dims).index(d)])[:SPLIT_DIMS]
-        return sorted(order)
+            return np.abs(np.einsum("bij,bdjk->bdik", R, (A[:, 1::2] - A[:, 2::2]) / 2)).sum(3).max(2)
 
     def _forms(self, in_lo, in_hi, matrix_only: bool = False) -> "_Param":
         """The entries of A and b as affine forms over the boxes: A(e) = A0 + sum_k Ak e_k

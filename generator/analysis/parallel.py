@@ -117,7 +117,7 @@ def run(fn, n: int) -> list:
                 _, status = os.waitpid(pid, 0)
                 code = os.waitstatus_to_exitcode(status)
                 if not chunks or code != 0:
-                    raise CLIError(f"analysis: piece {i + 1} of {n} ended without a result ({_ended(status)}); "
+                    raise CLIError(f"analysis: piece {i + 1} of {n} ended without a result ({_ended(code)}); "
                                    "MBFORGE_JOBS=1 runs the pieces one after the other, "
                                    + ("with less memory" if code == -signal.SIGKILL else "in this process"))
                 ok, value = pickle.loads(b"".join(chunks))
@@ -136,8 +136,8 @@ def run(fn, n: int) -> list:
     return out
 
 
-def _ended(status: int) -> str:
-    code = os.waitstatus_to_exitcode(status)
+def _ended(code: int) -> str:
+    """How a piece's process ended, from os.waitstatus_to_exitcode (-N: signal N)."""
     if code >= 0:
         return f"exit status {code}"
     name = signal.Signals(-code).name

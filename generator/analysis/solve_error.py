@@ -46,6 +46,7 @@ class SolveCut:
     outputs: dict  # output position -> solution index
     section: set  # instruction indices of the solve (all after the cut)
     enclosure: object  # (in_lo, in_hi) -> (R, G, xc, xr): linear._Hints.solve_enclosure
+    drive: object  # (in_lo, in_hi, dims) -> (B, len(dims)), how much A moves along each: linear._Hints.drive
     absorb: dict  # section temp -> (i, j or None, sign, pivot operand and sign or None): see _absorbed
 
     @property
@@ -74,7 +75,8 @@ def find_cut(tape: Tape) -> SolveCut | None:
                 return None  # the solve reads something else from before: no clean cut
     if any(tape.outputs[p][0] != "t" or tape.outputs[p][1] not in inside for p in outputs):
         return None
-    return SolveCut(entries, rhs, outputs, section, hints.solve_enclosure, _absorbed(hints, inside, entries))
+    return SolveCut(entries, rhs, outputs, section, hints.solve_enclosure, hints.drive,
+                    _absorbed(hints, inside, entries))
 
 
 def split_failed(split: list, cut: SolveCut) -> np.ndarray:
@@ -131,39 +133,11 @@ def refine_for_solve(tape: Tape, vec: BoxRanges, bounds, replan=None):
     return vec, E
 
 
-def _drive(tape: Tape, cut: SolveCut, lo: np.ndarray, hi: np.ndarray, dims: np.ndarray) -> np.ndarray:
-    """(B, len(dims)): how much A varies along each input over each box, preconditioned
-    as the split's G is: the largest row sum of |R (A(c + h e_d) - A(c - h e_d))| / 2, A
-    evaluated at the box's centre c and the middles of its faces, R = A(c)^-1."""
-    from ..ir import Evaluator
-
-    temps = sorted({o[1] for *_, o, _ in cut.entries if o[0] == "t"})
-    ev = Evaluator([tape.atoms[t] for t in temps], tape.inputs)
-    B, D = lo.shape[0], dims.size
-    c, h = (lo + hi) / 2, (hi - lo) / 2
-    X = np.repeat(c[:, None, :], 1 + 2 * D, axis=1)
-    for k, d in enumerate(dims):
-        X[:, 1 + 2 * k, d] += h[:, d]
-        X[:, 2 + 2 * k, d] -= h[:, d]
-    X = X.reshape(-1, lo.shape[1])
-    V = np.atleast_2d(ev(X)) if temps else np.zeros((len(X), 0))
-    col = {t: k for k, t in enumerate(temps)}
-    m = 1 + max(max(i, j) for i, j, *_ in cut.entries)
-    A = np.zeros((len(X), m, m))
-    for i, j, o, sc in cut.entries:
-        A[:, i, j] += sc * (V[:, col[o[1]]] if o[0] == "t" else X[:, o[1]] if o[0] == "in" else float(o[1]))
-    A = A.reshape(B, 1 + 2 * D, m, m)
-    with np.errstate(all="ignore"):
-        R = np.linalg.pinv(A[:, 0])
-        dA = (A[:, 1::2] - A[:, 2::2]) / 2
-        return np.abs(np.einsum("bij,bdjk->bdik", R, dA)).sum(3).max(2)
-
-
 def solve_parts(tape: Tape, cut: SolveCut, dims: np.ndarray, vec: BoxRanges, which,
                 room: int) -> tuple[BoxRanges, list[int]] | None:
     """The boxes `which` of vec cut into parts where the split at the solve failed (the
     matrix varies too much over a box for one preconditioner, or its errors reach a
-    pivot): halves along the inputs `dims` (matrix_inputs) that make A vary most (_drive:
+    pivot): halves along the inputs `dims` (matrix_inputs) that make A vary most (linear's drive:
     at least half the largest), at most as many per box as keep the parts within `room`.
     (the parts analysed, the boxes cut), or None when none can be cut or range analysis
     cannot bound a part (a divisor's range reaching 0). Sound whatever is chosen: every
@@ -175,7 +149,7 @@ def solve_parts(tape: Tape, cut: SolveCut, dims: np.ndarray, vec: BoxRanges, whi
     most = min(MOST, int(np.floor(np.log2(max(room, 1) / which.size)))) if room >= 2 * which.size else 0
     if not dims.size or most < 1:
         return None
-    S = _drive(tape, cut, vec.in_lo[which], vec.in_hi[which], dims)
+    S = cut.drive(vec.in_lo[which], vec.in_hi[which], dims)
     lo_, hi_, done = [], [], []
     for b, s in zip(which, S):
         if not np.isfinite(s).all() or not s.max() > 0:
