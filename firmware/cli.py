@@ -20,6 +20,8 @@ def register(subparsers) -> None:
                     "one that does not fit --env; with --build, also build that environment offline.")
     p.add_argument("--kernel", required=True, help="generated kernel directory (holds manifest.json)")
     p.add_argument("--out", required=True, help="project directory to write")
+    p.add_argument("--force", action="store_true",
+                   help="write into a non-empty --out that holds no project (same-named files replaced)")
     p.add_argument("--baud", type=int, default=None, help="UART baud rate of the link (default: each board's, "
                    + ", ".join(f"{b.env} {b.baud}" for b in BOARDS.values()) + ")")
     p.add_argument("--build", action="store_true", help="build after generating (pio run)")
@@ -138,7 +140,8 @@ def _run(args: argparse.Namespace) -> int:
     if rate and args.env in table and rate > table[args.env].max_rate_hz:
         print(f"note: {rate} Hz is above the estimated highest loop rate on {args.env} "
               f"({table[args.env].max_rate_hz:,.0f} Hz): expect overruns", file=sys.stderr)
-    out = generate_project(args.kernel, args.out, baud=args.baud, library=args.library, app=args.app, rate=rate)
+    out = generate_project(args.kernel, args.out, baud=args.baud, library=args.library, app=args.app, rate=rate,
+                           force=args.force)
     print(f"{'library' if args.library else 'project'} written to {out}")
     for env, b in table.items():
         print(f"budget {b.line()}")

@@ -25,6 +25,7 @@ import jinja2
 
 from mbforge import __version__
 from mbforge.hil import protocol as P
+from mbforge.outdir import OutDir, OutDirError
 from mbforge.manifest import C_REAL, MANIFEST_NAME, Manifest, ManifestError, load_dir
 from mbforge.targets import BOARDS, Board
 
@@ -234,39 +235,37 @@ def _library_plan(plan: dict[str, bytes], sources, kernel_files, headers, render
     plan["library.json"] = render("lib/library.json.j2")
 
 
-def write_plan(plan: dict[str, bytes], out_dir: str | Path) -> Path:
-    """Write the plan; files a previous generation wrote and this one does not are
-    removed (a stale kernel source would otherwise be compiled in). Unchanged files
-    are not rewritten, so PlatformIO's incremental build stays incremental."""
-    out = Path(out_dir)
-    for parent in [out, *out.parents]:
-        if parent.exists() and not parent.is_dir():
-            raise ProjectError(f"--out {out}: {parent} is a file, not a folder")
+def write_plan(plan: dict[str, bytes], out_dir: str | Path, force: bool = False) -> Path:
+    """Write the plan through mbforge.outdir: files a previous generation wrote (its
+    record lists them) and this one does not are removed, since a stale kernel source
+    would otherwise be compiled in; no name leaves the folder and no write follows a
+    symlink; unchanged files are not rewritten, so PlatformIO's incremental build stays
+    incremental; a non-empty folder that is no firmware project is refused unless force."""
     try:
-        return _write_plan(plan, out)
-    except OSError as e:
-        raise ProjectError(f"--out {out}: cannot write {e.filename or out}: {e.strerror}") from None
+        out = OutDir(out_dir)
+        old = out.claim(project_files, f"a firmware project (no {RECORD} of mbforge)", force)
+        return out.write_files(plan, record=RECORD, old=old)
+    except OutDirError as e:
+        raise ProjectError(str(e)) from None
 
 
-def _write_plan(plan: dict[str, bytes], out: Path) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
-    old_record = out / RECORD
-    if old_record.is_file():
-        try:
-            old = json.loads(old_record.read_text()).get("files", [])
-        except (json.JSONDecodeError, AttributeError):
-            old = []
-        for name in old:
-            if name not in plan and (out / name).is_file():
-                (out / name).unlink()
-    for name, data in plan.items():
-        path = out / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.is_file() or path.read_bytes() != data:
-            path.write_bytes(data)
-    return out
+def project_files(root: Path) -> list[str] | None:
+    """The files a project folder's record lists (itself included); None when root holds
+    no record of mbforge's firmware generator."""
+    path = root / RECORD
+    if path.is_symlink() or not path.is_file():
+        return None
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not (isinstance(d, dict) and str(d.get("generator", "")).startswith("mbforge-fw")
+            and isinstance(d.get("files"), list)):
+        return None
+    return [RECORD, *d["files"]]
 
 
 def generate_project(kernel_dir: str | Path, out_dir: str | Path, baud: int | None = None, *,
-                     library: bool = False, app: str = "server", rate: int | None = None) -> Path:
-    return write_plan(plan_project(kernel_dir, baud=baud, library=library, app=app, rate=rate), out_dir)
+                     library: bool = False, app: str = "server", rate: int | None = None,
+                     force: bool = False) -> Path:
+    return write_plan(plan_project(kernel_dir, baud=baud, library=library, app=app, rate=rate), out_dir, force)

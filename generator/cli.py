@@ -36,7 +36,7 @@ def cmd_generate(args) -> int:
         kernel = build_kernel(eqs, args.kernel)
         mark("kernel")
         plan = generate(kernel, args.target, prefix=args.prefix, options=options, stages=mark)
-        out = plan.write(args.out)
+        out = plan.write(args.out, force=args.force)
         mark("write")
     m = plan.manifest
     print(f"{m.function} ({m.target}): {m.n_in} inputs, {m.n_out} outputs, "
@@ -79,6 +79,8 @@ def _register_generate(sub) -> None:
     fields = all_option_fields()
     add_flags(p, [f for f, _ in fields.values()], applies={n: ts for n, (_, ts) in fields.items()})
     p.add_argument("--out", required=True, type=Path, help="directory for the files and manifest.json")
+    p.add_argument("--force", action="store_true",
+                   help="write into a non-empty --out that holds no kernel (same-named files replaced)")
     p.add_argument("--verbose", action="store_true",
                    help="print the command's wall time by stage (import, model build, ..., write) to stderr")
     p.set_defaults(func=cmd_generate)

@@ -26,6 +26,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .outdir import OutDirError, interrupted, read_path
+
 FORMAT = "mbforge-kernel/1"
 REAL_KINDS = ("double", "float", "int32")
 MANIFEST_NAME = "manifest.json"
@@ -120,12 +122,20 @@ class Manifest:
         if self.files is None:
             return
         for name in self.described_files():
-            path = Path(kernel_dir) / name
+            try:
+                path = read_path(kernel_dir, name, f"manifest of {kernel_dir}")
+            except OutDirError as e:
+                raise ManifestError(str(e)) from None
             try:
                 data = path.read_bytes()
             except OSError as e:
                 raise ManifestError(f"{path}: cannot read a file the manifest describes ({e.strerror})") from None
             if sha256_hex(data) != self.files[name]:
+                left = interrupted(kernel_dir)
+                if left:
+                    raise ManifestError(f"{path} is not the file the manifest describes: an earlier write into "
+                                        f"{kernel_dir} was interrupted ({left} is still there); generate the "
+                                        "kernel again")
                 raise ManifestError(f"{path} changed since it was generated (its sha256 is not the "
                                     f"manifest's): regenerate the kernel instead of editing it")
 

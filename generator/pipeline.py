@@ -12,9 +12,7 @@ the same request.
 """
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 import hashlib
 import json
 import math
@@ -30,6 +28,8 @@ from .ir import subs, topo
 from .ir.graph import gc_paused
 from .kernels import InPort, Kernel, OutPort
 from .manifest import ERROR_BOUND_BASIS, MANIFEST_NAME, Group, Manifest
+from .manifest import FORMAT as MANIFEST_FORMAT
+from .outdir import OutDir, OutDirError
 from .targets import TARGETS as TARGET_INFO
 
 TARGETS = backend_names()
@@ -50,32 +50,39 @@ class Plan:
     analysis: Any = field(default=None, repr=False, compare=False)
     schedule: Any = field(default=None, repr=False, compare=False)
 
-    def write(self, out_dir: str | Path) -> Path:
-        """Write the files and manifest.json into out_dir, all or nothing: they are written
-        to a temporary folder beside it first and moved in one by one only when all were
-        written, the manifest last, so a failure leaves no half-written kernel (and a
-        folder with a manifest always has the files it describes). GenerateError names
+    def write(self, out_dir: str | Path, force: bool = False) -> Path:
+        """Write the files and manifest.json into out_dir through mbforge.outdir: all or
+        nothing (the manifest moved in last, so a folder with a manifest has the files it
+        describes), no write through a symlink, the files of an earlier kernel in the
+        folder that this one does not write removed (only those its manifest lists), and
+        a non-empty folder that holds no kernel refused unless force. GenerateError names
         the problem (out_dir a file, below a file, not writable, a name taken by a folder)."""
-        out = Path(out_dir)
-        where = f"--out {out}"
-        for parent in [out, *out.parents]:
-            if parent.exists() and not parent.is_dir():
-                raise GenerateError(f"{where}: {parent} is a file, not a folder")
-        names = [*self.files, MANIFEST_NAME]
-        for name in names:
-            if (out / name).is_dir():
-                raise GenerateError(f"{where}: {out / name} is a folder; the kernel needs that name for a file")
         try:
-            out.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out) as tmp:
-                texts = {**self.files, MANIFEST_NAME: self.manifest.to_json()}
-                for name in names:
-                    (Path(tmp) / name).write_text(texts[name])
-                for name in names:  # same file system: each move is atomic
-                    os.replace(Path(tmp) / name, out / name)
-        except OSError as e:
-            raise GenerateError(f"{where}: cannot write {e.filename or out}: {e.strerror}") from None
-        return out
+            out = OutDir(out_dir)
+            old = out.claim(kernel_folder_files, "a kernel folder (no manifest.json of mbforge)", force)
+            texts = {**self.files, MANIFEST_NAME: self.manifest.to_json()}
+            return out.write_files({n: t.encode() for n, t in texts.items()}, record=MANIFEST_NAME, old=old)
+        except OutDirError as e:
+            raise GenerateError(str(e)) from None
+
+
+def kernel_folder_files(root: Path) -> list[str] | None:
+    """The files a kernel folder's manifest lists (itself included); None when root holds
+    no mbforge manifest (the names are checked by OutDir before anything is removed)."""
+    path = root / MANIFEST_NAME
+    if path.is_symlink() or not path.is_file():
+        return None
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(d, dict) or d.get("format") != MANIFEST_FORMAT:
+        return None
+    lists = [d.get("sources") or [], d.get("headers") or []]
+    if not all(isinstance(v, list) for v in lists):
+        return None
+    names = [*lists[0], *lists[1], d.get("motion"), d.get("domain")]
+    return [MANIFEST_NAME, *(n for n in names if n is not None)]
 
 
 def _sha(text: str) -> str:

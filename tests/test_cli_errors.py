@@ -85,6 +85,8 @@ def test_generate_out_is_a_file_below_a_file_or_unwritable(tmp_path):
         assert "cannot write" in one_line(mbforge("generate", "fourbar", "--out", ro / "k"))
     (tmp_path / "k" / "manifest.json").mkdir(parents=True)
     line = one_line(mbforge("generate", "fourbar", "--out", tmp_path / "k"))
+    assert "not empty" in line and "--force" in line  # a folder holding no kernel
+    line = one_line(mbforge("generate", "fourbar", "--out", tmp_path / "k", "--force"))
     assert "manifest.json is a folder" in line
     assert not (tmp_path / "k" / "fourbar.c").exists()  # nothing half-written
 
