@@ -26,6 +26,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .names import is_c_symbol, is_file_name
 from .outdir import OutDirError, interrupted, read_path
 
 FORMAT = "mbforge-kernel/1"
@@ -150,6 +151,7 @@ class Manifest:
             raise ManifestError(f"manifest format {self.format!r}, expected {FORMAT!r}")
         if self.real not in REAL_KINDS:
             raise ManifestError(f"manifest real type {self.real!r} is not one of {REAL_KINDS}")
+        self._check_names()
         for kind, groups in (("input", self.inputs), ("output", self.outputs)):
             offset = 0
             for g in groups:
@@ -167,14 +169,30 @@ class Manifest:
             if not isinstance(self.files, dict) or sorted(self.files) != sorted(self.described_files()):
                 raise ManifestError(f"manifest files map lists {sorted(self.files) if isinstance(self.files, dict) else self.files!r}, "
                                     f"expected the described files {sorted(self.described_files())}")
-            bad = [n for n, h in self.files.items() if not (isinstance(h, str) and len(h) == 64
-                                                            and all(c in "0123456789abcdef" for c in h))]
+            bad = [n for n, h in self.files.items() if not _is_sha256(h)]
             if bad:
                 raise ManifestError(f"manifest files map: {bad[0]!r} has no sha256 (64 lowercase hex digits)")
         if self.real == "int32":
             for g in self.inputs + self.outputs:
                 if g.frac_bits is None:
                     raise ManifestError(f"fixed-point kernel: {g.name!r} has no frac_bits")
+
+    def _check_names(self) -> None:
+        """What the firmware generator and the host library print into C and file paths:
+        a crafted manifest must not put code into a build nor a path outside a folder."""
+        for what in ("function", "prefix"):
+            if not is_c_symbol(getattr(self, what)):
+                raise ManifestError(f"manifest {what} {getattr(self, what)!r} is not a C identifier")
+        for what in ("digest", "model_digest"):
+            if not _is_sha256(getattr(self, what)):
+                raise ManifestError(f"manifest {what} {getattr(self, what)!r} is not a sha256 (64 lowercase hex digits)")
+        for what in ("sources", "headers"):
+            if not isinstance(getattr(self, what), list):
+                raise ManifestError(f"manifest {what} {getattr(self, what)!r} is not a list of file names")
+        bad = [n for n in self.described_files() if not is_file_name(n)]
+        if bad:
+            raise ManifestError(f"manifest names the file {bad[0]!r}: expected a file of the kernel folder "
+                                "(letters, digits, _ . -, no path)")
 
     @classmethod
     def from_dict(cls, d: dict) -> "Manifest":
@@ -239,6 +257,10 @@ def load_dir(kernel_dir: str | Path) -> Manifest:
 
 def sha256_hex(data: str | bytes) -> str:
     return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
+
+
+def _is_sha256(h) -> bool:
+    return isinstance(h, str) and len(h) == 64 and all(c in "0123456789abcdef" for c in h)
 
 
 def _prod(shape) -> int:

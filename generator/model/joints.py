@@ -9,11 +9,12 @@ import math
 
 from ..ir import as_atom, dot, sub
 from .bodies import Body, Body2D
-from .errors import ModelError
+from .errors import ModelError, check_name
 from .frames import cross2, perpendiculars
 
 
 def _eqs(model, exprs, name: str, suffixes) -> list[str]:
+    check_name(model, "joint", name)  # before its equations' names are made from it
     names = []
     for e, s in zip(exprs, suffixes):
         e = as_atom(e)

@@ -5,7 +5,8 @@ declared ranges), named equations (kinematic constraints, driving constraints an
 non-holonomic velocity constraints), bodies with their inertia, applied forces, actuators
 and named outputs; `equations()` hands them, atomized, to the kernel builders and solvers.
 Names are checked as they are added, so a bad model fails where it is written, with the
-name of the model and of the offending coordinate, equation or body.
+name of the model and of the offending coordinate, equation or body; every name is an
+identifier (mbforge.names: it is printed into the generated code).
 
 Each Model owns a symbol Scope: its coordinates (q, q_d, q_dd), parameters and t are
 symbols of that scope, so two models in one process may use the same names (distinct
@@ -17,19 +18,16 @@ parameters), natural coordinates (natural.*) and relative coordinates (relative.
 """
 from __future__ import annotations
 
-import re
-
 from ..ir import (ONE, ZERO, Atom, ExpressionError, Scope, Sparse, add, as_atom, from_sympy, jacobian, sub, subs,
                   symbol, time_derivative, topo)
+from ..names import is_name
 from . import forces as _forces
 from . import joints as _joints
 from .bodies import Body, Body2D, Body3D, BodyError, Ground
 from .envelope import Envelope, Quantity, _cells as _env_cells, _range as _env_range
 from .equations import Equations
-from .errors import ModelError
+from .errors import ModelError, check_name
 from .relative import Relative
-
-_IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 
 class _Context:
@@ -56,7 +54,7 @@ class _Context:
 
 class Model:
     def __init__(self, name: str):
-        if not _IDENT.match(name or ""):
+        if not is_name(name):
             raise ModelError(f"model name {name!r} must be an identifier (it prefixes every emitted C symbol)")
         self.name = name
         self.scope = Scope(name)  # the model's symbols: names are unique here, not process-wide
@@ -90,8 +88,7 @@ class Model:
     def coordinate(self, name: str, guess: float = 0.0, range=(-1.0, 1.0), vrange=(-1.0, 1.0),
                    arange=(-1.0, 1.0)) -> Atom:
         """Add a generalized coordinate; returns its symbol (velocity name_d, accel name_dd)."""
-        if not _IDENT.match(name):
-            raise ModelError(f"{self.name}: coordinate name {name!r} is not an identifier")
+        check_name(self, "coordinate", name)
         if name in self._names:
             raise ModelError(f"{self.name}: coordinate {name!r} is defined twice")
         for r, what in ((range, "range"), (vrange, "velocity range"), (arange, "acceleration range")):
@@ -195,8 +192,7 @@ class Model:
             name = quantity.value.name
         else:
             name = str(quantity)
-            if not _IDENT.match(name):
-                raise ModelError(f"{self.name}: operating quantity name {name!r} is not an identifier")
+            check_name(self, "operating quantity", name)
             if equation is None:
                 raise ModelError(f"{self.name}: operate({name!r}): a named quantity needs equation=lambda theta: ...")
         if any(q.name == name for q in self.envelope.quantities):
@@ -239,8 +235,7 @@ class Model:
         """A model parameter (a length, a mass, a stiffness...): folded into the generated
         code as the constant `value`, or kept as a runtime input (generate option
         params="runtime") that may vary within `range` (default: value +- 10%)."""
-        if not _IDENT.match(name):
-            raise ModelError(f"{self.name}: parameter name {name!r} is not an identifier")
+        check_name(self, "parameter", name)
         if name in self._names:
             raise ModelError(f"{self.name}: {name!r} is defined twice")
         value = float(value)
@@ -293,6 +288,7 @@ class Model:
     def _new_equation(self, expr, name: str, what: str) -> Atom:
         if not name or not isinstance(name, str):
             raise ModelError(f"{self.name}: a {what} needs a name")
+        check_name(self, what, name)
         if name in self._eq_names:
             raise ModelError(f"{self.name}: equation {name!r} is defined twice")
         try:
@@ -355,6 +351,7 @@ class Model:
 
     # ---- bodies ------------------------------------------------------------------------
     def _add_body(self, body: Body) -> None:
+        check_name(self, "body", body.name)
         if any(b.name == body.name for b in self.bodies):
             raise ModelError(f"{self.name}: body {body.name!r} is defined twice")
         self.bodies.append(body)
@@ -409,6 +406,7 @@ class Model:
 
     # ---- forces ------------------------------------------------------------------------
     def _force_name(self, name: str) -> str:
+        check_name(self, "force or actuator", name)
         if any(f.name == name for f in self.forces) or any(a.name == name for a in self.actuators):
             raise ModelError(f"{self.name}: force or actuator {name!r} is defined twice")
         return name
@@ -455,6 +453,7 @@ class Model:
 
     def output(self, name: str, expr) -> None:
         """A named quantity (function of q, qd, t) that simulations report."""
+        check_name(self, "output", name)
         if name in self.outputs:
             raise ModelError(f"{self.name}: output {name!r} is defined twice")
         e = self._atom(expr)

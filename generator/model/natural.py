@@ -18,6 +18,7 @@ import numpy as np
 
 from ..ir import ZERO, add, as_atom, dot, mul, neg, sub, time_derivative, vec
 from .bodies import Body, BodyError
+from .errors import check_name
 from .frames import cross2, mm, mt, perp2, vconst, vee
 
 
@@ -45,6 +46,7 @@ class Unit(Point):
 def point(model, name: str, guess, range=None, vrange=None, arange=None, fixed: bool = False) -> Point:
     """A basic point with coordinates name_x, name_y (, name_z); `fixed` gives a ground point.
     range/vrange/arange: one (lo, hi) per component or one for all."""
+    check_name(model, "point", name)
     if fixed:
         return Point(name, [float(g) for g in guess])
     coords = []
@@ -56,6 +58,7 @@ def point(model, name: str, guess, range=None, vrange=None, arange=None, fixed: 
 
 def unit_vector(model, name: str, guess, vrange=None, arange=None, fixed: bool = False) -> Unit:
     """A unit vector with coordinates name_x, name_y, name_z and its normalisation `name_norm`."""
+    check_name(model, "unit vector", name)
     g = np.asarray(guess, dtype=float)
     g = g / np.linalg.norm(g)
     if fixed:

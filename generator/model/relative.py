@@ -21,7 +21,7 @@ import numpy as np
 
 from ..ir import ZERO, Atom, add, as_atom, mul, sub, time_derivative
 from .bodies import Body
-from .errors import ModelError
+from .errors import ModelError, check_name
 from .frames import axis_rotation, identity, mm, mt, mv, vconst, vee
 
 
@@ -79,6 +79,7 @@ class Relative:
         self._pos: dict = {}
 
     def _name(self, name: str) -> str:
+        check_name(self.model, "relative base or point", name)
         if name in self._names:
             raise ModelError(f"{self.model.name}: relative base or point {name!r} is defined twice")
         self._names.add(name)
@@ -188,6 +189,7 @@ class Relative:
     def loop(self, p: RPoint, r: RPoint, base: Base, name: str, components=None) -> list[str]:
         """Loop closure: the points p and r (reached along two branches) coincide. One equation
         per component in `base` (components that vanish identically are skipped)."""
+        check_name(self.model, "loop", name)
         v = self.position(p, r, base)
         names = []
         for k in (components if components is not None else range(3)):
@@ -205,6 +207,7 @@ class Relative:
     def loop_orientation(self, a: Base, b: Base, name: str, R0=None) -> list[str]:
         """Orientation loop: rotation(a, b) equals R0 (default identity): 3 equations from the
         antisymmetric part of R R0^T (valid near the closed configuration)."""
+        check_name(self.model, "orientation loop", name)
         R = self.rotation(a, b)
         if R0 is not None:
             R = mm(R, np.asarray(R0, dtype=float).T.tolist())
