@@ -12,7 +12,6 @@ the same request.
 """
 from __future__ import annotations
 
-import re
 import hashlib
 import json
 import math
@@ -23,12 +22,14 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__, cache
+from .analysis.linear import hints_key
 from .backends import Analysis, Backend, GenerateError, Options, backend_names, get_backend
 from .ir import subs, topo
 from .ir.graph import gc_paused
 from .kernels import InPort, Kernel, OutPort
 from .manifest import ERROR_BOUND_BASIS, MANIFEST_NAME, Group, Manifest
 from .manifest import FORMAT as MANIFEST_FORMAT
+from .names import is_c_symbol
 from .outdir import OutDir, OutDirError
 from .targets import TARGETS as TARGET_INFO
 
@@ -108,15 +109,13 @@ def _analyse(backend: Backend, tape, boxes, model_digest: str) -> Analysis:
     kernel computes over which boxes (model_digest holds the tape, the ports and the
     domain): the fixed-point and float32 analyses of a large kernel take most of a
     minute, and options such as the schedule or the prefix do not change them."""
-    hints = tape.hints
-    key = cache.key(backend.name, model_digest, repr(boxes), repr(getattr(hints, "cut", None)),
-                    repr(getattr(hints, "steps", None)), repr(getattr(hints, "entries", None)))
-    hit = cache.load("analysis", key)
-    if hit is not None and set(hit) == {"text"}:
+    key = cache.key(backend.name, model_digest, repr(boxes), hints_key(tape.hints))
+    hit = cache.load("analysis", key, ("text",))
+    if hit is not None:
         try:
             return Analysis.from_text(tape, str(hit["text"]))
-        except (ValueError, KeyError, TypeError):  # a damaged entry is only a miss
-            pass
+        except (ValueError, KeyError, TypeError, AttributeError):  # an entry of an older format
+            cache.warn("analysis", key, "does not describe this kernel's analysis")
     analysis = backend.analyse(tape, boxes)
     text = analysis.text()
     if text is not None and analysis != Analysis():  # an empty analysis (c-double) costs nothing
@@ -208,14 +207,9 @@ def generate(kernel: Kernel, target: str, prefix: str | None = None, options: di
         return _generate(kernel, backend, prefix, opts, stages or (lambda _name: None))
 
 
-C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern float for goto
-if inline int long register restrict return short signed sizeof static struct switch typedef union unsigned void
-volatile while _Bool _Complex _Imaginary""".split())
-
-
 def check_prefix(prefix: str, where: str = "--prefix") -> str:
     """The prefix of every emitted C symbol (and of the file names): a C identifier."""
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", prefix) or prefix in C_KEYWORDS:
+    if not is_c_symbol(prefix):
         hint = "" if where == "--prefix" else "; name the C symbols with --prefix"
         raise GenerateError(f"{where} {prefix!r} is not a C identifier (letters, digits and _, "
                             f"not starting with a digit, not a C keyword){hint}")

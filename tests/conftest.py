@@ -9,7 +9,8 @@
 
 The suite keeps mbforge's disk cache (mbforge.cache) in a folder of its own, made for the
 session and removed after it, unless MBFORGE_CACHE_DIR is set: the user's cache is
-neither read (a run exercises the cold paths) nor written.
+neither read (a run exercises the cold paths) nor written. The cache's key file
+(mbforge.cache.secret_path, ~/.config/mbforge/cache-key) is the user's own, made if missing.
 """
 from __future__ import annotations
 

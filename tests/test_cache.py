@@ -187,3 +187,131 @@ def test_a_bad_cache_limit_is_one_line_before_any_work(tmp_path, monkeypatch, ca
     assert rc == 2 and err == f"mbforge generate: error: MBFORGE_CACHE_MAX_MB: expected a whole number of megabytes, " \
                               f"1 or more; got {value!r}\n", err
     assert not (tmp_path / "k").exists() and not (tmp_path / "cache").exists()
+
+
+# ---- entries that are not what they claim (issue 31, item 2) ---------------------------------
+def _cli_generate(tmp_path, out: str, model: str, kernel: str, cache_dir, config=None):
+    """The real `mbforge generate` in a fresh process: (return code, stderr, files)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MBFORGE_CACHE_DIR": str(cache_dir), "XDG_CONFIG_HOME": str(config or tmp_path / "config")}
+    r = subprocess.run([sys.executable, "-m", "mbforge.cli", "generate", model, "--kernel", kernel,
+                        "--target", "c-fixed", "--out", str(tmp_path / out)], capture_output=True, text=True,
+                       env=env, timeout=600)
+    return r.returncode, r.stderr, files(tmp_path / out) if r.returncode == 0 else None
+
+
+def _resave(entry: Path, **changes) -> None:
+    """Write the entry again as valid .npz with some of its arrays changed."""
+    import numpy as np
+
+    with np.load(entry) as z:
+        arrays = {n: z[n] for n in z.files}
+    arrays.update(changes)
+    with open(entry, "wb") as f:
+        np.savez(f, **arrays)
+
+
+def _scaled_errors(entry: Path) -> dict:
+    import json
+
+    import numpy as np
+
+    with np.load(entry) as z:
+        d = json.loads(str(z["text"]))
+    assert any(e for e in d["error"])  # a list worth scaling
+    d["error"] = [None if e is None else e * 1e-6 for e in d["error"]]
+    return {"text": np.array(json.dumps(d))}
+
+
+def _tamper(how: str, entry: Path, other: Path, config: Path) -> None:
+    import numpy as np
+
+    from mbforge import cache
+
+    with np.load(entry) as z:
+        arrays = {n: z[n] for n in z.files if n not in cache.META}
+        key = str(z["__key__"])
+    secret = (config / "mbforge" / "cache-key").read_bytes()
+    if how == "swap":  # another kernel's valid entry in this one's place
+        entry.write_bytes(other.read_bytes())
+    elif how == "scaled":  # error bounds 1e6 times smaller, saved again with the fields it had
+        _resave(entry, **_scaled_errors(entry))
+    elif how == "forged":  # ... and its digest made again, without the user's key
+        arrays = _scaled_errors(entry)
+        _resave(entry, **arrays, __mac__=np.array(cache._mac(b"guessed" * 5, "analysis", key, arrays)))
+    elif how == "kind":  # a valid entry of another kind under this key
+        _resave(entry, __kind__=np.array("motion"), __mac__=np.array(cache._mac(secret, "motion", key, arrays)))
+    elif how == "bare":  # the arrays alone, as before entries said what they are for
+        np.savez(entry, **arrays)
+    else:
+        raise AssertionError(how)
+
+
+@pytest.mark.parametrize("how", ["swap", "scaled", "forged", "kind", "bare"])
+def test_an_entry_that_is_not_this_keys_is_recomputed_with_one_warning(tmp_path, how):
+    """Whatever is put in an analysis entry's place, the kernel folder is byte for byte the
+    one an uncached run writes, and one line names the entry."""
+    rc, err, uncached = _cli_generate(tmp_path, "uncached", "slidercrank", "forward-dynamics", "off")
+    assert rc == 0 and err == ""
+    cache_dir = tmp_path / "cache"
+    _cli_generate(tmp_path, "other", "fourbar", "kinematics", cache_dir)
+    [other] = (cache_dir / "analysis").glob("*.npz")
+    rc, err, cold = _cli_generate(tmp_path, "cold", "slidercrank", "forward-dynamics", cache_dir)
+    assert rc == 0 and err == "" and cold == uncached
+    [entry] = set((cache_dir / "analysis").glob("*.npz")) - {other}
+    _tamper(how, entry, other, tmp_path / "config")
+    rc, err, tampered = _cli_generate(tmp_path, "tampered", "slidercrank", "forward-dynamics", cache_dir)
+    assert rc == 0 and tampered == uncached, err
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"mbforge: warning: cache entry {entry} ") \
+        and lines[0].endswith(": not used, computed again"), err
+    rc, err, again = _cli_generate(tmp_path, "again", "slidercrank", "forward-dynamics", cache_dir)
+    assert rc == 0 and err == "" and again == uncached  # the entry was stored again, rightly
+
+
+@pytest.mark.parametrize("how", ["world_readable", "symlink", "short"])
+def test_a_cache_key_file_not_private_to_the_user_turns_the_cache_off(tmp_path, how):
+    config = tmp_path / "config"
+    key = config / "mbforge" / "cache-key"
+    key.parent.mkdir(parents=True)
+    if how == "world_readable":
+        key.write_bytes(b"k" * 32)
+        key.chmod(0o644)
+    elif how == "symlink":
+        (tmp_path / "elsewhere").write_bytes(b"k" * 32)
+        (tmp_path / "elsewhere").chmod(0o600)
+        key.symlink_to(tmp_path / "elsewhere")
+    else:
+        key.write_bytes(b"k" * 5)
+        key.chmod(0o600)
+    rc, err, uncached = _cli_generate(tmp_path, "uncached", "fourbar", "kinematics", "off", config)
+    rc, err, got = _cli_generate(tmp_path, "got", "fourbar", "kinematics", tmp_path / "cache", config)
+    assert rc == 0 and got == uncached
+    assert err.startswith("mbforge: warning: the cache is not used: the cache key file ") and \
+        len(err.splitlines()) == 1, err
+    assert not list((tmp_path / "cache").rglob("*.npz"))
+
+
+def test_a_new_cache_key_is_private(tmp_path):
+    import stat
+
+    rc, err, _ = _cli_generate(tmp_path, "k", "fourbar", "kinematics", tmp_path / "cache")
+    st = (tmp_path / "config" / "mbforge" / "cache-key").stat()
+    assert rc == 0 and err == "" and stat.S_IMODE(st.st_mode) == 0o600 and st.st_size == 32
+    assert list((tmp_path / "cache" / "analysis").glob("*.npz"))
+
+
+def test_compiled_templates_swapped_in_the_cache_are_not_run(tmp_path):
+    """The compiled templates are code: two entries swapped are both refused (a line each)
+    and the kernel is written as without a cache."""
+    rc, err, uncached = _cli_generate(tmp_path, "uncached", "fourbar", "kinematics", "off")
+    _cli_generate(tmp_path, "cold", "fourbar", "kinematics", tmp_path / "cache")
+    a, b = sorted((tmp_path / "cache" / "jinja").glob("*.npz"))[:2]
+    data_a, data_b = a.read_bytes(), b.read_bytes()
+    a.write_bytes(data_b), b.write_bytes(data_a)
+    rc, err, got = _cli_generate(tmp_path, "got", "fourbar", "kinematics", tmp_path / "cache")
+    assert rc == 0 and got == uncached
+    assert sorted(line.split()[4] for line in err.splitlines()) == sorted([str(a), str(b)]), err

@@ -125,12 +125,30 @@ def bind_hints(tape, enclosures) -> None:
     if len(hints) == 1:
         tape.hints = hints[0]
     elif hints:
-        def joined(in_lo, in_hi):  # each temp belongs to one solve
-            out = {}
-            for h in hints:
-                out.update(h(in_lo, in_hi))
-            return out
-        tape.hints = joined
+        tape.hints = _Joined(hints)
+
+
+def hints_key(hints) -> str:
+    """What a tape's hints compute from beyond the tape itself (the solves' matrices,
+    pivots and where the tape holds them): a part of the key of an analysis kept in the
+    disk cache (pipeline._analyse), so that no entry serves other hints."""
+    return "none" if hints is None else hints.key()
+
+
+class _Joined:
+    """The hints of a tape with several solves (each temp belongs to one)."""
+
+    def __init__(self, parts: list):
+        self.parts = parts
+
+    def __call__(self, in_lo, in_hi):
+        out = {}
+        for h in self.parts:
+            out.update(h(in_lo, in_hi))
+        return out
+
+    def key(self) -> str:
+        return "\n".join(h.key() for h in self.parts)
 
 
 class _Hints:
@@ -153,6 +171,11 @@ class _Hints:
         self.steps = [(list(st.rows), list(st.cols)) for st in F.steps]
         self.cut = self._cut(enc, tape)
         self.enclosed: dict = {}  # box bytes -> (R, G, xc, xr) of the boxes __call__ went through
+
+    def key(self) -> str:
+        """hints_key of one solve: its structure and the short tapes of its entries."""
+        tapes = [[f"{i.op} {i.dst} {i.args}" for i in t.instrs] + [repr(t.outputs)] for t in (self.sub, self.sub_A)]
+        return repr((self.n, self.entries, self.steps, self.cut, self.targets, self.split_dims, tapes))
 
     def _cut(self, enc: LUEnclosure, tape):
         """Where the tape holds the solve's data: ([(i, j, operand, sign)] for A's entries,

@@ -2,26 +2,34 @@
 an error, never an empty string in generated code)."""
 from __future__ import annotations
 
-import os
 from functools import lru_cache
 
 import jinja2
+import numpy as np
 
-from ..cache import cache_root
+from .. import cache
+
+
+class _Bytecode(jinja2.BytecodeCache):
+    """Compiled templates kept on disk between runs (compiling them costs a process more
+    than generating a small kernel); the rendered text does not depend on it. They are
+    code that runs, so they go through mbforge.cache: an entry not stored by this user
+    for this template's source (jinja's own checksum) is never loaded."""
+
+    def _key(self, bucket) -> str:
+        return cache.key("jinja", bucket.key, bucket.checksum)
+
+    def load_bytecode(self, bucket) -> None:
+        hit = cache.load("jinja", self._key(bucket), ("code",))
+        if hit is not None:
+            bucket.bytecode_from_string(hit["code"].tobytes())
+
+    def dump_bytecode(self, bucket) -> None:
+        cache.store("jinja", self._key(bucket), code=np.frombuffer(bucket.bytecode_to_string(), dtype=np.uint8))
 
 
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
-    """Compiled templates kept on disk between runs (compiling them costs a process more
-    than generating a small kernel); the rendered text does not depend on it."""
-    root = cache_root()
-    if root is None:
-        return None
-    path = os.path.join(root, "jinja")
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError:
-        return None
-    return jinja2.FileSystemBytecodeCache(path)
+    return None if cache.cache_root() is None else _Bytecode()
 
 
 @lru_cache(maxsize=None)

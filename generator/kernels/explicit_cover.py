@@ -94,8 +94,8 @@ class ExplicitForms:
                       repr([s.value.name for s in self.inputs]), repr([s.value.name for s in syms]),
                       repr([m for _, _, m in self.guards]), repr(self.n),
                       np.asarray(L, dtype=float), np.asarray(H, dtype=float))
-        hit = cache.load("cover", k) if self.tape.hints is None else None  # hints are code: no key
-        if hit is not None and set(hit) == {"ok", "lo", "hi"}:
+        hit = cache.load("cover", k, ("ok", "lo", "hi")) if self.tape.hints is None else None  # hints: no key
+        if hit is not None:
             return hit["ok"], hit["lo"], hit["hi"]
         vec, lo, hi = self._analyse(syms, L, H)
         ok = self._failures(vec, lo, hi) < 0
@@ -192,7 +192,7 @@ def check_forms(eqs, cover: Cover, others: list[int], count: int = CHECK_SAMPLES
                                 + [eqs.gamma[i] for i in others] + [a for _, _, a in rows]),
                     repr([(i, j) for i, j, _ in rows]), repr([s.value.name for s in S]),
                     np.column_stack([S[s] for s in S]), repr(eqs.ranges.get(eqs.t)), repr(count))
-    if cache.load("forms", key) is not None:
+    if cache.load("forms", key, ("passed",)) is not None:
         return
     m = len(next(iter(S.values())))
     state = eqs.q + eqs.qd + eqs.qdd + [eqs.t]

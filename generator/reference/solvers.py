@@ -425,8 +425,8 @@ class Kinematics:
         times = np.asarray(times, dtype=float)
         start = self._start(q0)
         k = cache.key(cache.atoms(self._pos_out), cache.atoms(self._acc_out), repr(self.names), times, start)
-        hit = cache.load("motion", k)
-        if hit is not None and set(hit) == {"Q", "QD", "QDD"}:
+        hit = cache.load("motion", k, ("Q", "QD", "QDD"))
+        if hit is not None:
             if self.redundant is None:  # as the batched path leaves it: it answers only without redundancy
                 self.redundant = []
             return hit["Q"], hit["QD"], hit["QDD"]
