@@ -156,6 +156,13 @@ def _mac(secret: bytes, kind: str, k: str, arrays: dict) -> str:
     return h.hexdigest()
 
 
+def mac(kind: str, k: str, data: bytes) -> str | None:
+    """The digest an entry of (kind, k) holding data gets, for a cache user that keeps its
+    own files (hil.hostlib's libraries); None without a cache key."""
+    secret = _secret()
+    return None if secret is None else _mac(secret, kind, k, {"data": np.frombuffer(data, dtype=np.uint8)})
+
+
 def store(kind: str, k: str, **arrays) -> None:
     path = _path(kind, k)
     secret = _secret() if path is not None else None

@@ -11,6 +11,15 @@ of the manifest, the kernel files, the batch source and the compiler command; a 
 goes to a temporary name and is renamed into place, so concurrent users never load a
 half-written library.
 
+A library is code that runs as the user, so nobody else may choose it: `cache_dir()` is
+a folder of the user's that no one else can write (made with mode 0700; a symlink, a
+folder of another user or one others can write is refused in one line), the library is
+checked the same way before it is loaded, and with the cache's key (mbforge.cache.mac)
+a library is loaded only with the record of its bytes its build wrote beside it (a
+library put in the cache folder otherwise, e.g. restored from a shared CI cache, is built
+again in its place). The manifest's function and file names are C symbols and plain
+names (mbforge.manifest checks them) before they reach the batch source or a path.
+
 Invariants:
 - X and Y are numpy arrays of the kernel's own type (float64, float32 or int32 raw
   fixed point): values pass as raw bits, so results can be compared bit for bit with
@@ -27,8 +36,10 @@ Invariants:
 from __future__ import annotations
 
 import ctypes
+import errno
 import hashlib
 import os
+import stat
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -36,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mbforge.cache import cache_root
+from mbforge.cache import cache_root, mac
 from mbforge.hil.device import Evaluation
 from mbforge.hil.vectors import NP_DTYPE, VectorError, from_raw, to_raw  # noqa: F401  (the raw format, re-exported)
 from mbforge.manifest import C_REAL, MANIFEST_NAME, Manifest, ManifestError, load_dir
@@ -71,16 +82,83 @@ class HostLibError(RuntimeError):
 
 
 def cache_dir() -> Path:
-    """<mbforge.cache.cache_root()>/hostlib, or a folder in the temporary directory when
-    the cache is off or its folder cannot be made (a library has to be built somewhere)."""
+    """<mbforge.cache.cache_root()>/hostlib, or <temporary folder>/mbforge-hostlib-<uid>
+    when the cache is off or its folder cannot be made (a library has to be built
+    somewhere); either way a private folder of the user's (private_dir)."""
     root = cache_root()
     if root is not None:
         try:
-            (root / "hostlib").mkdir(parents=True, exist_ok=True)
-            return root / "hostlib"
+            root.mkdir(parents=True, exist_ok=True)
+            return private_dir(root / "hostlib")
         except OSError:
             pass
-    return Path(tempfile.gettempdir()) / f"mbforge-hostlib-{os.getuid()}"
+    return private_dir(Path(tempfile.gettempdir()) / f"mbforge-hostlib-{os.getuid()}")
+
+
+def private_dir(path: Path) -> Path:
+    """path, a folder only this user can write: made with mode 0700 if missing; an existing
+    one must be the user's own, not a symlink and writable by no one else (one that others
+    can only read, as earlier versions made it, is closed to mode 0700). HostLibError
+    names what is wrong; OSError when it cannot be made."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            what = "a symlink" if os.path.islink(path) else "not a folder"
+            raise HostLibError(f"refusing the host library folder {path}: it is {what} (remove it, or set "
+                               "MBFORGE_CACHE_DIR to a folder of yours)") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        why = _not_private(st)
+        if why:
+            raise HostLibError(f"refusing the host library folder {path}: {why} (remove it, or set "
+                               "MBFORGE_CACHE_DIR to a folder of yours)")
+        if st.st_mode & 0o077:
+            os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
+    return path
+
+
+def _not_private(st: os.stat_result) -> str | None:
+    """Why a file or folder is not the user's alone to write, or None."""
+    if st.st_uid != os.getuid():
+        return f"it belongs to uid {st.st_uid}, not to you (uid {os.getuid()})"
+    if st.st_mode & 0o022:
+        return f"others can write it (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+def _record(lib: Path) -> Path:
+    return lib.with_name(lib.name + ".mac")
+
+
+def _checked(lib: Path) -> str | None:
+    """Why the library at lib may not be loaded, or None: it is a regular file of the
+    user's that no one else can write and (with the cache's key) its bytes are the ones
+    its build recorded."""
+    try:
+        fd = os.open(lib, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return "it is a symlink" if lib.is_symlink() else "it cannot be opened"
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        why = "it is not a regular file" if not stat.S_ISREG(st.st_mode) else _not_private(st)
+        if why:
+            return why
+        want = mac("hostlib", lib.name, f.read())
+    if want is None:
+        return None  # no cache key: the folder's and the file's owner and mode are the check
+    try:
+        got = _record(lib).read_text()
+    except (OSError, UnicodeDecodeError):
+        return "its build left no record of its bytes"
+    return None if got == want else "its bytes are not the ones its build recorded"
 
 
 def load_manifest(kernel_dir: str | Path, check_files: bool = False) -> Manifest:
@@ -119,9 +197,8 @@ def compile_kernel(kernel_dir: str | Path) -> Path:
     h.update(" ".join([CC, opt, *CFLAGS]).encode())
     key = f"{m.function}-{m.digest[:12]}-{h.hexdigest()[:16]}"
     lib = cache_dir() / f"{key}.so"
-    if lib.is_file():
+    if _checked(lib) is None:
         return lib
-    lib.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=lib.parent) as tmp:
         src = Path(tmp) / "mbf_batch.c"
         src.write_text(batch)
@@ -134,7 +211,15 @@ def compile_kernel(kernel_dir: str | Path) -> Path:
             raise HostLibError(f"host C compiler {CC!r} not found (install gcc)") from None
         if proc.returncode != 0:
             raise HostLibError(f"compiling {kernel_dir} for the host failed:\n{' '.join(cmd)}\n{proc.stderr.strip()}")
-        os.replace(out, lib)
+        os.chmod(out, 0o700)  # whatever the umask: nobody else may write what is loaded
+        record = mac("hostlib", lib.name, out.read_bytes())
+        if record is not None:
+            Path(tmp, "mac").write_text(record)
+            os.replace(Path(tmp, "mac"), _record(lib))
+        try:
+            os.replace(out, lib)  # replaces a symlink or a stranger's file in its place, never follows it
+        except OSError as e:
+            raise HostLibError(f"cannot put the host library at {lib}: {e.strerror}") from None
     return lib
 
 
@@ -183,6 +268,9 @@ class HostKernel:
 def load_kernel(kernel_dir: str | Path) -> HostKernel:
     m = load_manifest(kernel_dir)
     path = compile_kernel(kernel_dir)
+    why = _checked(path)
+    if why:
+        raise HostLibError(f"refusing to load the host library {path}: {why}")
     try:
         lib = ctypes.CDLL(str(path))
     except OSError as e:
