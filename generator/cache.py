@@ -103,8 +103,8 @@ def warn(kind: str, k: str, why: str) -> None:
 
 
 def load(kind: str, k: str, fields=None) -> dict | None:
-    """The arrays stored under (kind, k), or None: missing, or not exactly what this
-    process stored for (kind, k) (see the module doc; a warning names it). fields: the
+    """The arrays stored under (kind, k), or None: missing, or not exactly what a store
+    of this user's wrote for (kind, k) (see the module doc; a warning names it). fields: the
     names the caller reads; an entry with other arrays is not used either."""
     path = _path(kind, k)
     if path is None or not path.is_file():
