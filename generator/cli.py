@@ -5,7 +5,6 @@ import argparse
 import signal
 import sys
 import threading
-from pathlib import Path
 
 from .errors import CLIError
 
@@ -20,9 +19,11 @@ def cmd_generate(args) -> int:
     from .examples import load_model, parse_options
     from .ir.graph import gc_paused
     from .kernels.builders import build_kernel
-    from .pipeline import generate, resolve_options
+    from .pipeline import check_prefix, generate, resolve_options
 
     mark("import")
+    if args.prefix is not None:
+        check_prefix(args.prefix)
     # only the flags given: a flag of another target is refused, a default is the backend's
     given = {name: getattr(args, name) for name in all_option_fields() if getattr(args, name) is not None}
     options = resolve_options(args.target, given, cli=True)
@@ -60,6 +61,7 @@ def override_envelope(eqs, path: str):
 
 def _register_generate(sub) -> None:
     from .backends import add_flags, all_option_fields
+    from .options import folder
     from .kernels.builders import BUILDERS
     from .pipeline import TARGETS
     from .targets import TARGETS as INFO
@@ -78,7 +80,7 @@ def _register_generate(sub) -> None:
                    help="an option of the model's build() (repeatable), e.g. --set motion=yaw")
     fields = all_option_fields()
     add_flags(p, [f for f, _ in fields.values()], applies={n: ts for n, (_, ts) in fields.items()})
-    p.add_argument("--out", required=True, type=Path, help="directory for the files and manifest.json")
+    p.add_argument("--out", required=True, type=folder, help="directory for the files and manifest.json")
     p.add_argument("--force", action="store_true",
                    help="write into a non-empty --out that holds no kernel (same-named files replaced)")
     p.add_argument("--verbose", action="store_true",
@@ -90,7 +92,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """`mbforge` and its subcommands, each registered by its stage. command="generate": that
     subcommand alone, parsed the same, without importing the other stages (firmware, HIL:
     about 0.1 s of a generate command)."""
-    ap = argparse.ArgumentParser(prog="mbforge", description="multibody models to real-time code")
+    from .options import OneLineParser
+
+    ap = OneLineParser(prog="mbforge", description="multibody models to real-time code")
     sub = ap.add_subparsers(dest="command", required=True)
     _register_generate(sub)
     if command == "generate":

@@ -108,6 +108,34 @@ class OutDir:
             raise OutDirError(f"{self.where}: {final} is a folder; mbforge needs that name for a file")
         return final
 
+    def sub(self, name: str) -> "OutDir":
+        """The folder root/name (hdl's rtl/, demo's firmware/) as an OutDir of its own,
+        checked as `target` checks a file's folders: inside root, no symlink on the way."""
+        norm = safe_name(name, self.where)
+        self.target(f"{norm}/-")  # the checks of every folder down to root/name
+        return OutDir(self.path / norm, self.where.split(" ", 1)[0])
+
+    def check_writable(self) -> None:
+        """Refuse now, not after the run, a folder that cannot be made or written into: the
+        missing folders are made and a probe file written, then all of it removed again."""
+        made = []
+        try:
+            for p in [*reversed(self.path.parents), self.path]:
+                if not p.is_dir():
+                    p.mkdir()
+                    made.append(p)
+            fd, probe = tempfile.mkstemp(prefix=STAGING_PREFIX, dir=self.path)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as e:
+            raise OutDirError(f"{self.where}: cannot write {e.filename or self.path}: {e.strerror}") from None
+        finally:
+            for p in reversed(made):
+                try:
+                    p.rmdir()
+                except OSError:
+                    pass
+
     def _same(self, path: Path, data: bytes) -> bool:
         return path.is_file() and not path.is_symlink() and path.read_bytes() == data
 

@@ -130,12 +130,17 @@ class HlsBackend(FixedBackend):
         return _c_files(render_hls(sched, analysis.plan, ctx), ctx)
 
 
+SHARED_UNITS_MAX = 256
+
+
 @dataclass(frozen=True)
 class VerilogOptions(Options):
     variant: str = option("pipelined", "pipelined: one vector per cycle; shared: a few operators reused",
                           choices=("pipelined", "shared"))
-    multipliers: int = option(4, "multipliers of the shared variant", kind=int, minimum=1)
-    adders: int | None = option(None, "adders of the shared variant", kind=int, minimum=1,
+    # a shared design of more units than a kernel has operations is a pipelined one spelled
+    # long (--multipliers 1000 wrote 2.2 MB of Verilog for 33 multiplications)
+    multipliers: int = option(4, "multipliers of the shared variant", kind=int, minimum=1, maximum=SHARED_UNITS_MAX)
+    adders: int | None = option(None, "adders of the shared variant", kind=int, minimum=1, maximum=SHARED_UNITS_MAX,
                                 default_text="default: as multipliers")
     outputs: str = option("early", "pipelined variant: early: each output on its port (out_k_ap_vld) in the cycle "
                           "it is computed, fewer registers; aligned: all in the ap_done cycle",
