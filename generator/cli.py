@@ -126,6 +126,7 @@ def _main(argv: list[str] | None) -> int:
     from .ir import ExpressionError
     from .manifest import ManifestError
     from .model import ModelError
+    from .outdir import OutDirError
     from .pipeline import GenerateError
     from .reference.solvers import AssemblyError, DynamicsError
 
@@ -138,7 +139,8 @@ def _main(argv: list[str] | None) -> int:
 
         jobs()  # a bad $MBFORGE_JOBS is refused up front, whether or not this run would fork
         return args.func(args) or 0
-    except (CLIError, ModelError, ExpressionError, ManifestError, GenerateError, AssemblyError, DynamicsError) as e:
+    except (CLIError, ModelError, ExpressionError, ManifestError, GenerateError, AssemblyError, DynamicsError,
+            OutDirError) as e:
         print(f"mbforge {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:  # kernels are written all or nothing, so nothing is half-written

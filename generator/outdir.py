@@ -205,16 +205,36 @@ class OutDir:
                     shutil.rmtree(p)
 
 
+def check_file(path: str | Path | None, option: str) -> None:
+    """Refuse now, before the run that makes it, a file `write_file` could not write: a
+    folder of that name, a missing folder, a folder that takes no new file (a probe file
+    is made there and removed)."""
+    if path is None:
+        return
+    path = Path(path)
+    _file_place(path, option)
+    try:
+        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=".mbforge-", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise OutDirError(f"cannot write {option} {path}: {e.strerror}") from None
+
+
+def _file_place(path: Path, option: str) -> None:
+    if path.is_dir() and not path.is_symlink():
+        raise OutDirError(f"{option} {path} is a folder; name a file")
+    if not path.parent.is_dir():
+        raise OutDirError(f"cannot write {option} {path}: folder {path.parent} does not exist")
+
+
 def write_file(path: str | Path, data: bytes, option: str) -> Path:
     """One file a command was told to write (`--json FILE`, `--html FILE`): written to a
     staging file beside it and moved over the name, so a symlink there is replaced, not
     followed, and an interrupted write leaves the old file whole."""
     path = Path(path)
     parent = path.parent
-    if path.is_dir() and not path.is_symlink():
-        raise OutDirError(f"{option} {path} is a folder; name a file")
-    if not parent.is_dir():
-        raise OutDirError(f"cannot write {option} {path}: folder {parent} does not exist")
+    _file_place(path, option)
     try:
         fd, tmp = tempfile.mkstemp(dir=parent, prefix=".mbforge-", suffix=".tmp")
         try:
