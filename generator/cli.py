@@ -132,7 +132,7 @@ def _main(argv: list[str] | None) -> int:
 
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(argv[0] if argv else None).parse_args(argv)
-    # SIGTERM and SIGHUP stop a command as Ctrl-C does (hil installs its own while it runs)
+    # SIGTERM and SIGHUP stop a command as Ctrl-C does, once (hil installs its own while it runs)
     before = _stop_on_signals() if threading.current_thread() is threading.main_thread() else {}
     try:
         from .analysis.parallel import jobs
@@ -160,9 +160,17 @@ class _Stopped(KeyboardInterrupt):
 
 
 def _stop_on_signals() -> dict:
+    """Handlers that stop the command at the first of SIGINT, SIGTERM, SIGHUP and ignore the
+    ones after it (an impatient second Ctrl-C would otherwise interrupt the clean-up and
+    its one line with a traceback). A SIGINT the process was started ignoring stays ignored."""
     def stop(signum, _frame):
+        for s in handled:
+            signal.signal(s, signal.SIG_IGN)
         raise _Stopped(signum)
-    return {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    handled = [signal.SIGTERM, signal.SIGHUP]
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        handled.append(signal.SIGINT)
+    return {s: signal.signal(s, stop) for s in handled}
 
 
 if __name__ == "__main__":

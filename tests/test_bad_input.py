@@ -24,6 +24,9 @@ MODEL_FILES = {
     "exit0.py": "import sys\ndef build():\n    sys.exit(0)\n",
     "exit3.py": "import sys\ndef build():\n    sys.exit(3)\n",
     "exitimport.py": "raise SystemExit(0)\ndef build():\n    pass\n",
+    "infrange.py": "import math\nfrom mbforge.model import Model\n\ndef build():\n    m = Model('nanr')\n"
+                   "    x = m.coordinate('x', range=(-math.inf, math.inf))\n    m.constraint(x - 0.25, 'fix')\n"
+                   "    m.output('xx', x)\n    return m\n",
 }
 HIL = ["hil", "--kernel", "{k32}", "--reference", "{k64}", "--emulate", "{elf}"]
 FW = ["firmware", "--kernel", "{k32}", "--out", "p"]
@@ -37,6 +40,8 @@ CASES = [
     ("generate-exit-at-import", ["generate", "{models}/exitimport.py", "--out", "o"], r"called sys\.exit\(0\) while"),
     ("generate-example-build-error", ["generate", "spatial_chain", "--set", "n=abc", "--out", "o"],
      r"example 'spatial_chain': build\(\) failed: ValueError"),
+    ("generate-c-fixed-unbounded-range", ["generate", "{models}/infrange.py", "--target", "c-fixed", "--out", "o"],
+     r"input x: its range is unbounded; target c-fixed"),
     ("generate-out-empty", ["generate", "fourbar", "--out", ""], r"--out must name a folder"),
     ("generate-prefix-5000", ["generate", "fourbar", "--prefix", LONG, "--out", "o"],
      r"--prefix a+\.\.\. has 5000 characters; at most 63"),
@@ -227,3 +232,25 @@ def test_junit_xml_parses_when_the_firmware_string_holds_control_characters():
     prop = root.find(".//property[@name='device.firmware']")
     assert prop.get("value") == "mbforge-fw\\x01\\x1b[31m<x>&\x7f\\xfffe"
     assert root.find("testsuite").get("name") == "hil.k\\x00"
+
+
+def test_a_second_ctrl_c_during_the_first_ones_clean_up_is_still_one_line(tmp_path):
+    """Two SIGINTs 3 ms apart (an impatient user): exit 130, one line, no traceback."""
+    import time
+
+    for _ in range(2):
+        proc = subprocess.Popen([MBFORGE, "simulate", "fourbar", "--points", "1000000", "--out", "s"], cwd=tmp_path,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        time.sleep(4)  # imported and computing (a million points take longer)
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.003)
+        proc.send_signal(signal.SIGINT)
+        try:
+            _, err = proc.communicate(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
+        assert proc.returncode == 130 and err == "mbforge simulate: interrupted\n", (proc.returncode, err[-2000:])
+        assert not (tmp_path / "s").exists()

@@ -14,7 +14,7 @@ from ..analysis.fixerror import bound_over_boxes
 from ..analysis.floaterror import float32_bounds, float32_bounds_boxes, float32_forms_boxes
 from ..analysis.ranges import BoxRanges, analyse_domain
 from ..lower.schedule import best_schedule
-from .base import STATUS_ENVELOPE, Analysis, Backend, Options, Rendered, option, register
+from .base import STATUS_ENVELOPE, Analysis, Backend, GenerateError, Options, Rendered, option, register
 from .c import DIALECTS, render_c
 from .fixed.c import render_fixed
 from .hls import render_hls
@@ -109,6 +109,11 @@ class FixedBackend(Backend):
                 "Error bounds (+-) hold against double at the unrounded input (its rounding to the Q format included)."]
 
     def analyse(self, tape, boxes) -> Analysis:
+        boxes = [list(b) for b in boxes]
+        for k, a in enumerate(tape.inputs):  # no Q format holds an unbounded input
+            if not all(math.isfinite(float(lo)) and math.isfinite(float(hi)) for lo, hi in (b[k] for b in boxes)):
+                raise GenerateError(f"input {getattr(a.value, 'name', a)}: its range is unbounded; target "
+                                    f"{self.name} (fixed point) needs a finite range: declare one on the model")
         per_box: list = []
         fx = bound_over_boxes(tape, analyse_domain(tape, boxes, per_box=per_box), per_box)
         return Analysis(plan=fx, in_frac_bits=fx.in_bits, out_frac_bits=fx.out_bits, out_error=fx.out_error)
