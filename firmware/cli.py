@@ -8,6 +8,7 @@ from mbforge.firmware import budget as B
 from mbforge.firmware.build import BuildError, build
 from mbforge.firmware.project import (APPS, ENVIRONMENTS, RX_BUFFER, STACK_BYTES, ProjectError, generate_project,
                                       load_manifest, runtime_payload)
+from mbforge.options import OneLineParser, baud, folder, number, parse_args, whole
 from mbforge.targets import BOARDS, Board
 
 
@@ -19,10 +20,11 @@ def register(subparsers) -> None:
                     "prints the kernel's flash, RAM, stack and cycle budget on every board and refuses "
                     "one that does not fit --env; with --build, also build that environment offline.")
     p.add_argument("--kernel", required=True, help="generated kernel directory (holds manifest.json)")
-    p.add_argument("--out", required=True, help="project directory to write")
+    p.add_argument("--out", required=True, type=folder, help="project directory to write")
     p.add_argument("--force", action="store_true",
                    help="write into a non-empty --out that holds no project (same-named files replaced)")
-    p.add_argument("--baud", type=int, default=None, help="UART baud rate of the link (default: each board's, "
+    p.add_argument("--baud", type=baud, default=None, help="UART baud rate of the link, 110 to 16000000 "
+                   "(default: each board's, "
                    + ", ".join(f"{b.env} {b.baud}" for b in BOARDS.values()) + ")")
     p.add_argument("--build", action="store_true", help="build after generating (pio run)")
     p.add_argument("--library", action="store_true",
@@ -32,8 +34,9 @@ def register(subparsers) -> None:
                    help="server: the HIL server `mbforge hil` talks to (default); loop: the kernel from a "
                         "timer interrupt every 1/--rate s, reporting periods, overruns, cycles and jitter "
                         "(`mbforge hil --loop SECONDS`)")
-    p.add_argument("--rate", type=float, default=None, help="with --app loop: the loop rate in Hz")
-    p.add_argument("--cycles", type=int, default=None,
+    p.add_argument("--rate", type=number(0, 1e9, "a whole number of Hz > 0"), default=None,
+                   help="with --app loop: the loop rate in Hz")
+    p.add_argument("--cycles", type=whole(1, 2**32 - 1, "a count from 1 to 4294967295"), default=None,
                    help="measured cycles per call on the --env board (e.g. from `mbforge hil` on it): the "
                         "budget's time per call and highest loop rate use it instead of the op-count estimate")
     p.add_argument("--soft-float", action="store_true",
@@ -120,8 +123,6 @@ def _run(args: argparse.Namespace) -> int:
         raise ProjectError("--library writes a library for your own project: build that project "
                            "(pio run), not the library (drop --build)")
     rate = check_rate(args)
-    if args.cycles is not None and args.cycles <= 0:
-        raise ProjectError(f"--cycles must be a count > 0, got {args.cycles}")
     m = load_manifest(args.kernel)
     note = soft_float_note(m.real, args.env)
     if note and args.build and not args.soft_float:
@@ -156,10 +157,10 @@ def _run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m mbforge.firmware.cli ...`: the same subcommand without the rest of the CLI."""
-    ap = argparse.ArgumentParser(prog="mbforge")
+    ap = OneLineParser(prog="mbforge")
     register(ap.add_subparsers(dest="command", required=True))
-    args = ap.parse_args(["firmware", *(sys.argv[1:] if argv is None else argv)])
-    return args.func(args)
+    args = parse_args(ap, ["firmware", *(sys.argv[1:] if argv is None else argv)])
+    return args if isinstance(args, int) else args.func(args)
 
 
 if __name__ == "__main__":

@@ -97,9 +97,13 @@ def load_manifest(kernel_dir: str | Path) -> Manifest:
     try:
         m = load_dir(kernel_dir)
         m.check_files(kernel_dir)
-        return m
     except ManifestError as e:
         raise ProjectError(str(e)) from None
+    not_c = [s for s in m.sources if not s.endswith(".c")]
+    if not_c:  # a firmware compiles C: an RTL kernel would fail deep in PlatformIO
+        raise ProjectError(f"kernel {kernel_dir} is target {m.target} ({', '.join(not_c)}), not C: generate it "
+                           "with --target c-float32, c-fixed or c-double for a firmware")
+    return m
 
 
 def runtime_payload(m: Manifest) -> int:
@@ -235,14 +239,14 @@ def _library_plan(plan: dict[str, bytes], sources, kernel_files, headers, render
     plan["library.json"] = render("lib/library.json.j2")
 
 
-def write_plan(plan: dict[str, bytes], out_dir: str | Path, force: bool = False) -> Path:
+def write_plan(plan: dict[str, bytes], out_dir: str | Path | OutDir, force: bool = False) -> Path:
     """Write the plan through mbforge.outdir: files a previous generation wrote (its
     record lists them) and this one does not are removed, since a stale kernel source
     would otherwise be compiled in; no name leaves the folder and no write follows a
     symlink; unchanged files are not rewritten, so PlatformIO's incremental build stays
     incremental; a non-empty folder that is no firmware project is refused unless force."""
     try:
-        out = OutDir(out_dir)
+        out = out_dir if isinstance(out_dir, OutDir) else OutDir(out_dir)
         old = out.claim(project_files, f"a firmware project (no {RECORD} of mbforge)", force)
         return out.write_files(plan, record=RECORD, old=old)
     except OutDirError as e:
@@ -265,7 +269,7 @@ def project_files(root: Path) -> list[str] | None:
     return [RECORD, *d["files"]]
 
 
-def generate_project(kernel_dir: str | Path, out_dir: str | Path, baud: int | None = None, *,
+def generate_project(kernel_dir: str | Path, out_dir: str | Path | OutDir, baud: int | None = None, *,
                      library: bool = False, app: str = "server", rate: int | None = None,
                      force: bool = False) -> Path:
     return write_plan(plan_project(kernel_dir, baud=baud, library=library, app=app, rate=rate), out_dir, force)

@@ -5,7 +5,6 @@ import argparse
 import signal
 import sys
 import threading
-from pathlib import Path
 
 from .errors import CLIError
 
@@ -20,9 +19,11 @@ def cmd_generate(args) -> int:
     from .examples import load_model, parse_options
     from .ir.graph import gc_paused
     from .kernels.builders import build_kernel
-    from .pipeline import generate, resolve_options
+    from .pipeline import check_prefix, generate, resolve_options
 
     mark("import")
+    if args.prefix is not None:
+        check_prefix(args.prefix)
     # only the flags given: a flag of another target is refused, a default is the backend's
     given = {name: getattr(args, name) for name in all_option_fields() if getattr(args, name) is not None}
     options = resolve_options(args.target, given, cli=True)
@@ -60,6 +61,7 @@ def override_envelope(eqs, path: str):
 
 def _register_generate(sub) -> None:
     from .backends import add_flags, all_option_fields
+    from .options import folder
     from .kernels.builders import BUILDERS
     from .pipeline import TARGETS
     from .targets import TARGETS as INFO
@@ -78,7 +80,7 @@ def _register_generate(sub) -> None:
                    help="an option of the model's build() (repeatable), e.g. --set motion=yaw")
     fields = all_option_fields()
     add_flags(p, [f for f, _ in fields.values()], applies={n: ts for n, (_, ts) in fields.items()})
-    p.add_argument("--out", required=True, type=Path, help="directory for the files and manifest.json")
+    p.add_argument("--out", required=True, type=folder, help="directory for the files and manifest.json")
     p.add_argument("--force", action="store_true",
                    help="write into a non-empty --out that holds no kernel (same-named files replaced)")
     p.add_argument("--verbose", action="store_true",
@@ -90,7 +92,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """`mbforge` and its subcommands, each registered by its stage. command="generate": that
     subcommand alone, parsed the same, without importing the other stages (firmware, HIL:
     about 0.1 s of a generate command)."""
-    ap = argparse.ArgumentParser(prog="mbforge", description="multibody models to real-time code")
+    from .options import OneLineParser
+
+    ap = OneLineParser(prog="mbforge", description="multibody models to real-time code")
     sub = ap.add_subparsers(dest="command", required=True)
     _register_generate(sub)
     if command == "generate":
@@ -122,19 +126,21 @@ def _main(argv: list[str] | None) -> int:
     from .ir import ExpressionError
     from .manifest import ManifestError
     from .model import ModelError
+    from .outdir import OutDirError
     from .pipeline import GenerateError
     from .reference.solvers import AssemblyError, DynamicsError
 
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(argv[0] if argv else None).parse_args(argv)
-    # SIGTERM and SIGHUP stop a command as Ctrl-C does (hil installs its own while it runs)
+    # SIGTERM and SIGHUP stop a command as Ctrl-C does, once (hil installs its own while it runs)
     before = _stop_on_signals() if threading.current_thread() is threading.main_thread() else {}
     try:
         from .analysis.parallel import jobs
 
         jobs()  # a bad $MBFORGE_JOBS is refused up front, whether or not this run would fork
         return args.func(args) or 0
-    except (CLIError, ModelError, ExpressionError, ManifestError, GenerateError, AssemblyError, DynamicsError) as e:
+    except (CLIError, ModelError, ExpressionError, ManifestError, GenerateError, AssemblyError, DynamicsError,
+            OutDirError) as e:
         print(f"mbforge {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:  # kernels are written all or nothing, so nothing is half-written
@@ -154,9 +160,17 @@ class _Stopped(KeyboardInterrupt):
 
 
 def _stop_on_signals() -> dict:
+    """Handlers that stop the command at the first of SIGINT, SIGTERM, SIGHUP and ignore the
+    ones after it (an impatient second Ctrl-C would otherwise interrupt the clean-up and
+    its one line with a traceback). A SIGINT the process was started ignoring stays ignored."""
     def stop(signum, _frame):
+        for s in handled:
+            signal.signal(s, signal.SIG_IGN)
         raise _Stopped(signum)
-    return {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    handled = [signal.SIGTERM, signal.SIGHUP]
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        handled.append(signal.SIGINT)
+    return {s: signal.signal(s, stop) for s in handled}
 
 
 if __name__ == "__main__":

@@ -13,8 +13,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from .outdir import OutDir
 
-def run_demo(out: Path, model_name: str = "fourbar", kernel_name: str = "equations",
+
+def run_demo(out: Path | OutDir, model_name: str = "fourbar", kernel_name: str = "equations",
              vectors: int = 1000, seed: int = 0, options: dict | None = None) -> tuple[dict, int]:
     from mbforge.firmware.build import build
     from mbforge.firmware.project import generate_project
@@ -35,16 +37,19 @@ def run_demo(out: Path, model_name: str = "fourbar", kernel_name: str = "equatio
         return now
 
     t = t0
+    # each subfolder a real folder inside `out` (a symlinked firmware/ is refused, not followed)
+    out = out if isinstance(out, OutDir) else OutDir(out)
+    dev, ref, fw = (out.sub(name) for name in ("kernel-float32", "kernel-double", "firmware"))
+    dev_dir, ref_dir = dev.path, ref.path
     kernel = build_kernel(load_model(model_name, options=options).equations(), kernel_name)
-    dev_dir, ref_dir = out / "kernel-float32", out / "kernel-double"
     dev_plan = generate(kernel, "c-float32")
-    dev_plan.write(dev_dir)
-    generate(kernel, "c-double").write(ref_dir)
+    dev_plan.write(dev)
+    generate(kernel, "c-double").write(ref)
     m = dev_plan.manifest
     print(f"[demo] {m.function}: {m.n_in} inputs, {m.n_out} outputs, {m.ops['total']} operations, "
           f"peak {m.peak_live} live values")
     t = step("generate kernels", t)
-    proj = generate_project(dev_dir, out / "firmware")
+    proj = generate_project(dev_dir, fw)
     t = step("generate firmware project", t)
     elf = build(proj, "emulated_f405")
     t = step("pio run -e emulated_f405", t)
@@ -70,26 +75,28 @@ def cmd_demo(args) -> int:
 
     from .errors import CLIError
     from .examples import parse_options
+    from .outdir import OutDirError, check_file, write_file
 
-    if args.json is not None and not args.json.parent.is_dir():
-        raise CLIError(f"--json {args.json}: folder {args.json.parent} does not exist")
-    if args.out is not None and args.out.exists() and not args.out.is_dir():
-        raise CLIError(f"--out {args.out} is a file, not a folder")
+    try:  # the outputs, before any work
+        check_file(args.json, "--json")
+        if args.out is not None:
+            OutDir(args.out).check_writable()
+    except OutDirError as e:
+        raise CLIError(str(e)) from None
     options = parse_options(args.set)
     if args.out is None:
         tmp = tempfile.TemporaryDirectory(prefix="mbforge-demo-")
-        out = Path(tmp.name)
+        out = OutDir(tmp.name)
     else:
         tmp = None
-        out = args.out
-        out.mkdir(parents=True, exist_ok=True)
+        out = OutDir(args.out)
     try:
         try:
             result, code = run_demo(out, args.model, args.kernel, args.vectors, args.seed, options)
-        except (BuildError, ProjectError, EmulatorError, HarnessError, LinkError) as e:
+            if args.json:
+                write_file(args.json, (json.dumps(result, indent=1, sort_keys=True) + "\n").encode(), "--json")
+        except (BuildError, ProjectError, EmulatorError, HarnessError, LinkError, OutDirError) as e:
             raise CLIError(str(e)) from None
-        if args.json:
-            args.json.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
         return code
     finally:
         if tmp is not None:
@@ -97,14 +104,19 @@ def cmd_demo(args) -> int:
 
 
 def register(sub) -> None:
+    from .kernels.builders import BUILDERS
+    from .options import VECTORS_MAX, file, folder, seed, vectors
+
     p = sub.add_parser("demo", help="run the four-bar end to end on the emulated board")
     p.add_argument("--model", default="fourbar", help="a shipped example or a .py file with build() (default fourbar)")
-    p.add_argument("--kernel", default="equations", help="what the kernel computes (default equations)")
-    p.add_argument("--vectors", type=int, default=1000, help="random vectors (the motion's come on top; default 1000)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random vectors (default 0)")
+    p.add_argument("--kernel", default="equations", choices=sorted(BUILDERS),
+                   help="what the kernel computes (default equations)")
+    p.add_argument("--vectors", type=vectors, default=1000,
+                   help=f"random vectors, 0 to {VECTORS_MAX} (the motion's come on top; default 1000)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the random vectors, >= 0 (default 0)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="an option of the model's build() (repeatable)")
-    p.add_argument("--out", type=Path, default=None, help="keep the generated files here")
-    p.add_argument("--json", type=Path, default=None, help="also write the report as JSON")
+    p.add_argument("--out", type=folder, default=None, help="keep the generated files here")
+    p.add_argument("--json", type=file, default=None, help="also write the report as JSON")
     p.set_defaults(func=cmd_demo)
 

@@ -108,6 +108,34 @@ class OutDir:
             raise OutDirError(f"{self.where}: {final} is a folder; mbforge needs that name for a file")
         return final
 
+    def sub(self, name: str) -> "OutDir":
+        """The folder root/name (hdl's rtl/, demo's firmware/) as an OutDir of its own,
+        checked as `target` checks a file's folders: inside root, no symlink on the way."""
+        norm = safe_name(name, self.where)
+        self.target(f"{norm}/-")  # the checks of every folder down to root/name
+        return OutDir(self.path / norm, self.where.split(" ", 1)[0])
+
+    def check_writable(self) -> None:
+        """Refuse now, not after the run, a folder that cannot be made or written into: the
+        missing folders are made and a probe file written, then all of it removed again."""
+        made = []
+        try:
+            for p in [*reversed(self.path.parents), self.path]:
+                if not p.is_dir():
+                    p.mkdir()
+                    made.append(p)
+            fd, probe = tempfile.mkstemp(prefix=STAGING_PREFIX, dir=self.path)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as e:
+            raise OutDirError(f"{self.where}: cannot write {e.filename or self.path}: {e.strerror}") from None
+        finally:
+            for p in reversed(made):
+                try:
+                    p.rmdir()
+                except OSError:
+                    pass
+
     def _same(self, path: Path, data: bytes) -> bool:
         return path.is_file() and not path.is_symlink() and path.read_bytes() == data
 
@@ -177,16 +205,36 @@ class OutDir:
                     shutil.rmtree(p)
 
 
+def check_file(path: str | Path | None, option: str) -> None:
+    """Refuse now, before the run that makes it, a file `write_file` could not write: a
+    folder of that name, a missing folder, a folder that takes no new file (a probe file
+    is made there and removed)."""
+    if path is None:
+        return
+    path = Path(path)
+    _file_place(path, option)
+    try:
+        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=".mbforge-", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise OutDirError(f"cannot write {option} {path}: {e.strerror}") from None
+
+
+def _file_place(path: Path, option: str) -> None:
+    if path.is_dir() and not path.is_symlink():
+        raise OutDirError(f"{option} {path} is a folder; name a file")
+    if not path.parent.is_dir():
+        raise OutDirError(f"cannot write {option} {path}: folder {path.parent} does not exist")
+
+
 def write_file(path: str | Path, data: bytes, option: str) -> Path:
     """One file a command was told to write (`--json FILE`, `--html FILE`): written to a
     staging file beside it and moved over the name, so a symlink there is replaced, not
     followed, and an interrupted write leaves the old file whole."""
     path = Path(path)
     parent = path.parent
-    if path.is_dir() and not path.is_symlink():
-        raise OutDirError(f"{option} {path} is a folder; name a file")
-    if not parent.is_dir():
-        raise OutDirError(f"cannot write {option} {path}: folder {parent} does not exist")
+    _file_place(path, option)
     try:
         fd, tmp = tempfile.mkstemp(dir=parent, prefix=".mbforge-", suffix=".tmp")
         try:

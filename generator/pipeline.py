@@ -51,7 +51,7 @@ class Plan:
     analysis: Any = field(default=None, repr=False, compare=False)
     schedule: Any = field(default=None, repr=False, compare=False)
 
-    def write(self, out_dir: str | Path, force: bool = False) -> Path:
+    def write(self, out_dir: str | Path | OutDir, force: bool = False) -> Path:
         """Write the files and manifest.json into out_dir through mbforge.outdir: all or
         nothing (the manifest moved in last, so a folder with a manifest has the files it
         describes), no write through a symlink, the files of an earlier kernel in the
@@ -59,7 +59,7 @@ class Plan:
         a non-empty folder that holds no kernel refused unless force. GenerateError names
         the problem (out_dir a file, below a file, not writable, a name taken by a folder)."""
         try:
-            out = OutDir(out_dir)
+            out = out_dir if isinstance(out_dir, OutDir) else OutDir(out_dir)
             old = out.claim(kernel_folder_files, "a kernel folder (no manifest.json of mbforge)", force)
             texts = {**self.files, MANIFEST_NAME: self.manifest.to_json()}
             return out.write_files({n: t.encode() for n, t in texts.items()}, record=MANIFEST_NAME, old=old)
@@ -207,12 +207,18 @@ def generate(kernel: Kernel, target: str, prefix: str | None = None, options: di
         return _generate(kernel, backend, prefix, opts, stages or (lambda _name: None))
 
 
+# C guarantees 63 significant characters of an identifier; the prefix also names files
+PREFIX_MAX = 63
+
+
 def check_prefix(prefix: str, where: str = "--prefix") -> str:
     """The prefix of every emitted C symbol (and of the file names): a C identifier."""
+    hint = "" if where == "--prefix" else "; name the C symbols with --prefix"
     if not is_c_symbol(prefix):
-        hint = "" if where == "--prefix" else "; name the C symbols with --prefix"
         raise GenerateError(f"{where} {prefix!r} is not a C identifier (letters, digits and _, "
                             f"not starting with a digit, not a C keyword){hint}")
+    if len(prefix) > PREFIX_MAX:
+        raise GenerateError(f"{where} {prefix[:20]}... has {len(prefix)} characters; at most {PREFIX_MAX}{hint}")
     return prefix
 
 

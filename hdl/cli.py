@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -21,24 +20,31 @@ def _cmd_hdl(args) -> int:
     from mbforge.examples import load_model, parse_options
     from mbforge.hil import hostlib
     from mbforge.kernels.builders import build_kernel
-    from mbforge.pipeline import generate, resolve_options
+    from mbforge.outdir import OutDir
+    from mbforge.pipeline import check_prefix, generate, resolve_options
 
     from . import sim as S
     from .pnr import PNR_DEVICE, place_and_route, pnr_text
     from .synth import report_text, synthesize
 
-    out = Path(args.out)
+    out = OutDir(args.out)
     t0 = time.perf_counter()
     given = {f.name: getattr(args, f.name) for f in _rtl_fields() if getattr(args, f.name) is not None}
     opts = resolve_options("verilog", given, cli=True)
+    if args.prefix is not None:
+        check_prefix(args.prefix)
+    # each subfolder a real folder inside --out (a symlinked rtl/ is refused, not followed)
+    subs = {name: out.sub(name) for name in ("rtl", "hls", "fixed", "double")}
+    for sub in subs.values():
+        sub.check_writable()
+    dirs = {name: sub.path for name, sub in subs.items()}
     kernel = build_kernel(load_model(args.model, options=parse_options(args.set)).equations(), args.kernel)
-    dirs = {"rtl": out / "rtl", "hls": out / "hls", "fixed": out / "fixed", "double": out / "double"}
-    generate(kernel, "verilog", prefix=args.prefix, options=opts).write(dirs["rtl"])
-    generate(kernel, "hls-c", prefix=args.prefix).write(dirs["hls"])
-    generate(kernel, "c-fixed", prefix=args.prefix).write(dirs["fixed"])
-    generate(kernel, "c-double", prefix=args.prefix).write(dirs["double"])
+    generate(kernel, "verilog", prefix=args.prefix, options=opts).write(subs["rtl"])
+    generate(kernel, "hls-c", prefix=args.prefix).write(subs["hls"])
+    generate(kernel, "c-fixed", prefix=args.prefix).write(subs["fixed"])
+    generate(kernel, "c-double", prefix=args.prefix).write(subs["double"])
     t_gen = time.perf_counter() - t0
-    print(f"generated {kernel.model} {kernel.name} ({opts.variant}) in {t_gen:.1f} s -> {out}")
+    print(f"generated {kernel.model} {kernel.name} ({opts.variant}) in {t_gen:.1f} s -> {out.path}")
 
     # the vectors simulate() draws: the domain's, then the labelled robustness set
     X = S.with_robustness(dirs["fixed"], S.make_vectors(dirs["fixed"], args.vectors, args.seed))[0]
@@ -65,13 +71,15 @@ def _cmd_hdl(args) -> int:
 
 
 def cmd_hdl(args) -> int:
+    from mbforge.outdir import OutDirError
+
     from .pnr import PnrError
     from .sim import SimError
     from .synth import SynthError
 
     try:
         return _cmd_hdl(args)
-    except (PnrError, SimError, SynthError) as e:  # one line, the tool's own words
+    except (PnrError, SimError, SynthError, OutDirError) as e:  # one line, the tool's own words
         msg = str(e).strip().splitlines()
         print(f"mbforge hdl: error: {msg[0] if msg else type(e).__name__}", file=sys.stderr)
         return 2
@@ -87,6 +95,7 @@ def _rtl_fields():
 def register(sub) -> None:
     from mbforge.backends import add_flags
     from mbforge.kernels.builders import BUILDERS
+    from mbforge.options import VECTORS_MAX, folder, seed, vectors, whole
 
     from .pnr import PNR_CHOICES
     from .sim import SIMULATORS
@@ -97,8 +106,9 @@ def register(sub) -> None:
                    help="what the kernel computes (default equations)")
     p.add_argument("--sim", default="icarus", choices=SIMULATORS, help="the RTL simulator (default icarus)")
     add_flags(p, _rtl_fields())
-    p.add_argument("--vectors", type=int, default=200, help="random vectors (the motion's come on top)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random vectors (default 0)")
+    p.add_argument("--vectors", type=vectors, default=200,
+                   help=f"random vectors, 0 to {VECTORS_MAX} (the motion's come on top; default 200)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the random vectors, >= 0 (default 0)")
     p.add_argument("--prefix", default=None, help="prefix of emitted symbols (default: model name)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="an option of the model's build() (repeatable), e.g. --set motion=yaw")
@@ -107,6 +117,7 @@ def register(sub) -> None:
     p.add_argument("--pnr", choices=PNR_CHOICES, default=None,
                    help="place and route with nextpnr-ice40 on an UP5K, an HX8K, or (ice40) the first that fits; "
                         "prints Fmax and utilisation")
-    p.add_argument("--pnr-seed", type=int, default=1, help="nextpnr's placement seed (default 1: runs repeat)")
-    p.add_argument("--out", required=True, type=Path, help="directory for rtl/, hls/, fixed/ and double/")
+    p.add_argument("--pnr-seed", type=whole(0, 2**31 - 1), default=1,
+                   help="nextpnr's placement seed, 0 to 2147483647 (default 1: runs repeat)")
+    p.add_argument("--out", required=True, type=folder, help="directory for rtl/, hls/, fixed/ and double/")
     p.set_defaults(func=cmd_hdl)

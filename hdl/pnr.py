@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from mbforge.manifest import Manifest
+from mbforge.outdir import write_file
 
 # logic cells, DSPs, block RAMs of the parts nextpnr-ice40 places (its chip database)
 DEVICES = {
@@ -151,7 +152,8 @@ def place_and_route(rtl_dir: str | Path, device: str = "up5k", seed: int = 1, ti
         cyc = rep["latency"] or 0
         rep["latency_us"] = round(cyc / rep["fmax_mhz"], 3)
         rep["us_per_result"] = round((rep["interval"] or 1) / rep["fmax_mhz"], 4)
-    (rtl_dir / "pnr_report.json").write_text(json.dumps(rep, indent=1, sort_keys=True) + "\n")
+    # beside the RTL, never through a symlink planted there (mbforge.outdir)
+    write_file(rtl_dir / "pnr_report.json", (json.dumps(rep, indent=1, sort_keys=True) + "\n").encode(), "--out")
     return rep
 
 

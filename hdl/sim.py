@@ -34,6 +34,7 @@ from mbforge.hil.device import Evaluation
 from mbforge.hil.vectors import (OUT_OF_ENVELOPE, VectorError, draw_raw, for_reference, from_raw, robustness,
                                  to_raw)
 from mbforge.manifest import Manifest
+from mbforge.outdir import OutDir, OutDirError
 
 SIMULATORS = ("icarus", "verilator")
 BENCH_MODULE = "mbforge.hdl.bench"
@@ -101,7 +102,12 @@ def build(rtl_dir: str | Path, sim: str, build_dir: str | Path | None = None) ->
     rtl_dir = Path(rtl_dir).resolve()
     m = Manifest.load(rtl_dir)
     rtl = json.loads((rtl_dir / "rtl.json").read_text())
-    bdir = Path(build_dir or rtl_dir / f"sim_{sim}").resolve()
+    if build_dir is None:  # a real folder inside the RTL's, not a symlink planted there
+        try:
+            build_dir = OutDir(rtl_dir).sub(f"sim_{sim}").path
+        except OutDirError as e:
+            raise SimError(str(e)) from None
+    bdir = Path(build_dir).resolve()
     env = sim_env(sim)
     t0 = time.perf_counter()
     with _environ(env):

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from mbforge.manifest import Manifest
+from mbforge.outdir import write_file
 
 ICE40_MAX_OPS = 40
 UP5K = {"SB_LUT4": 5280, "SB_MAC16": 8, "SB_RAM40_4K": 30, "SB_SPRAM256KA": 4}
@@ -132,8 +133,9 @@ def synthesize(rtl_dir: str | Path, ice40: bool | None = None, timeout: float = 
             rep["notes"].append(f"iCE40 mapping skipped: {n_ops} hardware operators > {ICE40_MAX_OPS} "
                                 "(`mbforge hdl --ice40` forces it; about a minute per 100 operators)")
     rep["rtl"] = {k: rtl.get(k) for k in ("latency", "interval", "multipliers", "registers", "delay_line_bits", "units")}
-    (rtl_dir / "synth_report.json").write_text(json.dumps(rep, indent=1, sort_keys=True) + "\n")
-    (rtl_dir / "synth_report.txt").write_text(report_text(rep) + "\n")
+    # beside the RTL, never through a symlink planted there (mbforge.outdir)
+    write_file(rtl_dir / "synth_report.json", (json.dumps(rep, indent=1, sort_keys=True) + "\n").encode(), "--out")
+    write_file(rtl_dir / "synth_report.txt", (report_text(rep) + "\n").encode(), "--out")
     return rep
 
 

@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import json
 import math
+import os
 import signal
 import sys
 import time
@@ -23,7 +24,14 @@ from mbforge.hil.link import LinkError
 from mbforge.hil.report import junit_xml, render_html
 from mbforge.hil.rundb import RunDB, RunDBError
 from mbforge.targets import BOARDS
-from mbforge.manifest import ManifestError
+from mbforge.manifest import MANIFEST_NAME, ManifestError
+from mbforge.options import VECTORS_MAX, OneLineParser, baud, file, number, parse_args, seed, vectors, whole
+from mbforge.outdir import OutDirError, check_file, write_file
+
+
+WINDOW_MAX = 64  # frames in flight: a device's receive ring holds a few
+BATCH_MAX = 65535  # the HELLO's max batch is a u16
+LOOP_MAX = 1e6  # seconds of loop reports (11 days)
 
 
 def register(subparsers) -> None:
@@ -41,32 +49,37 @@ def register(subparsers) -> None:
                         "(default: the ELF's; emulated_f405 for an ELF that names none)")
     p.add_argument("--kernel", help="the device kernel's directory (manifest.json)")
     p.add_argument("--reference", help="c-double kernel directory of the same model and kernel")
-    p.add_argument("--vectors", type=int, default=1000, help="random input vectors (default 1000)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random vectors (default 0)")
-    p.add_argument("--tol", type=float, default=None,
+    p.add_argument("--vectors", type=vectors, default=1000,
+                   help=f"random input vectors, 0 to {VECTORS_MAX} (default 1000)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the random vectors, >= 0 (default 0)")
+    p.add_argument("--tol", type=number(0, math.inf, "a positive number"), default=None,
                    help="tolerance relative to each output group's scale "
                         "(default 1e-5 float, 1e-12 double, the manifest's error_bound for int32)")
-    p.add_argument("--json", type=Path, default=None, help="write the report as JSON")
-    p.add_argument("--html", type=Path, default=None,
+    p.add_argument("--json", type=file, default=None, help="write the report as JSON")
+    p.add_argument("--html", type=file, default=None,
                    help="write a single-file HTML report (figures embedded; mbforge.hil.report)")
-    p.add_argument("--junit", type=Path, default=None,
+    p.add_argument("--junit", type=file, default=None,
                    help="write JUnit XML for CI: one testcase per output group, status codes, host model")
     p.add_argument("--host-model", action="store_true",
                    help="also require the device outputs to equal a host build of the same C bit for bit")
-    p.add_argument("--timeout", type=float, default=5.0,
-                   help="seconds a request may stay unanswered, its resends included (default 5)")
-    p.add_argument("--window", type=int, default=None,
-                   help="requests in flight (default: 1 on a serial port, up to 8 on a socket)")
-    p.add_argument("--baud", type=int, default=None,
-                   help="serial baud rate (default: the --board's record, else 115200; QEMU's socket ignores it)")
-    p.add_argument("--batch", type=int, default=None, help="vectors per EVAL frame (default: the device's maximum)")
-    p.add_argument("--run", type=Path, default=None,
+    p.add_argument("--timeout", type=number(0.1, 3600, "a number of seconds from 0.1 to 3600", closed=True),
+                   default=5.0, help="seconds a request may stay unanswered, its resends included, 0.1 to 3600 "
+                                     "(default 5)")
+    p.add_argument("--window", type=whole(1, WINDOW_MAX), default=None,
+                   help=f"requests in flight, 1 to {WINDOW_MAX} (default: 1 on a serial port, up to 8 on a socket)")
+    p.add_argument("--baud", type=baud, default=None,
+                   help="serial baud rate, 110 to 16000000 (default: the --board's record, else 115200; QEMU's "
+                        "socket ignores it)")
+    p.add_argument("--batch", type=whole(1, BATCH_MAX), default=None,
+                   help=f"vectors per EVAL frame, 1 to {BATCH_MAX} (default and at most: the device's maximum)")
+    p.add_argument("--run", type=file, default=None,
                    help="run database to keep every answer in as it arrives (default: beside --json, "
                         "else ./KERNEL-TIME.hil.sqlite)")
-    p.add_argument("--loop", type=float, metavar="SECONDS", default=None,
+    p.add_argument("--loop", type=number(0, LOOP_MAX, f"a number of seconds > 0, at most {LOOP_MAX:g}"),
+                   metavar="SECONDS", default=None,
                    help="the device runs the loop app (mbforge firmware --app loop): print its window reports "
                         "for SECONDS (exit 0: no overrun, 1: overruns; --kernel optional, checks the digest)")
-    p.add_argument("--resume", type=Path, metavar="RUN", default=None,
+    p.add_argument("--resume", type=file, metavar="RUN", default=None,
                    help="continue the run kept in this database (its kernel, reference and options)")
     p.set_defaults(func=run_command)
 
@@ -130,21 +143,18 @@ def run_command(args: argparse.Namespace) -> int:
     if args.resume is None and not (args.kernel and args.reference):
         print("mbforge hil: error: --kernel and --reference are required (unless --resume RUN)", file=sys.stderr)
         return 2
-    if args.vectors < 0:
-        print(f"mbforge hil: error: --vectors must be >= 0, got {args.vectors}", file=sys.stderr)
-        return 2
-    if args.tol is not None and not (math.isfinite(args.tol) and args.tol > 0):
-        print(f"mbforge hil: error: --tol must be a positive number, got {args.tol}", file=sys.stderr)
-        return 2
     bad_port = _bad_socket_url(args.port)
     if bad_port:
         print(f"mbforge hil: error: --port {args.port}: {bad_port}", file=sys.stderr)
         return 2
-    if args.json and not args.json.parent.is_dir():
-        print(f"mbforge hil: error: cannot write --json {args.json}: folder {args.json.parent} does not exist",
-              file=sys.stderr)
-        return 2
     run_db = None if args.resume else (args.run or _default_run(args))
+    try:  # every report writable and none of them a file this run reads or keeps
+        for option in REPORTS:
+            check_file(getattr(args, option), f"--{option}")
+        _check_outputs_apart(args, run_db)
+    except OutDirError as e:
+        print(f"mbforge hil: error: {e}", file=sys.stderr)
+        return 2
     where = args.resume or run_db
     ours = args.resume is not None or not Path(where).exists()  # else the error is that it exists
     handlers = {s: signal.signal(s, _stop) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
@@ -184,15 +194,47 @@ def run_command(args: argparse.Namespace) -> int:
     print(report.table())
     print(f"run kept in {report.run.get('path')}")
     result = report.to_json()
-    for path, text in ((args.json, lambda: json.dumps(result, indent=1, sort_keys=True) + "\n"),
-                       (args.html, lambda: render_html(result)), (args.junit, lambda: junit_xml(result))):
-        if path is not None:
+    texts = {"json": lambda: json.dumps(result, indent=1, sort_keys=True) + "\n",
+             "html": lambda: render_html(result), "junit": lambda: junit_xml(result)}
+    for option in REPORTS:
+        if getattr(args, option) is not None:
             try:
-                path.write_text(text())
-            except OSError as e:
-                print(f"mbforge hil: error: cannot write {path}: {e.strerror}", file=sys.stderr)
+                write_file(getattr(args, option), texts[option]().encode(), f"--{option}")
+            except OutDirError as e:
+                print(f"mbforge hil: error: {e}", file=sys.stderr)
                 return 2
     return 0 if report.passed else 1
+
+
+REPORTS = ("json", "html", "junit")
+
+
+def _check_outputs_apart(args: argparse.Namespace, run_db: Path | None) -> None:
+    """OutDirError when a report would overwrite another report or a file the run reads or
+    keeps (the run database, the ELF, a kernel's manifest or files): refused before the run,
+    as after it the file is lost. Paths are compared resolved (a symlink names its target)."""
+    def real(p) -> str:
+        return os.path.realpath(p)
+
+    inputs = {real(p): what for p, what in ((run_db, "--run"), (args.resume, "--resume"),
+                                             (args.emulate, "--emulate")) if p is not None}
+    for opt in ("kernel", "reference"):
+        folder = getattr(args, opt)
+        if folder is not None:  # the manifest and every file beside it
+            inputs[real(Path(folder) / MANIFEST_NAME)] = f"--{opt}"
+            if Path(folder).is_dir():
+                inputs.update({real(f): f"--{opt}" for f in Path(folder).iterdir()})
+    for db in [p for p, what in inputs.items() if what in ("--run", "--resume")]:
+        inputs.update({f"{db}-wal": "--run", f"{db}-shm": "--run"})  # SQLite's journal files
+    for option in REPORTS:
+        path = getattr(args, option)
+        if path is None:
+            continue
+        where = real(path)
+        if where in inputs:
+            raise OutDirError(f"--{option} {path} names a file of {inputs[where]}: the report would overwrite it; "
+                              "name another file")
+        inputs[where] = f"--{option}"
 
 
 def _kept(path, count: bool = False):
@@ -212,10 +254,10 @@ def _kept(path, count: bool = False):
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m mbforge.hil.cli ...`: the same subcommand without the rest of the CLI."""
-    ap = argparse.ArgumentParser(prog="mbforge")
+    ap = OneLineParser(prog="mbforge")
     register(ap.add_subparsers(dest="command", required=True))
-    args = ap.parse_args(["hil", *(sys.argv[1:] if argv is None else argv)])
-    return args.func(args)
+    args = parse_args(ap, ["hil", *(sys.argv[1:] if argv is None else argv)])
+    return args if isinstance(args, int) else args.func(args)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ Invariants:
   `mbforge hil --json` or returned by a run database's loader), so a report can be made
   again later from a stored result. Keys they do not find are left out of the report
   (an older result without `per_vector` gives tables and no figures), never an error.
+- The JUnit XML parses whatever strings the device sent (its firmware string): characters
+  XML 1.0 cannot hold are written as \\xNN.
 - The HTML has no external assets: figures are PNG embedded as base64 data URIs, the
   style sheet is inline. Every <img> carries the class "figure".
 - The vectors of a run are the random ones first, then the manifest's motion vectors in
@@ -27,6 +29,7 @@ import base64
 import html
 import io
 import math
+import re
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -154,11 +157,20 @@ def _num(v) -> str:
 
 # ---- JUnit XML ---------------------------------------------------------------------------
 
+# what XML 1.0 cannot hold, even escaped (a device's firmware string may carry any byte)
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml(v) -> str:
+    """str(v) with every character XML cannot hold shown as \\xNN (the report still parses)."""
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", str(v))
+
+
 def junit_xml(result: dict) -> str:
     """One <testsuite> (the kernel) of one <testcase> per output group, one for the status
     codes and one for the host model (when run); a failed check carries <failure message>."""
-    checks = _checks(result)
-    kernel = str(result.get("kernel", "kernel"))
+    checks = [(_xml(name), _xml(cls), ok, _xml(msg)) for name, cls, ok, msg in _checks(result)]
+    kernel = _xml(result.get("kernel", "kernel"))
     secs = (result.get("seconds") or {}).get("total") or 0.0
     fails = sum(1 for c in checks if not c[2])
     suites = ET.Element("testsuites", name="mbforge hil", tests=str(len(checks)), failures=str(fails),
@@ -169,7 +181,7 @@ def junit_xml(result: dict) -> str:
     dev = result.get("device") or {}
     for k in ("firmware", "url", "real", "counter", "board"):
         if dev.get(k) is not None:
-            ET.SubElement(props, "property", name=f"device.{k}", value=str(dev[k]))
+            ET.SubElement(props, "property", name=f"device.{k}", value=_xml(dev[k]))
     ET.SubElement(props, "property", name="vectors", value=str(result.get("vectors")))
     for name, cls, ok, msg in checks:
         case = ET.SubElement(suite, "testcase", name=name, classname=f"hil.{kernel}.{cls}", time="0")

@@ -114,7 +114,7 @@ def test_firmware_out_is_a_file(tmp_path):
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--vectors", "-5"], "--vectors must be >= 0"),
+    (["--vectors", "-5"], "--vectors must be a whole number from 0 to 1000000"),
     (["--tol", "nan"], "--tol must be a positive number"),
     (["--tol", "-1"], "--tol must be a positive number"),
     (["--port", "socket://127.0.0.1:99999"], "PORT from 1 to 65535"),

@@ -214,7 +214,7 @@ def test_run_database_gives_the_report_again(device, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--vectors", "-5"], "--vectors must be >= 0, got -5"),
+    (["--vectors", "-5"], "--vectors must be a whole number from 0 to 1000000, got -5"),
     (["--json", "no/such/folder/r.json"], "folder no/such/folder does not exist"),
     (["--run", "no/such/folder/r.hil.sqlite"], "folder no/such/folder does not exist"),
 ])

@@ -53,6 +53,8 @@ def add_flags(parser: argparse.ArgumentParser, fields, *, applies: Mapping[str, 
     for f in fields:
         m = f.metadata
         default = m["default_text"] or f"default {f.default}"
+        if m.get("maximum") is not None:
+            default += f"; {m['minimum']} to {m['maximum']}"
         scope = ""
         if applies is not None and len(applies[f.name]) < len(backend_names()):
             scope = f"; target {', '.join(applies[f.name])} only"

@@ -35,11 +35,12 @@ class OptionError(GenerateError):
 
 
 def option(default: Any, help: str, *, choices: tuple | None = None, kind: type | None = None,
-           minimum: int | None = None, default_text: str | None = None):
+           minimum: int | None = None, maximum: int | None = None, default_text: str | None = None):
     """A field of an Options dataclass with what the CLI and validation need to know.
-    `kind` (int) and `minimum` check numbers; a None default means "not set" and is
-    always accepted; `default_text` says in the help what None means."""
-    meta = {"help": help, "choices": choices, "kind": kind, "minimum": minimum, "default_text": default_text}
+    `kind` (int), `minimum` and `maximum` check numbers; a None default means "not set"
+    and is always accepted; `default_text` says in the help what None means."""
+    meta = {"help": help, "choices": choices, "kind": kind, "minimum": minimum, "maximum": maximum,
+            "default_text": default_text}
     return field(default=default, metadata=meta)
 
 
@@ -89,6 +90,8 @@ def _check(f: dataclasses.Field, v: Any) -> str | None:
     lo = m["minimum"]
     if m["kind"] is int and (not isinstance(v, int) or isinstance(v, bool) or (lo is not None and v < lo)):
         return "must be a positive integer" if lo == 1 else "must be an integer" + ("" if lo is None else f" >= {lo}")
+    if m["kind"] is int and m["maximum"] is not None and v > m["maximum"]:
+        return f"must be at most {m['maximum']}"
     return None
 
 

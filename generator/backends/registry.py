@@ -14,7 +14,7 @@ from ..analysis.fixerror import bound_over_boxes
 from ..analysis.floaterror import float32_bounds, float32_bounds_boxes, float32_forms_boxes
 from ..analysis.ranges import BoxRanges, analyse_domain
 from ..lower.schedule import best_schedule
-from .base import STATUS_ENVELOPE, Analysis, Backend, Options, Rendered, option, register
+from .base import STATUS_ENVELOPE, Analysis, Backend, GenerateError, Options, Rendered, option, register
 from .c import DIALECTS, render_c
 from .fixed.c import render_fixed
 from .hls import render_hls
@@ -109,6 +109,11 @@ class FixedBackend(Backend):
                 "Error bounds (+-) hold against double at the unrounded input (its rounding to the Q format included)."]
 
     def analyse(self, tape, boxes) -> Analysis:
+        boxes = [list(b) for b in boxes]
+        for k, a in enumerate(tape.inputs):  # no Q format holds an unbounded input
+            if not all(math.isfinite(float(lo)) and math.isfinite(float(hi)) for lo, hi in (b[k] for b in boxes)):
+                raise GenerateError(f"input {getattr(a.value, 'name', a)}: its range is unbounded; target "
+                                    f"{self.name} (fixed point) needs a finite range: declare one on the model")
         per_box: list = []
         fx = bound_over_boxes(tape, analyse_domain(tape, boxes, per_box=per_box), per_box)
         return Analysis(plan=fx, in_frac_bits=fx.in_bits, out_frac_bits=fx.out_bits, out_error=fx.out_error)
@@ -130,12 +135,17 @@ class HlsBackend(FixedBackend):
         return _c_files(render_hls(sched, analysis.plan, ctx), ctx)
 
 
+SHARED_UNITS_MAX = 256
+
+
 @dataclass(frozen=True)
 class VerilogOptions(Options):
     variant: str = option("pipelined", "pipelined: one vector per cycle; shared: a few operators reused",
                           choices=("pipelined", "shared"))
-    multipliers: int = option(4, "multipliers of the shared variant", kind=int, minimum=1)
-    adders: int | None = option(None, "adders of the shared variant", kind=int, minimum=1,
+    # a shared design of more units than a kernel has operations is a pipelined one spelled
+    # long (--multipliers 1000 wrote 2.2 MB of Verilog for 33 multiplications)
+    multipliers: int = option(4, "multipliers of the shared variant", kind=int, minimum=1, maximum=SHARED_UNITS_MAX)
+    adders: int | None = option(None, "adders of the shared variant", kind=int, minimum=1, maximum=SHARED_UNITS_MAX,
                                 default_text="default: as multipliers")
     outputs: str = option("early", "pipelined variant: early: each output on its port (out_k_ap_vld) in the cycle "
                           "it is computed, fewer registers; aligned: all in the ap_done cycle",

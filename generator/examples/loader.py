@@ -4,8 +4,8 @@ a MODEL argument.
 `EXAMPLES` maps each example's name to its module; `load(name, **options)` builds one.
 `load_model(spec, motion=None)` returns a Model from a shipped example's name or from a
 Python file that defines `build()`. Every failure to get a Model (unknown name, missing or
-broken file, no build(), build() not returning a Model, a motion the example does not
-offer) raises ModelFileError: one line naming the file or example and what is wrong, which
+broken file, no build(), build() failing, exiting (sys.exit) or not returning a Model, a
+motion the example does not offer) raises ModelFileError: one line naming the file or example and what is wrong, which
 the CLI prints as is. Errors the model itself raises while it is built (ModelError,
 ExpressionError) pass through unchanged: they name the model and the part.
 
@@ -124,14 +124,17 @@ def load_model(spec: str, motion: str | None = None, options: dict | None = None
     options = dict(options or {})
     if spec in EXAMPLES:
         _check_options(module(spec).build, options, f"example {spec!r}")
-        if motion is None:
-            return load(spec, **options)
-        offered = motions(spec)
-        if not offered:
-            raise ModelFileError(f"example {spec!r} has no motions to choose from (drop --motion)")
-        if motion not in offered:
-            raise ModelFileError(f"example {spec!r} has no motion {motion!r}; its motions: {', '.join(offered)}")
-        return load(spec, motion=motion, **options)
+        if motion is not None:
+            offered = motions(spec)
+            if not offered:
+                raise ModelFileError(f"example {spec!r} has no motions to choose from (drop --motion)")
+            if motion not in offered:
+                raise ModelFileError(f"example {spec!r} has no motion {motion!r}; its motions: {', '.join(offered)}")
+            if "motion" in options and options["motion"] != motion:
+                raise ModelFileError(f"example {spec!r}: --motion {motion} and --set motion={options['motion']} "
+                                     "disagree; give one")
+            options["motion"] = motion
+        return _call_build(lambda: load(spec, **options), f"example {spec!r}", Path(module(spec).__file__))
     path = Path(spec)
     if path.suffix != ".py":
         raise ModelFileError(f"no example called {spec!r} and not a .py file; examples: "
@@ -165,21 +168,35 @@ def _build_from(mod, mod_spec, path: Path, spec: str, options: dict) -> Model:
     except (ModelError, ExpressionError):
         raise
     except SyntaxError as e:
-        raise ModelFileError(f"model file {spec}: syntax error at line {e.lineno}: {e.msg}") from None
+        where = f"at line {e.lineno}" if e.lineno is not None else "in the file"
+        raise ModelFileError(f"model file {spec}: syntax error {where}: {e.msg}") from None
+    except SystemExit as e:  # sys.exit() while it loads: an error, not the command's end
+        raise ModelFileError(f"model file {spec} called sys.exit({e.code!r}) while it loaded{_where(e, path)}; "
+                             "a model file defines build() and returns") from None
     except Exception as e:  # the user's module failed on import: say where, not a traceback
         raise ModelFileError(f"model file {spec} failed to load: {type(e).__name__}: {e}{_where(e, path)}") from None
     build = getattr(mod, "build", None)
     if not callable(build):
         raise ModelFileError(f"model file {spec} defines no build() returning a Model")
     _check_options(build, options, f"model file {spec}: build()")
+    return _call_build(lambda: build(**options), f"model file {spec}", path)
+
+
+def _call_build(build, what: str, path: Path) -> Model:
+    """build()'s Model; ModelFileError (one line: what, the error, its line in `path`) for
+    anything else it raises or returns, sys.exit() included. The model's own errors
+    (ModelError, ExpressionError) pass: they name the model and the part."""
     try:
-        model = build(**options)
+        model = build()
     except (ModelError, ExpressionError):
         raise
+    except SystemExit as e:
+        raise ModelFileError(f"{what}: build() called sys.exit({e.code!r}){_where(e, path)}; "
+                             "build() must return a Model") from None
     except Exception as e:
-        raise ModelFileError(f"model file {spec}: build() failed: {type(e).__name__}: {e}{_where(e, path)}") from None
+        raise ModelFileError(f"{what}: build() failed: {type(e).__name__}: {e}{_where(e, path)}") from None
     if not isinstance(model, Model):
-        raise ModelFileError(f"model file {spec}: build() returned {type(model).__name__}, not a Model")
+        raise ModelFileError(f"{what}: build() returned {type(model).__name__}, not a Model")
     return model
 
 

@@ -13,6 +13,7 @@ declared range (range, vrange, arange).
 """
 from __future__ import annotations
 
+import io
 import re
 import sys
 from pathlib import Path
@@ -20,9 +21,15 @@ from pathlib import Path
 import numpy as np
 
 METHODS = ("DOP853", "RK45", "Radau", "BDF", "LSODA")
+# bounds of the run's size: a million rows is a 0.3 GB CSV; 1e5 s of a mechanism's motion
+# at the default tolerances is hours of integration (shown with progress on a terminal)
+POINTS_MAX = 1_000_000
+T_END_MAX = 1e5
 
 
 def register(subparsers) -> None:
+    from ..options import folder, number, whole
+
     p = subparsers.add_parser("simulate", help="simulate a model (kinematics and inverse dynamics, or forward "
                                                "dynamics) and write CSV and PNG plots")
     p.add_argument("model", help="a shipped example (e.g. stewart) or a .py file with build()")
@@ -30,9 +37,12 @@ def register(subparsers) -> None:
                                                   "(stewart: heave, yaw, roll, pitch)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="set",
                    help="an option of the model's build() (repeatable), e.g. --set length=0.3")
-    p.add_argument("--out", required=True, type=Path, help="output folder")
-    p.add_argument("--points", type=int, default=251, help="number of output times (default 251)")
-    p.add_argument("--t-end", type=float, default=None, help="end time (default: the model's time range)")
+    p.add_argument("--out", required=True, type=folder, help="output folder")
+    p.add_argument("--points", type=whole(2, POINTS_MAX), default=251,
+                   help=f"number of output times, 2 to {POINTS_MAX} (default 251)")
+    p.add_argument("--t-end", type=number(-T_END_MAX, T_END_MAX, f"a number of seconds up to {T_END_MAX:g}"),
+                   default=None, help="end time, after the model's start, up to 1e5 s (default: the model's "
+                                      "time range)")
     p.add_argument("--q0", action="append", default=[], metavar="NAME=VALUE",
                    help="initial value of a coordinate, held while the others are solved from the "
                         "constraints (repeatable; forward dynamics)")
@@ -40,8 +50,10 @@ def register(subparsers) -> None:
                    help="initial rate of a coordinate, held while the others are solved from the "
                         "velocity constraints (repeatable; forward dynamics; the rest start at 0)")
     p.add_argument("--method", default="DOP853", choices=METHODS, help="integrator (scipy solve_ivp; default DOP853)")
-    p.add_argument("--rtol", type=float, default=1e-10, help="integrator relative tolerance (default 1e-10)")
-    p.add_argument("--atol", type=float, default=1e-12, help="integrator absolute tolerance (default 1e-12)")
+    p.add_argument("--rtol", type=number(0, 1, "a positive number up to 1"), default=1e-10,
+                   help="integrator relative tolerance, in (0, 1] (default 1e-10)")
+    p.add_argument("--atol", type=number(0, 1, "a positive number up to 1"), default=1e-12,
+                   help="integrator absolute tolerance, in (0, 1] (default 1e-12)")
     p.set_defaults(func=cmd_simulate)
 
 
@@ -75,15 +87,14 @@ def _pairs(items, flag: str) -> dict[str, float]:
 def cmd_simulate(args) -> int:
     from ..errors import CLIError
     from ..examples import parse_options
+    from ..outdir import OutDir, OutDirError
     from .solvers import AssemblyError, DynamicsError
 
+    try:  # before the run: a result that cannot be written is not computed
+        OutDir(args.out).check_writable()
+    except OutDirError as e:
+        raise CLIError(str(e)) from None
     model, tag = _load(args.model, args.motion, parse_options(args.set))
-    if args.points < 2:
-        raise CLIError("--points must be at least 2")
-    for flag in ("rtol", "atol"):
-        v = getattr(args, flag)
-        if not (np.isfinite(v) and v > 0):
-            raise CLIError(f"--{flag} must be a positive number, got {v}")
     try:
         result = simulate(model, args.out, points=args.points, t_end=args.t_end, tag=tag,
                           q0=_pairs(args.q0, "--q0"), qd0=_pairs(args.qd0, "--qd0"),
@@ -141,6 +152,8 @@ def simulate(model, out: Path, points: int = 251, t_end: float | None = None, ta
     eqs = model.equations()
     lo, hi = eqs.ranges[eqs.t]
     hi = hi if t_end is None else float(t_end)
+    if not hi > lo:
+        raise CLIError(f"--t-end {hi:g}: the run would end before it starts ({eqs.model} starts at t={lo:g})")
     times = np.linspace(lo, hi, points)
     kin = Dynamics(eqs) if eqs.M is not None else Kinematics(eqs)
     driven = len(eqs.phi) + len(eqs.nh) >= len(eqs.q)
@@ -186,26 +199,37 @@ def simulate(model, out: Path, points: int = 251, t_end: float | None = None, ta
         cols["E"] = traj.E
         cols["V"] = traj.E - traj.T
     warnings = _range_warnings(eqs, times, Q, QD, QDD)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     stem = model.name + (f"_{tag}" if tag else "")
     names = list(cols)
     data = np.column_stack([cols[k] for k in names])
-    csv = out / f"{stem}.csv"
-    np.savetxt(csv, data, delimiter=",", header=",".join(names), comments="", fmt="%.12g")
-    png = out / f"{stem}.png"
+    text = io.StringIO()
+    np.savetxt(text, data, delimiter=",", header=",".join(names), comments="", fmt="%.12g")
     # the plot shows the outputs (the coordinates when the model declares none), forces and
     # energies; rates and accelerations are in the CSV
     shown = [n for n in names if not n.startswith(("qd.", "qdd."))]
     if any(not n.startswith("q.") for n in shown[1:] if n not in eqs.actuator_names and n not in ("T", "E", "V")):
         shown = [n for n in shown if not n.startswith("q.")]
-    _plot(png, f"{stem}: {mode}", shown, data[:, [names.index(n) for n in shown]])
+    image = _plot(f"{stem}: {mode}", shown, data[:, [names.index(n) for n in shown]])
+    csv, png = _write(out, {f"{stem}.csv": text.getvalue().encode(), f"{stem}.png": image})
     summary = (f"{stem}: {mode}, {points} points over [{lo:g}, {hi:g}] s{note} -> {csv}, {png}")
     return {"csv": csv, "png": png, "columns": names, "data": data, "summary": summary, "warnings": warnings}
 
 
-def _plot(path: Path, title: str, names: list[str], data: np.ndarray) -> None:
-    """One panel per family of columns (f1..f6 together, L1_d..L6_d together, ...)."""
+def _write(out, files: dict[str, bytes]) -> list[Path]:
+    """The files written into `out` through mbforge.outdir (both or neither, no write
+    through a symlink); CLIError, one line, when they cannot be."""
+    from ..errors import CLIError
+    from ..outdir import OutDir, OutDirError
+
+    try:
+        root = OutDir(out).write_files(files)
+    except OutDirError as e:
+        raise CLIError(str(e)) from None
+    return [root / name for name in files]
+
+
+def _plot(title: str, names: list[str], data: np.ndarray) -> bytes:
+    """The PNG: one panel per family of columns (f1..f6 together, L1_d..L6_d together, ...)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -237,5 +261,7 @@ def _plot(path: Path, title: str, names: list[str], data: np.ndarray) -> None:
         ax.set_visible(False)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    image = io.BytesIO()
+    fig.savefig(image, format="png", dpi=110)
     plt.close(fig)
+    return image.getvalue()
