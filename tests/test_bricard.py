@@ -184,6 +184,8 @@ def test_fully_driven_is_decided_by_rank():
     assert np.allclose(Q[:, 0], 0.3 * np.sin(np.linspace(0.0, 1.0, 5)), atol=1e-12)
     with pytest.raises(KernelError, match=r"square Phi_q: 7 equations .* rank 6 of its 7 equations .* 1 redundant"):
         build_kernel(eqs, "kinematics")
+    with pytest.raises(KernelError, match=r"inverse-dynamics kernel solves a square .* rank 6 of its 7 .* 1 redundant"):
+        build_kernel(eqs, "inverse-dynamics")
 
     m = build()
     m.constraint(m.q[0] - m.q[2], "symmetry")  # holds on the whole motion (th1 = th3): redundant
