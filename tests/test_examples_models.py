@@ -15,12 +15,12 @@ W = 10 * 2 * math.pi / 60
 
 def test_examples_by_name():
     assert set(EXAMPLES) == {"fourbar", "slidercrank", "pendulum_block", "slidercrank_disc", "stewart",
-                             "stewart_relative", "sample_arm", "spatial_chain"}
+                             "stewart_relative", "sample_arm", "spatial_chain", "bricard"}
     for name in EXAMPLES:
         assert load(name).name == name
     assert motions("stewart") == ("heave", "yaw", "roll", "pitch") == motions("stewart_relative")
     assert motions("fourbar") == ()
-    with pytest.raises(KeyError, match="no example called 'nope'; known: fourbar"):
+    with pytest.raises(KeyError, match="no example called 'nope'; known: bricard, fourbar"):
         load("nope")
     with pytest.raises(TypeError, match="example 'slidercrank' takes no option motion"):
         load("slidercrank", motion="yaw")
@@ -142,9 +142,11 @@ def test_simulate_stewart_writes_csv_and_png(tmp_path, capsys):
     outs = [f"L{k}" for k in range(1, 7)] + [f"L{k}_d" for k in range(1, 7)]
     assert header[7:19] == outs
     assert [h.split(".")[0] for h in header[19:19 + 3 * n_q]] == ["q"] * n_q + ["qd"] * n_q + ["qdd"] * n_q
-    assert header[19 + 3 * n_q:] == [f"f{k}" for k in range(1, 7)]
+    # the run's checks come last (a driven motion: its residuals, no energy)
+    assert header[19 + 3 * n_q:] == [f"f{k}" for k in range(1, 7)] + ["residual_phi", "residual_vel"]
     data = np.array(rows[1:], dtype=float)
-    assert data.shape == (11, 1 + 18 + 3 * n_q + 6)
+    assert data.shape == (11, 1 + 18 + 3 * n_q + 6 + 2)
+    assert np.all(data[:, -2:] < 1e-9) and np.all(data[:, -2:] >= 0)
     assert np.allclose(data[:, 6], math.pi / 18 * np.sin(5 * data[:, 0]), atol=1e-10)
     png = tmp_path / "stewart_relative_yaw.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -156,7 +158,7 @@ def test_simulate_free_model_runs_forward_dynamics(tmp_path, capsys):
     header = (tmp_path / "pendulum_block.csv").read_text().splitlines()[0].split(",")
     qs = ["xb", "yb", "thb", "xp", "yp", "thp"]
     assert header == ["t", "swing_angle", "bob_x", "bob_y"] + [f"{p}.{q}" for p in ("q", "qd", "qdd") for q in qs] + \
-        ["T", "E", "V"]
+        ["T", "E", "V", "residual_phi", "residual_vel", "energy_drift"]
 
 
 def test_simulate_a_free_mechanism_from_a_given_velocity(tmp_path, capsys):
@@ -184,7 +186,8 @@ def test_simulate_rejects_bad_initial_states():
         _simulate(["pendulum_block", "--out", "/tmp/unused", "--qd0", "swing=3"])
     with pytest.raises(CLIError, match="--q0 'xb': expected NAME=NUMBER"):
         _simulate(["pendulum_block", "--out", "/tmp/unused", "--q0", "xb"])
-    with pytest.raises(CLIError, match="fully driven: its motion is prescribed"):
+    with pytest.raises(CLIError, match=r"fourbar is fully driven \(rank 4 of its 4 equations at the consistent "
+                                       r"state of t=0 .*\): its motion is prescribed"):
         _simulate(["fourbar", "--out", "/tmp/unused", "--qd0", "xB=1"])
 
 
@@ -285,7 +288,7 @@ def test_load_model_by_name_and_by_file(tmp_path):
     from mbforge.examples import ModelFileError, load_model
 
     assert load_model("stewart", "yaw").name == "stewart"
-    with pytest.raises(ModelFileError, match="no example called 'nope' and not a .py file; examples: fourbar"):
+    with pytest.raises(ModelFileError, match="no example called 'nope' and not a .py file; examples: bricard, fourbar"):
         load_model("nope")
     f = tmp_path / "mine.py"
     f.write_text("from mbforge.examples import fourbar\n\ndef build():\n    return fourbar.build()\n")

@@ -38,6 +38,7 @@ EXAMPLES = {
     "stewart_relative": "mbforge.examples.stewart_relative",
     "sample_arm": "mbforge.examples.sample_arm",
     "spatial_chain": "mbforge.examples.spatial_chain",
+    "bricard": "mbforge.examples.bricard",
 }
 
 

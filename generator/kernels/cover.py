@@ -481,6 +481,13 @@ def envelope_cover(eqs, unknowns=None, rows=None) -> Cover | None:
     every = unknowns is None
     unknowns = list(eqs.q) if unknowns is None else list(unknowns)
     rows = list(eqs.kinematic_rows) if rows is None else list(rows)
+    if every:  # by rank, not count: a redundant row makes every cell's F_q singular
+        from ..reference.solvers import mobility
+
+        mob = mobility(eqs, rows)
+        if mob.redundant:
+            raise KernelError(f"{eqs.model}: the operating envelope's cover needs independent constraints "
+                              f"(Krawczyk's test solves with F_q): {mob.describe()}; leave the redundant ones out")
     params = [Param(q.name, q.theta, q.theta_d, q.theta_dd, q.range, q.rate, q.accel, q.cells)
               for q in env.quantities]
     extra, extra_names = [q.equation for q in env.quantities], [f"operate({q.name})" for q in env.quantities]

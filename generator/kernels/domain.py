@@ -32,7 +32,7 @@ import numpy as np
 from ..ir import Evaluator, Sparse, jacobian
 from ..linalg import Samples
 from ..model.equations import Equations
-from ..reference.solvers import Kinematics
+from ..reference.solvers import Kinematics, mobility
 from .common import KernelError
 
 MOTION_POINTS = 48  # input vectors along the driven motion (Kernel.motion)
@@ -40,8 +40,9 @@ DOMAIN_STEPS = 96  # boxes in the tube around a driven motion
 
 
 def motion_states(eqs: Equations, n: int = MOTION_POINTS):
-    """(times, Q, QD, QDD) along the driven motion, or None if the model is not fully driven."""
-    if len(eqs.phi) + len(getattr(eqs, "nh", None) or []) < len(eqs.q):
+    """(times, Q, QD, QDD) along the driven motion, or None if the model is not fully driven
+    (by rank: `reference.solvers.mobility`)."""
+    if not mobility(eqs).driven:
         return None
     lo, hi = eqs.ranges[eqs.t]
     times = np.linspace(lo, hi, n)
@@ -51,7 +52,7 @@ def motion_states(eqs: Equations, n: int = MOTION_POINTS):
 
 def motion_inputs(eqs: Equations, row) -> list[list[float]] | None:
     """Input vectors along the driven motion over the model's time range (None if the
-    model is not fully driven, i.e. has fewer equations than coordinates)."""
+    model is not fully driven: its equations leave some velocity free)."""
     m = motion_states(eqs)
     if m is None:
         return None
@@ -135,8 +136,8 @@ def _params(eqs) -> tuple[list, list[float]]:
 
 def motion_configurations(eqs, n: int = SAMPLE_TIMES) -> np.ndarray | None:
     """[(q, t)] along the driven motion at n times over the model's time range, or None if
-    the model is not fully driven (fewer equations than coordinates)."""
-    if len(eqs.phi) + len(getattr(eqs, "nh", []) or []) < len(eqs.q):
+    the model is not fully driven (by rank: `reference.solvers.mobility`)."""
+    if not mobility(eqs).driven:
         return None
     lo, hi = eqs.ranges[eqs.t]
     times = np.linspace(lo, hi, n)
@@ -222,7 +223,7 @@ def kernel_samples(eqs, rows: list[int] | None, what: str, seed: int = 0) -> Sam
     if motion is not None:
         parts.append(motion)
         desc.append(f"{len(motion)} points of the driven motion")
-    if rows is not None and len(rows) < len(eqs.q):
+    if rows is not None and not mobility(eqs, rows).driven:  # by rank: redundant rows leave freedom too
         if motion is not None:
             starts = motion
         else:

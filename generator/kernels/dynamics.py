@@ -116,6 +116,13 @@ def inverse_dynamics_system(eqs: Equations) -> tuple[LinearSystem, list[int]]:
     act_names, B = actuators(eqs)
     A, _, cnames, rows = constraint_rows(eqs, kinematic_only=bool(act_names))
     r = A.shape[0]
+    if r + len(act_names) >= n:  # by rank: redundant rows leave their multipliers undetermined
+        from ..reference.solvers import mobility
+
+        mob = mobility(eqs, rows)
+        if mob.redundant:
+            raise KernelError(f"{eqs.model}: the inverse-dynamics kernel solves a square [A^T, -B] by LU: the rows "
+                              f"it keeps have {mob.describe()}; leave the redundant ones out")
     if r + len(act_names) != n:
         raise KernelError(
             f"{eqs.model}: inverse dynamics needs as many unknowns as coordinates: {r} multipliers "

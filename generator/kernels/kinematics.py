@@ -2,7 +2,8 @@
 
     q, t -> qd, qdd, Phi:   A qd = b,  A qdd = g,  A = [Phi_q; C]
 
-A square (holonomic rows, driving ones included, then non-holonomic rows). Invariants:
+A square (holonomic rows, driving ones included, then non-holonomic rows) and regular: the
+model fully driven by rank (`reference.solvers.mobility`) with no redundant row. Invariants:
 one LU (pivots fixed at generation time on consistent configurations along the driven
 motion) serves both solves; qdd is a function of (q, t) alone (gamma's velocities are the
 solved ones); the position residual Phi is an output, for monitoring.
@@ -12,6 +13,7 @@ from __future__ import annotations
 from ..ir import subs
 from ..linalg import factor_lu
 from ..model.equations import Equations
+from ..reference.solvers import mobility
 from .common import KernelError, names, nh_rows, port, stack_rows
 from .cover import time_cover
 from .domain import DOMAIN_STEPS, kernel_samples, motion_domain, motion_inputs
@@ -27,10 +29,15 @@ def kinematics_kernel(eqs: Equations, samples=None) -> Kernel:
     C, nh_beta, nh_gamma, nh_names = nh_rows(eqs)
     A = stack_rows([eqs.phi_q, C], n)
     row_names = list(eqs.phi_names) + nh_names
-    if A.shape[0] != n:
-        raise KernelError(f"{eqs.model}: the kinematics kernel needs a fully driven model (as many equations as "
-                          f"coordinates): it has {A.shape[0]} equations ({', '.join(row_names)}) for {n} "
-                          f"coordinates ({', '.join(names(eqs.q))})")
+    mob = mobility(eqs)
+    what = (f"{A.shape[0]} equations ({', '.join(row_names)}) for {n} coordinates ({', '.join(names(eqs.q))}), "
+            f"{mob.describe()}")
+    if not mob.driven:
+        raise KernelError(f"{eqs.model}: the kinematics kernel needs a fully driven model (its equations fixing "
+                          f"every velocity): {what}")
+    if A.shape[0] != n:  # driven, with redundant equations: the LU below takes exactly n of them
+        raise KernelError(f"{eqs.model}: the kinematics kernel solves with an LU of a square Phi_q: {what}; "
+                          "leave the redundant ones out")
     if samples is None:
         samples = kernel_samples(eqs, None, "constraint")
     F = factor_lu(A, samples, row_names=row_names, col_names=names(eqs.q), label=f"{eqs.model} Phi_q")

@@ -73,6 +73,7 @@ class Equations:
     _gamma: list[Atom] | None = None
     _nh: tuple | None = None
     _explicit_rates: tuple | None = None
+    _mobility: dict = field(default_factory=dict, compare=False, repr=False)  # reference.solvers.mobility, per row set
 
     def __post_init__(self):
         if self.driving is None:

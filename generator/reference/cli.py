@@ -8,14 +8,22 @@ a model with free degrees of freedom is integrated forward (scipy's solve_ivp, `
 and `--qd0` are held and the others solved from the constraints (from the model's guesses
 and rest when nothing is given). Columns: t, the model's outputs, then q.<name>, qd.<name>
 and qdd.<name> for every coordinate, the actuator forces, and for forward runs T, E and
-V = E - T. A warning names the first time a coordinate, rate or acceleration leaves its
-declared range (range, vrange, arange).
+V = E - T; then, last, the run's checks (CHECKS, see _checks): residual_phi and residual_vel
+(|Phi| and |Phi_q qd + Phi_t|) and, for forward runs, energy_drift (T + V relative to t=0,
+less the work done on the system when there is any). A warning names the first time a
+coordinate, rate or acceleration leaves its declared range (range, vrange, arange).
+
+"Fully driven" is decided by rank, not by counting equations (`solvers.mobility`: the SVD of
+[Phi_q; C] at the consistent state of the start time): a closed loop with redundant
+constraints (the Bricard linkage: 6 equations of rank 5) is integrated forward, and a driven
+model with a redundant equation still runs kinematically.
 """
 from __future__ import annotations
 
 import io
 import re
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -140,14 +148,65 @@ def _range_warnings(eqs, times, Q, QD, QDD) -> list[str]:
     return out
 
 
+# the last columns of every CSV, checks of the run rather than its motion (not plotted)
+CHECKS = ("residual_phi", "residual_vel", "energy_drift")
+
+
+def _checks(kin, times, Q, QD, traj) -> dict[str, np.ndarray]:
+    """residual_phi = |Phi| and residual_vel = |Phi_q qd + Phi_t| (with the velocity
+    constraints' rows) at each output time: of a forward run, before the state is projected
+    back onto the constraints there (what the integrator alone kept over one output
+    interval); of a driven motion, at its solution. energy_drift (forward runs of a model with
+    energy): T + V - (T + V at t0), less the work W of non-conservative forces, actuators and
+    drivers when any acts (the balance's residual)."""
+    if traj is None:
+        phi, vel = kin.residual_norms(times, Q, QD)
+        return {"residual_phi": phi, "residual_vel": vel}
+    out = {"residual_phi": traj.phi_norm, "residual_vel": traj.vel_norm}
+    if traj.E is not None:
+        out["energy_drift"] = traj.E - traj.E[0] - (traj.W if traj.W is not None else 0.0)
+    return out
+
+
+def _motion(kin, eqs, times, q0, qd0, method, rtol, atol):
+    """(Q, QD, QDD, U, traj, mode, note): the driven motion (traj None) when the model is fully
+    driven, by rank (`solvers.mobility`), else a forward run from a consistent state."""
+    from ..errors import CLIError
+    from .solvers import Dynamics, DynamicsError, mobility
+
+    mob = mobility(eqs)
+    if mob.driven:
+        if q0 or qd0:
+            raise CLIError(f"{eqs.model} is fully driven ({mob.describe()}): its motion is prescribed, "
+                           "--q0/--qd0 do not apply")
+        if isinstance(kin, Dynamics) and eqs.actuator_names:
+            r = kin.inverse_motion(times)
+            return r["Q"], r["QD"], r["QDD"], r["U"], None, "kinematics + inverse dynamics", ""
+        Q, QD, QDD = kin.motion(times)
+        return Q, QD, QDD, None, None, "kinematics", ""
+    if not isinstance(kin, Dynamics):
+        raise DynamicsError(f"{eqs.model}: has free degrees of freedom but no inertia: nothing to simulate "
+                            f"({mob.describe()})")
+    lo, hi = float(times[0]), float(times[-1])
+    qs, qds = _initial_state(kin, eqs, lo, q0 or {}, qd0 or {})
+    from ..progress import progress_bar
+
+    with progress_bar(len(times) - 1, "simulate", "step") as update:
+        traj = kin.forward(hi, q0=qs, qd0=qds, t0=lo, dt=(hi - lo) / (len(times) - 1), method=method, rtol=rtol,
+                           atol=atol, progress=update)
+    QDD = np.array([kin.accelerations(float(t), q, qd)[0] for t, q, qd in zip(traj.t, traj.Q, traj.QD)])
+    mode = "forward dynamics" + (" from a given state" if q0 or qd0 else "")
+    note = f"; {traj.energy_report()}, constraint residual {traj.residual:.1e}"
+    return traj.Q, traj.QD, QDD, None, traj, mode, note
+
+
 def simulate(model, out: Path, points: int = 251, t_end: float | None = None, tag: str | None = None,
              q0: dict | None = None, qd0: dict | None = None, method: str = "DOP853", rtol: float = 1e-10,
              atol: float = 1e-12) -> dict:
     """Run the reference simulation of `model` and write <name>[_tag].csv and .png in `out`.
     Returns {"csv": path, "png": path, "columns": [...], "data": array, "summary": str,
     "warnings": [str]}."""
-    from ..errors import CLIError
-    from .solvers import Dynamics, Kinematics
+    from .solvers import Dynamics, Kinematics, RedundantConstraintsWarning
 
     eqs = model.equations()
     lo, hi = eqs.ranges[eqs.t]
@@ -156,35 +215,10 @@ def simulate(model, out: Path, points: int = 251, t_end: float | None = None, ta
         raise CLIError(f"--t-end {hi:g}: the run would end before it starts ({eqs.model} starts at t={lo:g})")
     times = np.linspace(lo, hi, points)
     kin = Dynamics(eqs) if eqs.M is not None else Kinematics(eqs)
-    driven = len(eqs.phi) + len(eqs.nh) >= len(eqs.q)
     cols: dict[str, np.ndarray] = {"t": times}
-    note = ""
-    if driven:
-        if q0 or qd0:
-            raise CLIError(f"{eqs.model} is fully driven: its motion is prescribed, --q0/--qd0 do not apply")
-        if isinstance(kin, Dynamics) and eqs.actuator_names:
-            r = kin.inverse_motion(times)
-            Q, QD, QDD, U = r["Q"], r["QD"], r["QDD"], r["U"]
-        else:
-            Q, QD, QDD = kin.motion(times)
-            U = None
-        mode = "kinematics" + (" + inverse dynamics" if U is not None else "")
-    else:
-        if not isinstance(kin, Dynamics):
-            from .solvers import DynamicsError
-
-            raise DynamicsError(f"{eqs.model}: has free degrees of freedom but no inertia: nothing to simulate")
-        dt = (hi - lo) / (points - 1)
-        qs, qds = _initial_state(kin, eqs, lo, q0 or {}, qd0 or {})
-        from ..progress import progress_bar
-
-        with progress_bar(points - 1, "simulate", "step") as update:
-            traj = kin.forward(hi, q0=qs, qd0=qds, t0=lo, dt=dt, method=method, rtol=rtol, atol=atol,
-                               progress=update)
-        Q, QD, U = traj.Q, traj.QD, None
-        QDD = np.array([kin.accelerations(float(t), q, qd)[0] for t, q, qd in zip(traj.t, Q, QD)])
-        mode = "forward dynamics" + (" from a given state" if q0 or qd0 else "")
-        note = f"; {traj.energy_report()}, constraint residual {traj.residual:.1e}"
+    with warnings.catch_warnings(record=True) as caught:  # redundancy found on the way: one warning line
+        warnings.simplefilter("always", RedundantConstraintsWarning)
+        Q, QD, QDD, U, traj, mode, note = _motion(kin, eqs, times, q0, qd0, method, rtol, atol)
     cols.update(kin.outputs(times, Q, QD))
     for prefix, data in (("q", Q), ("qd", QD), ("qdd", QDD)):
         for j, s in enumerate(eqs.q):
@@ -194,11 +228,13 @@ def simulate(model, out: Path, points: int = 251, t_end: float | None = None, ta
             cols[name] = U[:, k]
         peak = ", ".join(f"{n} {np.max(np.abs(U[:, k])):.6g}" for k, n in enumerate(eqs.actuator_names))
         note = f"; peak |actuator|: {peak}"
-    if not driven:
+    if traj is not None:
         cols["T"] = traj.T
         cols["E"] = traj.E
         cols["V"] = traj.E - traj.T
-    warnings = _range_warnings(eqs, times, Q, QD, QDD)
+    cols.update(_checks(kin, times, Q, QD, traj))
+    found = [str(w.message) for w in caught if issubclass(w.category, RedundantConstraintsWarning)]
+    found += _range_warnings(eqs, times, Q, QD, QDD)
     stem = model.name + (f"_{tag}" if tag else "")
     names = list(cols)
     data = np.column_stack([cols[k] for k in names])
@@ -206,13 +242,13 @@ def simulate(model, out: Path, points: int = 251, t_end: float | None = None, ta
     np.savetxt(text, data, delimiter=",", header=",".join(names), comments="", fmt="%.12g")
     # the plot shows the outputs (the coordinates when the model declares none), forces and
     # energies; rates and accelerations are in the CSV
-    shown = [n for n in names if not n.startswith(("qd.", "qdd."))]
+    shown = [n for n in names if not n.startswith(("qd.", "qdd.")) and n not in CHECKS]
     if any(not n.startswith("q.") for n in shown[1:] if n not in eqs.actuator_names and n not in ("T", "E", "V")):
         shown = [n for n in shown if not n.startswith("q.")]
     image = _plot(f"{stem}: {mode}", shown, data[:, [names.index(n) for n in shown]])
     csv, png = _write(out, {f"{stem}.csv": text.getvalue().encode(), f"{stem}.png": image})
     summary = (f"{stem}: {mode}, {points} points over [{lo:g}, {hi:g}] s{note} -> {csv}, {png}")
-    return {"csv": csv, "png": png, "columns": names, "data": data, "summary": summary, "warnings": warnings}
+    return {"csv": csv, "png": png, "columns": names, "data": data, "summary": summary, "warnings": found}
 
 
 def _write(out, files: dict[str, bytes]) -> list[Path]:

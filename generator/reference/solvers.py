@@ -67,6 +67,61 @@ def _rank(s: np.ndarray, tol: float = RANK_TOL) -> int:
     return int(np.sum(s > tol * s[0]))
 
 
+@dataclass(frozen=True)
+class Mobility:
+    """How many velocities a model's equations leave free: n - rank [Phi_q; C] (the
+    holonomic rows judged, then every non-holonomic row) at a consistent state, the rank by
+    SVD with singular values below RANK_TOL x the largest counted as zero. `rank` is None
+    when there are fewer equations than coordinates (no rank can reach n: nothing to judge)."""
+
+    model: str
+    n: int
+    equations: int
+    rank: int | None
+    t: float | None  # where the rank was judged
+
+    @property
+    def driven(self) -> bool:
+        """Fully driven: the equations fix every velocity (a prescribed motion)."""
+        return self.rank == self.n
+
+    @property
+    def redundant(self) -> int:
+        """How many equations depend on the others there."""
+        return 0 if self.rank is None else self.equations - self.rank
+
+    def describe(self) -> str:
+        """What was judged, without the model's name (callers say what needs it)."""
+        if self.rank is None:
+            return f"fewer equations than coordinates: at least {self.n - self.equations} free degree(s) of freedom"
+        return (f"rank {self.rank} of its {self.equations} equations at the consistent state of t={self.t:g} (SVD, "
+                f"singular values below {RANK_TOL:g} x the largest count as zero): {self.n - self.rank} free "
+                f"degree(s) of freedom, {self.redundant} redundant equation(s)")
+
+
+def mobility(eqs: Equations, rows=None) -> Mobility:
+    """The one definition of "fully driven" (`Mobility.driven`): by rank, not by counting
+    equations. `rows`: the holonomic rows to judge (default all; the kinematic rows alone for
+    a model whose drivers actuators replace). The state: the model's guesses assembled by
+    Newton at the start of its time range; remembered on `eqs` per row set."""
+    n = len(eqs.q)
+    rows = list(range(len(eqs.phi))) if rows is None else sorted(rows)
+    m = len(rows) + len(eqs.nh)
+    if m < n:
+        return Mobility(eqs.model, n, m, None, None)
+    key = tuple(rows)
+    memo = eqs._mobility
+    if key not in memo:
+        kin = Kinematics(eqs)
+        t0 = float(eqs.ranges[eqs.t][0])
+        with warnings.catch_warnings():  # the solver that runs the model reports redundancy itself
+            warnings.simplefilter("ignore", RedundantConstraintsWarning)
+            q = kin.position(t0, kin._start(None))
+        A = kin.jacobian(t0, q)[rows + list(range(kin.m, kin.m + kin.m_nh))]
+        memo[key] = Mobility(eqs.model, n, m, _rank(np.linalg.svd(A, compute_uv=False)), t0)
+    return memo[key]
+
+
 class _Factor:
     """LU of a square matrix with a cheap reciprocal-condition estimate (LAPACK gecon);
     `ok` is False when the matrix is not square or is numerically singular, and then the
@@ -558,6 +613,16 @@ class Kinematics:
             t_prev = t
         return np.array(Q), np.array(QD), np.array(QDD)
 
+    def residual_norms(self, T, Q, QD) -> tuple[np.ndarray, np.ndarray]:
+        """Along (t, q, qd) samples: |Phi(q, t)| and |A qd - b| (2-norms; A qd - b is Phi_q qd +
+        Phi_t, then the velocity constraints' C qd + c)."""
+        pn, vn = [], []
+        for t, q, qd in zip(T, Q, QD):
+            phi, A, b = self._eval_pos(np.asarray(q, float), float(t))
+            pn.append(float(np.linalg.norm(phi)))
+            vn.append(float(np.linalg.norm(A @ np.asarray(qd, float) - b)) if A.shape[0] else 0.0)
+        return np.array(pn), np.array(vn)
+
     def outputs(self, T, Q, QD) -> dict[str, np.ndarray]:
         """The model's named outputs along (t, q, qd) samples."""
         if not self.eqs.outputs:
@@ -585,6 +650,10 @@ class Trajectory:
     # W: the work done since t0 by the non-conservative forces, the actuators and the drivers
     # (None when the run has none: then E is a first integral and drift is the plain drift)
     W: np.ndarray | None = None
+    # per output time, the norms |Phi| and |A qd - b| (= |Phi_q qd + Phi_t|, with the velocity
+    # constraints' rows) before that time's projection (0 at t0: the start is projected)
+    phi_norm: np.ndarray | None = None
+    vel_norm: np.ndarray | None = None
 
     @property
     def balance(self) -> bool:
@@ -843,6 +912,8 @@ class Dynamics(Kinematics):
         times = _grid(t0, t_end, dt, self.eqs.model)
         T_, Q, QD = [t0], [q], [qd]
         res = vres = 0.0
+        pn, vn = self.residual_norms([t0], [q], [qd])
+        pn, vn = list(pn), list(vn)
         y = np.concatenate([q, qd])
         h = None
         works = self._works(u)
@@ -859,6 +930,8 @@ class Dynamics(Kinematics):
             res = max(res, float(np.max(np.abs(phi), initial=0.0)))
             if A.shape[0]:
                 vres = max(vres, float(np.max(np.abs(A @ qde - bb))))
+            pn.append(float(np.linalg.norm(phi)))
+            vn.append(float(np.linalg.norm(A @ qde - bb)) if A.shape[0] else 0.0)
             if works:
                 W.append(W[-1] + self._work(sol, u))
             qe, qde = self.project(b, qe, qde)
@@ -869,7 +942,8 @@ class Dynamics(Kinematics):
             if progress is not None:
                 progress(len(T_) - 1)
         traj = Trajectory(t=np.array(T_), Q=np.array(Q), QD=np.array(QD), residual=res, vresidual=vres,
-                          stats={"nfev": nfev, "segments": len(times) - 1})
+                          stats={"nfev": nfev, "segments": len(times) - 1}, phi_norm=np.array(pn),
+                          vel_norm=np.array(vn))
         if self._energy is not None:
             ev = np.array([self.energy(t, q_, qd_) for t, q_, qd_ in zip(traj.t, traj.Q, traj.QD)])
             traj.T = ev[:, 0]
