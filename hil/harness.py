@@ -38,7 +38,8 @@ Persistence: every answer goes to the run database (mbforge.hil.rundb) as its fr
 arrives, and the report is always made from the database (report_from_db), so a
 resumed run, a run made in one go and `rundb.load_run` give the same report. The
 `link` key of the report holds the link's events (retries, timeouts, stalls, bad
-frames, CRC errors, error replies, lost replies, duplicates, resets, reconnects) summed
+frames, CRC errors, error replies, lost replies, duplicates, resets, reconnects, batch
+cuts) summed
 over the run's sessions, the vectors per frame, the frames in flight and the link time
 per vector.
 """
@@ -154,9 +155,9 @@ class Report:
         if k:
             events = [f"{k.get(e, 0)} {e.replace('_', ' ')}" for e in
                       ("retries", "timeouts", "bad_frames", "error_replies", "lost_replies", "duplicates",
-                       "resets", "reconnects") if k.get(e)]
+                       "resets", "reconnects", "batch_cuts") if k.get(e)]
             spv = k.get("seconds_per_vector")
-            lines.append(f"link: {k.get('batch', 1)} vectors per frame, "
+            lines.append(f"link: up to {k.get('batch', 1)} vectors per frame, "
                          + (f"{spv * 1e3:.2f} ms per vector, " if spv else "")
                          + (", ".join(events) if events else "no faults"))
         if self.vectors_missing:
