@@ -39,9 +39,8 @@ arrives, and the report is always made from the database (report_from_db), so a
 resumed run, a run made in one go and `rundb.load_run` give the same report. The
 `link` key of the report holds the link's events (retries, timeouts, stalls, bad
 frames, CRC errors, error replies, lost replies, duplicates, resets, reconnects, batch
-cuts) summed
-over the run's sessions, the vectors per frame, the frames in flight and the link time
-per vector.
+cuts) summed over the run's sessions, the most vectors per frame, the frames in flight
+and the link time per vector.
 """
 from __future__ import annotations
 
