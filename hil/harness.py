@@ -246,7 +246,7 @@ def run(port: str, kernel_dir=None, reference_dir=None, *, vectors: int = 1000, 
     the run database `run_db` (a new file; None: kept in memory) as it arrives; with
     `resume` (an existing run database) the run's own options are used and only the
     vectors it lacks are evaluated. On an exception the database keeps what arrived and
-    is marked "interrupted"."""
+    is marked "interrupted"; a new run that got no answer leaves no database."""
     t_start = time.monotonic()
     if resume is not None:
         try:
@@ -285,7 +285,11 @@ def run(port: str, kernel_dir=None, reference_dir=None, *, vectors: int = 1000, 
     except BaseException:
         if db is not None:
             try:
-                db.set(state="interrupted")
+                if resume is None and db.count() == 0:
+                    db.discard()  # nothing to resume: the same command may simply run again
+                    db = None
+                else:
+                    db.set(state="interrupted")
             except Exception:  # the database itself may be what failed
                 pass
         raise
