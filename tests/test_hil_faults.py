@@ -26,7 +26,7 @@ from faultproxy import FaultProxy
 from mbforge.firmware.qemu import Emulator
 from mbforge.hil import harness
 from mbforge.hil.cli import main as hil_cli
-from mbforge.hil.link import Link, LinkError, LinkTimeout
+from mbforge.hil.link import Link, LinkError, LinkStats, LinkTimeout
 from mbforge.hil.rundb import load_run
 
 pytestmark = [pytest.mark.firmware]
@@ -254,13 +254,15 @@ def test_board_announces_each_boot_with_a_new_boot_id(toy_firmware):
 # ---- a noisy link (issue 31 item 4) ------------------------------------------------------------------
 def _settled_link(proxy: FaultProxy, timeout: float) -> Link:
     """A link through `proxy` after its HELLO, once late replies (to HELLOs resent while
-    the board booted) have passed, so the next frames each way are the test's own."""
+    the board booted) have passed, so the next frames each way and the counts in
+    link.stats are the test's own."""
     link = Link(proxy.url, timeout=timeout)
     link.hello()
     while True:
         try:
             link.read_frame(time.monotonic() + 0.3, "late replies")
         except LinkTimeout:
+            link.stats = LinkStats()
             return link
 
 
