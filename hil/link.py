@@ -509,7 +509,8 @@ class _Transfer:
             item = link._poll(min(p.sent_at + p.wait, p.deadline), f"{p.what} seq {seq}")
             if item is None:
                 link.stats.timeouts += 1
-                link.stats.stalls += not link._got_bytes
+                if not link._got_bytes:
+                    link.stats.stalls += 1
                 self.resend(seq, p, "no reply in time", silent=True)
             elif item == "reconnected":  # a restarted device announces its boot; else the waits resend
                 for q in self.pending.values():
