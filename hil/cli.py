@@ -177,8 +177,9 @@ def run_command(args: argparse.Namespace) -> int:
                 raise
     except Stopped as e:
         try:  # after SIGHUP the terminal may be gone
-            print(f"mbforge hil: stopped by {signal.Signals(e.signum).name}: {_kept(where)}; "
-                  f"continue with --resume {where}", file=sys.stderr)
+            again = f"; continue with --resume {where}" if Path(where).is_file() else ""
+            print(f"mbforge hil: stopped by {signal.Signals(e.signum).name}: {_kept(where)}{again}",
+                  file=sys.stderr)
         except OSError:
             pass
         return 128 + e.signum

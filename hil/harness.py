@@ -38,9 +38,9 @@ Persistence: every answer goes to the run database (mbforge.hil.rundb) as its fr
 arrives, and the report is always made from the database (report_from_db), so a
 resumed run, a run made in one go and `rundb.load_run` give the same report. The
 `link` key of the report holds the link's events (retries, timeouts, stalls, bad
-frames, CRC errors, error replies, lost replies, duplicates, resets, reconnects) summed
-over the run's sessions, the vectors per frame, the frames in flight and the link time
-per vector.
+frames, CRC errors, error replies, lost replies, duplicates, resets, reconnects, batch
+cuts) summed over the run's sessions, the most vectors per frame, the frames in flight
+and the link time per vector.
 """
 from __future__ import annotations
 
@@ -154,9 +154,9 @@ class Report:
         if k:
             events = [f"{k.get(e, 0)} {e.replace('_', ' ')}" for e in
                       ("retries", "timeouts", "bad_frames", "error_replies", "lost_replies", "duplicates",
-                       "resets", "reconnects") if k.get(e)]
+                       "resets", "reconnects", "batch_cuts") if k.get(e)]
             spv = k.get("seconds_per_vector")
-            lines.append(f"link: {k.get('batch', 1)} vectors per frame, "
+            lines.append(f"link: up to {k.get('batch', 1)} vectors per frame, "
                          + (f"{spv * 1e3:.2f} ms per vector, " if spv else "")
                          + (", ".join(events) if events else "no faults"))
         if self.vectors_missing:
@@ -246,7 +246,7 @@ def run(port: str, kernel_dir=None, reference_dir=None, *, vectors: int = 1000, 
     the run database `run_db` (a new file; None: kept in memory) as it arrives; with
     `resume` (an existing run database) the run's own options are used and only the
     vectors it lacks are evaluated. On an exception the database keeps what arrived and
-    is marked "interrupted"."""
+    is marked "interrupted"; a new run that got no answer leaves no database."""
     t_start = time.monotonic()
     if resume is not None:
         try:
@@ -285,7 +285,11 @@ def run(port: str, kernel_dir=None, reference_dir=None, *, vectors: int = 1000, 
     except BaseException:
         if db is not None:
             try:
-                db.set(state="interrupted")
+                if resume is None and db.count() == 0:
+                    db.discard()  # nothing to resume: the same command may simply run again
+                    db = None
+                else:
+                    db.set(state="interrupted")
             except Exception:  # the database itself may be what failed
                 pass
         raise

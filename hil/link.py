@@ -9,14 +9,18 @@
 Invariants:
 - Nothing blocks for ever: each serial read waits at most `read_timeout`; a request not
   answered within `timeout` seconds of its first send (or of the last reconnection or
-  device boot) raises LinkTimeout naming the request, the port and what was received.
-- Every request is idempotent and keeps its seq: it is sent again, with the same seq
-  and a doubling wait (at most `retries` times), when no reply came in time, when the
-  device answered ERROR (it received a damaged copy), when a reply was lost (replies
-  come in request order, so a reply to a later request means the earlier one's is
-  gone), and after the device announced a boot (everything in flight was lost). An
-  ERROR for a request that arrived intact (unknown type, wrong payload size: both are
-  checked after the CRC) is final: DeviceError.
+  device boot), nor to one last copy sent then, raises LinkTimeout naming the request,
+  the port and what was received.
+- Every request is idempotent and keeps its seq: it is sent again, with the same seq,
+  at once when a frame was shown damaged or lost: the device answered ERROR (it received
+  a damaged copy), a bad frame arrived (the request it most likely answered: the one its
+  seq names, else the oldest unanswered), a reply was lost (replies come in request order,
+  so a reply to a later request means the earlier one's is gone), or the device announced
+  a boot (everything in flight was lost); and after a silent wait, which doubles each time
+  (at most `retries` times). An ERROR for a request that arrived intact (unknown type, wrong payload
+  size: both are checked after the CRC) is final: DeviceError.
+- Under sustained damage EVAL frames carry fewer vectors (Pace: halved on damage, grown
+  back after clean replies): a shorter frame is more often whole.
 - A reply is matched to its request by seq; a second reply to an answered request (a
   duplicate after a resend) is dropped and counted, never taken as another answer, so
   every request is answered exactly once.
@@ -43,7 +47,7 @@ from mbforge.hil.device import Evaluation
 HELLO_RESEND = 0.05  # seconds: first resend of HELLO (a booting board drops what it gets)
 CALIB_ITERATIONS = (10_000, 110_000)
 TICKS_OVERFLOW = 0xFFFFFFFF  # the device's count wrapped (24-bit SysTick): no count
-RETRIES = 12  # resends of one request before giving up (within its timeout)
+RETRIES = 12  # resends of one request after silent waits before its last try (within its timeout)
 RECENT = 4096  # answered seqs remembered to tell duplicates from strays
 READ_CHUNK, READ_PAUSE = 256, 0.001  # a short read mid-frame: let bytes gather this long
 
@@ -84,6 +88,7 @@ class LinkStats:
     stray_replies: int = 0  # replies matching no request, dropped
     resets: int = 0  # device boots announced after the first handshake
     reconnects: int = 0  # the port was reopened after the connection broke
+    batch_cuts: int = 0  # EVAL frames made smaller after damage (Pace)
     last_bad: list = field(default_factory=list)
 
     def to_json(self) -> dict:
@@ -118,11 +123,42 @@ class _Pending:
     ftype: int
     payload: bytes
     what: str
-    wait: float  # seconds until the next resend
+    wait: float  # seconds until the next resend; doubles after each silent timeout
+    base: float  # the first wait: also the wait of the last try
     sent_at: float = 0.0  # the last copy
     first_sent: float = 0.0  # the first copy since the device last booted
     deadline: float = 0.0
     attempts: int = 0
+    silent: int = 0  # resends after a silent timeout (at most Link.retries)
+    last_try: bool = False  # the copy sent at the deadline went out
+
+    def restart(self, now: float, timeout: float) -> None:
+        """A new deadline and budget: the device (or the connection to it) started afresh."""
+        self.deadline, self.last_try, self.silent = now + timeout, False, 0
+
+
+@dataclass
+class Pace:
+    """Vectors per EVAL frame, adapted to the link's noise as TCP adapts its window: from
+    one, doubled after each clean reply (to a frame sent once) up to `most`; halved on a
+    sign of damage (a bad frame, an ERROR for a damaged request, a lost reply), once per
+    round (a damaged frame sent before the last cut carried the old size); then one more
+    after each clean reply. A long frame under noise is rarely whole: smaller ones get through."""
+    most: int
+    size: int = 1
+    doubling: bool = True
+    cut_at: float = float("-inf")
+    cuts: int = 0
+
+    def clean(self) -> None:
+        self.size = min(self.most, self.size * 2 if self.doubling else self.size + 1)
+
+    def damaged(self, first_sent: float) -> None:
+        if first_sent <= self.cut_at:
+            return
+        self.size, self.doubling = max(1, self.size // 2), False
+        self.cut_at = time.monotonic()
+        self.cuts += 1
 
 
 class Link:
@@ -298,120 +334,17 @@ class Link:
         if len(self._recent) > RECENT:
             self._recent.popitem(last=False)
 
-    def transact(self, requests, on_reply, *, window: int = 1, first_wait: float | None = None) -> None:
-        """Send every (ftype, payload, what) of `requests` (a sequence), at most `window`
-        in flight, and call on_reply(index, frame, attempts) exactly once per request with
-        its good reply, recovering from every fault listed in the module's invariants."""
-        n = len(requests)
-        wait0 = first_wait if first_wait is not None else self._first_wait(requests)
-        pending: OrderedDict[int, _Pending] = OrderedDict()  # in order of last send
-        next_i = done = 0
+    def transact(self, requests, on_reply, *, window: int = 1, first_wait: float | None = None,
+                 pace: "Pace | None" = None) -> None:
+        """Send every (ftype, payload, what) of `requests` (an iterable, read as the window
+        allows: a generator may size each request by `pace`), at most `window` in flight,
+        and call on_reply(index, frame, attempts) exactly once per request with its good
+        reply, recovering from every fault listed in the module's invariants."""
+        _Transfer(self, requests, on_reply, window, first_wait, pace).run()
 
-        def send(seq: int, p: _Pending, *, resend: str | None = None) -> None:
-            now = time.monotonic()
-            if resend is not None:
-                if p.attempts > self.retries or now > p.deadline:
-                    bad = f", {self.stats.bad_frames} corrupted frame(s) so far" if self.stats.bad_frames else ""
-                    raise LinkTimeout(f"no reply to {p.what} seq {seq} from {self.url} within {self.timeout:g} s "
-                                      f"({p.attempts} attempts, last failure: {resend}{bad})")
-                self.stats.retries += 1
-                p.wait = min(p.wait * 2, self.timeout)
-                pending.move_to_end(seq)
-            else:
-                p.deadline = now + self.timeout
-            self.send(p.ftype, p.payload, seq)
-            p.attempts += 1
-            p.sent_at = time.monotonic()
-            if resend is None:
-                p.first_sent = p.sent_at
-
-        def resend_all(why: str) -> None:
-            for seq, p in list(pending.items()):
-                p.deadline = time.monotonic() + self.timeout  # the device starts afresh
-                if p.ftype == P.HELLO:
-                    # a HELLO sent while the board booted may still be answered: give it
-                    # its (short) wait from now rather than a duplicate at once
-                    p.sent_at = time.monotonic()
-                else:
-                    send(seq, p, resend=why)
-                p.first_sent = p.sent_at  # the copies sent before the boot are gone
-
-        while done < n:
-            while next_i < n and len(pending) < window:
-                ftype, payload, what = requests[next_i]
-                # waits adapt to the replies seen: a loaded host or a slow device is
-                # no reason to resend (each duplicate costs the device link time)
-                p = _Pending(next_i, ftype, payload, what, max(wait0, 3 * self._latency))
-                seq = self.next_seq()
-                pending[seq] = p
-                send(seq, p)
-                next_i += 1
-            oldest_seq, oldest = next(iter(pending.items()))
-            self._got_bytes = False
-            item = self._poll(min(oldest.sent_at + oldest.wait, oldest.deadline), f"{oldest.what} seq {oldest_seq}")
-            if item is None:
-                self.stats.timeouts += 1
-                if not self._got_bytes:
-                    self.stats.stalls += 1
-                send(oldest_seq, oldest, resend="no reply in time")
-                continue
-            if item == "reconnected":
-                for p in pending.values():  # a restarted device announces its boot; else the waits resend
-                    p.deadline = time.monotonic() + self.timeout
-                continue
-            if isinstance(item, P.BadFrame):
-                self._bad(item)  # a lost reply: the next good one shows which
-                continue
-            frame = item
-            if frame.type == P.HELLO_REPLY and frame.seq == P.BOOT_SEQ:
-                self._boot(frame)
-                if self.on_event:
-                    self.on_event("reset")
-                resend_all("the device rebooted")
-                continue
-            if frame.type == P.ERROR:
-                self.stats.error_replies += 1
-                code = frame.payload[0] if frame.payload else 0
-                name = P.ERROR_NAMES.get(code, f"error {code}")
-                self.stats.device_errors[name] = self.stats.device_errors.get(name, 0) + 1
-                if frame.seq in pending and code in (P.ERR_TYPE, P.ERR_PAYLOAD):
-                    # checked after the CRC: the request arrived intact and is wrong
-                    raise DeviceError(code, frame.seq, pending[frame.seq].what)
-                if frame.seq in pending:
-                    send(frame.seq, pending[frame.seq], resend=f"device error: {name}")
-                elif frame.seq not in self._recent:
-                    # the damaged request's seq is unknown: it is the oldest unanswered
-                    send(oldest_seq, oldest, resend=f"device error: {name}")
-                continue
-            if frame.seq not in pending:
-                if frame.seq in self._recent:
-                    self.stats.duplicates += 1
-                else:
-                    self.stats.stray_replies += 1
-                continue
-            p = pending[frame.seq]
-            if frame.type != p.ftype | P.REPLY:
-                raise LinkError(f"{p.what} seq {frame.seq}: reply of type 0x{frame.type:02X}, "
-                                f"expected 0x{p.ftype | P.REPLY:02X}")
-            # replies come in request order: a request whose last copy went before this
-            # one's first lost its reply (or its request); later copies may yet be answered
-            for seq, q in list(pending.items()):
-                if seq == frame.seq:
-                    break
-                if q.sent_at < p.first_sent:
-                    self.stats.lost_replies += 1
-                    send(seq, q, resend="reply lost")
-            if p.attempts == 1:
-                self._latency = max(time.monotonic() - p.sent_at, 0.9 * self._latency)
-            on_reply(p.index, frame, p.attempts)
-            del pending[frame.seq]
-            self._remember(frame.seq)
-            done += 1
-
-    def _first_wait(self, requests) -> float:
-        """First resend after a frame's own transfer time at the baud rate (both ways,
-        the largest reply) plus a margin, never more than `timeout`."""
-        size = max((len(r[1]) for r in requests), default=0)
+    def _first_wait(self, size: int) -> float:
+        """First resend of a request of `size` payload bytes: after its transfer time at the
+        baud rate (both ways, the largest reply) plus a margin, never more than `timeout`."""
         reply = self.info.max_payload if self.info else 0
         wire = (size + reply + 2 * P.OVERHEAD + 8) * 10 / self.baudrate
         return min(self.timeout, 0.25 + 2 * wire)
@@ -517,29 +450,194 @@ class Link:
         res = BatchResult(np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.uint32),
                           np.zeros(n, dtype=np.uint32), np.zeros((n, info.n_out), dtype=dtype),
                           np.zeros(n, dtype=np.int32))
-        starts = list(range(0, n, batch))
-        requests = [(P.EVAL, X[s:s + batch].tobytes(), f"EVAL of vectors {s}..{min(n, s + batch) - 1}")
-                    for s in starts]
+        pace = Pace(batch)
+        spans: list[range] = []  # the rows of each request, as the pace sized it
+
+        def requests():
+            s = 0
+            while s < n:
+                rows = range(s, min(n, s + pace.size))
+                spans.append(rows)
+                yield P.EVAL, X[rows.start:rows.stop].tobytes(), f"EVAL of vectors {rows.start}..{rows.stop - 1}"
+                s = rows.stop
+
         done = np.zeros(n, dtype=bool)
         count = [0]
 
         def on_reply(i: int, frame: P.Frame, attempts: int) -> None:
-            s = starts[i]
-            rows = range(s, min(n, s + batch))
-            if done[s]:  # transact answers each request once; guard all the same
-                raise LinkError(f"vector {s} answered twice")
+            rows = spans[i]
+            if done[rows.start]:  # transact answers each request once; guard all the same
+                raise LinkError(f"vector {rows.start} answered twice")
             for r, rec in zip(rows, self.decode_eval(frame, len(rows))):
                 res.status[r], res.work[r], res.ticks[r], res.outputs[r] = rec.status, rec.work, rec.ticks, rec.outputs
                 res.attempts[r] = attempts
-            done[list(rows)] = True
+            done[rows.start:rows.stop] = True
             count[0] += len(rows)
             if on_rows:
                 on_rows(rows, res)
             if progress:
                 progress(count[0], n)
 
-        self.transact(requests, on_reply, window=window)
+        try:
+            self.transact(requests(), on_reply, window=window, pace=pace)
+        finally:
+            self.stats.batch_cuts += pace.cuts
         return res
+
+
+class _Transfer:
+    """One Link.transact(): the requests in flight (in order of last send) and the answer
+    to each event. A sign that a frame was damaged (a bad frame, an ERROR reply, a reply
+    shown lost) resends at once at the same wait; only a silent timeout doubles the wait.
+    At a request's deadline one last copy goes out before it is given up."""
+
+    def __init__(self, link: Link, requests, on_reply, window: int, first_wait, pace: Pace | None):
+        self.link, self.on_reply, self.window, self.pace = link, on_reply, max(1, window), pace
+        self.first_wait = first_wait
+        self.source = iter(requests)
+        self.more, self.count = True, 0
+        self.pending: OrderedDict[int, _Pending] = OrderedDict()
+
+    def run(self) -> None:
+        link = self.link
+        while True:
+            self.fill()
+            if not self.pending:
+                return
+            seq, p = next(iter(self.pending.items()))
+            link._got_bytes = False
+            item = link._poll(min(p.sent_at + p.wait, p.deadline), f"{p.what} seq {seq}")
+            if item is None:
+                link.stats.timeouts += 1
+                if not link._got_bytes:
+                    link.stats.stalls += 1
+                self.resend(seq, p, "no reply in time", silent=True)
+            elif item == "reconnected":  # a restarted device announces its boot; else the waits resend
+                for q in self.pending.values():
+                    q.restart(time.monotonic(), link.timeout)
+            elif isinstance(item, P.BadFrame):
+                link._bad(item)
+                self.damaged(item.seq, f"corrupted reply ({item.describe()})")
+            elif item.type == P.HELLO_REPLY and item.seq == P.BOOT_SEQ:
+                self.boot(item)
+            elif item.type == P.ERROR:
+                self.error(item)
+            else:
+                self.reply(item)
+
+    def fill(self) -> None:
+        """Send new requests while the window has room."""
+        link = self.link
+        while self.more and len(self.pending) < self.window:
+            try:
+                ftype, payload, what = next(self.source)
+            except StopIteration:
+                self.more = False
+                return
+            # waits adapt to the replies seen: a loaded host or a slow device is no
+            # reason to resend (each duplicate costs the device link time)
+            wait = self.first_wait if self.first_wait is not None else link._first_wait(len(payload))
+            wait = max(wait, 3 * link._latency)
+            p = _Pending(self.count, ftype, payload, what, wait, wait)
+            self.count += 1
+            seq = link.next_seq()
+            self.pending[seq] = p
+            self.transmit(seq, p)
+            p.first_sent = p.sent_at
+            p.deadline = p.sent_at + link.timeout
+
+    def transmit(self, seq: int, p: _Pending) -> None:
+        self.link.send(p.ftype, p.payload, seq)
+        p.attempts += 1
+        p.sent_at = time.monotonic()
+
+    def resend(self, seq: int, p: _Pending, why: str, *, silent: bool = False) -> None:
+        link = self.link
+        now = time.monotonic()
+        if now >= p.deadline or p.silent >= link.retries:
+            if p.last_try:
+                bad = f", {link.stats.bad_frames} corrupted frame(s) so far" if link.stats.bad_frames else ""
+                raise LinkTimeout(f"no reply to {p.what} seq {seq} from {link.url} within {link.timeout:g} s "
+                                  f"({p.attempts} attempts, last failure: {why}{bad})")
+            # a last copy: the loss may have been the previous copy's alone
+            p.last_try, p.deadline = True, now + p.base
+        if silent:
+            p.silent += 1
+            p.wait = min(p.wait * 2, link.timeout)
+        link.stats.retries += 1
+        self.pending.move_to_end(seq)
+        self.transmit(seq, p)
+
+    def damaged(self, seq: int, why: str) -> None:
+        """A frame was damaged on the way: resend the request it most likely belonged to,
+        the one its seq names, else (the seq unknown or itself damaged) the oldest
+        unanswered, whose reply comes next; none if it names an answered request (a
+        damaged duplicate)."""
+        if seq not in self.pending:
+            if seq in self.link._recent or not self.pending:
+                return
+            seq = next(iter(self.pending))
+        p = self.pending[seq]
+        if self.pace:
+            self.pace.damaged(p.first_sent)
+        self.resend(seq, p, why)
+
+    def error(self, frame: P.Frame) -> None:
+        stats = self.link.stats
+        stats.error_replies += 1
+        code = frame.payload[0] if frame.payload else 0
+        name = P.ERROR_NAMES.get(code, f"error {code}")
+        stats.device_errors[name] = stats.device_errors.get(name, 0) + 1
+        if frame.seq in self.pending and code in (P.ERR_TYPE, P.ERR_PAYLOAD):
+            # checked after the CRC: the request arrived intact and is wrong
+            raise DeviceError(code, frame.seq, self.pending[frame.seq].what)
+        self.damaged(frame.seq, f"device error: {name}")
+
+    def boot(self, frame: P.Frame) -> None:
+        """The device announced a boot: everything in flight was lost; send it again."""
+        link = self.link
+        link._boot(frame)
+        if link.on_event:
+            link.on_event("reset")
+        for seq, p in list(self.pending.items()):
+            p.restart(time.monotonic(), link.timeout)
+            if p.ftype == P.HELLO:
+                # a HELLO sent while the board booted may still be answered: give it
+                # its (short) wait from now rather than a duplicate at once
+                p.sent_at = time.monotonic()
+            else:
+                self.resend(seq, p, "the device rebooted")
+            p.first_sent = p.sent_at  # the copies sent before the boot are gone
+
+    def reply(self, frame: P.Frame) -> None:
+        link = self.link
+        if frame.seq not in self.pending:
+            if frame.seq in link._recent:
+                link.stats.duplicates += 1
+            else:
+                link.stats.stray_replies += 1
+            return
+        p = self.pending[frame.seq]
+        if frame.type != p.ftype | P.REPLY:
+            raise LinkError(f"{p.what} seq {frame.seq}: reply of type 0x{frame.type:02X}, "
+                            f"expected 0x{p.ftype | P.REPLY:02X}")
+        # replies come in request order: a request whose last copy went before this
+        # one's first lost its reply (or its request); later copies may yet be answered
+        for seq, q in list(self.pending.items()):
+            if seq == frame.seq:
+                break
+            if q.sent_at < p.first_sent:
+                link.stats.lost_replies += 1
+                if self.pace:
+                    self.pace.damaged(q.first_sent)
+                self.resend(seq, q, "reply lost")
+        if p.attempts == 1:
+            link._latency = max(time.monotonic() - p.sent_at, 0.9 * link._latency)
+            if self.pace:
+                self.pace.clean()
+        self.on_reply(p.index, frame, p.attempts)
+        del self.pending[frame.seq]
+        link._remember(frame.seq)
 
 
 def calibrate(link: Link) -> float | None:

@@ -14,7 +14,9 @@ Tables:
            outputs BLOB (raw little-endian values of the device's type), status, work,
            ticks (the device's raw counts), attempts (sends of the frame that carried it).
 
-Invariants: a row is written once, in the same transaction as its frame's other rows,
+Invariants: a new run that ends before its first answer (a wrong port, a silent or
+another device, a stop signal) leaves no database (RunDB.discard), so the same command
+can run again; a row is written once, in the same transaction as its frame's other rows,
 after its reply passed every check, so an interrupted run holds only whole answers and
 a resumed run never evaluates a stored row again (INSERT fails on a second answer). The
 inputs of a resumed run are drawn again from the stored options and must equal the
@@ -80,6 +82,14 @@ class RunDB:
 
     def close(self) -> None:
         self.conn.close()
+
+    def discard(self) -> None:
+        """Close and delete the database (with its WAL files): a new run that ended before
+        its first answer holds nothing to resume, and would block the same command."""
+        self.conn.close()
+        if self.path != ":memory:":
+            for suffix in ("", "-wal", "-shm"):
+                Path(self.path + suffix).unlink(missing_ok=True)
 
     def get(self, key: str, default=None):
         row = self.conn.execute("SELECT value FROM run WHERE key = ?", (key,)).fetchone()

@@ -11,6 +11,8 @@ of one direction's byte stream so a test is reproducible:
   drop_frames  numbers (1 = the first) of non-empty frames dropped whole (bytes between
                two 0x00 delimiters; the delimiters still pass)
   stall        {frame number: seconds}: hold that frame back this long before sending it
+  flip_rate    {direction: p}: each byte is flipped with probability p (XOR 0x5A), at
+               places drawn from random.Random(f"{seed} {direction}"): the same each run
 `done[dir]` lists what was applied; `seen[dir]` counts bytes; `when_seen(dir, n)`
 returns an Event set once n bytes went that way (to time a reset). The proxy accepts
 one client at a time, again after a disconnection; when either side closes, so does
@@ -18,15 +20,21 @@ the other (the harness sees the device go away, as with a pulled cable).
 """
 from __future__ import annotations
 
+import math
+import random
 import socket
 import threading
 import time
 
 
 class FaultProxy:
-    def __init__(self, upstream_port: int, *, flip=None, drop_bytes=None, drop_frames=None, stall=None):
+    def __init__(self, upstream_port: int, *, flip=None, drop_bytes=None, drop_frames=None, stall=None,
+                 flip_rate=None, seed: int = 0):
         self.upstream = ("127.0.0.1", upstream_port)
         self.flip = {d: set((flip or {}).get(d, ())) for d in ("h2d", "d2h")}
+        self.flip_rate = {d: (flip_rate or {}).get(d, 0.0) for d in ("h2d", "d2h")}
+        self._rng = {d: random.Random(f"{seed} {d}") for d in ("h2d", "d2h")}
+        self._next_flip = {d: self._gap(d) - 1 for d in ("h2d", "d2h")}
         self.drop_bytes = {d: set((drop_bytes or {}).get(d, ())) for d in ("h2d", "d2h")}
         self.drop_frames = {d: set((drop_frames or {}).get(d, ())) for d in ("h2d", "d2h")}
         self.stall = {d: dict((stall or {}).get(d, {})) for d in ("h2d", "d2h")}
@@ -45,6 +53,13 @@ class FaultProxy:
     @property
     def url(self) -> str:
         return f"socket://127.0.0.1:{self.port}"
+
+    def _gap(self, d: str) -> float:
+        """Bytes to the next random flip: geometric with the direction's rate."""
+        p = self.flip_rate[d]
+        if p <= 0:
+            return math.inf
+        return 1 + int(math.log(1.0 - self._rng[d].random()) / math.log1p(-p))
 
     def when_seen(self, direction: str, n: int) -> threading.Event:
         ev = threading.Event()
@@ -103,9 +118,11 @@ class FaultProxy:
                     if off in self.drop_bytes[d]:
                         self.done[d].append(("drop_byte", off))
                         continue
-                    if off in self.flip[d]:
+                    if off in self.flip[d] or off == self._next_flip[d]:
                         self.done[d].append(("flip", off))
                         b ^= 0x5A
+                    if off == self._next_flip[d]:
+                        self._next_flip[d] += self._gap(d)
                     if b != 0:
                         frame.append(b)
                         continue

@@ -2,6 +2,9 @@
 the host kernel library it is built on."""
 import json
 import shutil
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -235,3 +238,40 @@ def test_hil_resume_of_a_file_that_is_no_run_is_one_line(tmp_path, capsys):
     assert hil_cli(["--port", "socket://127.0.0.1:1", "--resume", str(tmp_path / "x.hil.sqlite")]) == 2
     err = capsys.readouterr().err
     assert "not a readable run database" in err and err.count("\n") == 1
+
+
+@pytest.fixture
+def silent_port():
+    """socket://... of a TCP server that accepts a connection and never answers."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    yield f"socket://127.0.0.1:{srv.getsockname()[1]}"
+    srv.close()
+
+
+def _hil(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mbforge.cli", "hil", *map(str, args)],
+                          capture_output=True, text=True, timeout=100)
+
+
+@pytest.mark.firmware
+@pytest.mark.parametrize("dead, message", [("refused", "cannot open socket://127.0.0.1:1"),
+                                           ("silent", "no reply to HELLO")])
+def test_a_start_that_fails_leaves_no_run_database(dead, message, silent_port, toy_firmware, tmp_path):
+    """Issue 31 item 5: a start that fails before the device answers (nothing listens; a
+    port that never answers) leaves no run database, so the same command with the right
+    port then runs (it refused: "run database r.sqlite already exists")."""
+    from mbforge.hil.rundb import load_run
+
+    run = tmp_path / "r.sqlite"
+    same = ["--kernel", TOY, "--reference", TOY_DOUBLE, "--vectors", 50, "--timeout", 1, "--run", run]
+    failed = _hil("--port", "socket://127.0.0.1:1" if dead == "refused" else silent_port, *same)
+    err = failed.stderr
+    assert failed.returncode == 2 and message in err and err.count("\n") == 1 and "Traceback" not in err, err
+    assert "--resume" not in err and not list(tmp_path.glob("r.sqlite*"))
+    with Emulator(toy_firmware("emulated_f405")[1]) as emu:
+        ok = _hil("--port", emu.url, *same)
+    assert ok.returncode == 0, ok.stderr + ok.stdout
+    r = load_run(run)
+    assert r["passed"] and r["run"]["state"] == "complete" and r["link"]["sessions"] == 1
