@@ -10,7 +10,7 @@ from mbforge.kernels import InPort, Kernel, OutPort
 from mbforge.kernels.builders import build_kernel
 from mbforge.manifest import Manifest
 from mbforge.analysis.fixedpoint import TRIG_ERROR
-from mbforge.analysis.ranges import analyse
+from mbforge.analysis.ranges import analyse_domain
 from mbforge.pipeline import generate
 
 pytestmark = pytest.mark.host
@@ -85,7 +85,7 @@ def test_ranges_are_sound_on_samples():
     k = build_kernel(load("fourbar").equations(), "equations")
     tape = lower(k.output_atoms, k.input_symbols)
     rng = [r for p in k.inputs for r in p.ranges]
-    R = analyse(tape, rng)
+    R = analyse_domain(tape, [rng], budget=1)
     r = np.array(rng)
     X = r[:, 0] + (r[:, 1] - r[:, 0]) * np.random.default_rng(3).random((50_000, len(rng)))
     Y = Evaluator([tape.atoms[i] for i in sorted(tape.atoms)], tape.inputs)(X)
@@ -98,7 +98,7 @@ def test_affine_arithmetic_sees_correlations():
     x, y = symbol("aa_x"), symbol("aa_y")
     u = (0.5 * x + y) - y  # == 0.5 x, but intervals see three independent terms
     t = lower([u - 0.5 * x, x * (4 - x)], [x, y])
-    R = analyse(t, [(-10.0, 10.0), (-10.0, 10.0)])
+    R = analyse_domain(t, [[(-10.0, 10.0), (-10.0, 10.0)]], budget=1)
     zero, parabola = (R.of(o) for o in t.outputs)
     assert zero.hi - zero.lo < 1e-12  # intervals alone: [-40, 40]
     assert parabola.hi <= 150 + 1e-9  # exact: [-140, 4]; intervals: [-140, 140]
@@ -195,7 +195,7 @@ def test_gappa_proves_the_polynomial_bounds_independently():
         pytest.skip("gappa not installed")
     k = build_kernel(load("fourbar").equations(), "equations")
     tape = lower(k.output_atoms, k.input_symbols)
-    fx = plan_fixed(tape, analyse(tape, k.input_ranges))
+    fx = plan_fixed(tape, analyse_domain(tape, [k.input_ranges], budget=1))
     proved = gappa.prove(fx, list(range(len(tape.outputs))), k.input_ranges)
     assert len(proved) >= 10
     for out, b in proved.items():  # Gappa reads the ranges in decimal: allow its last digits
@@ -246,7 +246,7 @@ def test_ranges_through_divisions_are_sound_box_by_box():
     ev = Evaluator([tape.atoms[i] for i in ids], tape.inputs)
     rng = np.random.default_rng(11)
     for box in k.domain[::12]:
-        R = analyse(tape, box)
+        R = analyse_domain(tape, [box], budget=1)
         b = np.array(box)
         Y = ev(b[:, 0] + (b[:, 1] - b[:, 0]) * rng.random((4000, len(box))))
         for col, i in enumerate(ids):

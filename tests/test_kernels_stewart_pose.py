@@ -216,7 +216,7 @@ def test_split_at_the_solve_tightens_the_fixed_bound(kernel, monkeypatch):
     cut = find_cut(tape)
     assert cut is not None and len(cut.entries) == 46 and len(cut.rhs) == 7 and cut.absorb
     assert set(cut.outputs) == set(range(6)) and len(cut.section) < len(split.instrs) / 10
-    monkeypatch.setattr(fixerror, "SPLIT_AT_SOLVE", False)
+    monkeypatch.setattr(solve_error, "SPLIT_AT_SOLVE", False)
     whole = fixerror.bound_over_boxes(tape, hull, per_box)
     assert all(a < b for a, b in zip(split.out_error, whole.out_error)), (split.out_error, whole.out_error)
     print("\nsplit / whole-program bound: " + " ".join(f"{a / b:.2f}" for a, b in zip(split.out_error, whole.out_error)))
@@ -226,7 +226,7 @@ def test_float32_within_its_split_bound(kernel, tmp_path, monkeypatch):
     """c-float32 over the tube: the compiled kernel against double at the unrounded
     inputs (the motion and 4,000 random points of the boxes) stays within the manifest's
     bound, which the split at the solve makes tighter than the error forms alone."""
-    from mbforge.analysis import fixerror
+    from mbforge.analysis import solve_error
     from mbforge.analysis.floaterror import float32_forms_boxes
     from mbforge.analysis.ranges import BoxRanges, analyse_domain
 
@@ -246,7 +246,7 @@ def test_float32_within_its_split_bound(kernel, tmp_path, monkeypatch):
     per_box: list = []
     analyse_domain(tape, kernel.domain, strict=False, per_box=per_box)
     vec = BoxRanges.from_list(tape, per_box)
-    monkeypatch.setattr(fixerror, "SPLIT_AT_SOLVE", False)
+    monkeypatch.setattr(solve_error, "SPLIT_AT_SOLVE", False)
     whole = np.array(float32_forms_boxes(tape, vec))
     assert (bound < whole).all(), (bound, whole)
     print(f"\nfloat32: bound {bound.max():.3g} N (error forms alone {whole.max():.3g}), observed {err.max():.3g} N")

@@ -20,13 +20,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.atom import ExpressionError
-from ..ir.ops import OPS
 from ..lower.tape import Tape
+from ..lower.tapeops import TAPE_OPS, Rules, run
 from .floaterror import ATAN2_ERROR, TRIG_ULPS, U
 
 CHUNK = 2000
-_REVERSE = {"add", "sub", "neg", "mul", "div", "sqrt", "sin", "cos", "sincos", "atan2"}  # the ops _aligned differentiates
 
 
 def aligned_errors(tape: Tape, X: np.ndarray) -> np.ndarray:
@@ -86,108 +84,143 @@ def summed_maxima(tape: Tape, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return total.max(axis=0), summed
 
 
+class _Sweep:
+    """What the forward evaluation and ADJOINT_RULES read and write: every value in double
+    at the rows of X, then per temp the adjoints of every output at once (m, n), and the
+    sum of |adjoint| x rounding size so far."""
+
+    def __init__(self, tape: Tape, X: np.ndarray, at_op, each):
+        self.X, self.at_op, self.each = X, at_op, each
+        self.n, self.m = len(X), len(tape.outputs)
+        self.val: dict[int, np.ndarray] = {}
+        self.adj: dict[int, np.ndarray] = {}  # temp -> (m, n) adjoints of every output at once
+        self.adj_in = np.zeros((self.m, self.n, X.shape[1]))
+        self.lits: dict[float, np.ndarray] = {}  # a literal is one float wherever it appears
+        self.total = np.zeros((self.m, self.n))
+
+    def v(self, o):
+        kind, x = o
+        return self.val[x] if kind == "t" else self.X[:, x] if kind == "in" else np.full(self.n, float(x))
+
+    def charge(self, w) -> None:
+        self.total[:] += w
+        if self.each is not None:
+            self.each(w)
+
+    def give(self, o, g) -> None:
+        kind, x = o
+        if kind == "t":
+            if x in self.adj:
+                self.adj[x] += g
+            else:
+                self.adj[x] = g.copy()
+        elif kind == "in":
+            self.adj_in[:, :, x] += g
+        else:
+            self.lits.setdefault(float(x), np.zeros((self.m, self.n)))
+            self.lits[float(x)] += g
+
+    def rounded(self, ins):
+        """The adjoint of ins's one result, its rounding charged; None if nothing reads it."""
+        g = self.adj.pop(ins.dst[0], None)
+        if g is not None:
+            self.charge(np.abs(g) * self.at_op(ins.dst[0], self.val[ins.dst[0]], ins.op))
+        return g
+
+
+def _evaluate(s: _Sweep, ins) -> None:  # forward, in double (the tape op table's numpy semantics)
+    for d, x in zip(ins.dst, TAPE_OPS[ins.op].np(*[s.v(o) for o in ins.args])):
+        s.val[d] = x
+
+
+def _a_neg(s: _Sweep, ins) -> None:  # exact: no rounding
+    g = s.adj.pop(ins.dst[0], None)
+    if g is not None:
+        s.give(ins.args[0], -g)
+
+
+def _a_add(s: _Sweep, ins) -> None:  # add, sub
+    g = s.rounded(ins)
+    if g is not None:
+        s.give(ins.args[0], g)
+        s.give(ins.args[1], g if ins.op == "add" else -g)
+
+
+def _a_mul(s: _Sweep, ins) -> None:
+    g = s.rounded(ins)
+    if g is not None:
+        s.give(ins.args[0], g * s.v(ins.args[1]))
+        s.give(ins.args[1], g * s.v(ins.args[0]))
+
+
+def _a_div(s: _Sweep, ins) -> None:
+    g = s.rounded(ins)
+    if g is not None:
+        den = s.v(ins.args[1])
+        s.give(ins.args[0], g / den)
+        s.give(ins.args[1], -g * s.val[ins.dst[0]] / den)
+
+
+def _a_sqrt(s: _Sweep, ins) -> None:
+    g = s.rounded(ins)
+    if g is not None:
+        s.give(ins.args[0], g / (2 * s.val[ins.dst[0]]))
+
+
+def _a_atan2(s: _Sweep, ins) -> None:  # d atan2(y, x) = (x dy - y dx) / (x^2 + y^2)
+    g = s.rounded(ins)
+    if g is not None:
+        y, x = s.v(ins.args[0]), s.v(ins.args[1])
+        r2 = x * x + y * y
+        s.give(ins.args[0], g * x / r2)
+        s.give(ins.args[1], -g * y / r2)
+
+
+def _a_trig(s: _Sweep, ins) -> None:  # sin, cos, sincos: d sin = cos dx, d cos = -sin dx
+    gs = [s.adj.pop(d, None) for d in ins.dst]
+    if all(g is None for g in gs):
+        return
+    x = s.v(ins.args[0])
+    sn, cs = np.sin(x), np.cos(x)
+    gx = np.zeros((s.m, s.n))
+    for d, g, fn in zip(ins.dst, gs, TAPE_OPS[ins.op].results):
+        if g is None:
+            continue
+        s.charge(np.abs(g) * s.at_op(d, s.val[d], ins.op))
+        gx += g * (cs if fn == "sin" else -sn)
+    s.give(ins.args[0], gx)
+
+
+def _no_rule(tape, ins) -> str:
+    return f"aligned rounding error: no rule for {ins.op!r}"
+
+
+ADJOINT_RULES = Rules({"add": _a_add, "sub": _a_add, "neg": _a_neg, "mul": _a_mul, "div": _a_div, "sqrt": _a_sqrt,
+                       "sin": _a_trig, "cos": _a_trig, "sincos": _a_trig, "atan2": _a_atan2}, _no_rule)
+_FORWARD = Rules(dict.fromkeys(ADJOINT_RULES.table, _evaluate), _no_rule)  # the ops it can differentiate
+
+
 def _aligned(tape: Tape, X: np.ndarray, at_op, at_inputs, at_literal, each=None) -> np.ndarray:
     """sum of |adjoint| x rounding size over the roundings: at_op(temp, its value, op)
     for a result, at_inputs(X) (n, n_in) for the inputs, at_literal(c) for a literal;
     each(contribution (outputs, n)) is called for every rounding when given."""
-    n = len(X)
-    val: dict[int, np.ndarray] = {}
-
-    def v(o):
-        kind, x = o
-        return val[x] if kind == "t" else X[:, x] if kind == "in" else np.full(n, float(x))
-
+    s = _Sweep(tape, X, at_op, each)
     with np.errstate(all="ignore"):
-        for ins in tape.instrs:  # forward, in double (the op table's numpy semantics)
-            if ins.op not in _REVERSE:
-                raise ExpressionError(f"aligned rounding error: no rule for {ins.op!r}")
-            a = [v(o) for o in ins.args]
-            if ins.op == "sincos":
-                r = (np.sin(a[0]), np.cos(a[0]))
-            else:
-                r = (np.subtract(*a) if ins.op == "sub" else OPS[ins.op].np(*a),)  # atan2: np.arctan2(y, x)
-            for d, x in zip(ins.dst, r):
-                val[d] = x
-
-        m = len(tape.outputs)
-        adj: dict[int, np.ndarray] = {}  # temp -> (m, n) adjoints of every output at once
-        adj_in = np.zeros((m, n, X.shape[1]))
-        lits: dict[float, np.ndarray] = {}  # a literal is one float wherever it appears
+        run(tape, _FORWARD, s)
         for j, o in enumerate(tape.outputs):
             if o[0] == "t":
-                adj.setdefault(o[1], np.zeros((m, n)))[j] += 1.0
+                s.adj.setdefault(o[1], np.zeros((s.m, s.n)))[j] += 1.0
             elif o[0] == "in":
-                adj_in[j, :, o[1]] += 1.0
+                s.adj_in[j, :, o[1]] += 1.0
             else:
-                lits.setdefault(float(o[1]), np.zeros((m, n)))[j] += 1.0
-        total = np.zeros((m, n))
-
-        def charge(w):
-            total[:] += w
-            if each is not None:
-                each(w)
-
-        def give(o, g):
-            kind, x = o
-            if kind == "t":
-                if x in adj:
-                    adj[x] += g
-                else:
-                    adj[x] = g.copy()
-            elif kind == "in":
-                adj_in[:, :, x] += g
-            else:
-                lits.setdefault(float(x), np.zeros((m, n)))
-                lits[float(x)] += g
-
-        for ins in reversed(tape.instrs):  # reverse: each result's adjoint is final here
-            gs = [adj.pop(d, None) for d in ins.dst]
-            if all(g is None for g in gs):
-                continue
-            op, args = ins.op, ins.args
-            if op == "neg":  # exact: no rounding
-                give(args[0], -gs[0])
-                continue
-            if op in ("sin", "cos", "sincos"):
-                x = v(args[0])
-                s, c = np.sin(x), np.cos(x)
-                gx = np.zeros((m, n))
-                for d, g, fn in zip(ins.dst, gs, {"sin": "s", "cos": "c", "sincos": "sc"}[op]):
-                    if g is None:
-                        continue
-                    charge(np.abs(g) * at_op(d, val[d], op))
-                    gx += g * (c if fn == "s" else -s)
-                give(args[0], gx)
-                continue
-            g = gs[0]
-            r = val[ins.dst[0]]
-            charge(np.abs(g) * at_op(ins.dst[0], r, op))
-            if op == "add":
-                give(args[0], g)
-                give(args[1], g)
-            elif op == "sub":
-                give(args[0], g)
-                give(args[1], -g)
-            elif op == "mul":
-                give(args[0], g * v(args[1]))
-                give(args[1], g * v(args[0]))
-            elif op == "div":
-                den = v(args[1])
-                give(args[0], g / den)
-                give(args[1], -g * r / den)
-            elif op == "sqrt":
-                give(args[0], g / (2 * r))
-            elif op == "atan2":  # d atan2(y, x) = (x dy - y dx) / (x^2 + y^2)
-                y, x = v(args[0]), v(args[1])
-                r2 = x * x + y * y
-                give(args[0], g * x / r2)
-                give(args[1], -g * y / r2)
+                s.lits.setdefault(float(o[1]), np.zeros((s.m, s.n)))[j] += 1.0
+        run(tape, ADJOINT_RULES, s, tape.instrs[::-1])  # reverse: each result's adjoint is final there
         sizes = at_inputs(X)
         for k in range(X.shape[1]):  # the real inputs rounded
-            charge(np.abs(adj_in[:, :, k]) * sizes[None, :, k])
-        for c, g in lits.items():
-            charge(np.abs(g) * at_literal(c))
-    return total.T
+            s.charge(np.abs(s.adj_in[:, :, k]) * sizes[None, :, k])
+        for c, g in s.lits.items():
+            s.charge(np.abs(g) * at_literal(c))
+    return s.total.T
 
 
 def rounded_operations(tape: Tape) -> list[int]:

@@ -28,7 +28,8 @@ import numpy as np
 
 from ..ir.atom import ExpressionError
 from ..lower.tape import Tape
-from .ranges import Ranges
+from ..lower.tapeops import Rules, run
+from .ranges import Ranges, _config
 
 WORD = 32
 MAXMAG = 2.0 ** (WORD - 1)
@@ -118,186 +119,203 @@ def program_from_text(tape: Tape, text: str) -> FixedProgram:
                         [FixedInstr(*i) for i in f["instrs"]], f["out_error"], f["in_error"], f["temp_error"])
 
 
-def plan_fixed(tape: Tape, ranges: Ranges, like: FixedProgram | None = None, boxes=None) -> FixedProgram:
-    """Formats and error bounds for the tape over `ranges`. With `like`, the formats of
-    `like` are kept and only the error bounds are derived again over these (narrower)
-    ranges: how a union of boxes gets bounds box by box (see fixerror.bound_over_boxes).
-    With `boxes` (a BoxRanges whose union `ranges` encloses), the errors that steer each
-    format are propagated box by box (arrays over the boxes) and their largest is used:
-    over a wide domain the hull's magnitudes and smallest divisors belong to different
-    boxes, and their products overstate the errors by orders of magnitude (the Stewart
-    platform's elimination); the reported bounds are the largest over the boxes."""
-    in_bits = list(like.in_bits) if like else [frac_bits_for(iv.mag) for iv in ranges.inputs]
-    # bounds are against exact arithmetic at the real (unrounded) inputs: converting one
-    # to its format rounds to nearest, half an ulp, an error that propagates like any other
-    in_err = [half_ulp(f) for f in in_bits]
-    bits: dict[int, int] = {}
-    err: dict[int, float] = {}
-    out: list[FixedInstr] = []
+class _Plan:
+    """What the magnitude rules (PLAN_RULES) read and write, over one Ranges (floats) or
+    box by box (arrays over the boxes of a BoxRanges). With `like`, its formats are kept
+    and only the error bounds are derived again (plan_errors)."""
 
-    def ferr(o):
+    def __init__(self, tape: Tape, ranges: Ranges | None, boxes, like: FixedProgram | None, in_err, zero):
+        self.tape, self.ranges, self.boxes, self.like = tape, ranges, boxes, like
+        self.in_bits = list(like.in_bits) if like else [frac_bits_for(iv.mag) for iv in ranges.inputs]
+        # bounds are against exact arithmetic at the real (unrounded) inputs: converting one
+        # to its format rounds to nearest, half an ulp, an error that propagates like any other
+        self.in_err = in_err(self.in_bits)
+        self.zero = zero
+        self.bits: dict[int, int] = {}
+        self.err: dict = {}
+        self.out: list[FixedInstr] = []
+
+    def ferr(self, o):
         kind, v = o
-        return err[v] if kind == "t" else in_err[v] if kind == "in" else 0.0
+        return self.err[v] if kind == "t" else self.in_err[v] if kind == "in" else self.zero
 
-    def fbits(o):
+    def fbits(self, o) -> int:
         kind, v = o
-        return bits[v] if kind == "t" else in_bits[v]
+        return self.bits[v] if kind == "t" else self.in_bits[v]
 
-    def mag(o):
-        return ranges.of(o).mag if boxes is None else boxes.magnitude(o)
+    def mag(self, o):
+        return self.ranges.of(o).mag if self.boxes is None else self.boxes.magnitude(o)
 
-    def where(ins) -> str:
-        return f"{ins.op} computing {tape.atoms[ins.dst[0]]!r}"[:300]
+    def operand(self, o):
+        if self.boxes is not None:
+            return self.boxes.operand(o)
+        iv = self.ranges.of(o)
+        return iv.lo, iv.hi
 
-    def choose(d: int, pre_err: float, rounding) -> int:
+    def where(self, ins, b: int | None = None) -> str:
+        text = f"{ins.op} computing {self.tape.atoms[ins.dst[0]]!r}"[:300]
+        if self.like is None or b is None:
+            return text
+        return text + f" in the box around {_config(self.tape, self.boxes.in_lo[b], self.boxes.in_hi[b])}"
+
+    def choose(self, d: int, pre_err, rounding) -> int:
         """Format for temp d: its range plus error must fit; rounding(f) is the error the
         final rounding to f adds."""
-        if like is not None:
-            return like.temp_bits[d]
-        m = ranges.temps[d].mag
+        if self.like is not None:
+            return self.like.temp_bits[d]
+        m = self.ranges.temps[d].mag
         pre_err = float(np.max(pre_err))
         f = frac_bits_for(m + pre_err + 2.0 ** -60)
         while f > -30 and (m + pre_err + rounding(f)) * 2.0 ** f >= MAXMAG * (1 - 1e-12):
             f -= 1
         return f
 
-    for ins in tape.instrs:
-        op, a = ins.op, ins.args
+    def set(self, ins, f: int, e, p: dict) -> None:
         d = ins.dst[0]
-        p: dict = {}
-        if op in ("add", "sub"):
-            consts = [o for o in a if o[0] == "c"]
-            vars_ = [o for o in a if o[0] != "c"]
-            e_pre = sum(ferr(o) for o in vars_)
-            fs = [fbits(o) for o in vars_]
-            # every constant must fit int64 at the common format, with a bit to spare
-            cap_c = min((61 - math.ceil(math.log2(abs(o[1]))) for o in consts if o[1] != 0.0), default=10 ** 6)
+        self.bits[d], self.err[d] = f, e
+        self.out.append(FixedInstr(ins.op, ins.dst, ins.args, p))
 
-            def common(f_out: int) -> int:
-                """The format operands are aligned to: the finer operand's, but never more
-                than 31 bits of shift for either operand nor 31 bits below the result."""
-                if len(fs) == 2:
-                    F_ = min(max(fs), min(fs) + 31, f_out + 31)
-                else:
-                    F_ = max(fs[0], f_out)
-                return min(F_, cap_c)
 
-            def extra(F_: int) -> float:
-                """errors of the alignment: constants quantised, finer operands rounded"""
-                e_x = sum(abs(round(o[1] * 2.0 ** F_) / 2.0 ** F_ - o[1]) for o in consts)
-                return e_x + sum(half_ulp(F_) for fo in fs if fo > F_)
+def _r_add(s: _Plan, ins) -> None:  # add, sub: operands aligned to a common format
+    a = ins.args
+    consts = [o for o in a if o[0] == "c"]
+    vars_ = [o for o in a if o[0] != "c"]
+    e_pre = s.zero
+    for o in vars_:
+        e_pre = e_pre + s.ferr(o)
+    fs = [s.fbits(o) for o in vars_]
+    # every constant must fit int64 at the common format, with a bit to spare
+    cap_c = min((61 - math.ceil(math.log2(abs(o[1]))) for o in consts if o[1] != 0.0), default=10 ** 6)
 
-            f = choose(d, e_pre, half_ulp)
-            for _ in range(64):  # alignment errors are far below the margin: settles at once
-                F = common(f)
-                f2 = choose(d, e_pre + extra(F), half_ulp)
-                if f2 == f:
-                    break
-                f = f2
-            e_pre += extra(F)
-            sh = []
-            for o in a:
-                if o[0] == "c":
-                    sh.append(("lit", round(o[1] * 2.0 ** F)))
-                else:
-                    sh.append(("shift", F - fbits(o)))
-            s = F - f
-            e = e_pre + (half_ulp(f) if s > 0 else 0.0)
-            p = {"align": sh, "F": F, "s": s}
-        elif op == "neg":
-            f = fbits(a[0])
-            e = ferr(a[0])
-        elif op == "mul":
-            if a[0][0] == "c" or a[1][0] == "c":
-                c, x = (a[0], a[1]) if a[0][0] == "c" else (a[1], a[0])
-                cv = c[1]
-                fc = const_bits(cv)
-                ci = round(cv * 2.0 ** fc)
-                ec = abs(ci / 2.0 ** fc - cv)
-                e_pre = abs(cv) * ferr(x) + mag(x) * ec + ferr(x) * ec
-                f = choose(d, e_pre, half_ulp)
-                s = fbits(x) + fc - f
-                p = {"lit": ci, "const_first": a[0][0] == "c", "s": s}
-                tz = (abs(ci) & -abs(ci)).bit_length() - 1 if ci else 64
-                if s <= tz:  # the literal's trailing zero bits absorb the shift: exact
-                    e = e_pre
-                    bits[d], err[d] = f, e
-                    out.append(FixedInstr(op, ins.dst, a, p))
-                    continue
-            else:
-                ea, eb = ferr(a[0]), ferr(a[1])
-                e_pre = mag(a[0]) * eb + mag(a[1]) * ea + ea * eb
-                f = choose(d, e_pre, half_ulp)
-                s = fbits(a[0]) + fbits(a[1]) - f
-                p = {"s": s}
-            e = e_pre + (half_ulp(f) if s > 0 else 0.0)
-        elif op == "div":
-            num, den = a
-            if den[0] == "c":
-                raise ExpressionError(f"{where(ins)}: division by a constant should have been a multiplication")
-            dlo, dhi = boxes.operand(den) if boxes is not None else (ranges.of(den).lo, ranges.of(den).hi)
-            lo_den = np.where((dlo <= 0) & (dhi >= 0), 0.0, np.minimum(np.abs(dlo), np.abs(dhi)))
-            eb = ferr(den)
-            close = np.atleast_1d(~(lo_den > eb))
-            if close.any():
-                b = int(np.argmax(close))
-                dl, dh, e_b = (np.broadcast_to(x, close.shape)[b] for x in (dlo, dhi, eb))
-                raise ExpressionError(f"{where(ins)}: the divisor can come within its error bound of 0 "
-                                      f"(range [{dl:.6g}, {dh:.6g}], error {e_b:.3g})")
-            qmag = mag(("t", d)) if boxes is not None else ranges.temps[d].mag
-            e_pre = (ferr(num) + qmag * eb) / (lo_den - eb)
-            f = choose(d, e_pre, half_ulp)
-            fn = fbits(num) if num[0] != "c" else const_bits(num[1])
-            k = f - fn + fbits(den)
-            if k > 31:  # n = a << k must fit int64 with a bit to spare for 2n
-                f -= k - 31
-                k = 31
-            if k < 0:
-                e_pre += half_ulp(fn + k) / lo_den
-            p = {"k": k}
-            if num[0] == "c":
-                p["lit"] = round(num[1] * 2.0 ** fn)
-                p["lit_bits"] = fn
-            e = e_pre + half_ulp(f)
-        elif op == "sqrt":
-            x = a[0]
-            ex = ferr(x)
-            lo = np.maximum(boxes.operand(x)[0] if boxes is not None else ranges.of(x).lo, 0.0)
-            with np.errstate(all="ignore"):
-                e_pre = np.where(lo > ex, ex / (np.sqrt(lo) + np.sqrt(np.maximum(lo - ex, 0.0))), np.sqrt(ex))
-            f = choose(d, e_pre, half_ulp)
-            k = 2 * f - fbits(x)
-            if k > 31:
-                f -= (k - 31 + 1) // 2
-                k = 2 * f - fbits(x)
-            if k < 0:  # pre-rounding of the radicand
-                e_pre += math.sqrt(half_ulp(fbits(x) + k))
-            p = {"k": k}
-            e = e_pre + half_ulp(f)
-        elif op in ("sin", "cos", "sincos"):
-            x = a[0]
-            if np.max(mag(x)) > TRIG_ARG_LIMIT:
-                raise ExpressionError(f"{where(ins)}: |argument| up to {np.max(mag(x)):.6g} exceeds {TRIG_ARG_LIMIT} "
-                                      "(fixed-point sin/cos)")
-            e_pre = ferr(x) + TRIG_ERROR
-            fx = fbits(x)
-            if fx < -2:
-                raise ExpressionError(f"{where(ins)}: argument format Q{fx} too coarse for sin/cos")
-            p = {"fx": fx}
-            for dd in ins.dst:
-                fo = choose(dd, e_pre, half_ulp)
-                fo = min(fo, 30)  # computed in Q30: finer formats would only pad zeros
-                bits[dd] = fo
-                err[dd] = e_pre + (half_ulp(fo) if fo < 30 else 0.0)
-            p["fo"] = [bits[dd] for dd in ins.dst]
-            out.append(FixedInstr(op, ins.dst, a, p))
-            continue
-        else:
-            raise ExpressionError(f"fixed point has no {op!r} yet ({where(ins)})")
-        bits[d] = f
-        err[d] = e
-        out.append(FixedInstr(op, ins.dst, a, p))
+    def common(f_out: int) -> int:
+        """The format operands are aligned to: the finer operand's, but never more than 31
+        bits of shift for either operand nor 31 bits below the result."""
+        F_ = min(max(fs), min(fs) + 31, f_out + 31) if len(fs) == 2 else max(fs[0], f_out)
+        return min(F_, cap_c)
 
+    def extra(F_: int) -> float:
+        """errors of the alignment: constants quantised, finer operands rounded"""
+        e_x = sum(abs(round(o[1] * 2.0 ** F_) / 2.0 ** F_ - o[1]) for o in consts)
+        return e_x + sum(half_ulp(F_) for fo in fs if fo > F_)
+
+    d = ins.dst[0]
+    f = s.choose(d, e_pre, half_ulp)
+    for _ in range(64):  # alignment errors are far below the margin: settles at once
+        F = common(f)
+        f2 = s.choose(d, e_pre + extra(F), half_ulp)
+        if f2 == f:
+            break
+        f = f2
+    e_pre = e_pre + extra(F)
+    sh = [("lit", round(o[1] * 2.0 ** F)) if o[0] == "c" else ("shift", F - s.fbits(o)) for o in a]
+    e = e_pre + (half_ulp(f) if F - f > 0 else 0.0)
+    s.set(ins, f, e, {"align": sh, "F": F, "s": F - f})
+
+
+def _r_neg(s: _Plan, ins) -> None:
+    s.set(ins, s.fbits(ins.args[0]), s.ferr(ins.args[0]), {})
+
+
+def _r_mul(s: _Plan, ins) -> None:
+    a, d = ins.args, ins.dst[0]
+    if a[0][0] == "c" or a[1][0] == "c":
+        c, x = (a[0], a[1]) if a[0][0] == "c" else (a[1], a[0])
+        cv = c[1]
+        fc = const_bits(cv)
+        ci = round(cv * 2.0 ** fc)
+        ec = abs(ci / 2.0 ** fc - cv)
+        e_pre = abs(cv) * s.ferr(x) + s.mag(x) * ec + s.ferr(x) * ec
+        f = s.choose(d, e_pre, half_ulp)
+        sh = s.fbits(x) + fc - f
+        tz = (abs(ci) & -abs(ci)).bit_length() - 1 if ci else 64
+        # the literal's trailing zero bits absorb a shift up to tz: exact
+        e = e_pre if sh <= tz else e_pre + (half_ulp(f) if sh > 0 else 0.0)
+        s.set(ins, f, e, {"lit": ci, "const_first": a[0][0] == "c", "s": sh})
+        return
+    ea, eb = s.ferr(a[0]), s.ferr(a[1])
+    e_pre = s.mag(a[0]) * eb + s.mag(a[1]) * ea + ea * eb
+    f = s.choose(d, e_pre, half_ulp)
+    sh = s.fbits(a[0]) + s.fbits(a[1]) - f
+    s.set(ins, f, e_pre + (half_ulp(f) if sh > 0 else 0.0), {"s": sh})
+
+
+def _r_div(s: _Plan, ins) -> None:
+    (num, den), d = ins.args, ins.dst[0]
+    if den[0] == "c":
+        raise ExpressionError(f"{s.where(ins)}: division by a constant should have been a multiplication")
+    dlo, dhi = s.operand(den)
+    lo_den = np.where((dlo <= 0) & (dhi >= 0), 0.0, np.minimum(np.abs(dlo), np.abs(dhi)))
+    eb = s.ferr(den)
+    close = np.atleast_1d(~(lo_den > eb))
+    if close.any():
+        b = int(np.argmax(close))
+        dl, dh, e_b = (np.broadcast_to(x, close.shape)[b] for x in (dlo, dhi, eb))
+        raise ExpressionError(f"{s.where(ins, b)}: the divisor can come within its error bound of 0 "
+                              f"(range [{dl:.6g}, {dh:.6g}], error {e_b:.3g})")
+    qmag = s.mag(("t", d)) if s.boxes is not None else s.ranges.temps[d].mag
+    e_pre = (s.ferr(num) + qmag * eb) / (lo_den - eb)
+    f = s.choose(d, e_pre, half_ulp)
+    fn = s.fbits(num) if num[0] != "c" else const_bits(num[1])
+    k = f - fn + s.fbits(den)
+    if k > 31:  # n = a << k must fit int64 with a bit to spare for 2n
+        f -= k - 31
+        k = 31
+    if k < 0:
+        e_pre = e_pre + half_ulp(fn + k) / lo_den
+    p = {"k": k}
+    if num[0] == "c":
+        p["lit"] = round(num[1] * 2.0 ** fn)
+        p["lit_bits"] = fn
+    s.set(ins, f, e_pre + half_ulp(f), p)
+
+
+def _r_sqrt(s: _Plan, ins) -> None:
+    x = ins.args[0]
+    ex = s.ferr(x)
+    lo = np.maximum(s.operand(x)[0], 0.0)
+    with np.errstate(all="ignore"):
+        e_pre = np.where(lo > ex, ex / (np.sqrt(lo) + np.sqrt(np.maximum(lo - ex, 0.0))), np.sqrt(ex))
+    f = s.choose(ins.dst[0], e_pre, half_ulp)
+    k = 2 * f - s.fbits(x)
+    if k > 31:
+        f -= (k - 31 + 1) // 2
+        k = 2 * f - s.fbits(x)
+    if k < 0:  # pre-rounding of the radicand
+        e_pre = e_pre + math.sqrt(half_ulp(s.fbits(x) + k))
+    s.set(ins, f, e_pre + half_ulp(f), {"k": k})
+
+
+def _r_trig(s: _Plan, ins) -> None:  # sin, cos, sincos: every result alike
+    x = ins.args[0]
+    if np.max(s.mag(x)) > TRIG_ARG_LIMIT:
+        raise ExpressionError(f"{s.where(ins)}: |argument| up to {np.max(s.mag(x)):.6g} exceeds {TRIG_ARG_LIMIT} "
+                              "(fixed-point sin/cos)")
+    e_pre = s.ferr(x) + TRIG_ERROR
+    fx = s.fbits(x)
+    if fx < -2:
+        raise ExpressionError(f"{s.where(ins)}: argument format Q{fx} too coarse for sin/cos")
+    for dd in ins.dst:
+        fo = min(s.choose(dd, e_pre, half_ulp), 30)  # computed in Q30: finer formats would only pad zeros
+        s.bits[dd] = fo
+        s.err[dd] = e_pre + (half_ulp(fo) if fo < 30 else 0.0)
+    s.out.append(FixedInstr(ins.op, ins.dst, ins.args, {"fx": fx, "fo": [s.bits[dd] for dd in ins.dst]}))
+
+
+PLAN_RULES = Rules({"add": _r_add, "sub": _r_add, "neg": _r_neg, "mul": _r_mul, "div": _r_div, "sqrt": _r_sqrt,
+                    "sin": _r_trig, "cos": _r_trig, "sincos": _r_trig},
+                   lambda tape, ins: f"fixed point has no {ins.op!r} yet "
+                                     f"({(f'{ins.op} computing {tape.atoms[ins.dst[0]]!r}')[:300]})")
+
+
+def plan_fixed(tape: Tape, ranges: Ranges, boxes=None) -> FixedProgram:
+    """Formats and error bounds for the tape over `ranges`. With `boxes` (a BoxRanges
+    whose union `ranges` encloses), the errors that steer each format are propagated box
+    by box (arrays over the boxes) and their largest is used: over a wide domain the
+    hull's magnitudes and smallest divisors belong to different boxes, and their
+    products overstate the errors by orders of magnitude (the Stewart platform's
+    elimination); the reported bounds are the largest over the boxes."""
+    s = _Plan(tape, ranges, boxes, None, lambda bits: [half_ulp(f) for f in bits], 0.0)
+    run(tape, PLAN_RULES, s)
     out_bits, out_err = [], []
     for o in tape.outputs:
         if o[0] == "c":
@@ -305,8 +323,19 @@ def plan_fixed(tape: Tape, ranges: Ranges, like: FixedProgram | None = None, box
             out_bits.append(fb)
             out_err.append(abs(round(o[1] * 2.0 ** fb) / 2.0 ** fb - o[1]))
         else:
-            out_bits.append(fbits(o))
-            out_err.append(float(np.max(ferr(o))))
-    err = {d: float(np.max(e)) for d, e in err.items()}
-    return FixedProgram(tape, in_bits, bits, out_bits, out, out_err, in_err, err)
+            out_bits.append(s.fbits(o))
+            out_err.append(float(np.max(s.ferr(o))))
+    err = {d: float(np.max(e)) for d, e in s.err.items()}
+    return FixedProgram(tape, s.in_bits, s.bits, out_bits, s.out, out_err, s.in_err, err)
 
+
+def plan_errors(fx: FixedProgram, vec) -> tuple[dict, list]:
+    """The error bounds of plan_fixed with fx's formats kept, for every box of the
+    BoxRanges vec (how a union of boxes gets bounds box by box, fixerror.bound_over_boxes):
+    ({temp: array over boxes}, [array over boxes per output])."""
+    B = vec.n_boxes
+    s = _Plan(fx.tape, None, vec, fx, lambda bits: [np.full(B, e) for e in fx.in_error], np.zeros(B))
+    with np.errstate(all="ignore"):
+        run(fx.tape, PLAN_RULES, s)
+    outs = [np.full(B, fx.out_error[k]) if o[0] == "c" else s.ferr(o) + 0.0 for k, o in enumerate(fx.tape.outputs)]
+    return s.err, outs

@@ -13,9 +13,9 @@ Each real input's conversion to its format (round to nearest, half an ulp) is a 
 symbol like any other: bounds hold against exact arithmetic at the unrounded inputs.
 
 `bound_over_boxes` is the bound the backends record: formats from the domain's hull,
-error bounds for all boxes at once (numpy arrays over the boxes, the same rules as the
-scalar code here and in fixedpoint), per box the smaller of fixedpoint's magnitude bound
-and the error-form bound, the largest over the boxes reported. Boxes that hold the
+error bounds for all boxes at once (numpy arrays over the boxes: fixedpoint's PLAN_RULES
+with the formats kept, and this module's FORM_RULES, both run by lower.tapeops.run), per
+box the smaller of the magnitude bound and the error-form bound, the largest over the boxes reported. Boxes that hold the
 largest bound of an output are bisected while that lowers it (within a budget).
 """
 from __future__ import annotations
@@ -24,12 +24,12 @@ import math
 
 import numpy as np
 
-from ..ir.atom import ExpressionError
 from ..lower.tape import Tape
-from . import parallel
-from .fixedpoint import TRIG_ERROR, FixedProgram, const_bits, half_ulp, plan_fixed
-from .ranges import (CHUNK, BoxRanges, BoxView, Interval, Ranges, _config, _last_reads, _vi_trig,
-                     analyse_chunked, refine, split_box, union_ids)
+from ..lower.tapeops import TAPE_OPS, Rules, run
+from . import parallel, solve_error
+from .fixedpoint import TRIG_ERROR, FixedProgram, const_bits, half_ulp, plan_errors, plan_fixed
+from .forms import VForm, quotient_factors, sqrt_form, trig_forms, vmerge, vscale
+from .ranges import CHUNK, BoxRanges, BoxView, Ranges, analyse_chunked, refine, split_box
 from .solve_error import find_cut, refine_for_solve, solve_errors_boxes, split_failed
 
 # error forms keep this many rounding symbols (the largest), the rest join the remainder:
@@ -39,529 +39,207 @@ from .solve_error import find_cut, refine_for_solve, solve_errors_boxes, split_f
 MAX_TERMS = 400
 
 
-class _Form:
-    __slots__ = ("c", "r")
+class _Forms:
+    """What FORM_RULES read and write: the forms of the temps (arrays over the boxes of
+    vec) and the rounding symbols (u: half ulps; origin: instruction index, -1 an
+    input's; site: the temp each is added to). See output_errors_boxes for the hooks."""
 
-    def __init__(self, c: dict, r: float):
-        self.c = c  # symbol -> (lo, hi)
-        self.r = r
+    def __init__(self, fx: FixedProgram, vec: BoxRanges, exact, mags_out, absorb):
+        B = self.B = vec.n_boxes
+        self.fx, self.vec, self.exact, self.mags_out, self.absorb = fx, vec, exact, mags_out, absorb
+        self.u: list[float] = [0.0]
+        self.origin: list[int] = [-1]
+        self.site: list = [None]
+        self.at = -1
+        self.index = {ins.dst: i for i, ins in enumerate(fx.instrs)}
+        self.zero = np.zeros(B)
+        self.Z = VForm(np.zeros(0, dtype=np.int64), np.zeros((0, B)), np.zeros((0, B)), self.zero)
+        self.in_forms = [self.one(self.new(e)) for e in fx.in_error]
+        self.forms: dict = {}
+        self.rng, self.rmag = vec.operand, vec.magnitude
 
-    def mag(self, u: dict) -> float:
-        return sum(max(abs(lo), abs(hi)) * u[k] for k, (lo, hi) in self.c.items()) + self.r
+    def new(self, mag: float, dst: int | None = None) -> int:
+        self.u.append(mag)
+        self.origin.append(self.at)
+        self.site.append(None if self.at < 0 else self.fx.instrs[self.at].dst[0] if dst is None else dst)
+        return len(self.u) - 1
 
+    def one(self, k) -> VForm:
+        return VForm(np.array([k], dtype=np.int64), np.ones((1, self.B)), np.ones((1, self.B)), self.zero)
 
-ZERO = _Form({}, 0.0)
+    def form(self, o) -> VForm:
+        if o in self.exact:
+            return self.Z
+        return self.forms[o[1]] if o[0] == "t" else self.in_forms[o[1]] if o[0] == "in" else self.Z
 
+    def W(self, ids):
+        return np.array([self.u[k] for k in ids.tolist()])
 
-def _scale(f: _Form, iv: Interval) -> dict:
-    """coefficients times a value in iv"""
-    a, b = iv.lo, iv.hi
-    out = {}
-    for k, (lo, hi) in f.c.items():
-        p = (lo * a, lo * b, hi * a, hi * b)
-        out[k] = (min(p), max(p))
-    return out
+    def fmag(self, f: VForm):
+        return f.mag(self.W(f.ids))
 
+    def rounded(self, ids, lo, hi, mag: float, dst: int | None = None, sign: float = 1.0):
+        """+ a rounding of half ulp `mag` (its own symbol, coefficient sign)."""
+        k = self.new(mag, dst)
+        return (np.append(ids, k), np.vstack([lo, np.full((1, self.B), sign)]),
+                np.vstack([hi, np.full((1, self.B), sign)]))
 
-def _merge(x: dict, y: dict, sy: float = 1.0) -> dict:
-    out = dict(x)
-    for k, (lo, hi) in y.items():
-        if sy < 0:
-            lo, hi = -hi, -lo
-        if k in out:
-            a, b = out[k]
-            out[k] = (a + lo, b + hi)
-        else:
-            out[k] = (lo, hi)
-    return out
-
-
-def _condense(c: dict, r: float, u: dict) -> tuple[dict, float]:
-    if len(c) <= MAX_TERMS:
-        return c, r
-    items = sorted(c.items(), key=lambda kv: -max(abs(kv[1][0]), abs(kv[1][1])) * u[kv[0]])
-    keep = dict(items[:MAX_TERMS])
-    r += sum(max(abs(lo), abs(hi)) * u[k] for k, (lo, hi) in items[MAX_TERMS:])
-    return keep, r
-
-
-def output_errors(fx: FixedProgram, ranges: Ranges) -> list[float]:
-    """Error bound of every output of fx (its formats and shifts) over these ranges."""
-    u: dict[int, float] = {}
-    forms: dict[int, _Form] = {}
-    sym = [0]
-
-    def new(mag: float) -> tuple[int, tuple]:
-        sym[0] += 1
-        u[sym[0]] = mag
-        return sym[0], (1.0, 1.0)
-
-    in_forms = []
-    for f in fx.in_bits:  # each real input rounded to its format: a rounding of its own
-        k, one = new(half_ulp(f))
-        in_forms.append(_Form({k: one}, 0.0))
-
-    def form(o) -> _Form:
-        return forms[o[1]] if o[0] == "t" else in_forms[o[1]] if o[0] == "in" else ZERO
-
-    def rng(o) -> Interval:
-        return ranges.of(o)
-
-    def slack(c: dict, r: float) -> float:
-        """1e-12 relative widening for the floating-point rounding of this analysis"""
-        return r * (1 + 1e-12) + 1e-300
-
-    for ins in fx.instrs:
-        op, a, p = ins.op, ins.args, ins.params
-        d = ins.dst[0]
-        if op in ("add", "sub"):
-            fa, fb = form(a[0]), form(a[1])
-            c = _merge(fa.c, fb.c, 1.0 if op == "add" else -1.0)
-            r = fa.r + fb.r
-            F = p["F"]
-            for o, (kind, v) in zip(a, p["align"]):
-                if kind == "lit":
-                    r += abs(v / 2.0 ** F - o[1])
-                elif v < 0:  # finer operand rounded to F
-                    k, one = new(half_ulp(F))
-                    c[k] = one if (o is a[0] or op == "add") else (-1.0, -1.0)
-            if p["s"] > 0:
-                k, one = new(half_ulp(fx.temp_bits[d]))
-                c[k] = one
-        elif op == "neg":
-            f = form(a[0])
-            c = {k: (-hi, -lo) for k, (lo, hi) in f.c.items()}
-            r = f.r
-        elif op == "mul":
-            if "lit" in p:
-                x, cst = (a[1], a[0]) if p["const_first"] else (a[0], a[1])
-                from .fixedpoint import const_bits
-
-                cv = cst[1]
-                fc = const_bits(cv)
-                ec = abs(p["lit"] / 2.0 ** fc - cv)
-                fxf = form(x)
-                c = _scale(fxf, Interval(p["lit"] / 2.0 ** fc, p["lit"] / 2.0 ** fc))
-                r = fxf.r * abs(p["lit"] / 2.0 ** fc) + rng(x).mag * ec
-            else:
-                fa, fb = form(a[0]), form(a[1])
-                c = _merge(_scale(fa, rng(a[1])), _scale(fb, rng(a[0])))
-                r = fa.r * rng(a[1]).mag + fb.r * rng(a[0]).mag + fa.mag(u) * fb.mag(u)
-            tz = 64
-            if "lit" in p and p["lit"]:
-                tz = (abs(p["lit"]) & -abs(p["lit"])).bit_length() - 1
-            if p["s"] > 0 and not ("lit" in p and p["s"] <= tz):
-                k, one = new(half_ulp(fx.temp_bits[d]))
-                c[k] = one
-        elif op == "div":
-            num, den = a
-            dr, qr = rng(den), ranges.temps[d]
-            lo_den = min(abs(dr.lo), abs(dr.hi))
-            fn, fd = form(num), form(den)
-            ed = fd.mag(u)
-            inv = Interval(min(1 / dr.lo, 1 / dr.hi), max(1 / dr.lo, 1 / dr.hi))
-            mq = Interval(-qr.hi, -qr.lo)
-            q_over = Interval(min(x * y for x in (mq.lo, mq.hi) for y in (inv.lo, inv.hi)),
-                              max(x * y for x in (mq.lo, mq.hi) for y in (inv.lo, inv.hi)))
-            c = _merge(_scale(fn, inv), _scale(fd, q_over))
-            first = fn.mag(u) + qr.mag * ed  # |E_a - q E_b|
-            r = (fn.r + qr.mag * fd.r) / lo_den + first * ed / (lo_den * (lo_den - ed))
-            if p["k"] < 0:
-                r += half_ulp(fx.bits(num) + p["k"]) / lo_den if num[0] != "c" else 0.0
-            if "lit" in p:
-                r += abs(p["lit"] / 2.0 ** p["lit_bits"] - num[1]) / lo_den
-            k, one = new(half_ulp(fx.temp_bits[d]))
-            c[k] = one
-        elif op == "sqrt":
-            # no linearisation near 0: the magnitude bound of the planner
-            c, r = {}, fx.temp_error[d] if d in fx.temp_error else math.inf
-            f = form(a[0])
-            xr = rng(a[0])
-            ex = f.mag(u)
-            lo = max(xr.lo, 0.0)
-            if lo > ex:
-                c = _scale(f, Interval(1 / (2 * math.sqrt(xr.hi)), 1 / (2 * math.sqrt(lo))))
-                # second order: |sqrt(a+e) - sqrt(a) - e/(2 sqrt a)| <= e^2 / (8 (a-e)^1.5)
-                r = f.r / (2 * math.sqrt(lo)) + ex * ex / (8 * (lo - ex) ** 1.5)
-            else:
-                r = math.sqrt(ex)
-            if p["k"] < 0:
-                r += math.sqrt(half_ulp(fx.bits(a[0]) + p["k"]))
-            k, one = new(half_ulp(fx.temp_bits[d]))
-            c[k] = one
-        elif op in ("sin", "cos", "sincos"):
-            f = form(a[0])
-            ex = f.mag(u)
-            for dd, fn_ in zip(ins.dst, {"sin": ["sin"], "cos": ["cos"], "sincos": ["sin", "cos"]}[op]):
-                # d sin = cos(x) dx, d cos = -sin(x) dx; second order |dx|^2 / 2
-                from .ranges import i_trig
-
-                deriv = i_trig(rng(a[0]), "cos" if fn_ == "sin" else "sin")
-                if fn_ == "cos":
-                    deriv = Interval(-deriv.hi, -deriv.lo)
-                cc = _scale(f, deriv)
-                rr = f.r + ex * ex / 2 + TRIG_ERROR
-                fo = fx.temp_bits[dd]
-                if fo < 30:
-                    k, one = new(half_ulp(fo))
-                    cc[k] = one
-                cc, rr = _condense(cc, rr, u)
-                forms[dd] = _Form(cc, slack(cc, rr))
-            continue
-        else:  # pragma: no cover
-            raise AssertionError(op)
-        c, r = _condense(c, r, u)
-        forms[d] = _Form(c, slack(c, r))
-    out = []
-    for o in fx.tape.outputs:
-        if o[0] == "c":
-            fb = fx.out_bits[len(out)]
-            out.append(abs(round(o[1] * 2.0 ** fb) / 2.0 ** fb - o[1]))
-        else:
-            out.append(form(o).mag(u) * (1 + 1e-12))
-    return out
+    def store(self, d: int, ids, lo, hi, r) -> None:
+        """The form of temp d, its smallest rows beyond MAX_TERMS joined to the remainder."""
+        if ids.shape[0] > MAX_TERMS:
+            w = np.maximum(np.abs(lo), np.abs(hi)) * self.W(ids)[:, None]
+            order = np.lexsort((ids, -w.max(1)))
+            kept = np.sort(order[:MAX_TERMS])
+            r = r + w[order[MAX_TERMS:]].sum(0)
+            ids, lo, hi = ids[kept], lo[kept], hi[kept]
+        self.forms[d] = VForm(ids, lo, hi, r * (1 + 1e-12) + 1e-300)
+        if self.mags_out is not None and d in self.mags_out:
+            self.mags_out[d] = self.fmag(self.forms[d])
+        if self.absorb is not None and d in self.absorb:
+            self.absorb[d], self.forms[d] = self.forms[d], self.Z
 
 
-# ---- the same bounds over many boxes at once --------------------------------------------------
-# Arrays over the boxes (shape (B,)) replace the floats of plan_fixed(like=...) and of
-# output_errors; the rules are the same expressions, column by column. Error forms keep one
-# set of symbols for all boxes: the MAX_TERMS of largest max-over-boxes weight.
+def _f_add(s: _Forms, ins) -> None:  # add, sub
+    a, p = ins.args, ins.params
+    fa, fb = s.form(a[0]), s.form(a[1])
+    ids, lo, hi = vmerge(fa.ids, fa.lo, fa.hi, fb.ids, fb.lo, fb.hi, 1.0 if ins.op == "add" else -1.0)
+    r = fa.r + fb.r
+    F = p["F"]
+    for o, (kind, v) in zip(a, p["align"]):
+        if kind == "lit":
+            r = r + abs(v / 2.0 ** F - o[1])
+        elif v < 0:  # finer operand rounded to F
+            neg = not (o is a[0] or ins.op == "add")
+            ids, lo, hi = s.rounded(ids, lo, hi, half_ulp(F), sign=-1.0 if neg else 1.0)
+    if p["s"] > 0:
+        ids, lo, hi = s.rounded(ids, lo, hi, half_ulp(s.fx.temp_bits[ins.dst[0]]))
+    s.store(ins.dst[0], ids, lo, hi, r)
 
 
-def _box_where(fx: FixedProgram, ins, vec: BoxRanges, b: int) -> str:
-    return f"{ins.op} computing {fx.tape.atoms[ins.dst[0]]!r}"[:300] + \
-        f" in the box around {_config(fx.tape, vec.in_lo[b], vec.in_hi[b])}"
+def _f_neg(s: _Forms, ins) -> None:
+    f = s.form(ins.args[0])
+    s.store(ins.dst[0], f.ids, -f.hi, -f.lo, f.r)
 
 
-def plan_errors(fx: FixedProgram, vec: BoxRanges) -> tuple[dict, list]:
-    """plan_fixed(tape, box, like=fx).temp_error and .out_error for every box of vec:
-    ({temp: array over boxes}, [array over boxes per output])."""
-    B = vec.n_boxes
-    in_err = [np.full(B, e) for e in fx.in_error]
-    err: dict = {}
-    zero = np.zeros(B)
-
-    def ferr(o):
-        kind, v = o
-        return err[v] if kind == "t" else in_err[v] if kind == "in" else zero
-
-    def fbits(o):
-        kind, v = o
-        return fx.temp_bits[v] if kind == "t" else fx.in_bits[v]
-
-    rng, mag = vec.operand, vec.magnitude
-
-    with np.errstate(all="ignore"):
-        for ins in fx.instrs:
-            op, a, p = ins.op, ins.args, ins.params
-            d = ins.dst[0]
-            f = fx.temp_bits.get(d)
-            if op in ("add", "sub"):
-                vars_ = [o for o in a if o[0] != "c"]
-                e_pre = zero
-                for o in vars_:
-                    e_pre = e_pre + ferr(o)
-                F = p["F"]
-                consts = [o for o in a if o[0] == "c"]
-                extra = sum(abs(round(o[1] * 2.0 ** F) / 2.0 ** F - o[1]) for o in consts)
-                extra += sum(half_ulp(F) for o in vars_ if fbits(o) > F)
-                e_pre = e_pre + extra
-                e = e_pre + (half_ulp(f) if p["s"] > 0 else 0.0)
-            elif op == "neg":
-                e = ferr(a[0])
-            elif op == "mul":
-                if "lit" in p:
-                    c, x = (a[0], a[1]) if p["const_first"] else (a[1], a[0])
-                    cv = c[1]
-                    fc = const_bits(cv)
-                    ec = abs(p["lit"] / 2.0 ** fc - cv)
-                    e_pre = abs(cv) * ferr(x) + mag(x) * ec + ferr(x) * ec
-                    ci = p["lit"]
-                    tz = (abs(ci) & -abs(ci)).bit_length() - 1 if ci else 64
-                    e = e_pre if p["s"] <= tz else e_pre + (half_ulp(f) if p["s"] > 0 else 0.0)
-                else:
-                    ea, eb = ferr(a[0]), ferr(a[1])
-                    e_pre = mag(a[0]) * eb + mag(a[1]) * ea + ea * eb
-                    e = e_pre + (half_ulp(f) if p["s"] > 0 else 0.0)
-            elif op == "div":
-                num, den = a
-                dlo, dhi = rng(den)
-                lo_den = np.where((dlo <= 0) & (dhi >= 0), 0.0, np.minimum(np.abs(dlo), np.abs(dhi)))
-                eb = ferr(den)
-                close = ~(lo_den > eb)
-                if close.any():
-                    b = int(np.argmax(close))
-                    raise ExpressionError(f"{_box_where(fx, ins, vec, b)}: the divisor can come within its error "
-                                          f"bound of 0 (range [{dlo[b]:.6g}, {dhi[b]:.6g}], error {eb[b]:.3g})")
-                qmag = mag(("t", d))
-                e_pre = (ferr(num) + qmag * eb) / (lo_den - eb)
-                fn = fbits(num) if num[0] != "c" else const_bits(num[1])
-                if p["k"] < 0:
-                    e_pre = e_pre + half_ulp(fn + p["k"]) / lo_den
-                e = e_pre + half_ulp(f)
-            elif op == "sqrt":
-                x = a[0]
-                xlo, _ = rng(x)
-                ex = ferr(x)
-                lo = np.maximum(xlo, 0.0)
-                e_pre = np.where(lo > ex, ex / (np.sqrt(lo) + np.sqrt(np.maximum(lo - ex, 0.0))), np.sqrt(ex))
-                if p["k"] < 0:
-                    e_pre = e_pre + math.sqrt(half_ulp(fbits(x) + p["k"]))
-                e = e_pre + half_ulp(f)
-            elif op in ("sin", "cos", "sincos"):
-                e_pre = ferr(a[0]) + TRIG_ERROR
-                for dd in ins.dst:
-                    fo = fx.temp_bits[dd]
-                    err[dd] = e_pre + (half_ulp(fo) if fo < 30 else 0.0)
-                continue
-            else:  # pragma: no cover
-                raise AssertionError(op)
-            err[d] = e
-    outs = []
-    for k, o in enumerate(fx.tape.outputs):
-        outs.append(np.full(B, fx.out_error[k]) if o[0] == "c" else ferr(o) + 0.0)
-    return err, outs
+def _f_mul(s: _Forms, ins) -> None:
+    a, p = ins.args, ins.params
+    if "lit" in p:
+        x, cst = (a[1], a[0]) if p["const_first"] else (a[0], a[1])
+        cv = cst[1]
+        lv = p["lit"] / 2.0 ** const_bits(cv)
+        fxf = s.form(x)
+        lo, hi = vscale(fxf, lv, lv)
+        ids, r = fxf.ids, fxf.r * abs(lv) + s.rmag(x) * abs(lv - cv)
+    else:
+        fa, fb = s.form(a[0]), s.form(a[1])
+        (alo, ahi), (blo, bhi) = s.rng(a[0]), s.rng(a[1])
+        l1, h1 = vscale(fa, blo, bhi)
+        l2, h2 = vscale(fb, alo, ahi)
+        ids, lo, hi = vmerge(fa.ids, l1, h1, fb.ids, l2, h2)
+        r = fa.r * s.rmag(a[1]) + fb.r * s.rmag(a[0]) + s.fmag(fa) * s.fmag(fb)
+    tz = (abs(p["lit"]) & -abs(p["lit"])).bit_length() - 1 if p.get("lit") else 64
+    if p["s"] > 0 and not ("lit" in p and p["s"] <= tz):  # the literal's zero bits absorb s <= tz
+        ids, lo, hi = s.rounded(ids, lo, hi, half_ulp(s.fx.temp_bits[ins.dst[0]]))
+    s.store(ins.dst[0], ids, lo, hi, r)
 
 
-class _VForm:
-    """Error form over boxes: rows `ids` of coefficient intervals (lo, hi) (K, B), and r (B,)."""
-
-    __slots__ = ("ids", "lo", "hi", "r")
-
-    def __init__(self, ids, lo, hi, r):
-        self.ids, self.lo, self.hi, self.r = ids, lo, hi, r
-
-    def mag(self, w):
-        """sum |c_k| u_k + r; w: the u of the rows (K,)"""
-        if not self.ids.shape[0]:
-            return self.r
-        return (np.maximum(np.abs(self.lo), np.abs(self.hi)) * w[:, None]).sum(0) + self.r
-
-
-def _vscale(f: _VForm, a, b):
-    """coefficients times a value in [a, b] (arrays over boxes); in place where it can (a
-    few hundred thousand calls per Stewart kernel: allocation was most of their time)"""
-    if a is b:  # a point
-        p, q = f.lo * a, f.hi * a
-        return np.minimum(p, q), np.maximum(p, q)
-    p, q = f.lo * a, f.lo * b
-    lo, hi = np.minimum(p, q), np.maximum(p, q)
-    for c in (a, b):
-        np.multiply(f.hi, c, out=p)
-        np.minimum(lo, p, out=lo)
-        np.maximum(hi, p, out=hi)
-    return lo, hi
+def _f_div(s: _Forms, ins) -> None:
+    (num, den), p, d = ins.args, ins.params, ins.dst[0]
+    dlo, dhi = s.rng(den)
+    qlo, qhi = s.vec.lo[d], s.vec.hi[d]
+    qmag = np.maximum(np.abs(qlo), np.abs(qhi))
+    lo_den = np.minimum(np.abs(dlo), np.abs(dhi))
+    fn, fd = s.form(num), s.form(den)
+    ed = s.fmag(fd)
+    ilo, ihi, olo, ohi = quotient_factors(dlo, dhi, qlo, qhi)
+    l1, h1 = vscale(fn, ilo, ihi)
+    l2, h2 = vscale(fd, olo, ohi)
+    ids, lo, hi = vmerge(fn.ids, l1, h1, fd.ids, l2, h2)
+    first = s.fmag(fn) + qmag * ed
+    r = (fn.r + qmag * fd.r) / lo_den + first * ed / (lo_den * (lo_den - ed))
+    if p["k"] < 0 and num[0] != "c":
+        r = r + half_ulp(s.fx.bits(num) + p["k"]) / lo_den
+    if "lit" in p:
+        r = r + abs(p["lit"] / 2.0 ** p["lit_bits"] - num[1]) / lo_den
+    ids, lo, hi = s.rounded(ids, lo, hi, half_ulp(s.fx.temp_bits[d]))
+    s.store(d, ids, lo, hi, r)
 
 
-def _vmerge(ia, la, ha, ib, lb, hb, sb=1.0):
-    if sb < 0:
-        lb, hb = -hb, -lb
-    if ia.shape == ib.shape and np.array_equal(ia, ib):
-        return ia, la + lb, ha + hb
-    ids = union_ids(ia, ib)
-    B = la.shape[1] if la.ndim == 2 else lb.shape[1]
-    lo, hi = np.zeros((ids.shape[0], B)), np.zeros((ids.shape[0], B))
-    pa, pb = np.searchsorted(ids, ia), np.searchsorted(ids, ib)
-    lo[pa], hi[pa] = la, ha
-    lo[pb] += lb
-    hi[pb] += hb
-    return ids, lo, hi
+def _f_sqrt(s: _Forms, ins) -> None:
+    f = s.form(ins.args[0])
+    xlo, xhi = s.rng(ins.args[0])
+    lo, hi, r, _, _ = sqrt_form(f, xlo, xhi, s.fmag(f))
+    if ins.params["k"] < 0:
+        r = r + math.sqrt(half_ulp(s.fx.bits(ins.args[0]) + ins.params["k"]))
+    ids, lo, hi = s.rounded(f.ids, lo, hi, half_ulp(s.fx.temp_bits[ins.dst[0]]))
+    s.store(ins.dst[0], ids, lo, hi, r)
+
+
+def _f_trig(s: _Forms, ins) -> None:  # sin, cos, sincos
+    f = s.form(ins.args[0])
+    ex = s.fmag(f)
+    xlo, xhi = s.rng(ins.args[0])
+    for dd, (lo, hi) in zip(ins.dst, trig_forms(f, xlo, xhi, TAPE_OPS[ins.op].results)):
+        ids, fo = f.ids, s.fx.temp_bits[dd]
+        if fo < 30:  # computed in Q30: a coarser result is rounded
+            ids, lo, hi = s.rounded(ids, lo, hi, half_ulp(fo), dd)
+        s.store(dd, ids, lo, hi, f.r + ex * ex / 2 + TRIG_ERROR)
+
+
+def _located(rule):
+    """rule, with the instruction it runs recorded first (the origin of its roundings)"""
+    def at(s: _Forms, ins) -> None:
+        s.at = s.index[ins.dst]
+        rule(s, ins)
+    return at
+
+
+FORM_RULES = Rules({op: _located(rule) for op, rule in (
+    ("add", _f_add), ("sub", _f_add), ("neg", _f_neg), ("mul", _f_mul), ("div", _f_div), ("sqrt", _f_sqrt),
+    ("sin", _f_trig), ("cos", _f_trig), ("sincos", _f_trig))},
+    lambda tape, ins: f"fixed-point error forms: no rule for {ins.op!r}")
 
 
 def output_errors_boxes(fx: FixedProgram, vec: BoxRanges, detail: list | None = None, *,
                         section: set | None = None, exact: frozenset = frozenset(),
                         forms_out: dict | None = None, mags_out: dict | None = None,
                         absorb: dict | None = None, sites_out: list | None = None) -> list:
-    """output_errors for every box of vec at once: [array over boxes per output]. With
-    `detail` (a list), per output (coefficient magnitudes (K, B), the K roundings' half
-    ulps, remainder (B,), the K roundings' instruction indices (-1: an input's)) is
-    appended to it. For solve_error's split at a solve: `section`, the instruction
-    indices to run (the others' temps are never read); `exact`, operands read without
-    error; `forms_out`, a dict keyed by operands filled with their final forms (and
-    "u": the symbols' half ulps); `mags_out`, keyed by temps, filled with their error
-    magnitudes (B,); `absorb`, a dict keyed by temps whose forms are handed over there
-    (stored in it) and read as exact from then on. `sites_out`, a list, gets every
-    rounding as (temp it is added to, or None for an input's, half ulp), in symbol order
-    (analysis.aligned's floor)."""
-    B = vec.n_boxes
-    u: list[float] = [0.0]
-    origin: list[int] = [-1]
-    site: list = [None]
-    at = -1
-    zero = np.zeros(B)
-    empty = np.zeros(0, dtype=np.int64)
-    Z = _VForm(empty, np.zeros((0, B)), np.zeros((0, B)), zero)
-
-    def new(mag: float, dst: int | None = None) -> int:
-        u.append(mag)
-        origin.append(at)
-        site.append(None if at < 0 else fx.instrs[at].dst[0] if dst is None else dst)
-        return len(u) - 1
-
-    def one(k):
-        return _VForm(np.array([k], dtype=np.int64), np.ones((1, B)), np.ones((1, B)), zero)
-
-    in_forms = [one(new(e)) for e in fx.in_error]
-    forms: dict = {}
-
-    def form(o):
-        if o in exact:
-            return Z
-        return forms[o[1]] if o[0] == "t" else in_forms[o[1]] if o[0] == "in" else Z
-
-    rng, rmag = vec.operand, vec.magnitude
-
-    def W(ids):
-        return np.array([u[k] for k in ids.tolist()])
-
-    def fmag(f):
-        return f.mag(W(f.ids))
-
-    def add_sym(ids, lo, hi, k, clo, chi):
-        return (np.append(ids, k), np.vstack([lo, np.full((1, B), clo)]), np.vstack([hi, np.full((1, B), chi)]))
-
-    def finish(ids, lo, hi, r):
-        if ids.shape[0] > MAX_TERMS:
-            w = np.maximum(np.abs(lo), np.abs(hi)) * W(ids)[:, None]
-            order = np.lexsort((ids, -w.max(1)))
-            kept = np.sort(order[:MAX_TERMS])
-            r = r + w[order[MAX_TERMS:]].sum(0)
-            ids, lo, hi = ids[kept], lo[kept], hi[kept]
-        return _VForm(ids, lo, hi, r * (1 + 1e-12) + 1e-300)
-
-    dead = _last_reads(fx.tape)
+    """The error-form bound of every output of fx for every box of vec at once: [array
+    over boxes per output]. With `detail` (a list), per output (coefficient magnitudes
+    (K, B), the K roundings' half ulps, remainder (B,), the K roundings' instruction
+    indices (-1: an input's)) is appended to it. For solve_error's split at a solve:
+    `section`, the instruction indices to run (the others' temps are never read);
+    `exact`, operands read without error; `forms_out`, a dict keyed by operands filled
+    with their final forms (and "u": the symbols' half ulps); `mags_out`, keyed by temps,
+    filled with their error magnitudes (B,); `absorb`, a dict keyed by temps whose forms
+    are handed over there (stored in it) and read as exact from then on. `sites_out`, a
+    list, gets every rounding as (temp it is added to, or None for an input's, half ulp),
+    in symbol order (analysis.aligned's floor)."""
+    s = _Forms(fx, vec, exact, mags_out, absorb)
     keep = {o[1] for o in fx.tape.outputs if o[0] == "t"} | {o[1] for o in forms_out or () if o[0] == "t"}
+
+    def release(t):  # forms are the memory: free them after their last read
+        if t not in keep:
+            s.forms.pop(t, None)
+
     with np.errstate(all="ignore"):
-        for i, ins in enumerate(fx.instrs):
-            for t in dead[i - 1] if i else ():  # forms are the memory: free them after their last read
-                if t not in keep:
-                    forms.pop(t, None)
-            if section is not None and i not in section:
-                continue
-            at = i
-            op, a, p = ins.op, ins.args, ins.params
-            d = ins.dst[0]
-            if op in ("add", "sub"):
-                fa, fb = form(a[0]), form(a[1])
-                ids, lo, hi = _vmerge(fa.ids, fa.lo, fa.hi, fb.ids, fb.lo, fb.hi, 1.0 if op == "add" else -1.0)
-                r = fa.r + fb.r
-                F = p["F"]
-                for o, (kind, v) in zip(a, p["align"]):
-                    if kind == "lit":
-                        r = r + abs(v / 2.0 ** F - o[1])
-                    elif v < 0:  # finer operand rounded to F
-                        neg = not (o is a[0] or op == "add")
-                        ids, lo, hi = add_sym(ids, lo, hi, new(half_ulp(F)), -1.0 if neg else 1.0,
-                                              -1.0 if neg else 1.0)
-                if p["s"] > 0:
-                    ids, lo, hi = add_sym(ids, lo, hi, new(half_ulp(fx.temp_bits[d])), 1.0, 1.0)
-            elif op == "neg":
-                f = form(a[0])
-                ids, lo, hi, r = f.ids, -f.hi, -f.lo, f.r
-            elif op == "mul":
-                if "lit" in p:
-                    x, cst = (a[1], a[0]) if p["const_first"] else (a[0], a[1])
-                    cv = cst[1]
-                    fc = const_bits(cv)
-                    lv = p["lit"] / 2.0 ** fc
-                    ec = abs(lv - cv)
-                    fxf = form(x)
-                    lo, hi = _vscale(fxf, lv, lv)
-                    ids = fxf.ids
-                    r = fxf.r * abs(lv) + rmag(x) * ec
-                else:
-                    fa, fb = form(a[0]), form(a[1])
-                    (alo, ahi), (blo, bhi) = rng(a[0]), rng(a[1])
-                    l1, h1 = _vscale(fa, blo, bhi)
-                    l2, h2 = _vscale(fb, alo, ahi)
-                    ids, lo, hi = _vmerge(fa.ids, l1, h1, fb.ids, l2, h2)
-                    r = fa.r * rmag(a[1]) + fb.r * rmag(a[0]) + fmag(fa) * fmag(fb)
-                tz = 64
-                if "lit" in p and p["lit"]:
-                    tz = (abs(p["lit"]) & -abs(p["lit"])).bit_length() - 1
-                if p["s"] > 0 and not ("lit" in p and p["s"] <= tz):
-                    ids, lo, hi = add_sym(ids, lo, hi, new(half_ulp(fx.temp_bits[d])), 1.0, 1.0)
-            elif op == "div":
-                num, den = a
-                dlo, dhi = rng(den)
-                qlo, qhi = vec.lo[d], vec.hi[d]
-                qmag = np.maximum(np.abs(qlo), np.abs(qhi))
-                lo_den = np.minimum(np.abs(dlo), np.abs(dhi))
-                fn, fd = form(num), form(den)
-                ed = fmag(fd)
-                i1, i2 = 1 / dlo, 1 / dhi
-                ilo, ihi = np.minimum(i1, i2), np.maximum(i1, i2)
-                m1, m2, m3, m4 = -qhi * ilo, -qhi * ihi, -qlo * ilo, -qlo * ihi
-                olo = np.minimum(np.minimum(m1, m2), np.minimum(m3, m4))
-                ohi = np.maximum(np.maximum(m1, m2), np.maximum(m3, m4))
-                l1, h1 = _vscale(fn, ilo, ihi)
-                l2, h2 = _vscale(fd, olo, ohi)
-                ids, lo, hi = _vmerge(fn.ids, l1, h1, fd.ids, l2, h2)
-                first = fmag(fn) + qmag * ed
-                r = (fn.r + qmag * fd.r) / lo_den + first * ed / (lo_den * (lo_den - ed))
-                if p["k"] < 0 and num[0] != "c":
-                    r = r + half_ulp(fx.bits(num) + p["k"]) / lo_den
-                if "lit" in p:
-                    r = r + abs(p["lit"] / 2.0 ** p["lit_bits"] - num[1]) / lo_den
-                ids, lo, hi = add_sym(ids, lo, hi, new(half_ulp(fx.temp_bits[d])), 1.0, 1.0)
-            elif op == "sqrt":
-                f = form(a[0])
-                xlo, xhi = rng(a[0])
-                ex = fmag(f)
-                xl = np.maximum(xlo, 0.0)
-                lin = xl > ex
-                sl, sh = np.where(lin, xl, 1.0), np.where(lin, xhi, 1.0)
-                lo, hi = _vscale(f, 1 / (2 * np.sqrt(sh)), 1 / (2 * np.sqrt(sl)))
-                lo, hi = np.where(lin, lo, 0.0), np.where(lin, hi, 0.0)
-                ids = f.ids
-                r = np.where(lin, f.r / (2 * np.sqrt(sl)) + ex * ex / (8 * (sl - ex) ** 1.5), np.sqrt(ex))
-                if p["k"] < 0:
-                    r = r + math.sqrt(half_ulp(fx.bits(a[0]) + p["k"]))
-                ids, lo, hi = add_sym(ids, lo, hi, new(half_ulp(fx.temp_bits[d])), 1.0, 1.0)
-            elif op in ("sin", "cos", "sincos"):
-                f = form(a[0])
-                ex = fmag(f)
-                xlo, xhi = rng(a[0])
-                for dd, fn_ in zip(ins.dst, {"sin": ["sin"], "cos": ["cos"], "sincos": ["sin", "cos"]}[op]):
-                    dlo_, dhi_ = _vi_trig(xlo, xhi, "cos" if fn_ == "sin" else "sin")
-                    if fn_ == "cos":
-                        dlo_, dhi_ = -dhi_, -dlo_
-                    lo, hi = _vscale(f, dlo_, dhi_)
-                    ids = f.ids
-                    rr = f.r + ex * ex / 2 + TRIG_ERROR
-                    fo = fx.temp_bits[dd]
-                    if fo < 30:
-                        ids, lo, hi = add_sym(ids, lo, hi, new(half_ulp(fo), dd), 1.0, 1.0)
-                    forms[dd] = finish(ids, lo, hi, rr)
-                    if mags_out is not None and dd in mags_out:
-                        mags_out[dd] = fmag(forms[dd])
-                continue
-            else:  # pragma: no cover
-                raise AssertionError(op)
-            forms[d] = finish(ids, lo, hi, r)
-            if mags_out is not None and d in mags_out:
-                mags_out[d] = fmag(forms[d])
-            if absorb is not None and d in absorb:
-                absorb[d], forms[d] = forms[d], Z
+        run(fx.tape, FORM_RULES, s, fx.instrs, section=section, release=release)
     if forms_out is not None:
         for o in list(forms_out):
-            forms_out[o] = form(o)
+            forms_out[o] = s.form(o)
     if sites_out is not None:
-        sites_out.extend(zip(site[1:], u[1:]))
-    ua = np.array(u)
+        sites_out.extend(zip(s.site[1:], s.u[1:]))
+    ua = np.array(s.u)
     for d_ in (forms_out, absorb):
         if d_ is not None:
             d_["u"] = ua.__getitem__  # the symbols' half ulps
     out = []
     for k, o in enumerate(fx.tape.outputs):
-        if o[0] == "c":
-            out.append(np.full(B, fx.out_error[k]))
-        else:
-            out.append(fmag(form(o)) * (1 + 1e-12))
+        out.append(np.full(s.B, fx.out_error[k]) if o[0] == "c" else s.fmag(s.form(o)) * (1 + 1e-12))
         if detail is not None:
-            f = form(o) if o[0] != "c" else Z
-            detail.append((np.maximum(np.abs(f.lo), np.abs(f.hi)), W(f.ids) if f.ids.shape[0] else np.zeros(0), f.r,
-                           np.array([origin[k] for k in f.ids.tolist()], dtype=np.int64)))
+            f = s.form(o) if o[0] != "c" else s.Z
+            detail.append((np.maximum(np.abs(f.lo), np.abs(f.hi)), s.W(f.ids) if f.ids.shape[0] else np.zeros(0), f.r,
+                           np.array([s.origin[k] for k in f.ids.tolist()], dtype=np.int64)))
     return out
 
 
@@ -592,8 +270,6 @@ def rounding_statistics(fx: FixedProgram, vec: BoxRanges) -> list[dict]:
     return out
 
 
-SPLIT_AT_SOLVE = True  # analysis.solve_error: a kernel ending in a hinted solve also gets the split bound
-
 SPLIT_BUDGET = 1  # bisections where a box holds the largest bound: measured to gain <1% on the Stewart tube at 8x the time, off by default
 SPLIT_ROUNDS = 6
 
@@ -617,7 +293,7 @@ def _box_errors(fx: FixedProgram, vec: BoxRanges, tight: bool, failed: list | No
     _, plan = plan_errors(fx, vec)
     E = np.stack(plan, 1) if plan else np.zeros((vec.n_boxes, 0))
     if tight and E.shape[1]:
-        cut = find_cut(fx.tape) if SPLIT_AT_SOLVE else None
+        cut = find_cut(fx.tape) if solve_error.SPLIT_AT_SOLVE else None
         if cut is None:
             E = np.minimum(E, np.stack(output_errors_boxes(fx, vec), 1))
         else:
@@ -659,7 +335,7 @@ def bound_over_boxes(tape: Tape, hull: Ranges, boxes: list[Ranges], tight: bool 
         state.update(fx=new, hull=h)
         return (new.in_bits, new.temp_bits, new.out_bits, new.instrs) != (old.in_bits, old.temp_bits, old.out_bits, old.instrs)
 
-    vec, E = refine_for_solve(tape, vec, bounds, replan) if tight and SPLIT_AT_SOLVE else (vec, bounds(vec)[0])
+    vec, E = refine_for_solve(tape, vec, bounds, replan) if tight and solve_error.SPLIT_AT_SOLVE else (vec, bounds(vec)[0])
     fx = state["fx"]
     can_split = len(boxes) > 1 and all(isinstance(r, BoxView) for r in boxes) and budget > 1
     cap = int(budget * vec.n_boxes)

@@ -9,9 +9,8 @@ Two analyses run side by side and the tighter bound wins, value by value:
   and products of correlated values stay tight.
 Floating-point rounding inside the analysis is covered by rounding every bound outwards.
 
-`analyse` is the scalar analysis of one box. `analyse_boxes` runs the same rules over many
-boxes at once (numpy arrays over the boxes; one merge policy of the affine terms for all
-boxes), and `analyse_domain` uses it for a kernel's domain (a union of boxes): a box where
+`analyse_boxes` runs the rules (RANGE_RULES, through lower.tapeops.run) over many boxes at
+once (numpy arrays over the boxes; one merge policy of the affine terms for all boxes), and `analyse_domain` uses it for a kernel's domain (a union of boxes): a box where
 a divisor's range reaches 0 is bisected (the halves' union is the box, so the cover stays
 sound and the result deterministic) until a budget of boxes, then refused with the
 operation, the configuration and the input to narrow named.
@@ -25,17 +24,9 @@ import numpy as np
 
 from ..ir.atom import ExpressionError
 from ..lower.tape import Tape
+from ..lower.tapeops import TAPE_OPS, Rules, run
 
 _TINY = 1e-300
-MAX_TERMS = 64  # affine forms keep this many noise terms; the rest are merged into one
-
-
-def _down(x: float) -> float:
-    return math.nextafter(x, -math.inf)
-
-
-def _up(x: float) -> float:
-    return math.nextafter(x, math.inf)
 
 
 @dataclass(frozen=True)
@@ -56,204 +47,6 @@ class Interval:
         if lo > hi:  # both enclosures are sound, so they overlap up to rounding
             lo = hi = (lo + hi) / 2
         return Interval(lo, hi)
-
-
-def _iv(lo, hi) -> Interval:
-    return Interval(_down(lo), _up(hi))
-
-
-def i_add(a, b):
-    return _iv(a.lo + b.lo, a.hi + b.hi)
-
-
-def i_sub(a, b):
-    return _iv(a.lo - b.hi, a.hi - b.lo)
-
-
-def i_mul(a, b):
-    p = (a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi)
-    return _iv(min(p), max(p))
-
-
-def i_div(a, b, where):
-    if b.contains_zero():
-        raise ExpressionError(f"{where}: the divisor's range [{b.lo:.6g}, {b.hi:.6g}] contains 0 "
-                              "for inputs in their declared ranges")
-    return i_mul(a, _iv(1.0 / b.hi, 1.0 / b.lo))
-
-
-def i_sqrt(a, where):
-    if a.hi < 0:
-        raise ExpressionError(f"{where}: sqrt of a value in [{a.lo:.6g}, {a.hi:.6g}] (always negative)")
-    return _iv(math.sqrt(max(a.lo, 0.0)), math.sqrt(a.hi))
-
-
-def i_trig(a, fn):
-    """sin or cos over an interval: extremes at the ends or at the peaks inside."""
-    if a.hi - a.lo >= 2 * math.pi:
-        return Interval(-1.0, 1.0)
-    f = math.sin if fn == "sin" else math.cos
-    vals = [f(a.lo), f(a.hi)]
-    shift = math.pi / 2 if fn == "sin" else 0.0  # peaks of sin at pi/2 + k pi; of cos at k pi
-    k0 = math.ceil((a.lo - shift) / math.pi)
-    k1 = math.floor((a.hi - shift) / math.pi)
-    for k in range(k0, k1 + 1):
-        vals.append(f(shift + k * math.pi))
-    return Interval(max(-1.0, _down(min(vals))), min(1.0, _up(max(vals))))
-
-
-class Affine:
-    """c + sum(terms[i] * e_i) + [-err, err], e_i in [-1, 1].
-
-    `err` gathers what correlates with nothing (rounding in the analysis itself)."""
-
-    __slots__ = ("c", "terms", "err")
-
-    def __init__(self, c: float, terms: dict[int, float], err: float = 0.0):
-        self.c = c
-        self.terms = terms
-        self.err = err
-
-    def radius(self) -> float:
-        return _up((sum(abs(v) for v in self.terms.values()) + self.err) * (1 + 4e-16))
-
-    def interval(self) -> Interval:
-        r = self.radius()
-        return _iv(self.c - r, self.c + r)
-
-
-class _Noise:
-    def __init__(self):
-        self.n = 0
-
-    def fresh(self) -> int:
-        self.n += 1
-        return -self.n  # inputs use 0..n_in-1; fresh symbols are negative
-
-
-def _condense(t: dict[int, float], err: float) -> tuple[dict[int, float], float]:
-    """At most MAX_TERMS noise terms: the smallest ones move into err."""
-    if len(t) <= MAX_TERMS:
-        return t, err
-    items = sorted(t.items(), key=lambda kv: (-abs(kv[1]), kv[0]))
-    return dict(items[:MAX_TERMS]), _up(err + sum(abs(v) for _, v in items[MAX_TERMS:]))
-
-
-def _rnd(c: float, t: dict[int, float]) -> float:
-    """Bound of the rounding committed while computing c and the coefficients t."""
-    return (abs(c) + sum(abs(v) for v in t.values())) * 2.3e-16 + _TINY
-
-
-def a_lin(a: Affine, b: Affine, sb: float, noise: _Noise) -> Affine:
-    """a + sb * b (sb = +-1)."""
-    t = dict(a.terms)
-    for k, v in b.terms.items():
-        t[k] = t.get(k, 0.0) + sb * v
-    c = a.c + sb * b.c
-    t, err = _condense(t, a.err + b.err + _rnd(c, t))
-    return Affine(c, t, err)
-
-
-def a_scale(a: Affine, s: float, noise: _Noise) -> Affine:
-    t = {k: s * v for k, v in a.terms.items()}
-    c = s * a.c
-    t, err = _condense(t, abs(s) * a.err + _rnd(c, t))
-    return Affine(c, t, err)
-
-
-def a_mul(a: Affine, b: Affine, noise: _Noise) -> Affine:
-    t: dict[int, float] = {}
-    for k, v in a.terms.items():
-        t[k] = b.c * v
-    for k, v in b.terms.items():
-        t[k] = t.get(k, 0.0) + a.c * v
-    c = a.c * b.c
-    # the product of the two deviations is nonlinear: a fresh noise symbol
-    t[noise.fresh()] = _up(a.radius() * b.radius())
-    t, err = _condense(t, abs(b.c) * a.err + abs(a.c) * b.err + _rnd(c, t))
-    return Affine(c, t, err)
-
-
-def a_sqr(a: Affine, noise: _Noise) -> Affine:
-    """x*x: the square of the deviation lies in [0, r^2], so it is centred at r^2/2."""
-    r = a.radius()
-    c = a.c * a.c + r * r / 2
-    t = {k: 2 * a.c * v for k, v in a.terms.items()}
-    t[noise.fresh()] = _up(r * r / 2)
-    t, err = _condense(t, 2 * abs(a.c) * a.err + _rnd(c, t))
-    return Affine(c, t, err)
-
-
-def i_sqr(a: Interval) -> Interval:
-    if a.lo >= 0:
-        return _iv(a.lo * a.lo, a.hi * a.hi)
-    if a.hi <= 0:
-        return _iv(a.hi * a.hi, a.lo * a.lo)
-    return Interval(0.0, _up(max(a.lo * a.lo, a.hi * a.hi)))
-
-
-def _linear(a: Affine, alpha: float, zeta: float, delta: float, noise: _Noise) -> Affine:
-    """alpha * a + zeta + [-delta, delta] (delta: a fresh noise symbol)"""
-    t = {k: alpha * v for k, v in a.terms.items()}
-    c = alpha * a.c + zeta
-    if delta > 0:
-        t[noise.fresh()] = _up(delta * (1 + 1e-12) + _rnd(c, {}))
-    t, err = _condense(t, abs(alpha) * a.err + _rnd(c, t))
-    return Affine(c, t, err)
-
-
-def _chebyshev(f, df_inv, lo: float, hi: float):
-    """(alpha, zeta, delta) of the secant-slope approximation f(y) ~ alpha y + zeta, with
-    |f - (alpha y + zeta)| <= delta on [lo, hi]; df_inv(alpha) lists the points of
-    [lo, hi] where f' = alpha (the extremes of f - alpha y are there or at the ends)."""
-    alpha = (f(hi) - f(lo)) / (hi - lo)
-    pts = [lo, hi] + [y for y in df_inv(alpha) if lo < y < hi]
-    g = [f(y) - alpha * y for y in pts]
-    return alpha, (max(g) + min(g)) / 2, (max(g) - min(g)) / 2
-
-
-def a_recip(a: Affine, iv: Interval, noise: _Noise) -> Affine:
-    """1/a for a of one sign: a linear approximation keeps the correlation with a (a
-    fresh symbol per division would forget it, and elimination then blows up)."""
-    lo, hi = iv.lo, iv.hi
-    if lo > 0 or hi < 0:
-        s = 1.0 if lo > 0 else -1.0
-        L, H = (lo, hi) if s > 0 else (-hi, -lo)
-        if H - L <= 1e-300 or H / L > 1e6:
-            return a_from_interval(_iv(1.0 / hi, 1.0 / lo), noise)
-        alpha, zeta, delta = _chebyshev(lambda y: 1.0 / y, lambda al: [math.sqrt(-1.0 / al)], L, H)
-        # for a < 0: 1/a = -1/(-a) = alpha a - zeta
-        return _linear(a, alpha, s * zeta, delta + abs(zeta) * 1e-15, noise)
-    raise ExpressionError("reciprocal of a range containing 0")
-
-
-def a_sqrt(a: Affine, iv: Interval, noise: _Noise) -> Affine:
-    lo, hi = max(iv.lo, 0.0), iv.hi
-    if hi - lo <= 1e-300 or lo <= 0.0:
-        return a_from_interval(i_sqrt(iv, "sqrt"), noise)
-    alpha, zeta, delta = _chebyshev(math.sqrt, lambda al: [1.0 / (4 * al * al)], lo, hi)
-    return _linear(a, alpha, zeta, delta + abs(zeta) * 1e-15, noise)
-
-
-def a_trig(a: Affine, iv: Interval, fn: str, noise: _Noise) -> Affine:
-    lo, hi = iv.lo, iv.hi
-    if hi - lo <= 1e-300 or hi - lo > math.pi:
-        return a_from_interval(i_trig(iv, fn), noise)
-    f = math.sin if fn == "sin" else math.cos
-
-    def crit(al: float) -> list[float]:  # f'(y) = al
-        al = max(-1.0, min(1.0, al))
-        base = [math.acos(al), -math.acos(al)] if fn == "sin" else [-math.asin(al), math.pi + math.asin(al)]
-        k0 = math.floor((lo - math.pi) / (2 * math.pi)) - 1
-        return [b + 2 * math.pi * k for b in base for k in range(k0, k0 + 4)]
-
-    alpha, zeta, delta = _chebyshev(f, crit, lo, hi)
-    return _linear(a, alpha, zeta, delta + 1e-15, noise)
-
-
-def a_from_interval(iv: Interval, noise: _Noise) -> Affine:
-    c = (iv.lo + iv.hi) / 2
-    return Affine(c, {noise.fresh(): _up((iv.hi - iv.lo) / 2)}, _rnd(c, {}))
 
 
 class _Where:
@@ -287,130 +80,12 @@ class Ranges:
         return Interval(v, v)
 
 
-UNBOUNDED = Interval(-math.inf, math.inf)
-
-
-# ---- one rule per tape instruction: (instr, [(interval, affine) per operand], where, noise,
-# strict) -> [(interval, affine) per destination], or None for "unbounded" -----------------------
-def _r_add(ins_, args, where, noise, strict):
-    (ia, aa), (ib, ab) = args
-    return [(i_add(ia, ib), a_lin(aa, ab, 1.0, noise))]
-
-
-def _r_sub(ins_, args, where, noise, strict):
-    (ia, aa), (ib, ab) = args
-    return [(i_sub(ia, ib), a_lin(aa, ab, -1.0, noise))]
-
-
-def _r_neg(ins_, args, where, noise, strict):
-    (ia, aa), = args
-    return [(Interval(-ia.hi, -ia.lo), a_scale(aa, -1.0, noise))]
-
-
-def _r_mul(ins_, args, where, noise, strict):
-    if ins_.args[0] == ins_.args[1]:
-        (ia, aa), _ = args
-        return [(i_sqr(ia), a_sqr(aa, noise))]
-    (ia, aa), (ib, ab) = args
-    if ins_.args[0][0] == "c":
-        af = a_scale(ab, ins_.args[0][1], noise)
-    elif ins_.args[1][0] == "c":
-        af = a_scale(aa, ins_.args[1][1], noise)
-    else:
-        af = a_mul(aa, ab, noise)
-    return [(i_mul(ia, ib), af)]
-
-
-def _r_div(ins_, args, where, noise, strict):
-    (ia, aa), (ib, ab) = args
-    if not strict and ib.contains_zero():
-        return None
-    return [(i_div(ia, ib, where), a_mul(aa, a_recip(ab, ib, noise), noise))]
-
-
-def _r_sqrt(ins_, args, where, noise, strict):
-    return [(i_sqrt(args[0][0], where), a_sqrt(args[0][1], args[0][0], noise))]
-
-
-def _trig(fn):
-    return lambda ins_, args, where, noise, strict: [(i_trig(args[0][0], fn), a_trig(args[0][1], args[0][0], fn, noise))]
-
-
-def _r_sincos(ins_, args, where, noise, strict):
-    return [(i_trig(args[0][0], fn), a_trig(args[0][1], args[0][0], fn, noise)) for fn in ("sin", "cos")]
-
-
-def _r_atan2(ins_, args, where, noise, strict):
-    (iy, _), (ix, _) = args
-    lo, hi, origin = _vi_atan2(*(np.array([v]) for v in (iy.lo, iy.hi, ix.lo, ix.hi)))
-    if origin[0]:
-        if not strict:
-            return None
-        raise ExpressionError(f"atan2's argument reaches (0, 0) (y in [{iy.lo:.6g}, {iy.hi:.6g}], x in "
-                              f"[{ix.lo:.6g}, {ix.hi:.6g}]) for inputs in their ranges ({where})")
-    iv = Interval(float(lo[0]), float(hi[0]))
-    return [(iv, a_from_interval(iv, noise))]
-
-
-_RULES = {"add": _r_add, "sub": _r_sub, "neg": _r_neg, "mul": _r_mul, "div": _r_div, "sqrt": _r_sqrt,
-          "sin": _trig("sin"), "cos": _trig("cos"), "sincos": _r_sincos, "atan2": _r_atan2}
-
-
-def analyse(tape: Tape, input_ranges: list[tuple[float, float]], strict: bool = True) -> Ranges:
-    """Enclosures of every temp. strict: a divisor (or radicand) whose range reaches 0
-    (or is negative) is an error naming the atom; otherwise the result is unbounded, and
-    so is everything computed from it."""
-    if len(input_ranges) != len(tape.inputs):
-        raise ExpressionError(f"range analysis: {len(input_ranges)} ranges for {len(tape.inputs)} inputs")
-    noise = _Noise()
-    ins = [Interval(float(lo), float(hi)) for lo, hi in input_ranges]
-    for k, iv in enumerate(ins):
-        if not iv.lo <= iv.hi:
-            raise ExpressionError(f"input {tape.inputs[k].value.name}: empty range [{iv.lo}, {iv.hi}]")
-    # the midpoint is rounded: the radius reaches both ends from it (rounded up)
-    a_in = [Affine(c, {k: _up(max(iv.hi - c, c - iv.lo))}) for k, iv in enumerate(ins) for c in [(iv.lo + iv.hi) / 2]]
-    ivs: dict[int, Interval] = {}
-    afs: dict[int, Affine] = {}
-
-    def get(o):
-        kind, v = o
-        if kind == "t":
-            return ivs[v], afs[v]
-        if kind == "in":
-            return ins[v], a_in[v]
-        return Interval(v, v), Affine(v, {}, 0.0)
-
-    for ins_ in tape.instrs:
-        op = ins_.op
-        where = _Where(op, tape.atoms[ins_.dst[0]])  # printed only in an error message
-        args = [get(o) for o in ins_.args]
-        if not strict and any(not math.isfinite(iv.mag) for iv, _ in args):
-            for d in ins_.dst:
-                ivs[d], afs[d] = UNBOUNDED, Affine(0.0, {}, math.inf)
-            continue
-        rule = _RULES.get(op)
-        if rule is None:
-            raise ExpressionError(f"range analysis has no rule for {op!r} ({where})")
-        res = rule(ins_, args, where, noise, strict)
-        if res is None:  # a divisor reaching 0 (not strict): unbounded from here on
-            for d in ins_.dst:
-                ivs[d], afs[d] = UNBOUNDED, Affine(0.0, {}, math.inf)
-            continue
-        for d, (iv, af) in zip(ins_.dst, res):
-            # keep the tighter of the two, and let the affine form know it
-            ivs[d] = iv & af.interval()
-            afs[d] = af
-    return Ranges(ivs, ins)
-
-
-# ---- the same analysis over many boxes at once ---------------------------------------------
+# ---- the analysis over many boxes at once ------------------------------------------------
 # Every value carries numpy arrays over the boxes: an interval (lo, hi) and an affine form
-# whose noise terms are rows of one matrix (one column per box). The rules are those of the
-# scalar code above, applied column-wise with the same floating-point operations and the
-# same outward rounding; the one difference is the merge policy of the affine forms, which
-# must be one for all boxes: the MAX_TERMS rows of largest max-over-boxes magnitude stay.
-# Where the scalar code picks a branch per box (a linearisation or a plain interval), the
-# vectorised rule computes both and selects per column.
+# whose noise terms are rows of one matrix (one column per box), every bound rounded
+# outwards. The merge policy of the affine forms is one for all boxes: the VEC_TERMS rows
+# of largest max-over-boxes magnitude stay. Where a rule's choice depends on the box (a
+# linearisation or a plain interval), it computes both and selects per column.
 #
 # A box where a divisor's range reaches 0 (or a radicand is always negative) is "bad":
 # its values are unbounded from there on, its failure is recorded, and analyse_domain
@@ -429,7 +104,7 @@ def _vup(x):
 
 
 def _vmap(fn, x):
-    """math.fn column by column (the scalar analysis's libm, not numpy's own kernels)"""
+    """math.fn column by column (libm, not numpy's own kernels: the same bits as the analysis always had)"""
     return np.fromiter((fn(v) for v in x.tolist()), dtype=np.float64, count=x.shape[0])
 
 
@@ -501,7 +176,7 @@ def _append(ids, A, fid, col):
 
 
 def _finish(ids, A, c, err, bad, plain=None) -> _VAff:
-    """err + the rounding of computing c and A (the scalar _rnd; where `plain`, of c
+    """err + the rounding of computing c and A (where `plain`, of c
     alone), unbounded columns blanked, at most VEC_TERMS rows: the value's form."""
     if bad is not None:
         A = np.where(bad, 0.0, A)
@@ -805,19 +480,189 @@ def _input_deps(tape: Tape) -> dict[int, int]:
     return out
 
 
-def _last_reads(tape: Tape) -> list[list[int]]:
-    """Per instruction, the temps read (or written) for the last time there."""
-    last: dict[int, int] = {}
-    for i, ins_ in enumerate(tape.instrs):
-        for d in ins_.dst:
-            last[d] = i
-        for kind, v in ins_.args:
-            if kind == "t":
-                last[v] = i
-    out: list[list[int]] = [[] for _ in tape.instrs]
-    for t, i in last.items():
-        out[i].append(t)
-    return out
+class _Pass:
+    """What RANGE_RULES read and write: per temp (lo, hi) (B,), its affine form and the
+    boxes where it is unbounded (bad: a mask, or None for none); the failures recorded."""
+
+    def __init__(self, tape: Tape, in_lo, in_hi, span_, keep):
+        B, n = in_lo.shape
+        self.tape, self.in_lo, self.in_hi, self.span_, self.keep = tape, in_lo, in_hi, span_, keep
+        self.B, self.n = B, n
+        self.noise = _VNoise(n)
+        self.fail = np.full(B, -1, dtype=np.int64)
+        self.fail_dim = np.zeros(B, dtype=np.int64)
+        self.fail_range = np.zeros((B, 2))
+        self.lo_: dict = {}
+        self.hi_: dict = {}
+        self.af_: dict = {}
+        self.bad_: dict = {}
+        self.kept: dict = {}
+        self.in_af = []
+        for k in range(n):
+            c = (in_lo[:, k] + in_hi[:, k]) / 2
+            # the midpoint is rounded: the radius reaches both ends from it (rounded up)
+            r = _vup(np.maximum(in_hi[:, k] - c, c - in_lo[:, k]))
+            self.in_af.append(_VAff(np.array([k], dtype=np.int64), r[None, :], c, np.zeros(B)))
+        self.zeros = np.zeros(B)
+        self.deps: dict | None = None  # per temp, the inputs it depends on, built at the first failure
+        self.position: dict | None = None  # per instruction (its dst), its index, likewise
+        self.hints = tape.hints(in_lo, in_hi) if tape.hints is not None else {}
+
+    def get(self, o):
+        kind, v = o
+        if kind == "t":
+            return self.lo_[v], self.hi_[v], self.af_[v], self.bad_[v]
+        if kind == "in":
+            return self.in_lo[:, v], self.in_hi[:, v], self.in_af[v], None
+        cv = np.full(self.B, float(v))
+        return cv, cv, _VAff(_EMPTY_IDS, np.zeros((0, self.B)), cv, self.zeros), None
+
+    def args(self, ins):
+        """the operands' (lo, hi, form, bad) and the boxes where any is unbounded"""
+        args = [self.get(o) for o in ins.args]
+        bad = None
+        for x in args:
+            if x[3] is not None:
+                bad = x[3] if bad is None else (bad | x[3])
+        return args, bad
+
+    def failing(self, ins, bad, now, lo, hi, af, operand):
+        """bad | now, the boxes of now not yet bad recorded as failing at ins"""
+        if not now.any():
+            return bad
+        self.mark(ins, now if bad is None else now & ~bad, lo, hi, af, operand)
+        return now if bad is None else bad | now
+
+    def mark(self, ins, newbad, lo, hi, af, operand) -> None:
+        """record the first failure of the boxes in newbad, with the input to split"""
+        first = newbad & (self.fail < 0)
+        if not first.any():
+            return
+        if self.position is None:
+            self.position = {x.dst: i for i, x in enumerate(self.tape.instrs)}
+            self.deps = _input_deps(self.tape)
+        n = self.n
+        self.fail[first] = self.position[ins.dst]
+        self.fail_range[first, 0], self.fail_range[first, 1] = lo[first], hi[first]
+        inputs = af.ids < n
+        if inputs.any():
+            coef = np.abs(af.A[inputs])[:, first]  # (n_in_rows, m)
+            has = coef.max(0) > 0
+            dims = af.ids[inputs][np.argmax(coef, 0)]
+        else:
+            has = np.zeros(first.sum(), dtype=bool)
+            dims = np.zeros(first.sum(), dtype=np.int64)
+        # no linear dependence seen: of the inputs the operand depends on, the widest
+        # relative to the whole domain
+        kind, v = operand
+        mask = self.deps.get(v, 0) if kind == "t" else (1 << v if kind == "in" else 0)
+        uses = np.array([(mask >> k) & 1 for k in range(n)], dtype=bool) if mask else np.ones(n, dtype=bool)
+        w = self.in_hi[first] - self.in_lo[first]
+        span_ = self.span_
+        rel = np.where(uses & (span_ > 0), w / np.where(span_ > 0, span_, 1.0), -1.0)
+        self.fail_dim[first] = np.where(has, dims, np.argmax(rel, 1))
+
+    def store(self, ins, bad, res) -> None:
+        """res: per destination (lo, hi, ids, A, c, err, plain), the interval and the
+        uncondensed affine form; kept as the tighter of the two, unbounded where bad."""
+        if bad is not None and not bad.any():
+            bad = None
+        for d, (lo, hi, ids, A, c, err, plain) in zip(ins.dst, res):
+            af = _finish(ids, A, c, err, bad, plain)
+            if bad is None:
+                lo, hi = _v_interval_and(lo, hi, af)
+            else:
+                l2, h2 = _v_interval_and(np.where(bad, 0.0, lo), np.where(bad, 0.0, hi), af)
+                lo, hi = np.where(bad, -np.inf, l2), np.where(bad, np.inf, h2)
+            if d in self.hints:
+                lo, hi, af = _hinted(lo, hi, af, *self.hints[d], self.noise, self.tape.atoms.get(d))
+            self.lo_[d], self.hi_[d], self.af_[d], self.bad_[d] = lo, hi, af, bad
+
+    def release(self, t) -> None:  # affine forms are the memory: (terms x boxes) each
+        if self.keep and t in self.keep:
+            self.kept[t] = self.af_[t]
+        del self.af_[t]
+
+
+def _g_add(s: _Pass, ins) -> None:  # add, sub
+    ((alo, ahi, aa, _), (blo, bhi, ab, _)), bad = s.args(ins)
+    sb = 1.0 if ins.op == "add" else -1.0
+    if ins.op == "add":
+        lo, hi = _vdown(alo + blo), _vup(ahi + bhi)
+    else:
+        lo, hi = _vdown(alo - bhi), _vup(ahi - blo)
+    ids, A = _union(aa, ab, 1.0, sb)
+    s.store(ins, bad, [(lo, hi, ids, A, aa.c + sb * ab.c, aa.err + ab.err, None)])
+
+
+def _g_neg(s: _Pass, ins) -> None:
+    ((alo, ahi, aa, _),), bad = s.args(ins)
+    s.store(ins, bad, [(-ahi, -alo, aa.ids, -aa.A, -aa.c, aa.err, None)])
+
+
+def _g_mul(s: _Pass, ins) -> None:
+    args, bad = s.args(ins)
+    if ins.args[0] == ins.args[1]:  # a square
+        (alo, ahi, aa, _), _ = args
+        lo, hi = _vi_sqr(alo, ahi)
+        r = aa.radius()
+        c = aa.c * aa.c + r * r / 2
+        ids, A = _append(aa.ids, 2 * aa.c * aa.A, s.noise.fresh(), _vup(r * r / 2))
+        s.store(ins, bad, [(lo, hi, ids, A, c, 2 * np.abs(aa.c) * aa.err, None)])
+        return
+    (alo, ahi, aa, _), (blo, bhi, ab, _) = args
+    lo, hi = _vi_mul(alo, ahi, blo, bhi)
+    if ins.args[0][0] == "c" or ins.args[1][0] == "c":
+        k, x = (ins.args[0][1], ab) if ins.args[0][0] == "c" else (ins.args[1][1], aa)
+        s.store(ins, bad, [(lo, hi, x.ids, k * x.A, k * x.c, abs(k) * x.err, None)])
+        return
+    ids, A = _union(aa, ab, ab.c, aa.c)
+    c = aa.c * ab.c
+    ids, A = _append(ids, A, s.noise.fresh(), _vup(aa.radius() * ab.radius()))
+    s.store(ins, bad, [(lo, hi, ids, A, c, np.abs(ab.c) * aa.err + np.abs(aa.c) * ab.err, None)])
+
+
+def _g_div(s: _Pass, ins) -> None:
+    ((alo, ahi, aa, _), (blo, bhi, ab, _)), bad = s.args(ins)
+    zero = ((blo <= 0.0) & (0.0 <= bhi)) | ~np.isfinite(blo) | ~np.isfinite(bhi)
+    bad = s.failing(ins, bad, zero, blo, bhi, ab, ins.args[1])
+    rlo, rhi = _vdown(1.0 / bhi), _vup(1.0 / blo)
+    lo, hi = _vi_mul(alo, ahi, rlo, rhi)
+    rec = _finish(*_vrecip(ab, blo, bhi, s.noise)[:4], bad, _vrecip_plain(blo, bhi))
+    ids, A = _union(aa, rec, rec.c, aa.c)
+    c = aa.c * rec.c
+    ids, A = _append(ids, A, s.noise.fresh(), _vup(aa.radius() * rec.radius()))
+    s.store(ins, bad, [(lo, hi, ids, A, c, np.abs(rec.c) * aa.err + np.abs(aa.c) * rec.err, None)])
+
+
+def _g_sqrt(s: _Pass, ins) -> None:
+    ((alo, ahi, aa, _),), bad = s.args(ins)
+    bad = s.failing(ins, bad, ahi < 0, alo, ahi, aa, ins.args[0])
+    lo, hi = _vsqrt_iv(alo, ahi)
+    s.store(ins, bad, [(lo, hi, *_vsqrt(aa, alo, ahi, s.noise))])
+
+
+def _g_trig(s: _Pass, ins) -> None:  # sin, cos, sincos
+    ((alo, ahi, aa, _),), bad = s.args(ins)
+    res = []
+    for fn in TAPE_OPS[ins.op].results:
+        lo, hi = _vi_trig(alo, ahi, fn)
+        res.append((lo, hi, *_vtrig(aa, alo, ahi, fn, s.noise)))
+    s.store(ins, bad, res)
+
+
+def _g_atan2(s: _Pass, ins) -> None:  # an interval, its form a fresh symbol
+    ((ylo, yhi, ay, _), (xlo, xhi, ax, _)), bad = s.args(ins)
+    lo, hi, origin = _vi_atan2(ylo, yhi, xlo, xhi)
+    bad = s.failing(ins, bad, origin, xlo, xhi, ax, ins.args[1])
+    ids, A = _append(np.zeros(0, dtype=np.int64), np.zeros((0, len(lo))), s.noise.fresh(), _vup((hi - lo) / 2))
+    s.store(ins, bad, [(lo, hi, ids, A, (lo + hi) / 2, np.zeros(len(lo)), None)])
+
+
+RANGE_RULES = Rules({"add": _g_add, "sub": _g_add, "neg": _g_neg, "mul": _g_mul, "div": _g_div, "sqrt": _g_sqrt,
+                     "sin": _g_trig, "cos": _g_trig, "sincos": _g_trig, "atan2": _g_atan2},
+                    lambda tape, ins: f"range analysis has no rule for {ins.op!r} "
+                                      f"({_Where(ins.op, tape.atoms[ins.dst[0]])})")
 
 
 def analyse_boxes(tape: Tape, in_lo: np.ndarray, in_hi: np.ndarray, strict: bool = True,
@@ -830,163 +675,13 @@ def analyse_boxes(tape: Tape, in_lo: np.ndarray, in_hi: np.ndarray, strict: bool
     symbols are the inputs' indices, the others shared by the temps of this pass)."""
     in_lo = np.ascontiguousarray(in_lo, dtype=np.float64)
     in_hi = np.ascontiguousarray(in_hi, dtype=np.float64)
-    B, n = in_lo.shape
     span_ = in_hi.max(0) - in_lo.min(0) if span is None else span
-    noise = _VNoise(n)
-    fail = np.full(B, -1, dtype=np.int64)
-    fail_dim = np.zeros(B, dtype=np.int64)
-    fail_range = np.zeros((B, 2))
-    lo_: dict = {}
-    hi_: dict = {}
-    af_: dict = {}
-    bad_: dict = {}
-    in_af = []
-    for k in range(n):
-        c = (in_lo[:, k] + in_hi[:, k]) / 2
-        # the midpoint is rounded: the radius reaches both ends from it (rounded up)
-        r = _vup(np.maximum(in_hi[:, k] - c, c - in_lo[:, k]))
-        in_af.append(_VAff(np.array([k], dtype=np.int64), r[None, :], c, np.zeros(B)))
-    zeros = np.zeros(B)
-    no_bad = None
-
-    def get(o):
-        kind, v = o
-        if kind == "t":
-            return lo_[v], hi_[v], af_[v], bad_[v]
-        if kind == "in":
-            return in_lo[:, v], in_hi[:, v], in_af[v], no_bad
-        cv = np.full(B, float(v))
-        return cv, cv, _VAff(_EMPTY_IDS, np.zeros((0, B)), cv, zeros), no_bad
-
-    deps: list = []  # per temp, the inputs it depends on (a bit mask), built at the first failure
-
-    def mark(i, newbad, lo, hi, af, operand):
-        """record the first failure of the boxes in newbad, with the input to split"""
-        first = newbad & (fail < 0)
-        if not first.any():
-            return
-        fail[first] = i
-        fail_range[first, 0], fail_range[first, 1] = lo[first], hi[first]
-        inputs = af.ids < n
-        if inputs.any():
-            coef = np.abs(af.A[inputs])[:, first]  # (n_in_rows, m)
-            has = coef.max(0) > 0
-            dims = af.ids[inputs][np.argmax(coef, 0)]
-        else:
-            has = np.zeros(first.sum(), dtype=bool)
-            dims = np.zeros(first.sum(), dtype=np.int64)
-        # no linear dependence seen: of the inputs the operand depends on, the widest
-        # relative to the whole domain
-        if not deps:
-            deps.append(_input_deps(tape))
-        kind, v = operand
-        mask = deps[0].get(v, 0) if kind == "t" else (1 << v if kind == "in" else 0)
-        uses = np.array([(mask >> k) & 1 for k in range(n)], dtype=bool) if mask else np.ones(n, dtype=bool)
-        w = in_hi[first] - in_lo[first]
-        rel = np.where(uses & (span_ > 0), w / np.where(span_ > 0, span_, 1.0), -1.0)
-        fail_dim[first] = np.where(has, dims, np.argmax(rel, 1))
-
-    dead = _last_reads(tape)
-    kept: dict = {}
-    hints = tape.hints(in_lo, in_hi) if tape.hints is not None else {}
+    s = _Pass(tape, in_lo, in_hi, span_, keep)
     with np.errstate(all="ignore"):
-        for i, ins_ in enumerate(tape.instrs):
-            op = ins_.op
-            args = [get(o) for o in ins_.args]
-            bad = None
-            for x in args:
-                if x[3] is not None:
-                    bad = x[3] if bad is None else (bad | x[3])
-            res = []  # (lo, hi, aff-uncondensed (ids, A, c, err)) per destination
-            if op in ("add", "sub"):
-                (alo, ahi, aa, _), (blo, bhi, ab, _) = args
-                sb = 1.0 if op == "add" else -1.0
-                if op == "add":
-                    lo, hi = _vdown(alo + blo), _vup(ahi + bhi)
-                else:
-                    lo, hi = _vdown(alo - bhi), _vup(ahi - blo)
-                ids, A = _union(aa, ab, 1.0, sb)
-                res.append((lo, hi, ids, A, aa.c + sb * ab.c, aa.err + ab.err, None))
-            elif op == "neg":
-                (alo, ahi, aa, _), = args
-                res.append((-ahi, -alo, aa.ids, -aa.A, -aa.c, aa.err, None))
-            elif op == "mul":
-                if ins_.args[0] == ins_.args[1]:
-                    (alo, ahi, aa, _), _ = args
-                    lo, hi = _vi_sqr(alo, ahi)
-                    r = aa.radius()
-                    c = aa.c * aa.c + r * r / 2
-                    ids, A = _append(aa.ids, 2 * aa.c * aa.A, noise.fresh(), _vup(r * r / 2))
-                    res.append((lo, hi, ids, A, c, 2 * np.abs(aa.c) * aa.err, None))
-                else:
-                    (alo, ahi, aa, _), (blo, bhi, ab, _) = args
-                    lo, hi = _vi_mul(alo, ahi, blo, bhi)
-                    if ins_.args[0][0] == "c" or ins_.args[1][0] == "c":
-                        s, x = (ins_.args[0][1], ab) if ins_.args[0][0] == "c" else (ins_.args[1][1], aa)
-                        res.append((lo, hi, x.ids, s * x.A, s * x.c, abs(s) * x.err, None))
-                    else:
-                        ids, A = _union(aa, ab, ab.c, aa.c)
-                        c = aa.c * ab.c
-                        ids, A = _append(ids, A, noise.fresh(), _vup(aa.radius() * ab.radius()))
-                        res.append((lo, hi, ids, A, c, np.abs(ab.c) * aa.err + np.abs(aa.c) * ab.err, None))
-            elif op == "div":
-                (alo, ahi, aa, _), (blo, bhi, ab, _) = args
-                zero = ((blo <= 0.0) & (0.0 <= bhi)) | ~np.isfinite(blo) | ~np.isfinite(bhi)
-                if zero.any():
-                    newbad = zero if bad is None else zero & ~bad
-                    mark(i, newbad, blo, bhi, ab, ins_.args[1])
-                    bad = zero if bad is None else bad | zero
-                rlo, rhi = _vdown(1.0 / bhi), _vup(1.0 / blo)
-                lo, hi = _vi_mul(alo, ahi, rlo, rhi)
-                rec = _finish(*_vrecip(ab, blo, bhi, noise)[:4], bad, _vrecip_plain(blo, bhi))
-                ids, A = _union(aa, rec, rec.c, aa.c)
-                c = aa.c * rec.c
-                ids, A = _append(ids, A, noise.fresh(), _vup(aa.radius() * rec.radius()))
-                res.append((lo, hi, ids, A, c, np.abs(rec.c) * aa.err + np.abs(aa.c) * rec.err, None))
-            elif op == "sqrt":
-                (alo, ahi, aa, _), = args
-                neg = ahi < 0
-                if neg.any():
-                    newbad = neg if bad is None else neg & ~bad
-                    mark(i, newbad, alo, ahi, aa, ins_.args[0])
-                    bad = neg if bad is None else bad | neg
-                lo, hi = _vsqrt_iv(alo, ahi)
-                res.append((lo, hi, *_vsqrt(aa, alo, ahi, noise)))
-            elif op in ("sin", "cos", "sincos"):
-                (alo, ahi, aa, _), = args
-                for fn in (("sin", "cos") if op == "sincos" else (op,)):
-                    lo, hi = _vi_trig(alo, ahi, fn)
-                    res.append((lo, hi, *_vtrig(aa, alo, ahi, fn, noise)))
-            elif op == "atan2":  # an interval, its form a fresh symbol
-                (ylo, yhi, ay, _), (xlo, xhi, ax, _) = args
-                lo, hi, origin = _vi_atan2(ylo, yhi, xlo, xhi)
-                if origin.any():
-                    newbad = origin if bad is None else origin & ~bad
-                    mark(i, newbad, xlo, xhi, ax, ins_.args[1])
-                    bad = origin if bad is None else bad | origin
-                ids, A = _append(np.zeros(0, dtype=np.int64), np.zeros((0, len(lo))), noise.fresh(), _vup((hi - lo) / 2))
-                res.append((lo, hi, ids, A, (lo + hi) / 2, np.zeros(len(lo)), None))
-            else:
-                raise ExpressionError(f"range analysis has no rule for {op!r} ({_Where(op, tape.atoms[ins_.dst[0]])})")
-            if bad is not None and not bad.any():
-                bad = None
-            for d, (lo, hi, ids, A, c, err, plain) in zip(ins_.dst, res):
-                af = _finish(ids, A, c, err, bad, plain)
-                if bad is None:
-                    lo, hi = _v_interval_and(lo, hi, af)
-                else:
-                    l2, h2 = _v_interval_and(np.where(bad, 0.0, lo), np.where(bad, 0.0, hi), af)
-                    lo, hi = np.where(bad, -np.inf, l2), np.where(bad, np.inf, h2)
-                if d in hints:
-                    lo, hi, af = _hinted(lo, hi, af, *hints[d], noise, tape.atoms.get(d))
-                lo_[d], hi_[d], af_[d], bad_[d] = lo, hi, af, bad
-            for t in dead[i]:  # affine forms are the memory: (terms x boxes) each
-                if keep and t in keep:
-                    kept[t] = af_[t]
-                del af_[t]
-    kept.update({t: af_[t] for t in (keep or ()) if t in af_})
-    return BoxRanges(tape, in_lo, in_hi, lo_, hi_, fail, fail_dim, fail_range, strict, span_,
-                     {t: (f.ids, f.A, f.c, f.err) for t, f in kept.items()})
+        run(tape, RANGE_RULES, s, release=s.release)
+    s.kept.update({t: s.af_[t] for t in (keep or ()) if t in s.af_})
+    return BoxRanges(tape, in_lo, in_hi, s.lo_, s.hi_, s.fail, s.fail_dim, s.fail_range, strict, span_,
+                     {t: (f.ids, f.A, f.c, f.err) for t, f in s.kept.items()})
 
 
 def _hinted(lo, hi, af: _VAff, hlo, hhi, noise: _VNoise, atom):

@@ -36,7 +36,11 @@ import dataclasses
 import numpy as np
 
 from ..lower.tape import Tape
+from .forms import VForm, vscale
 from .ranges import BoxRanges, analyse_chunked, split_box
+
+# a kernel ending in a hinted solve also gets the split bound (fixed point and float32)
+SPLIT_AT_SOLVE = True
 
 
 @dataclasses.dataclass
@@ -202,9 +206,8 @@ def _absorbed(hints, inside: set, entries: list) -> dict:
 
 def _scaled(f, a, b):
     """the form f times a value in [a, b] (arrays over the boxes, or numbers)"""
-    from .fixerror import _VForm, _vscale
-    lo, hi = _vscale(f, a, b)
-    return _VForm(f.ids, lo, hi, f.r * np.maximum(np.abs(a), np.abs(b)))
+    lo, hi = vscale(f, a, b)
+    return VForm(f.ids, lo, hi, f.r * np.maximum(np.abs(a), np.abs(b)))
 
 
 def _residual(terms, u, ylo, yhi, R, B, m):
@@ -216,7 +219,6 @@ def _residual(terms, u, ylo, yhi, R, B, m):
     |R w| <= sum_k u_k |R g_k| + sum_j r_j (sum_k u_k |R dA_kj|) + |R| (remainders), where
     a perturbation of column j along A's own column keeps to the j-th solution entry
     (coefficient intervals times [y_lo, y_hi] would spread it over all of them)."""
-    from .fixerror import _vscale
     ymag = np.maximum(np.abs(ylo), np.abs(yhi))
     yc = (ylo + yhi) / 2
     yr = np.maximum(yhi - yc, yc - ylo) * (1 + 1e-15)
@@ -241,7 +243,7 @@ def _residual(terms, u, ylo, yhi, R, B, m):
             gh[pos, :, i] += f.hi
             rv[:, i] += f.r
             continue
-        lo, hi = _vscale(f, yc[:, j], yc[:, j])
+        lo, hi = vscale(f, yc[:, j], yc[:, j])
         gl[pos, :, i] -= hi
         gh[pos, :, i] -= lo
         rv[:, i] += f.r * ymag[:, j]

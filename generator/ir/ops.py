@@ -17,7 +17,8 @@ passes look an op up here instead of branching on its name. Invariants:
 * Derivative rules reuse `a` itself where they can (d sqrt u = du / (2 sqrt u)), so
   derivatives share atoms with the expression; changing a rule changes generated code.
 
-Lowered instructions (`sub`, `sincos` of lower/tape.py) are not atom ops and are not here.
+Lowered instructions (`sub`, `sincos` of lower/tape.py) are not atom ops: the tape's own
+op table, and the one walk the analyses run over it, are lower/tapeops.py.
 """
 from __future__ import annotations
 

@@ -18,7 +18,8 @@ then rewrites the plan where the whole graph shows a cheaper way:
 
 Operands are tuples: ("in", k) the k-th input, ("c", value) a constant, ("t", i) the
 result of an instruction. Every ("t", i) is written by exactly one instruction, before
-it is read (SSA); `Tape.atoms[i]` is the atom it computes.
+it is read (SSA); `Tape.atoms[i]` is the atom it computes. The instructions' ops, and the
+walk every analysis runs over a tape, are lower/tapeops.py.
 """
 from __future__ import annotations
 

@@ -64,6 +64,8 @@ import numpy as np
 
 from ...analysis.fixedpoint import COS_TAYLOR, SIN_TAYLOR, FixedProgram
 from ...ir.atom import ExpressionError
+from ...lower import tapeops
+from ...lower.tapeops import TAPE_OPS, Rules
 
 INT32_MAX, INT32_MIN = (1 << 31) - 1, -(1 << 31)
 ONE_Q30 = 1 << 30
@@ -344,6 +346,122 @@ def trig_bounds(fx: int) -> dict:
     return {"kmax": int(kmax), "kw": kw, "r30": r30, "worst": worst}
 
 
+class _Lower:
+    """What LOWER_RULES read and write: the ops so far and, per tape temp, its value."""
+
+    def __init__(self, tape):
+        self.tape = tape
+        self.ops: list[HwOp] = []
+        self.ref: dict[int, tuple] = {}
+
+    def new(self, kind, srcs, p, flag=True, nres=1, note="", widths=(32,)) -> HwOp:
+        # rsh/align on int64 are defined for shifts of at most 62 bits either way (the C
+        # builds 1 << (s - 1) and shifts by s): a plan beyond that is refused, not printed
+        shifts = [p[x] for x in ("s", "k") if x in p] + (p["sh"] if isinstance(p.get("sh"), list) else
+                                                         [p["sh"]] if "sh" in p else [])
+        if any(abs(v) > 62 for v in shifts):
+            raise ExpressionError(f"fixed point: a shift of {max(shifts, key=abs)} bits in {kind} computing "
+                                  f"{str(note)[:100]} is beyond int64 (formats of more than 62 fractional bits?)")
+        op = HwOp(len(self.ops), kind, tuple(srcs), p, flag, nres, note, widths)
+        self.ops.append(op)
+        return op
+
+    def r(self, o):
+        kind, v = o
+        if kind == "in":
+            return ("in", v)
+        if kind == "t":
+            return self.ref[v]
+        raise AssertionError(o)
+
+    def note(self, ins) -> _Note:
+        return _Note(lambda a=self.tape.atoms[ins.dst[0]]: repr(a)[:120])
+
+    def one(self, ins, kind, srcs, p) -> None:
+        """ins is one op of kind: its result is the temp's value"""
+        self.ref[ins.dst[0]] = ("h", self.new(kind, srcs, p, note=self.note(ins)).id, 0)
+
+
+def _l_add(s: _Lower, ins) -> None:  # add, sub
+    srcs, sh, sg, lit, at = [], [], [], 0, None
+    for pos, (o, (kind, v)) in enumerate(zip(ins.args, ins.params["align"])):
+        sign = -1 if (ins.op == "sub" and pos == 1) else 1
+        if kind == "lit":
+            lit += sign * v
+            at = pos
+        else:
+            srcs.append(s.r(o))
+            sh.append(v)
+            sg.append(sign)
+    # form and lit_at: the instruction as written (a + b, a - b, where the literal
+    # stands), for printers that keep its shape; the value does not depend on them
+    p = {"sh": sh, "sign": sg, "lit": lit, "s": ins.params["s"], "form": ins.op}
+    if at is not None:
+        p["lit_at"] = at
+    s.one(ins, "add", srcs, p)
+
+
+def _l_neg(s: _Lower, ins) -> None:
+    s.one(ins, "add", [s.r(ins.args[0])], {"sh": [0], "sign": [-1], "lit": 0, "s": 0, "form": "neg"})
+
+
+def _l_mul(s: _Lower, ins) -> None:
+    a, pr = ins.args, ins.params
+    if "lit" in pr:
+        s.one(ins, "mul", [s.r(a[1] if pr["const_first"] else a[0])], {"lit": pr["lit"], "s": pr["s"]})
+    else:
+        s.one(ins, "mul", [s.r(a[0]), s.r(a[1])], {"s": pr["s"]})
+
+
+def _l_div(s: _Lower, ins) -> None:
+    (num, den), pr = ins.args, ins.params
+    k = pr["k"]
+    if "lit" in pr:
+        # nlit is the numerator; lit and lk its literal and shift (how the C spells it)
+        s.one(ins, "div", [s.r(den)], {"nlit": rsh_int(pr["lit"], -k), "k": 0, "lit": pr["lit"], "lk": k})
+    else:
+        s.one(ins, "div", [s.r(num), s.r(den)], {"k": k})
+
+
+def _l_sqrt(s: _Lower, ins) -> None:
+    s.one(ins, "sqrt", [s.r(ins.args[0])], {"k": ins.params["k"]})
+
+
+def _l_trig(s: _Lower, ins) -> None:  # sin, cos, sincos: the reduction, the polynomials, a select per result
+    pr, note = ins.params, s.note(ins)
+    b = trig_bounds(pr["fx"])
+    t = s.new("tred", [s.r(ins.args[0])], {"sh": 29 - pr["fx"], "kw": b["kw"]}, flag=False, nres=2,
+              note=_Note(lambda n=note: f"reduce {n}"), widths=(32, 2))
+    r30, q = ("h", t.id, 0), ("h", t.id, 1)
+    # the polynomial's ops carry "of": the reduction they belong to (the C computes
+    # them inside its sincos helper, in int64)
+    z = ("h", s.new("mul", [r30, r30], {"s": 30, "of": t.id}, flag=False, note="z = r^2").id, 0)
+    polys = {}
+    for name in ("sin", "cos"):
+        coefs = TRIG[name]
+        m = s.new("mul", [z], {"lit": coefs[-1], "s": 30, "of": t.id}, flag=False, note=f"{name} horner")
+        acc = ("h", m.id, 0)
+        for c in list(coefs[-2::-1]) + [ONE_Q30]:
+            s_ = s.new("add", [acc], {"sh": [0], "sign": [1], "lit": c, "s": 0, "of": t.id}, flag=False,
+                       note=f"{name} horner")
+            acc = ("h", s_.id, 0)
+            if c != ONE_Q30 or name == "sin":
+                m = s.new("mul", [z if c != ONE_Q30 else r30, acc], {"s": 30, "of": t.id}, flag=False,
+                          note=f"{name} horner")
+                acc = ("h", m.id, 0)
+        polys[name] = acc
+    for dst, w, fo in zip(ins.dst, TAPE_OPS[ins.op].results, pr["fo"]):
+        h = s.new("tsel", [polys["sin"], polys["cos"], q], {"which": w, "sh": 30 - fo},
+                  note=_Note(lambda w=w, a=s.tape.atoms[dst]: f"{w} {repr(a)[:100]}"))
+        s.ref[dst] = ("h", h.id, 0)
+
+
+# the planner (analysis.fixedpoint.PLAN_RULES) refuses any other op first
+LOWER_RULES = Rules({"add": _l_add, "sub": _l_add, "neg": _l_neg, "mul": _l_mul, "div": _l_div, "sqrt": _l_sqrt,
+                     "sin": _l_trig, "cos": _l_trig, "sincos": _l_trig},
+                    lambda tape, ins: f"fixed point: no lowering of {ins.op!r}")
+
+
 def lower_hw(fx: FixedProgram, order=None) -> HwProgram:
     """The program's ops, in the order of `order` (tape instructions, e.g. the C
     schedule's register-pressure order) or the tape's. The one place where tape
@@ -353,108 +471,12 @@ def lower_hw(fx: FixedProgram, order=None) -> HwProgram:
     if order is not None:
         by_dst = {i.dst: i for i in fx.instrs}
         instrs = [by_dst[i.dst] for i in order]
-    ops: list[HwOp] = []
-    ref: dict[int, tuple] = {}
-
-    def new(kind, srcs, p, flag=True, nres=1, note="", widths=(32,)) -> HwOp:
-        # rsh/align on int64 are defined for shifts of at most 62 bits either way (the C
-        # builds 1 << (s - 1) and shifts by s): a plan beyond that is refused, not printed
-        shifts = [p[x] for x in ("s", "k") if x in p] + (p["sh"] if isinstance(p.get("sh"), list) else
-                                                         [p["sh"]] if "sh" in p else [])
-        if any(abs(v) > 62 for v in shifts):
-            raise ExpressionError(f"fixed point: a shift of {max(shifts, key=abs)} bits in {kind} computing "
-                                  f"{str(note)[:100]} is beyond int64 (formats of more than 62 fractional bits?)")
-        op = HwOp(len(ops), kind, tuple(srcs), p, flag, nres, note, widths)
-        ops.append(op)
-        return op
-
-    def r(o):
-        kind, v = o
-        if kind == "in":
-            return ("in", v)
-        if kind == "t":
-            return ref[v]
-        raise AssertionError(o)
-
-    for ins in instrs:
-        op, a, pr = ins.op, ins.args, ins.params
-        note = _Note(lambda a=tape.atoms[ins.dst[0]]: repr(a)[:120])
-        d = ins.dst[0]
-        if op in ("add", "sub"):
-            srcs, sh, sg, lit, at = [], [], [], 0, None
-            for pos, (o, (kind, v)) in enumerate(zip(a, pr["align"])):
-                sign = -1 if (op == "sub" and pos == 1) else 1
-                if kind == "lit":
-                    lit += sign * v
-                    at = pos
-                else:
-                    srcs.append(r(o))
-                    sh.append(v)
-                    sg.append(sign)
-            # form and lit_at: the instruction as written (a + b, a - b, where the literal
-            # stands), for printers that keep its shape; the value does not depend on them
-            p = {"sh": sh, "sign": sg, "lit": lit, "s": pr["s"], "form": op}
-            if at is not None:
-                p["lit_at"] = at
-            h = new("add", srcs, p, note=note)
-            ref[d] = ("h", h.id, 0)
-        elif op == "neg":
-            h = new("add", [r(a[0])], {"sh": [0], "sign": [-1], "lit": 0, "s": 0, "form": "neg"}, note=note)
-            ref[d] = ("h", h.id, 0)
-        elif op == "mul":
-            if "lit" in pr:
-                x = a[1] if pr["const_first"] else a[0]
-                h = new("mul", [r(x)], {"lit": pr["lit"], "s": pr["s"]}, note=note)
-            else:
-                h = new("mul", [r(a[0]), r(a[1])], {"s": pr["s"]}, note=note)
-            ref[d] = ("h", h.id, 0)
-        elif op == "div":
-            num, den = a
-            k = pr["k"]
-            if "lit" in pr:
-                # nlit is the numerator; lit and lk its literal and shift (how the C spells it)
-                h = new("div", [r(den)], {"nlit": rsh_int(pr["lit"], -k), "k": 0, "lit": pr["lit"], "lk": k},
-                        note=note)
-            else:
-                h = new("div", [r(num), r(den)], {"k": k}, note=note)
-            ref[d] = ("h", h.id, 0)
-        elif op == "sqrt":
-            h = new("sqrt", [r(a[0])], {"k": pr["k"]}, note=note)
-            ref[d] = ("h", h.id, 0)
-        elif op in ("sin", "cos", "sincos"):
-            b = trig_bounds(pr["fx"])
-            t = new("tred", [r(a[0])], {"sh": 29 - pr["fx"], "kw": b["kw"]}, flag=False, nres=2,
-                    note=_Note(lambda n=note: f"reduce {n}"), widths=(32, 2))
-            r30, q = ("h", t.id, 0), ("h", t.id, 1)
-            # the polynomial's ops carry "of": the reduction they belong to (the C computes
-            # them inside its sincos helper, in int64)
-            z = ("h", new("mul", [r30, r30], {"s": 30, "of": t.id}, flag=False, note="z = r^2").id, 0)
-            polys = {}
-            for name in ("sin", "cos"):
-                coefs = TRIG[name]
-                m = new("mul", [z], {"lit": coefs[-1], "s": 30, "of": t.id}, flag=False, note=f"{name} horner")
-                acc = ("h", m.id, 0)
-                for c in list(coefs[-2::-1]) + [ONE_Q30]:
-                    s_ = new("add", [acc], {"sh": [0], "sign": [1], "lit": c, "s": 0, "of": t.id}, flag=False,
-                             note=f"{name} horner")
-                    acc = ("h", s_.id, 0)
-                    if c != ONE_Q30 or name == "sin":
-                        m = new("mul", [z if c != ONE_Q30 else r30, acc], {"s": 30, "of": t.id}, flag=False,
-                                note=f"{name} horner")
-                        acc = ("h", m.id, 0)
-                polys[name] = acc
-            which = {"sin": ["sin"], "cos": ["cos"], "sincos": ["sin", "cos"]}[op]
-            for dst, w, fo in zip(ins.dst, which, pr["fo"]):
-                h = new("tsel", [polys["sin"], polys["cos"], q], {"which": w, "sh": 30 - fo},
-                        note=_Note(lambda w=w, a=tape.atoms[dst]: f"{w} {repr(a)[:100]}"))
-                ref[dst] = ("h", h.id, 0)
-        else:  # the planner refuses anything else first
-            raise AssertionError(op)
-
+    s = _Lower(tape)
+    tapeops.run(tape, LOWER_RULES, s, instrs)
     outs = []
     for k, o in enumerate(tape.outputs):
         if o[0] == "c":
             outs.append(("c", round(o[1] * 2.0 ** fx.out_bits[k])))
         else:
-            outs.append(r(o))
-    return HwProgram(ops, outs, len(tape.inputs), list(fx.in_bits), list(fx.out_bits), temps=dict(ref))
+            outs.append(s.r(o))
+    return HwProgram(s.ops, outs, len(tape.inputs), list(fx.in_bits), list(fx.out_bits), temps=dict(s.ref))
