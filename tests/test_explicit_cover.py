@@ -14,7 +14,7 @@ import pytest
 from mbforge.examples import _stewart as S
 from mbforge.examples import load
 from mbforge.examples import stewart as ST
-from mbforge.kernels import cover as C
+from mbforge.kernels import krawczyk as K
 from mbforge.kernels.builders import build_kernel
 from mbforge.kernels.common import KernelError
 from mbforge.kernels.cover import envelope_cover
@@ -152,7 +152,7 @@ def test_cover_is_deterministic(stewart, monkeypatch):
 
 def test_unproven_guard_is_refused_by_name(monkeypatch):
     monkeypatch.setattr(ST, "SHEPPERD_MIN", 1.5)  # above every pivot (at most 1)
-    monkeypatch.setattr(C, "MAX_DEPTH", 1)
+    monkeypatch.setattr(K, "MAX_DEPTH", 1)
     eqs = load("stewart", envelope=True).equations()
     with pytest.raises(KernelError, match=r"^stewart: the Shepperd pivot of cyl1 \(e\d\) is not proven >= 1\.5 "
                                           r"over the cell near plat_x=") as err:
