@@ -167,6 +167,7 @@ def test_declared_ranges_are_tight(name):
         assert np.all(width <= 1.25 * span + 0.005), key
 
 
+@pytest.mark.slow  # about 12 s
 def test_relative_legs_in_closed_form_and_over_the_envelope():
     """stewart_relative's legs (alpha, beta, L) in closed form (atan2 and a square root of
     the leg vector in its base frame) equal _stewart.leg_state's (asin and arctan2 in

@@ -162,6 +162,7 @@ def test_m4f_kernel_that_fits_in_the_registers_has_no_spills(tmp_path):
     assert small["instructions"] >= small["floor"] - small["n_in"]  # every operation is an instruction
 
 
+@pytest.mark.slow  # 4 to 8 s each: the Stewart and arm kernels through arm-none-eabi-gcc
 @pytest.mark.needs("arm-none-eabi-gcc", "arm-none-eabi-objdump")
 @pytest.mark.parametrize("example,kname,tol", [("stewart", "equations", 0.01),
                                                ("sample_arm", "linearized-dynamics", 0.08)])
