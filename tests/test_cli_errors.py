@@ -139,6 +139,7 @@ def test_simulate_of_an_unassemblable_model(model_files, tmp_path):
     assert line.startswith("mbforge simulate: error: ")
 
 
+@pytest.mark.firmware  # runs QEMU
 def test_hil_emulate_an_image_that_is_no_firmware(tmp_path):
     """QEMU's own last words (a lockup) reach the one error line."""
     line = one_line(mbforge("hil", "--emulate", "/bin/true", "--kernel", TOY, "--reference", TOY_DOUBLE,
