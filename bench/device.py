@@ -32,7 +32,7 @@ from mbforge.manifest import Group, Manifest
 from . import check_json, check_models, generic, refuse_status, run
 from .backends import BACKENDS
 from .cbuild import casadi_kernel, mbforge_kernel
-from .floor import disassembly_counts
+from .disassembly import disassembly_counts
 
 M4F = ["-mcpu=cortex-m4", "-mthumb", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard", "-O2", "-ffp-contract=off",
        "-fno-math-errno", "-fstack-usage", "-w", "-c"]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -30,39 +29,11 @@ from mbforge.lower.schedule import allocate
 from mbforge.pipeline import generate
 
 from . import check_json, run
+from .device import device_instructions
+from .disassembly import disassembly_counts
 
 M4F = ["-mcpu=cortex-m4", "-mthumb", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard", "-O2", "-ffp-contract=off",
        "-fno-math-errno", "-w", "-c"]
-_INSN = re.compile(r"^\s+[0-9a-f]+:\t[0-9a-f ]+\t(\S+)\t?(.*)$")
-
-
-def disassembly_counts(obj: Path, function: str | None = None) -> dict:
-    """Instructions, spill loads/stores (sp-relative) and literal loads in `function` of
-    an ARM object (all functions when None)."""
-    text = subprocess.run(["arm-none-eabi-objdump", "-d", str(obj)], capture_output=True, text=True,
-                          check=True).stdout
-    n = ld = st = lit = 0
-    inside = function is None
-    for line in text.splitlines():
-        head = re.match(r"^[0-9a-f]+ <(.+)>:$", line)
-        if head:
-            inside = function is None or head.group(1) == function
-            continue
-        m = _INSN.match(line)
-        if not (inside and m):
-            continue
-        op, args = m.groups()
-        if op.startswith(".") or op == "nop":
-            continue
-        n += 1
-        if "[sp" in args:
-            if re.match(r"v?ldr", op):
-                ld += 1
-            elif re.match(r"v?str", op):
-                st += 1
-        elif "[pc" in args and op.startswith("vldr"):
-            lit += 1
-    return {"instructions": n, "spill_loads": ld, "spill_stores": st, "literal_loads": lit}
 
 
 def measure(kernel, tmp: Path, per_call: bool = False) -> dict:
@@ -85,7 +56,6 @@ def measure(kernel, tmp: Path, per_call: bool = False) -> dict:
     if per_call:
         from mbforge.hil import vectors
 
-        from .device import device_instructions  # (bench.device imports this module)
         X = vectors.to_raw(m, vectors.draw(m, kdir, 16, seed=1))
         r["per_call"] = device_instructions(kdir, tmp, X=X)["instructions_median"]
         r["ratio"] = r["per_call"] / floor

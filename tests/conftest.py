@@ -7,6 +7,15 @@
   ELF built for one board of mbforge.targets.BOARDS, built once per session and board
   and shared by every module that needs it (a test may regenerate it, identically, never edit it).
 
+Layers: `pytest -m "not slow"` runs the generator's own tests in a few minutes; `slow` marks
+what needs QEMU, a PlatformIO build or an RTL simulation (every test marked `firmware` or
+`hdl` is also `slow`, added here) and what takes more than about 10 s.
+
+Tools: `@pytest.mark.needs("yosys", modules=("pinocchio",))` names the executables (and
+Python modules) a test needs that scripts/bootstrap.sh installs. One missing skips the test
+on a workstation and fails it when the environment variable CI is set (.ci/run sets it), so
+CI never passes by skipping what the bootstrap should have installed.
+
 The suite keeps mbforge's disk cache (mbforge.cache) in a folder of its own, made for the
 session and removed after it, unless MBFORGE_CACHE_DIR is set: the user's cache is
 neither read (a run exercises the cold paths) nor written. The cache's key file
@@ -15,6 +24,7 @@ neither read (a run exercises the cold paths) nor written. The cache's key file
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import os
 import shutil
 import signal
@@ -23,13 +33,41 @@ from pathlib import Path
 
 import pytest
 
+from helpers import TOY
+
 if "MBFORGE_CACHE_DIR" not in os.environ:
     os.environ["MBFORGE_CACHE_DIR"] = tempfile.mkdtemp(prefix="mbforge-test-cache-")
     atexit.register(shutil.rmtree, os.environ["MBFORGE_CACHE_DIR"], ignore_errors=True)
 
-FIXTURES = Path(__file__).parent / "fixtures"
-TOY = FIXTURES / "toy"
 DEADLINE = 120  # seconds per test: a hang fails, a loaded machine does not
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "needs(*tools, modules=()): executables and Python modules that "
+                            "scripts/bootstrap.sh installs; missing: skipped, or failed when CI is set")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.get_closest_marker("firmware") or item.get_closest_marker("hdl"):
+            item.add_marker(pytest.mark.slow)
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def pytest_runtest_setup(item):
+    missing = []
+    for mark in item.iter_markers("needs"):
+        missing += [t for t in mark.args if shutil.which(t) is None]
+        missing += [m for m in mark.kwargs.get("modules", ()) if importlib.util.find_spec(m) is None]
+    if missing:
+        what = f"needs {', '.join(sorted(set(missing)))} (scripts/bootstrap.sh installs it)"
+        if in_ci():
+            pytest.fail(f"{what}: missing under CI", pytrace=False)
+        pytest.skip(what)
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from mbforge.kernels.builders import build_kernel
 from mbforge.lower.tape import Instr, Tape
 from mbforge.pipeline import generate
 
-from test_envelope_heading import H, _inputs, sweep
+from helpers.models import H, heading_sweep as sweep, kernel_inputs as _inputs
 
 
 def test_by_hand():

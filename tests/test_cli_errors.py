@@ -139,6 +139,7 @@ def test_simulate_of_an_unassemblable_model(model_files, tmp_path):
     assert line.startswith("mbforge simulate: error: ")
 
 
+@pytest.mark.firmware  # runs QEMU
 def test_hil_emulate_an_image_that_is_no_firmware(tmp_path):
     """QEMU's own last words (a lockup) reach the one error line."""
     line = one_line(mbforge("hil", "--emulate", "/bin/true", "--kernel", TOY, "--reference", TOY_DOUBLE,
@@ -266,6 +267,7 @@ def _assert_pieces_ended(children: list[int]) -> None:
     assert not alive, f"pieces still running after the command ended: {alive}"
 
 
+@pytest.mark.slow  # about 10 s: the Stewart envelope in pieces
 def test_sigterm_while_pieces_run_in_children_is_one_line_and_ends_them(tmp_path):
     """SIGTERM to `generate` while its analysis runs pieces in forked children
     (analysis.parallel): one line, exit 143, nothing written, and no child outlives it."""
@@ -293,6 +295,7 @@ def test_a_bad_mbforge_jobs_is_one_line_before_anything_runs(tmp_path, monkeypat
     assert not out.exists()
 
 
+@pytest.mark.slow  # about 10 s
 def test_a_piece_killed_for_want_of_memory_is_one_line_not_a_hang(tmp_path):
     """A piece of the analysis killed as the out-of-memory killer kills (SIGKILL): one line
     naming it and what to do, exit 2, nothing written, the other piece ended. With a pool

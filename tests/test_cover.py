@@ -201,9 +201,9 @@ def test_cells_too_wide_for_the_test_are_not_called_singular(monkeypatch):
     the word singular is kept for cells where the mechanism does not assemble or its
     Jacobian is singular (test_envelope_the_mechanism_cannot_serve_is_refused_naming_where)."""
     from mbforge.examples import load
-    from mbforge.kernels import cover as C
+    from mbforge.kernels import krawczyk as K
 
-    monkeypatch.setattr(C, "MAX_DEPTH", 1)
+    monkeypatch.setattr(K, "MAX_DEPTH", 1)
     eqs = load("fourbar").equations()
     eqs.envelope = eqs.envelope.override({"quantities": {"crank": {"cells": 1}}}, "test", list(eqs.actuator_names))
     with pytest.raises(KernelError, match=r"^fourbar: the cover of the operating envelope is not verified near "

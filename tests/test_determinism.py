@@ -6,12 +6,12 @@ equations in c-double and c-float32 by test_render_c.py; these add the dynamics 
 and the fixed-point and RTL targets of other kernels."""
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from helpers.builds import generate_in_fresh_process
 
 pytestmark = pytest.mark.slow  # two CLI processes per case
 MBFORGE = Path(sys.executable).parent / "mbforge"
@@ -22,14 +22,6 @@ CASES = [
     ("fourbar", "equations", "c-fixed"),
     ("fourbar", "equations", "verilog"),
 ]
-
-
-def generate_in_fresh_process(model: str, kernel: str, target: str, out: Path, seed: str) -> dict[str, bytes]:
-    env = dict(os.environ, PYTHONHASHSEED=seed)
-    proc = subprocess.run([str(MBFORGE), "generate", model, "--kernel", kernel, "--target", target, "--out", str(out)],
-                          env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.is_file()}
 
 
 @pytest.mark.parametrize("model, kernel, target", CASES)

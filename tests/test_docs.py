@@ -84,3 +84,13 @@ def test_the_runner_sees_blocks_and_reasons():
     assert blocks(page) == [(2, "x = 1\n")]
     with pytest.raises(AssertionError, match="needs `<!-- docs-test"):
         blocks("<!-- docs-test: skip () -->\n```python\nboom\n```\n")
+
+
+def test_contributing_names_files_that_exist():
+    """docs/contributing.md lists the files each kind of change touches: each must exist."""
+    root = DOCS.parent
+    named = set(re.findall(r"`([\w.-]+(?:/[\w.*-]+)+)`", (DOCS / "contributing.md").read_text()))
+    files = {n for n in named if "*" not in n}
+    assert len(files) > 30
+    missing = sorted(n for n in files if not (root / n).exists())
+    assert not missing, f"docs/contributing.md names files that do not exist: {missing}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mbforge.kernels.cover import _linear_enclosure
+from mbforge.kernels.krawczyk import _linear_enclosure
 
 
 def test_cells_without_a_finite_matrix_fail_and_the_others_hold():

@@ -11,10 +11,7 @@ of the envelope, at the float32 inputs the kernel receives (the bound's referenc
 """
 from __future__ import annotations
 
-import importlib.util
 import json
-import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,47 +22,12 @@ from mbforge.ir import Evaluator
 from mbforge.kernels.builders import build_kernel
 from mbforge.pipeline import generate
 
-FIXTURE = Path(__file__).parent / "fixtures" / "heading.py"
-N = 20001  # headings in the dense sweep
-
-
-def _fixture():
-    spec = importlib.util.spec_from_file_location("heading_fixture", FIXTURE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-H = _fixture()
+from helpers.models import H, heading_sweep as sweep, kernel_inputs as _inputs
 
 
 @pytest.fixture(scope="module")
 def eqs():
     return H.build().equations()
-
-
-def sweep(n: int = N, seed: int = 0) -> dict:
-    """Consistent states over the envelope: every heading on a fine grid (both ends and
-    +-90 degrees included), rates and accelerations uniform in their ranges, the torque
-    uniform in its range."""
-    rng = np.random.default_rng(seed)
-    th = np.concatenate([np.linspace(-math.pi, math.pi, n), [-math.pi / 2, math.pi / 2]])
-    w = rng.uniform(-H.RATE, H.RATE, len(th))
-    a = rng.uniform(-H.ACCEL, H.ACCEL, len(th))
-    c, s = np.cos(th), np.sin(th)
-    return {"x": H.L * c, "y": H.L * s, "x_d": -H.L * s * w, "y_d": H.L * c * w,
-            "x_dd": -H.L * (s * a + c * w * w), "y_dd": H.L * (c * a - s * w * w),
-            "u_torque": rng.uniform(-300.0, 300.0, len(th)), "t": np.zeros(len(th)), "heading": th}
-
-
-def _inputs(kernel, states) -> np.ndarray:
-    cols = []
-    for s in kernel.input_symbols:
-        name = s.value.name
-        if name not in states:
-            raise AssertionError(f"the sweep has no value for the input {name}")
-        cols.append(states[name])
-    return np.column_stack(cols)
 
 
 @pytest.mark.parametrize("which", ["inverse-dynamics", "forward-dynamics"])

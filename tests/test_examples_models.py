@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mbforge.examples import EXAMPLES, fourbar, load, motions
-from mbforge.model import Dynamics, Kinematics
+from mbforge.reference import Dynamics, Kinematics
 
 W = 10 * 2 * math.pi / 60
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mbforge.examples import load
-from mbforge.model import Dynamics
+from mbforge.reference import Dynamics
 
 # ---- the spec's numbers, independently of the example modules ------------------------------------
 BASE = [0.5 * np.array([math.cos(math.radians(a)), math.sin(math.radians(a)), 0.0])
@@ -167,6 +167,7 @@ def test_declared_ranges_are_tight(name):
         assert np.all(width <= 1.25 * span + 0.005), key
 
 
+@pytest.mark.slow  # about 12 s
 def test_relative_legs_in_closed_form_and_over_the_envelope():
     """stewart_relative's legs (alpha, beta, L) in closed form (atan2 and a square root of
     the leg vector in its base frame) equal _stewart.leg_state's (asin and arctan2 in
@@ -182,7 +183,7 @@ def test_relative_legs_in_closed_form_and_over_the_envelope():
     from mbforge.kernels.builders import build_kernel
     from mbforge.kernels.cover import envelope_cover
     from mbforge.pipeline import generate
-    from test_explicit_cover import _in_cover
+    from helpers.models import in_cover
 
     eqs = load("stewart_relative").equations()
     dep = [eqs.q[j] for j in range(6, 24)]
@@ -200,7 +201,7 @@ def test_relative_legs_in_closed_form_and_over_the_envelope():
     R = S.rot(2, P[:, 3]) @ S.rot(1, P[:, 4]) @ S.rot(0, P[:, 5])  # Rz(yaw) Ry(pitch) Rx(roll)
     legs = [S.leg_state(leg, P[:, :3], R) for leg in S.legs()]
     X = np.column_stack([P] + [np.column_stack([s["alpha"], s["beta"], s["L"]]) for s in legs])
-    assert _in_cover(cover, X, eqs.q, slack=1e-12).all()
+    assert in_cover(cover, X, eqs.q, slack=1e-12).all()
     for kernel in ("equations", "kinematics"):
         k = build_kernel(eqs, kernel)
         b32 = [e for g in generate(k, "c-float32").manifest.outputs for e in g.error_bound]

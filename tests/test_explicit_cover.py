@@ -14,12 +14,14 @@ import pytest
 from mbforge.examples import _stewart as S
 from mbforge.examples import load
 from mbforge.examples import stewart as ST
-from mbforge.kernels import cover as C
+from mbforge.kernels import krawczyk as K
 from mbforge.kernels.builders import build_kernel
 from mbforge.kernels.common import KernelError
 from mbforge.kernels.cover import envelope_cover
 from mbforge.model import Model
 from mbforge.model.frames import quats_from_matrices
+
+from helpers.models import in_cover
 
 pytestmark = pytest.mark.slow
 
@@ -150,7 +152,7 @@ def test_cover_is_deterministic(stewart, monkeypatch):
 
 def test_unproven_guard_is_refused_by_name(monkeypatch):
     monkeypatch.setattr(ST, "SHEPPERD_MIN", 1.5)  # above every pivot (at most 1)
-    monkeypatch.setattr(C, "MAX_DEPTH", 1)
+    monkeypatch.setattr(K, "MAX_DEPTH", 1)
     eqs = load("stewart", envelope=True).equations()
     with pytest.raises(KernelError, match=r"^stewart: the Shepperd pivot of cyl1 \(e\d\) is not proven >= 1\.5 "
                                           r"over the cell near plat_x=") as err:
@@ -177,15 +179,6 @@ def test_closed_form_undefined_over_a_cell_is_refused_by_name():
     assert "\n" not in str(err.value)
 
 
-def _in_cover(cover, X, syms, slack: float = 0.0) -> np.ndarray:
-    """Per row of X (values of syms), whether some box of the cover holds it."""
-    cols = [cover.symbols.index(s) for s in syms]
-    inside = np.zeros(len(X), dtype=bool)
-    for b in range(len(cover)):
-        inside |= np.all((X >= cover.lo[b, cols] - slack) & (X <= cover.hi[b, cols] + slack), axis=1)
-    return inside
-
-
 def test_closed_form_cover_away_from_the_pole():
     m, a = _hyperbola()
     m.operate(a, range=(0.5, 1.0), rate=(-1.0, 1.0), accel=(-1.0, 1.0), cells=4)
@@ -195,7 +188,7 @@ def test_closed_form_cover_away_from_the_pole():
     rng = np.random.default_rng(0)
     av, ad, add = rng.uniform(0.5, 1.0, 2000), rng.uniform(-1, 1, 2000), rng.uniform(-1, 1, 2000)
     X = np.column_stack([av, 1 / av, ad, -ad / av ** 2, add, 2 * ad ** 2 / av ** 3 - add / av ** 2])
-    assert _in_cover(cover, X, [eqs.q[0], eqs.q[1], eqs.qd[0], eqs.qd[1], eqs.qdd[0], eqs.qdd[1]]).all()
+    assert in_cover(cover, X, [eqs.q[0], eqs.q[1], eqs.qd[0], eqs.qd[1], eqs.qdd[0], eqs.qdd[1]]).all()
 
 
 def test_closed_form_with_an_angle_from_atan2():
@@ -217,4 +210,4 @@ def test_closed_form_with_an_angle_from_atan2():
     uv, ud, udd = rng.uniform(0.5, 2.0, 4000), rng.uniform(-1, 1, 4000), rng.uniform(-1, 1, 4000)
     s = 1 + uv * uv
     X = np.column_stack([uv, np.arctan(uv), ud, ud / s, udd, (udd * s - 2 * uv * ud * ud) / s ** 2])
-    assert _in_cover(cover, X, [eqs.q[0], eqs.q[1], eqs.qd[0], eqs.qd[1], eqs.qdd[0], eqs.qdd[1]]).all()
+    assert in_cover(cover, X, [eqs.q[0], eqs.q[1], eqs.qd[0], eqs.qd[1], eqs.qdd[0], eqs.qdd[1]]).all()

@@ -13,7 +13,6 @@ import struct
 import subprocess
 
 import pytest
-from conftest import TOY
 
 from mbforge.firmware.build import build
 from mbforge.firmware.cli import main as firmware_cli
@@ -21,6 +20,8 @@ from mbforge.firmware.project import generate_project
 from mbforge.firmware.qemu import Emulator
 from mbforge.hil.cli import main as hil_cli
 from mbforge.targets import BOARDS
+
+from helpers import TOY
 
 pytestmark = [pytest.mark.firmware, pytest.mark.usefixtures("deadline")]
 ENV = "emulated_an385"

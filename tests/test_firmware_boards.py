@@ -112,8 +112,8 @@ def test_every_real_board_has_a_clock_check():
 
 @pytest.mark.parametrize("env", REAL_BOARDS)
 def test_real_board_sources_compile_and_link(env, tmp_path):
-    from conftest import TOY
-    from test_firmware_project import extra_script_linkflags, ini_build_flags
+    from helpers import TOY
+    from helpers.builds import extra_script_linkflags, ini_build_flags
 
     from mbforge.firmware.project import generate_project
 
@@ -171,7 +171,7 @@ def test_real_board_sources_compile_and_link(env, tmp_path):
 def mul_kernel(path):
     """An int32 kernel of 64-bit products: a signed 32x32 one and a 64x64 one, each returned as
     its low and high words (written by hand: the expected bits come from Python's integers)."""
-    from conftest import TOY
+    from helpers import TOY
 
     path.mkdir()
     (path / "mul.h").write_text("#include <stdint.h>\nint mb_mul(const int32_t *in, int32_t *out);\n")

@@ -9,7 +9,6 @@ import dataclasses
 import subprocess
 
 import pytest
-from conftest import TOY
 
 from mbforge.firmware import budget as B
 from mbforge.firmware.cli import check_budget
@@ -17,6 +16,8 @@ from mbforge.firmware.cli import main as firmware_cli
 from mbforge.firmware.project import ProjectError
 from mbforge.manifest import Manifest
 from mbforge.targets import BOARDS
+
+from helpers import TOY
 
 pytestmark = [pytest.mark.firmware]
 

@@ -12,13 +12,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, TOY
 
 from mbforge.firmware.build import build
 from mbforge.firmware.cli import main as firmware_cli
 from mbforge.firmware.project import plan_project
 from mbforge.hil.cli import main as hil_cli
 from mbforge.targets import BOARDS
+
+from helpers import FIXTURES, TOY
 
 pytestmark = [pytest.mark.firmware, pytest.mark.usefixtures("deadline")]
 TOY_DOUBLE = FIXTURES / "toy_double"

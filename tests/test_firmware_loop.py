@@ -9,7 +9,6 @@ byte's interrupt delays (a few hundred ticks at most). Host side: mbforge.hil.lo
 and `mbforge hil --loop SECONDS` (exit 0 no overrun, 1 overruns, 2 errors)."""
 import numpy as np
 import pytest
-from conftest import TOY
 
 from mbforge.firmware.cli import main as firmware_cli
 from mbforge.firmware.project import ProjectError, plan_project
@@ -19,6 +18,8 @@ from mbforge.hil.link import Link, LinkError
 from mbforge.hil.loop import read_windows, request
 from mbforge.hil.vectors import draw
 from mbforge.manifest import Manifest
+
+from helpers import TOY
 
 pytestmark = [pytest.mark.firmware, pytest.mark.usefixtures("deadline")]
 ENV = "emulated_f405"

@@ -20,8 +20,9 @@ from mbforge.firmware.project import EXTRA_SCRIPT, ProjectError, generate_projec
 from mbforge.hil import protocol as P
 from mbforge.targets import BOARDS
 
-FIXTURES = Path(__file__).parent / "fixtures"
-TOY = FIXTURES / "toy"
+from helpers import TOY
+from helpers.builds import extra_script_linkflags, ini_build_flags
+
 F446_MACHINE = ["-mcpu=cortex-m4", "-mthumb", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard"]
 
 
@@ -141,36 +142,10 @@ def test_build_without_project_is_a_clear_error(tmp_path):
         fw_build.build(tmp_path)
 
 
-def extra_script_linkflags(project: Path, pioenv: str = "nucleo_f446re") -> list[str]:
-    """Run the generated PlatformIO extra script against a recording environment."""
-    appended: dict[str, list] = {}
-
-    class Recorder:
-        def __getitem__(self, key):
-            assert key == "PIOENV"
-            return pioenv
-
-        def Append(self, **kw):
-            for k, v in kw.items():
-                appended.setdefault(k, []).extend(v)
-
-    code = (project / EXTRA_SCRIPT).read_text()
-    exec(compile(code, EXTRA_SCRIPT, "exec"), {"Import": lambda name: None, "env": Recorder()})
-    return appended["LINKFLAGS"]
-
-
-def ini_build_flags(project: Path, env: str) -> list[str]:
-    ini = configparser.ConfigParser(interpolation=None)
-    ini.read(project / "platformio.ini")
-    flags = ini[f"env:{env}"]["build_flags"].replace("${env.build_flags}", ini["env"]["build_flags"])
-    return flags.split()
-
-
 @pytest.mark.firmware
+@pytest.mark.needs("arm-none-eabi-gcc")
 def test_nucleo_f446re_sources_compile_and_link(tmp_path):
     gcc = shutil.which("arm-none-eabi-gcc")
-    if gcc is None:
-        pytest.fail("arm-none-eabi-gcc missing: run scripts/bootstrap.sh")
     project = generate_project(TOY, tmp_path / "proj")
     cflags = ini_build_flags(project, "nucleo_f446re")
     linkflags = extra_script_linkflags(project)

@@ -12,7 +12,6 @@ import time
 
 import numpy as np
 import pytest
-from conftest import TOY
 
 from mbforge.firmware.project import CALIB_MAX_ITERATIONS
 from mbforge.firmware.qemu import Emulator, EmulatorError, board_of_elf, qemu_command
@@ -22,6 +21,8 @@ from mbforge.hil.hostlib import load_kernel
 from mbforge.hil.link import DeviceError, DigestMismatch, Link
 from mbforge.manifest import Manifest
 from mbforge.targets import BOARDS, EMULATED_BOARDS
+
+from helpers import TOY
 
 pytestmark = [pytest.mark.firmware, pytest.mark.usefixtures("deadline")]
 

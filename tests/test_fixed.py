@@ -183,16 +183,13 @@ def test_a_domain_around_a_path_makes_formats_where_the_box_cannot(tmp_path):
     assert (err <= np.array(m.outputs[0].error_bound)).all()
 
 
+@pytest.mark.needs("gappa")
 def test_gappa_proves_the_polynomial_bounds_independently():
     """Gappa, from the same tape but its own reasoning, proves enclosures of the error of
     every polynomial output; each lies within mbforge's bound."""
-    import shutil
-
     from mbforge.analysis import gappa
     from mbforge.analysis.fixedpoint import plan_fixed
 
-    if shutil.which("gappa") is None:
-        pytest.skip("gappa not installed")
     k = build_kernel(load("fourbar").equations(), "equations")
     tape = lower(k.output_atoms, k.input_symbols)
     fx = plan_fixed(tape, analyse_domain(tape, [k.input_ranges], budget=1))

@@ -11,7 +11,6 @@ consistent states over the link) and its RTL on Icarus.
 """
 import numpy as np
 import pytest
-from conftest import FIXTURES
 
 from mbforge.examples import load_model
 from mbforge.hil import hostlib
@@ -22,6 +21,8 @@ from mbforge.kernels.builders import build_kernel
 from mbforge.kernels.common import constraint_rows
 from mbforge.manifest import Manifest
 from mbforge.pipeline import generate
+
+from helpers import FIXTURES
 
 pytestmark = pytest.mark.host
 

@@ -5,7 +5,6 @@ products at both ends, negative shifts, sqrt of 0/negative/max, sin/cos of extre
 arguments) and random int32 words: the host C (gcc), the HLS C (gcc, a C simulation) and
 the RTL (Icarus through hdl.sim, which checks it against the host C)."""
 import itertools
-import shutil
 
 import numpy as np
 import pytest
@@ -161,12 +160,11 @@ def test_division_by_zero_in_every_model(edges):
 
 
 @pytest.mark.hdl
+@pytest.mark.needs("iverilog")
 @pytest.mark.parametrize("variant", ["pipelined", "shared"])
 def test_rtl_on_icarus_agrees_on_edge_words(edges, variant, tmp_path):
     from mbforge.hdl import sim as S
 
-    if shutil.which("iverilog") is None:
-        pytest.skip("iverilog not installed")
     k, root, fx, X = edges
     generate(k, "verilog", options={"variant": variant, "multipliers": 2, "input_check": "off"}).write(tmp_path / "rtl")
     # the edge words of five values per input, the ties, 200 random words (a cocotb

@@ -4,7 +4,6 @@ kernels that use it: the polynomial path within 9.39e-8 of atan on every 8th flo
 ATAN2_ERROR) on arguments of every quadrant and scale, NaN for inf and NaN; a generated
 kernel stays within its manifest bound, and gets none where its argument box reaches the
 branch cut (x < 0, y = 0), where the angle jumps by 2 pi."""
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -18,10 +17,9 @@ from mbforge.kernels import InPort, Kernel, OutPort
 from mbforge.manifest import Manifest
 from mbforge.pipeline import generate
 
-from test_float_sincos import build_and_run
+from helpers.builds import build_and_run
 
-pytestmark = [pytest.mark.host,
-              pytest.mark.skipif(shutil.which("gcc") is None, reason="needs the host gcc")]
+pytestmark = [pytest.mark.host, pytest.mark.needs("gcc")]
 
 
 def test_the_polynomial_path_on_every_8th_float_of_0_1(tmp_path):
@@ -104,7 +102,7 @@ def test_a_kernel_with_an_angle_output_stays_within_its_bound(rx, ry, bounded):
 
 
 @pytest.mark.firmware
-@pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None, reason="needs arm-none-eabi-gcc")
+@pytest.mark.needs("arm-none-eabi-gcc", "qemu-system-arm")
 def test_the_m4f_computes_the_same_bits(tmp_path):
     """The angle kernel built into the emulated M4F's firmware: 1,000 vectors of its domain
     within bound against double and bit for bit as the host's build computes them."""

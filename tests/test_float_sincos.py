@@ -1,53 +1,17 @@
 """The float32 sincos of c-float32 kernels (templates/c/mathf.c.j2) on the host compiler:
 defined for every argument, flagged beyond its accuracy range, and bit-identical to the
 former version wherever that one was defined (shipped kernels' outputs do not change)."""
-import shutil
-import subprocess
-
 import pytest
 
-from mbforge.backends.render import render_template
+from helpers.builds import build_and_run
 
-pytestmark = [pytest.mark.host,
-              pytest.mark.skipif(shutil.which("gcc") is None, reason="needs the host gcc")]
+pytestmark = [pytest.mark.host, pytest.mark.needs("gcc")]
 
-# The sincos as shipped before the range check (mbforge 0.1.0): the reference for the
-# bits. Its (int32_t)k is undefined for |x| >= ~3.37e9.
-FORMER = r"""
-static inline void old_sincosf(float x, float *s, float *c)
-{
-    const float k = (x * 0.636619772f + 12582912.0f) - 12582912.0f;
-    const int32_t q = (int32_t)k;
-    float r = x - k * 1.5703125f;
-    r = r - k * 4.83870506e-4f;
-    r = r + k * 4.37113883e-8f;
-    const float z = r * r;
-    const float sp = r + r * z * (-1.66666546e-1f + z * (8.33216087e-3f + z * -1.95152959e-4f));
-    const float cp = (1.0f - 0.5f * z) + z * z * (4.16666456e-2f + z * (-1.38873163e-3f + z * 2.44331571e-5f));
-    switch (q & 3) {
-    case 0: *s = sp; *c = cp; break;
-    case 1: *s = cp; *c = -sp; break;
-    case 2: *s = -sp; *c = -cp; break;
-    default: *s = -cp; *c = sp; break;
-    }
-}
-"""
 
-HEAD = "#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n#include <math.h>\n#include <float.h>\n"
 UBSAN = ["-fsanitize=undefined,float-cast-overflow", "-fno-sanitize-recover=all"]
 EXTREME = ["6432.99f", "6433.0f", "-6433.0f", "6433.0005f", "-6433.0005f", "1e4f", "3.3e9f", "3.4e9f", "-3.4e9f",
            "1e10f", "-1e30f", "FLT_MAX", "-FLT_MAX", "INFINITY", "-INFINITY", "NAN", "-NAN",
            "0.0f", "-0.0f", "1e-45f", "FLT_MIN", "1.5707964f", "-3.1415927f"]
-
-
-def build_and_run(tmp_path, body: str, flags=(), name="t") -> subprocess.CompletedProcess:
-    src = tmp_path / f"{name}.c"
-    src.write_text(HEAD + render_template("c/mathf.c.j2", p="t") + FORMER + body)
-    exe = tmp_path / name
-    cc = subprocess.run(["gcc", "-O2", "-std=gnu11", "-ffp-contract=off", "-fno-math-errno", *flags,
-                         str(src), "-o", str(exe), "-lm"], capture_output=True, text=True)
-    assert cc.returncode == 0, cc.stderr
-    return subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
 
 
 def test_extreme_arguments_are_defined_and_flagged(tmp_path):

@@ -5,25 +5,21 @@ LUT4 + 1,695 flip-flops packed into 5,088 of 5,280 logic cells, Fmax 15.1 MHz; n
 about 10 minutes here, so it is not run in a test: bench.rtl --pnr does). The pipelined variant
 and the shared one before its iterative units did not (29,921 and 8,827 LUTs, 250 and 12 DSPs)."""
 import json
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-from hdl_kernels import fourbar_kinematics  # noqa: E402
 
 from mbforge.hdl.pnr import DEVICES, _fit, wrapper
 from mbforge.manifest import Manifest
 from mbforge.pipeline import generate
 
+from helpers.hdl_kernels import fourbar_kinematics
+
 pytestmark = pytest.mark.hdl
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("yosys") is None, reason="yosys not installed (scripts/bootstrap.sh)")
+@pytest.mark.needs("yosys")
 def test_fourbar_kinematics_shared_maps_into_an_up5k(tmp_path):
     # placed and routed without the input check (its 10 comparators cost about 240 LUTs,
     # more than the UP5K has left): the check is on by default, off where the caller validates

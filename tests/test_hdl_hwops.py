@@ -3,14 +3,9 @@ hardware operators and the HLS C are bit-exact with the c-fixed C; schedules kee
 promises (latency = critical path, unit limits); generation is deterministic."""
 import json
 import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-from hdl_kernels import fourbar_equations, functions_kernel  # noqa: E402
 
 from mbforge.examples import load
 from mbforge.hil import hostlib
@@ -23,6 +18,8 @@ from mbforge.analysis.fixedpoint import plan_fixed
 from mbforge.backends.rtl.lower import evaluate, lower_hw
 from mbforge.analysis.ranges import analyse_domain
 from mbforge.pipeline import GenerateError, generate
+
+from helpers.hdl_kernels import fourbar_equations, functions_kernel
 
 pytestmark = pytest.mark.host
 
@@ -163,7 +160,7 @@ def test_pipelined_schedule_has_the_fewest_delay_line_bits(outputs):
     schedule of the same latency (enumerated); on the four-bar's kinematics it beats ASAP/ALAP."""
     import itertools
 
-    from hdl_kernels import tiny_kernel
+    from helpers.hdl_kernels import tiny_kernel
 
     hp = _program(tiny_kernel())
     ps = pipeline(hp, outputs=outputs)
@@ -179,7 +176,7 @@ def test_pipelined_schedule_has_the_fewest_delay_line_bits(outputs):
             b = _bits(hp, start, lat, hold)
             best = b if best is None else min(best, b)
     assert ps.delay_bits == best
-    from hdl_kernels import fourbar_kinematics
+    from helpers.hdl_kernels import fourbar_kinematics
 
     big = _program(fourbar_kinematics())
     new, old = pipeline(big, outputs=outputs), pipeline(big, outputs=outputs, min_registers=False)
@@ -199,7 +196,7 @@ def test_delay_plan_keeps_every_delay_and_puts_long_wide_segments_in_memories(mi
     of a shift register or the end of a ring buffer segment, the bits add up to the schedule's, the
     memories hold the segments of min_length or more (16 bits wide or more), the 3x goal of
     issue 14 holds at the default, and ffs is all flip-flops."""
-    from hdl_kernels import fourbar_kinematics
+    from helpers.hdl_kernels import fourbar_kinematics
 
     hp = _program(fourbar_kinematics())
     ps = pipeline(hp, outputs="early")

@@ -2,23 +2,19 @@
 real yosys + nextpnr flow and its report parses; a design too big for the part gets
 the one-line "does not fit" answer."""
 import json
-import shutil
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from hdl_kernels import tiny_kernel  # noqa: E402
-
 from mbforge.hdl.pnr import DEVICES, _fit, place_and_route, pnr_text
 from mbforge.pipeline import generate
+
+from helpers.hdl_kernels import tiny_kernel
 
 pytestmark = pytest.mark.hdl
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("nextpnr-ice40") is None, reason="nextpnr-ice40 not installed (scripts/bootstrap.sh)")
+@pytest.mark.needs("yosys", "nextpnr-ice40")
 def test_small_kernel_is_placed_and_routed_on_an_up5k(tmp_path):
     generate(tiny_kernel(), "verilog", options={"variant": "pipelined"}).write(tmp_path)
     rep = place_and_route(tmp_path, "up5k", seed=1)

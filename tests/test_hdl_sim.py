@@ -5,16 +5,14 @@ reset in the middle of a computation. Builds are shared within the module."""
 import json
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from hdl_kernels import fourbar_kinematics, functions_kernel  # noqa: E402
-
 from mbforge.hdl import sim as S
 from mbforge.pipeline import generate
+
+from helpers.hdl_kernels import fourbar_kinematics, functions_kernel
 
 pytestmark = pytest.mark.hdl
 

@@ -22,12 +22,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from faultproxy import FaultProxy
 from mbforge.firmware.qemu import Emulator
 from mbforge.hil import harness
 from mbforge.hil.cli import main as hil_cli
 from mbforge.hil.link import Link, LinkError, LinkStats, LinkTimeout
 from mbforge.hil.rundb import load_run
+
+from helpers.faultproxy import FaultProxy
 
 pytestmark = [pytest.mark.firmware]
 

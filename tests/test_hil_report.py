@@ -130,7 +130,7 @@ def chromium(args: list[str], tmp_path) -> subprocess.CompletedProcess:
 
 @pytest.mark.host
 @pytest.mark.slow
-@pytest.mark.skipif(CHROMIUM is None, reason="needs the Debian package chromium (scripts/bootstrap.sh)")
+@pytest.mark.needs("chromium")
 def test_html_figures_render_in_headless_chromium(results, tmp_path):
     good, _ = results
     page = tmp_path / "report.html"

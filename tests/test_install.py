@@ -8,7 +8,9 @@ the editable install's finder, are not run), so nothing is downloaded. Every com
 runs from a directory outside the checkout with no PYTHONPATH, so any data file found by a
 path that leaves the package (templates, the dev-platform, board manifests) fails here.
 
-Checked: the installed modules and data live in the temporary venv; `mbforge generate`
+Checked first, without building: each package-data glob of pyproject.toml matches files and
+together they take every file of a package folder that is not one of its modules; every
+folder with an __init__.py is a listed package. Then (slow): the installed modules and data live in the temporary venv; `mbforge generate`
 writes every target and `mbforge firmware` the project, byte for byte as the editable
 install does in another process with another hash seed; an installed mbforge builds the
 firmware with its own copy of the dev-platform.
@@ -27,13 +29,46 @@ import pytest
 
 from mbforge.targets import BOARDS
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import ROOT
+from helpers.packaging import package_folders, setuptools_config
+
 VENV_BIN = Path(sys.executable).parent
 TARGETS = ("c-double", "c-float32", "c-fixed", "hls-c", "verilog")
 # what the wheel is built from: pyproject.toml maps these folders into the package
 SOURCES = ("pyproject.toml", "README.md", "generator", "targets", "firmware", "hdl", "hil")
 
-pytestmark = pytest.mark.slow
+
+
+def data_files() -> dict[str, set[str]]:
+    """Package -> the files of its folder (relative) that are not its modules: templates,
+    board manifests, the dev-platform's builder script; sub-packages' folders left out."""
+    folders = package_folders()
+    out = {}
+    for pkg, folder in folders.items():
+        inner = [f for p, f in folders.items() if p.startswith(pkg + ".")]
+        out[pkg] = {str(f.relative_to(folder)) for f in folder.rglob("*")
+                    if f.is_file() and "__pycache__" not in f.parts and not any(f.is_relative_to(i) for i in inner)
+                    and not (f.parent == folder and f.suffix == ".py")}
+    return out
+
+
+def test_package_data_globs_take_every_data_file_and_match_something():
+    folders, globs = package_folders(), setuptools_config().get("package-data", {})
+    shipped = {pkg: set() for pkg in folders}
+    for pkg, patterns in globs.items():
+        assert pkg in folders, f"package-data names {pkg}, which is not a listed package"
+        for pattern in patterns:
+            hits = {str(f.relative_to(folders[pkg])) for f in folders[pkg].glob(pattern) if f.is_file()}
+            assert hits, f"package-data of {pkg}: {pattern!r} matches no file"
+            shipped[pkg] |= hits
+    missing = {pkg: sorted(files - shipped[pkg]) for pkg, files in data_files().items() if files - shipped[pkg]}
+    assert not missing, f"files no package-data glob takes (the wheel would lack them): {missing}"
+    assert data_files()["mbforge.backends"] >= {"templates/c/fixed.c.j2", "templates/verilog/ops.v.j2"}
+    listed = set(folders.values())
+    for root in setuptools_config()["package-dir"].values():
+        for init in (ROOT / root).rglob("__init__.py"):
+            assert "__pycache__" in init.parts or init.parent in listed, \
+                f"{init.parent} is a package that pyproject.toml does not list"
 
 
 def run(cmd, cwd: Path, env: dict, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -92,6 +127,7 @@ def outside(tmp_path_factory) -> Path:
     return cwd
 
 
+@pytest.mark.slow
 def test_installed_modules_and_data_are_in_the_new_venv(installed, outside):
     code = ("import mbforge, mbforge.targets, mbforge.firmware.offline as o, mbforge.backends.render as r, "
             "mbforge.hdl, mbforge.hil; "
@@ -107,10 +143,16 @@ def test_installed_modules_and_data_are_in_the_new_venv(installed, outside):
     # every board manifest of the local dev-platform, one per board record that has one
     assert {p.name for p in (Path(platform) / "boards").glob("*.json")} == {
         f"{b.pio_board}.json" for b in BOARDS.values() if b.pio_board}
+    # every data file of the checkout's package folders, installed
+    installed_root = Path(modules[0]).parent  # .../site-packages/mbforge
+    absent = [f"{pkg}: {f}" for pkg, files in data_files().items() for f in sorted(files)
+              if not installed_root.joinpath(*pkg.split(".")[1:], f).is_file()]
+    assert not absent, f"not installed: {absent}"
     # an installed mbforge keeps its PlatformIO pieces outside the package
     assert checkout == "None" and not Path(home).is_relative_to(venv)
 
 
+@pytest.mark.slow
 def test_installed_cli_generates_every_target_like_the_editable_install(installed, outside):
     for target in TARGETS:
         args = ["generate", "fourbar", "--kernel", "kinematics", "--target", target]
@@ -130,6 +172,7 @@ def test_installed_cli_generates_every_target_like_the_editable_install(installe
 
 
 @pytest.mark.firmware
+@pytest.mark.slow
 def test_installed_mbforge_builds_firmware_with_its_own_dev_platform(installed, outside):
     # a PlatformIO home of its own, laid out as an installed user does (the project venv's
     # `pio` on PATH, as a user's would be); the dev-platform is the installed package's

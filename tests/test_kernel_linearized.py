@@ -14,11 +14,8 @@ from mbforge.kernels.builders import KernelError, build_kernel
 from mbforge.model import Model
 from mbforge.pipeline import generate
 
-from test_linearize import cart_pole as linearize_cart_pole
-from test_linearize import double_pendulum
-
-G = 9.81
-M_CART, M_POLE, L_COM, I_POLE = 1.3, 0.4, 0.6, 0.05
+from helpers.models import G, I_POLE, L_COM, M_CART, M_POLE, double_pendulum
+from helpers.models import cart_pole as linearize_cart_pole
 
 
 # the kernel's inputs (and test vectors) need a declared range for every position, velocity
@@ -88,13 +85,13 @@ def test_cart_pole_kernel_agrees_with_linearize(cart_pole_kernel, point):
 @pytest.mark.host
 def test_cart_pole_upright_is_the_closed_form(cart_pole_kernel):
     """At the upright equilibrium the kernel gives the textbook A, B (pole angle from vertical)."""
-    from test_linearize import _closed_form
+    from helpers.models import cart_pole_closed_form
 
     m, k, hk = cart_pole_kernel
     q = np.zeros(6)
     q[5] = math.pi / 2
     got, _ = hk(np.concatenate([q, np.zeros(6), [0.0], [0.0]])[None])
-    A, B = _closed_form(True)
+    A, B = cart_pole_closed_form(True)
     np.testing.assert_allclose(_matrix(k, got[0], "A"), A, rtol=0, atol=1e-12)
     np.testing.assert_allclose(_matrix(k, got[0], "B"), B, rtol=0, atol=1e-12)
 
@@ -150,7 +147,7 @@ def test_driven_model_gets_motion_vectors():
     k = build_kernel(m.equations(), "linearized-dynamics")
     assert k.motion and all(len(v) == len(k.input_symbols) for v in k.motion)
     # the force along the motion drives it: forward dynamics there gives the motion's qdd
-    d = mbforge.model.Dynamics(m.equations())
+    d = mbforge.reference.Dynamics(m.equations())
     v = np.array(k.motion[7])
     n = len(m.q)
     qdd, _ = d.accelerations(v[2 * n], v[:n], v[n:2 * n], v[2 * n + 1:])
@@ -253,7 +250,7 @@ def test_fixed_point_rtl_on_icarus(tmp_path):
 def test_two_processes_write_the_same_bytes(tmp_path):
     """The choice of coordinates (QR at the guess) and the placeholder symbols of the
     implicit derivatives leave no trace of hash order in the generated files."""
-    from test_determinism import generate_in_fresh_process
+    from helpers.builds import generate_in_fresh_process
 
     a = generate_in_fresh_process("slidercrank", "linearized-dynamics", "c-double", tmp_path / "a", "1")
     b = generate_in_fresh_process("slidercrank", "linearized-dynamics", "c-double", tmp_path / "b", "2")
@@ -280,7 +277,7 @@ def test_non_holonomic_model():
     """A sled towing a trailer (knife edges): 4 independent positions, 2 independent
     velocities; the velocity map and its derivative G carry the velocity constraints."""
     from mbforge.ir import Evaluator
-    from test_reference_fixes import sled_with_trailer
+    from helpers.models import sled_with_trailer
 
     m = sled_with_trailer("lknh")
     z = ["lknh_sx", "lknh_sy", "lknh_sth", "lknh_tth"]

@@ -237,7 +237,6 @@ def test_errors_name_what_is_missing():
         build_kernel(two, "inverse-dynamics")
 
 
-@pytest.mark.skipif(not hasattr(Model, "body2d"), reason="the model layer has no bodies yet")
 def test_pendulum_from_bodies_against_the_model_reference():
     m = Model("bodpend")
     x = m.coordinate("bpd_x", guess=0.0, range=(-1.2, 1.2), vrange=(-5, 5), arange=(-50, 50))
@@ -257,19 +256,17 @@ def test_pendulum_from_bodies_against_the_model_reference():
     # a bar of mass 2 hanging from a pin 1 below its centre: I_pin = 0.1 + 2
     thv, thdd = 0.8 * np.sin(2 * t), -3.2 * np.sin(2 * t)
     np.testing.assert_allclose(Y[:, 0], 2.1 * thdd + 2.0 * G * np.sin(thv), atol=1e-9)
-    from mbforge.reference import solvers as ref
+    from mbforge.reference import Dynamics
 
-    if hasattr(ref, "Dynamics"):
-        D = ref.Dynamics(eqs)
-        n = len(eqs.q)
-        for xrow, yrow in zip(X[::8], Y[::8]):
-            u, _ = D.inverse(xrow[-1], xrow[:n], xrow[n:2 * n], xrow[2 * n:3 * n])
-            np.testing.assert_allclose(yrow[:1], u, atol=1e-9)
+    D = Dynamics(eqs)
+    n = len(eqs.q)
+    for xrow, yrow in zip(X[::8], Y[::8]):
+        u, _ = D.inverse(xrow[-1], xrow[:n], xrow[n:2 * n], xrow[2 * n:3 * n])
+        np.testing.assert_allclose(yrow[:1], u, atol=1e-9)
     Yf = Evaluator(fwd.output_atoms, fwd.input_symbols)(np.array(fwd.motion))
     np.testing.assert_allclose(Yf[:, :3], X[:, 6:9], atol=1e-9)
 
 
-@pytest.mark.skipif(not hasattr(Model, "velocity_constraint"), reason="the model layer has no velocity constraints yet")
 def test_non_holonomic_rows_join_the_solves():
     """A knife edge (x, y, heading th) whose velocity must point along the heading: the
     kinematics kernel solves [Phi_q; C] (two drivers and the velocity constraint), the

@@ -11,7 +11,8 @@ import pytest
 from mbforge.examples import load
 from mbforge.ir import Evaluator, subs
 from mbforge.kernels.builders import KernelError, build_kernel
-from mbforge.model import Kinematics, Model
+from mbforge.model import Model
+from mbforge.reference import Kinematics
 from mbforge.linalg import Samples
 from mbforge.pipeline import generate
 

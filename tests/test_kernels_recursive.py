@@ -183,8 +183,10 @@ def test_partly_actuated_forward_dynamics_and_angles_that_are_not_one_coordinate
         aba_kernel(m)
 
 
+@pytest.mark.needs(modules=("pinocchio",))
 def test_arm6_is_pinocchios_sample_manipulator():
-    pin = pytest.importorskip("pinocchio")
+    import pinocchio as pin
+
     pm = pin.buildSampleModelManipulator()
     assert pm.nq == len(arm6.JOINTS) == pm.njoints - 1
     axes = {"JointModelRX": arm6.X, "JointModelRY": arm6.Y, "JointModelRZ": arm6.Z}

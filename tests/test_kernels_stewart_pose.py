@@ -18,7 +18,8 @@ from mbforge.ir import Evaluator
 from mbforge.lower import lower
 from mbforge.kernels.builders import build_kernel
 from mbforge.manifest import Manifest
-from mbforge.model import Dynamics, ModelError
+from mbforge.model import ModelError
+from mbforge.reference import Dynamics
 from mbforge.pipeline import generate
 
 pytestmark = [pytest.mark.slow, pytest.mark.host]

@@ -11,7 +11,7 @@ from mbforge.examples import load
 from mbforge.ir import Evaluator, symbol
 from mbforge.kernels.builders import build_kernel
 from mbforge.kernels.common import KernelError
-from mbforge.kernels.cover import _linear_enclosure
+from mbforge.kernels.krawczyk import _linear_enclosure
 from mbforge.lower import lower
 from mbforge.model import ModelError
 

@@ -9,52 +9,9 @@ import pytest
 import mbforge
 from mbforge.examples.fourbar import build as fourbar
 from mbforge.ir import sin
-from mbforge.model import Dynamics, Model
+from mbforge.reference import Dynamics
 
-from test_reference_fixes import sled_with_trailer
-
-G = 9.81
-M_CART, M_POLE, L_COM, I_POLE = 1.3, 0.4, 0.6, 0.05  # pole: centre of mass L_COM from the pivot
-
-
-def cart_pole(prefix: str, travel=((-2, 2), (-5, 5), (-50, 50)), still=((-0.1, 0.1), None, None),
-              pole=((-7, 7), (-20, 20), (-99, 99))) -> Model:
-    """A cart on a rail (prismatic joint) pushed by a force, a pole on a revolute joint at the
-    cart's centre: 2-D reference-point coordinates, 6 coordinates, 4 equations. travel,
-    still, pole: (range, vrange, arange) of the cart's and pole's x, of the coordinates the
-    joints hold (y, angle of the cart, y of the pole), of the pole's angle (None: the
-    model's default)."""
-
-    def coordinate(name, ranges, **kw):
-        r, v, a = ranges
-        return m.coordinate(f"{prefix}_{name}", range=r, **({"vrange": v} if v else {}),
-                            **({"arange": a} if a else {}), **kw)
-
-    m = Model(f"{prefix}_cartpole")
-    xc, yc, thc = coordinate("xc", travel), coordinate("yc", still), coordinate("thc", still)
-    xp, yp = coordinate("xp", travel), coordinate("yp", still)
-    thp = coordinate("thp", pole, guess=math.pi / 2)
-    ground = m.ground(dim=2)
-    cart = m.body2d("cart", xc, yc, thc, mass=M_CART, inertia=0.1)
-    pole_ = m.body2d("pole", xp, yp, thp, mass=M_POLE, com=(L_COM, 0.0), inertia=I_POLE)
-    m.prismatic2d(ground, (0.0, 0.0), cart, (0.0, 0.0), (0.0, 1.0), "rail")
-    m.revolute2d(cart, (0.0, 0.0), pole_, (0.0, 0.0), "pivot")
-    m.gravity((0.0, -G))
-    m.actuator("push", xc)
-    m.output("tip_x", pole_.point((2 * L_COM, 0.0))[0])
-    return m
-
-
-def _closed_form(upright: bool):
-    """Cart-pole linearized about the pole up (phi = 0) or down, state (x, phi, x', phi')."""
-    p = I_POLE * (M_CART + M_POLE) + M_CART * M_POLE * L_COM ** 2
-    s = 1.0 if upright else -1.0
-    A = np.zeros((4, 4))
-    A[0, 2] = A[1, 3] = 1.0
-    A[2, 1] = M_POLE ** 2 * G * L_COM ** 2 / p
-    A[3, 1] = s * (M_CART + M_POLE) * M_POLE * G * L_COM / p
-    B = np.array([[0.0], [0.0], [(I_POLE + M_POLE * L_COM ** 2) / p], [s * M_POLE * L_COM / p]])
-    return A, B
+from helpers.models import L_COM, cart_pole, cart_pole_closed_form, double_pendulum, sled_with_trailer
 
 
 @pytest.mark.parametrize("upright", [True, False])
@@ -66,7 +23,7 @@ def test_cart_pole_closed_form(upright):
                             coordinates=[f"{pre}_xc", f"{pre}_thp"])
     assert lin.state == [f"{pre}_xc", f"{pre}_thp", f"{pre}_xc_d", f"{pre}_thp_d"]
     assert lin.inputs == ["push"] and lin.is_equilibrium
-    A, B = _closed_form(upright)
+    A, B = cart_pole_closed_form(upright)
     np.testing.assert_allclose(lin.A, A, rtol=0, atol=1e-12)
     np.testing.assert_allclose(lin.B, B, rtol=0, atol=1e-12)
     # the tip's x: x + 2 l cos(thp); d/dthp = -2 l sin(thp)
@@ -79,7 +36,7 @@ def test_cart_pole_chooses_its_own_coordinates():
     m = cart_pole("cpa")
     lin = mbforge.linearize(m, q={"cpa_xc": 0.0, "cpa_thp": math.pi / 2})
     assert len(lin.coordinates) == 2 and len(lin.velocities) == 2
-    A, _ = _closed_form(True)
+    A, _ = cart_pole_closed_form(True)
     np.testing.assert_allclose(np.sort(np.linalg.eigvals(lin.A).real), np.sort(np.linalg.eigvals(A).real),
                                atol=1e-9)
 
@@ -118,25 +75,6 @@ def finite_differences(d: Dynamics, lin, h: float = 1e-5):
         e[k] = h
         B[:, k] = (reduced_rhs(d, lin, z0, w0, lin.u + e) - reduced_rhs(d, lin, z0, w0, lin.u - e)) / (2 * h)
     return A, B
-
-
-def double_pendulum() -> Model:
-    """Two bars in relative coordinates (no constraints), a motor at each joint, a damper."""
-    m = Model("dpl")
-    a = m.coordinate("dpl_a", guess=-1.2, range=(-9, 9), vrange=(-20, 20), arange=(-99, 99))
-    b = m.coordinate("dpl_b", guess=0.4, range=(-9, 9), vrange=(-20, 20), arange=(-99, 99))
-    tree = m.relative()
-    b1 = tree.base("upper_axes", tree.world, (0.0, 0.0, 1.0), a)
-    b2 = tree.base("lower_axes", b1, (0.0, 0.0, 1.0), b)
-    elbow = tree.point("elbow", tree.origin, (1.0, 0.0, 0.0), b1)
-    tree.body("upper", b1, tree.origin).set_inertia(1.0, com=(0.5, 0.0, 0.0), inertia=(0.0, 1 / 12, 1 / 12))
-    tree.body("lower", b2, elbow).set_inertia(0.7, com=(0.4, 0.0, 0.0), inertia=(0.0, 0.05, 0.05))
-    m.gravity((0.0, -G, 0.0))
-    m.actuator("shoulder", a)
-    m.actuator("elbow_motor", b)
-    m.spring_damper("elbow_damper", b, k=3.0, c=0.2)
-    m.output("hand_y", tree.position(tree.origin, tree.point("hand", elbow, (0.8, 0.0, 0.0), b2), tree.world)[1])
-    return m
 
 
 def test_double_pendulum_against_finite_differences():
@@ -218,7 +156,7 @@ def test_drivers_kept_or_dropped():
     np.testing.assert_allclose(kept.A, A, rtol=0, atol=1e-8)
     np.testing.assert_allclose(kept.B, 0.0, atol=1e-14)  # the driver absorbs the push
     dropped = mbforge.linearize(m, q={"cpk_xc": 0.0, "cpk_thp": math.pi / 2}, coordinates=["cpk_xc", "cpk_thp"])
-    np.testing.assert_allclose(dropped.A, _closed_form(True)[0], atol=1e-12)
+    np.testing.assert_allclose(dropped.A, cart_pole_closed_form(True)[0], atol=1e-12)
     with pytest.raises(mbforge.LinearizationError, match="drivers='off': must be one of auto, keep, drop"):
         mbforge.linearize(m, drivers="off")
 

@@ -7,9 +7,10 @@ import pytest
 
 from mbforge.examples import fourbar, load
 from mbforge.ir import cos, sin, symbol
-from mbforge.model import (AssemblyError, Dynamics, DynamicsError, Kinematics, Model, ModelError,
-                           RedundantConstraintsWarning, SingularJacobianError)
+from mbforge.model import Model, ModelError
 from mbforge.model.natural import NaturalBody2D, NaturalBody3D, point, unit_vector
+from mbforge.reference import (AssemblyError, Dynamics, DynamicsError, Kinematics, RedundantConstraintsWarning,
+                               SingularJacobianError)
 
 
 def _fourbar(name, coupler=3.5, extra_bar=False):

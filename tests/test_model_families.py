@@ -8,7 +8,8 @@ import sympy as sp
 
 from mbforge.examples import load
 from mbforge.ir import ZERO, atan2, cos, jacobian, sin
-from mbforge.model import Dynamics, Kinematics, Model
+from mbforge.model import Model
+from mbforge.reference import Dynamics, Kinematics
 from mbforge.model.frames import quat_from_matrix, rotation_np
 from mbforge.model.natural import NaturalBody2D, NaturalBody3D, Point, point, point_on_line2d, unit_vector
 from mbforge.reference.numeric import Compiled

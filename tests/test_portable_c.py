@@ -9,7 +9,6 @@ kernel that compiled for the M4F and the host failed there), and no chained
 multiply-accumulate either (its FMADD rounds once)."""
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import numpy as np
@@ -23,8 +22,7 @@ from mbforge.pipeline import generate
 
 CROSS, QEMU = "aarch64-linux-gnu-gcc", "qemu-aarch64"
 FLAGS = ["-O2", "-ffp-contract=off", "-fno-math-errno"]
-pytestmark = pytest.mark.skipif(shutil.which(CROSS) is None or shutil.which(QEMU) is None,
-                                reason="needs aarch64-linux-gnu-gcc and qemu-aarch64 (scripts/bootstrap.sh)")
+pytestmark = [pytest.mark.slow, pytest.mark.needs(CROSS, QEMU)]  # QEMU user mode
 
 # reads n input vectors from stdin, writes each one's outputs and status to stdout
 DRIVER = """

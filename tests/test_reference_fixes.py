@@ -8,34 +8,13 @@ import numpy as np
 import pytest
 
 from mbforge.examples.fourbar import build as fourbar
-from mbforge.ir import cos, sin
-from mbforge.model import Dynamics, Kinematics, Model, RedundantConstraintsWarning
+from mbforge.ir import sin
+from mbforge.model import Model
+from mbforge.reference import Dynamics, Kinematics, RedundantConstraintsWarning
+
+from helpers.models import sled_with_trailer
 
 G = 9.81
-
-
-def sled_with_trailer(prefix: str = "st") -> Model:
-    """A knife-edge sled towing a trailer on a hitch: 6 coordinates, 2 holonomic equations
-    (the hitch), 2 velocity constraints (the two blades): 2 velocity degrees of freedom."""
-    m = Model(f"{prefix}_sled")
-    sx = m.coordinate(f"{prefix}_sx", guess=0.0, range=(-5, 5), vrange=(-3, 3), arange=(-9, 9))
-    sy = m.coordinate(f"{prefix}_sy", guess=0.0, range=(-5, 5), vrange=(-3, 3), arange=(-9, 9))
-    sth = m.coordinate(f"{prefix}_sth", guess=0.1, range=(-4, 4), vrange=(-3, 3), arange=(-9, 9))
-    tx = m.coordinate(f"{prefix}_tx", guess=-0.5, range=(-5, 5), vrange=(-3, 3), arange=(-9, 9))
-    ty = m.coordinate(f"{prefix}_ty", guess=0.0, range=(-5, 5), vrange=(-3, 3), arange=(-9, 9))
-    tth = m.coordinate(f"{prefix}_tth", guess=-0.2, range=(-4, 4), vrange=(-3, 3), arange=(-9, 9))
-    sled = m.body2d("sled", sx, sy, sth, mass=2.0, inertia=0.3)
-    trailer = m.body2d("trailer", tx, ty, tth, mass=1.0, com=(-0.5, 0.0), inertia=0.1)
-    m.revolute2d(sled, (-0.5, 0.0), trailer, (0.0, 0.0), "hitch")
-    sxd, syd = m.qd[0], m.qd[1]
-    m.velocity_constraint(-sin(sth) * sxd + cos(sth) * syd, "sled_blade")
-    wheel = trailer.point((-1.0, 0.0))
-    vw = [m.rate(c) for c in wheel]
-    m.velocity_constraint(-sin(tth) * vw[0] + cos(tth) * vw[1], "trailer_blade")
-    m.actuator("thrust", sx * cos(sth) + sy * sin(sth))  # pushes along the sled's heading (at its pose)
-    m.actuator("steer", sth)
-    m.output("trailer_wheel_x", wheel[0])
-    return m
 
 
 # ---- (a) the redundancy check of position(fixed=...) -----------------------------------------
@@ -165,7 +144,7 @@ def test_forward_output_grid(t_end, dt, expect):
 
 
 def test_forward_rejects_a_bad_grid():
-    from mbforge.model import DynamicsError
+    from mbforge.reference import DynamicsError
 
     d = Dynamics(_torqued_pendulum("fbad").equations())
     with pytest.raises(DynamicsError, match="dt must be positive"):

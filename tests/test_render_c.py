@@ -1,6 +1,5 @@
 """Compile-and-compare: the generated double and float32 C against the numpy reference."""
 import os
-import shutil
 import subprocess
 import sys
 
@@ -68,7 +67,7 @@ def test_compiles_strictly_on_host(dirs, target, tmp_path):
     assert exported == ["fourbar_equations"]
 
 
-@pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None, reason="needs arm-none-eabi-gcc")
+@pytest.mark.needs("arm-none-eabi-gcc")
 def test_float32_on_cortex_m4f_uses_no_double_and_no_libm(dirs, tmp_path):
     d = dirs["c-float32"]
     obj = tmp_path / "k.o"

@@ -3,7 +3,6 @@ allocated, is a valid program (each value defined before it is read, every regis
 holds the value the instruction wants, never more values in registers than allowed), the
 allocated program computes bit for bit what the schedule's order computes, and the
 generated C (which prints the allocation) matches the double reference."""
-import shutil
 
 import numpy as np
 import pytest
@@ -152,7 +151,7 @@ def test_generated_c_matches_the_double_reference(kernel, target, tol, tmp_path)
     assert np.max(np.abs(got - want) / scale) < tol
 
 
-@pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None, reason="needs arm-none-eabi-gcc")
+@pytest.mark.needs("arm-none-eabi-gcc", "arm-none-eabi-objdump")
 def test_m4f_kernel_that_fits_in_the_registers_has_no_spills(tmp_path):
     """The disassembly counts of bench.floor: the four-bar equations fit in the registers,
     so no sp-relative load or store at all."""
@@ -163,7 +162,8 @@ def test_m4f_kernel_that_fits_in_the_registers_has_no_spills(tmp_path):
     assert small["instructions"] >= small["floor"] - small["n_in"]  # every operation is an instruction
 
 
-@pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None, reason="needs arm-none-eabi-gcc")
+@pytest.mark.slow  # 4 to 8 s each: the Stewart and arm kernels through arm-none-eabi-gcc
+@pytest.mark.needs("arm-none-eabi-gcc", "arm-none-eabi-objdump")
 @pytest.mark.parametrize("example,kname,tol", [("stewart", "equations", 0.01),
                                                ("sample_arm", "linearized-dynamics", 0.08)])
 def test_m4f_compiler_does_what_the_allocation_says(tmp_path, example, kname, tol):
@@ -188,7 +188,7 @@ def test_m4f_compiler_does_what_the_allocation_says(tmp_path, example, kname, to
 
 
 @pytest.mark.firmware
-@pytest.mark.skipif(shutil.which("arm-none-eabi-objdump") is None, reason="needs arm-none-eabi-objdump")
+@pytest.mark.needs("arm-none-eabi-gcc", "arm-none-eabi-objdump", "qemu-system-arm")
 def test_m4f_multiply_accumulates_round_as_the_host_does(tmp_path):
     """c-float32 spells a product whose only reader is an add or sub as one VMLA / VMLS /
     VNMLS (lower.schedule.FUSED), which rounds the product before the sum. The Stewart

@@ -13,14 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from hdl_kernels import functions_kernel, tiny_kernel  # noqa: E402
-
 from mbforge.hil import hostlib, vectors
 from mbforge.hil.compare import bit_exact, bound_ratio, compare
 from mbforge.hil.device import Device, Evaluation
 from mbforge.manifest import Manifest, ManifestError, load_dir
 from mbforge.pipeline import generate
+
+from helpers.hdl_kernels import functions_kernel, tiny_kernel
 
 ROOT = Path(__file__).resolve().parent.parent
 INT32_EDGES = [0, 1, -1, 2**31 - 1, -2**31, 2**30, -2**30, 65536, -65536]

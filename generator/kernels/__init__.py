@@ -10,6 +10,10 @@ analysis, backends, firmware, harness) sees only the Kernel and, later, its mani
                    one formulation each; common.py what they share (ports, rows, KernelError)
     domain.py      where a kernel runs: the driven motion, its tube of boxes, consistent
                    configurations for pivots, actuator force envelopes (numeric, double)
+    cover.py       verified covers of the operating envelope and what a kernel takes of them
+    krawczyk.py    the covers' machinery: Newton continuation, Krawczyk tests, cell splits
+    explicit_cover.py  covers from the closed forms of Model.explicit coordinates
+    recursive.py   the O(N) recursive algorithms (RNEA, ABA) for open trees
     cost.py        weighted_cost, the choice between formulations and factorizations
     rewrite.py     share_reciprocals (one reciprocal per denominator)
 """

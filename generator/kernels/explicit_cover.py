@@ -1,5 +1,5 @@
 """Covers of every coordinate of a model whose dependent coordinates are given in closed
-form (Model.explicit): the verified cover of kernels.cover over the independent
+form (Model.explicit): the verified cover of kernels.krawczyk over the independent
 coordinates alone (Krawczyk on the constraints among them, e.g. the Stewart platform's 7
 coordinates and its Euler normalisation), then per cell the dependent positions,
 velocities and accelerations enclosed by range analysis of their closed forms and of the
@@ -16,7 +16,7 @@ cover, EXPLICIT_TOL, as the reduced kernel checks its samples). So the forms' en
 over the boxes holds the dependent part, provided the forms are defined over the whole
 box: every divisor's range proven away from 0, every radicand's proven >= 0, and every
 guard the model declares (Model.explicit_guard, e.g. the Stewart's Shepperd pivots)
-proven >= its minimum. A cell where one is not proven is split (kernels.cover.build_cover)
+proven >= its minimum. A cell where one is not proven is split (kernels.krawczyk.build_cover)
 and at the depth limit refused, naming the dependent coordinate (or the guard) and the cell.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ from ..analysis.ranges import analyse_chunked
 from ..ir import ZERO, Evaluator, add, mul, sub
 from ..lower.tape import lower
 from .common import KernelError
-from .cover import Cover, Problem, _problem, build_cover
+from .krawczyk import Cover, Problem, build_cover, problem
 
 ENCLOSED_OPS = {"add", "sub", "neg", "mul", "div", "sqrt", "sin", "cos", "sincos", "atan2"}  # analyse_boxes' rules
 CHECK_SAMPLES = 256  # consistent states of the cover at which the closed forms are checked
@@ -170,7 +170,7 @@ def explicit_cover(eqs, rows, extra, extra_names, params) -> Cover | None:
         dep_mask |= s.mask
     if any(f.mask & dep_mask for f in extra) or len(psi) + len(extra) != len(z):
         return None
-    pr = _problem(eqs, z, psi, extra, extra_names, params)
+    pr = problem(eqs, z, psi, extra, extra_names, params)
     forms = ExplicitForms(eqs, pr)
     if forms.unsupported or (eqs.t in forms.inputs and not any(a.sym is eqs.t for a in pr.params)):
         return None  # an op range analysis has no rule for (exp, log, ...), or t not a cell variable

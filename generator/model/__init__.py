@@ -1,5 +1,4 @@
-"""Describing mechanisms and building their equations (atomized), and the double-precision
-reference solvers.
+"""Describing mechanisms and building their equations (atomized).
 
     model.py      Model: coordinates, equations, bodies, joints, forces, actuators, outputs
     bodies.py     Body interface; reference-point bodies (2-D; 3-D with Euler parameters)
@@ -10,15 +9,12 @@ reference solvers.
     equations.py  Equations: what kernels and solvers consume
     errors.py     ModelError (imported by model, joints and relative alike: no cycle)
 
-Kinematics and Dynamics (the numeric reference solvers) live in reference/ and are
-re-exported here. Each Model owns a symbol scope (ir.Scope): names are unique per model.
+Each Model owns a symbol scope (ir.Scope): names are unique per model. The numeric
+reference solvers (Kinematics, Dynamics) are the next stage, mbforge.reference: they read
+Equations, and nothing here imports them.
 """
 from .bodies import Body, Body2D, Body3D, Ground
 from .equations import Equations
 from .model import Model, ModelError
-from ..reference.solvers import (AssemblyError, Dynamics, DynamicsError, Kinematics, RedundantConstraintsWarning,
-                    SingularJacobianError, Trajectory)
 
-__all__ = ["Equations", "Model", "ModelError", "AssemblyError", "Kinematics", "Dynamics", "DynamicsError",
-           "SingularJacobianError", "RedundantConstraintsWarning", "Trajectory", "Body", "Body2D", "Body3D",
-           "Ground"]
+__all__ = ["Equations", "Model", "ModelError", "Body", "Body2D", "Body3D", "Ground"]

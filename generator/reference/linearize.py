@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import model as _model  # noqa: F401  (the model package imports the solvers: it goes first)
 from .numeric import Compiled
 from .solvers import Dynamics, _Factor, _rank
 

@@ -29,17 +29,15 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .. import cache
 from ..ir import OPS, Atom, flatten
 from ..ir.evaluate import evaluation_order
+from ..model.equations import Equations
 from .numeric import Compiled, EvaluationError
 
-if TYPE_CHECKING:  # annotations only: mbforge.model re-exports these solvers, a run-time import would be a cycle
-    from ..model.equations import Equations
 
 
 class AssemblyError(RuntimeError):
