@@ -36,7 +36,7 @@ tick is less than half an instruction. With DWT they are processor cycles. Calls
 
 Persistence: every answer goes to the run database (mbforge.hil.rundb) as its frame
 arrives, and the report is always made from the database (report_from_db), so a
-resumed run, a run made in one go and `rundb.load_run` give the same report. The
+resumed run, a run made in one go and `load_run` give the same report. The
 `link` key of the report holds the link's events (retries, timeouts, stalls, bad
 frames, CRC errors, error replies, lost replies, duplicates, resets, reconnects, batch
 cuts) summed over the run's sessions, the most vectors per frame, the frames in flight
@@ -442,5 +442,16 @@ def status_checks(S: _Setup, rows: np.ndarray, status: np.ndarray) -> list[dict]
     return out
 
 
-__all__ = ["run", "Report", "GroupResult", "HarnessError", "LinkError", "input_vectors", "status_checks",
+__all__ = ["run", "load_run", "Report", "GroupResult", "HarnessError", "LinkError", "input_vectors", "status_checks",
            "compare_groups", "calibrate", "check_pair"]
+
+
+def load_run(path) -> dict:
+    """The report (Report.to_json()) of a stored run, made again from the database and the
+    reference kernel folder it names; the run may be incomplete (then `vectors_missing`
+    says how many were never answered and `passed` is False)."""
+    db = RunDB.open(path)
+    try:
+        return report_from_db(db).to_json()
+    finally:
+        db.close()

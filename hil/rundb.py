@@ -3,7 +3,7 @@
     db = RunDB.create(path, options)      # a new run; RunDB.open(path) to resume one
     db.put(idx, rows, inputs, outputs, status, work, ticks, attempts)   # committed at once
     done = db.done()                      # bool [n]: rows already answered
-    report_dict = load_run(path)          # the report again, from the database alone
+    report_dict = harness.load_run(path)  # the report again, from the database alone
 
 Tables:
   run      key TEXT PRIMARY KEY, value TEXT (JSON): the options (kernel and reference
@@ -140,17 +140,4 @@ def add_stats(total: dict, more: dict) -> dict:
     return out
 
 
-def load_run(path: str | Path) -> dict:
-    """The report (harness.Report.to_json()) of a stored run, made again from the database
-    and the reference kernel folder it names; the run may be incomplete (then
-    `vectors_missing` says how many were never answered and `passed` is False)."""
-    from mbforge.hil.harness import report_from_db
-
-    db = RunDB.open(path)
-    try:
-        return report_from_db(db).to_json()
-    finally:
-        db.close()
-
-
-__all__ = ["RunDB", "RunDBError", "load_run", "add_stats"]
+__all__ = ["RunDB", "RunDBError", "add_stats"]

@@ -198,7 +198,7 @@ def test_fixed_point_tolerance_is_the_manifest_error_bound(tmp_path):
 
 @pytest.mark.firmware
 def test_run_database_gives_the_report_again(device, tmp_path, capsys):
-    from mbforge.hil.rundb import load_run
+    from mbforge.hil.harness import load_run
 
     report, run = tmp_path / "r.json", tmp_path / "r.hil.sqlite"
     assert hil_cli(["--port", device, "--kernel", str(TOY), "--reference", str(TOY_DOUBLE), "--vectors", "120",
@@ -262,7 +262,7 @@ def test_a_start_that_fails_leaves_no_run_database(dead, message, silent_port, t
     """Issue 31 item 5: a start that fails before the device answers (nothing listens; a
     port that never answers) leaves no run database, so the same command with the right
     port then runs (it refused: "run database r.sqlite already exists")."""
-    from mbforge.hil.rundb import load_run
+    from mbforge.hil.harness import load_run
 
     run = tmp_path / "r.sqlite"
     same = ["--kernel", TOY, "--reference", TOY_DOUBLE, "--vectors", 50, "--timeout", 1, "--run", run]
