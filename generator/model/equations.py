@@ -66,6 +66,8 @@ class Equations:
     independent: list[Atom] | None = None
     inertial: list[Atom] | None = None
     envelope: Envelope = field(default_factory=Envelope)  # where the mechanism operates (model.envelope)
+    initial_q: dict[str, float] = field(default_factory=dict)  # Model.initial, by coordinate name
+    initial_qd: dict[str, float] = field(default_factory=dict)
     source: object = field(default=None, compare=False, repr=False)  # the Model (recursive kernels read its trees)
     # lazily built
     _phi_q: Sparse | None = None

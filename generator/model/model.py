@@ -18,6 +18,8 @@ parameters), natural coordinates (natural.*) and relative coordinates (relative.
 """
 from __future__ import annotations
 
+import math
+
 from ..ir import (ONE, ZERO, Atom, ExpressionError, Scope, Sparse, add, as_atom, from_sympy, jacobian, sub, subs,
                   symbol, time_derivative, topo)
 from ..names import is_name
@@ -63,6 +65,8 @@ class Model:
         self.qd: list[Atom] = []
         self.qdd: list[Atom] = []
         self.guess: dict[Atom, float] = {}
+        self.initial_q: dict[str, float] = {}  # Model.initial: the state simulations start from
+        self.initial_qd: dict[str, float] = {}
         self.ranges: dict[Atom, tuple[float, float]] = {self.t: (0.0, 1.0)}
         self.phi: list[Atom] = []
         self.phi_names: list[str] = []
@@ -252,6 +256,20 @@ class Model:
         self.params.append(p)
         self.ranges[p] = (float(range[0]), float(range[1]))
         return p
+
+    def initial(self, q: dict | None = None, qd: dict | None = None) -> None:
+        """The initial state simulations start from, by coordinate name: these values are held
+        and the other coordinates and rates solved from the constraints (as --q0/--qd0 do;
+        rates not named start at 0). Command-line --q0/--qd0 replace them."""
+        known = {s.value.name for s in self.q}
+        for what, given in (("q", q or {}), ("qd", qd or {})):
+            for name, v in given.items():
+                if name not in known:
+                    raise ModelError(f"{self.name}: initial {what}: no coordinate {name!r}")
+                if not math.isfinite(float(v)):
+                    raise ModelError(f"{self.name}: initial {what} of {name} is {v}, not a finite number")
+        self.initial_q = {k: float(v) for k, v in (q or {}).items()}
+        self.initial_qd = {k: float(v) for k, v in (qd or {}).items()}
 
     def time_range(self, lo: float, hi: float) -> None:
         if not lo < hi:
@@ -515,7 +533,8 @@ class Model:
                          explicit=dict(self.explicit_coords), measures=dict(self.explicit_measures),
                          explicit_guards=list(self.explicit_guards),
                          inertial=inertial_force,
-                         envelope=self.envelope, source=self)
+                         envelope=self.envelope, initial_q=dict(self.initial_q),
+                         initial_qd=dict(self.initial_qd), source=self)
 
     def _check_inertia(self, M: Sparse) -> None:
         """A coordinate with no inertia that no equation involves has no defined acceleration."""

@@ -188,6 +188,9 @@ def _motion(kin, eqs, times, q0, qd0, method, rtol, atol):
         raise DynamicsError(f"{eqs.model}: has free degrees of freedom but no inertia: nothing to simulate "
                             f"({mob.describe()})")
     lo, hi = float(times[0]), float(times[-1])
+    given = bool(q0 or qd0)
+    if not given:  # the model's own initial state (Model.initial), if it declares one
+        q0, qd0 = eqs.initial_q, eqs.initial_qd
     qs, qds = _initial_state(kin, eqs, lo, q0 or {}, qd0 or {})
     from ..progress import progress_bar
 
@@ -195,7 +198,7 @@ def _motion(kin, eqs, times, q0, qd0, method, rtol, atol):
         traj = kin.forward(hi, q0=qs, qd0=qds, t0=lo, dt=(hi - lo) / (len(times) - 1), method=method, rtol=rtol,
                            atol=atol, progress=update)
     QDD = np.array([kin.accelerations(float(t), q, qd)[0] for t, q, qd in zip(traj.t, traj.Q, traj.QD)])
-    mode = "forward dynamics" + (" from a given state" if q0 or qd0 else "")
+    mode = "forward dynamics" + (" from a given state" if given else "")
     note = f"; {traj.energy_report()}, constraint residual {traj.residual:.1e}"
     return traj.Q, traj.QD, QDD, None, traj, mode, note
 
