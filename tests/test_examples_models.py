@@ -15,7 +15,7 @@ W = 10 * 2 * math.pi / 60
 
 def test_examples_by_name():
     assert set(EXAMPLES) == {"fourbar", "slidercrank", "pendulum_block", "slidercrank_disc", "stewart",
-                             "stewart_relative", "sample_arm", "spatial_chain", "bricard"}
+                             "stewart_relative", "sample_arm", "spatial_chain", "bricard", "pendulum", "nfourbar"}
     for name in EXAMPLES:
         assert load(name).name == name
     assert motions("stewart") == ("heave", "yaw", "roll", "pitch") == motions("stewart_relative")
