@@ -26,7 +26,7 @@ from mbforge.firmware.qemu import Emulator
 from mbforge.hil import harness
 from mbforge.hil.cli import main as hil_cli
 from mbforge.hil.link import Link, LinkError, LinkStats, LinkTimeout
-from mbforge.hil.rundb import load_run
+from mbforge.hil.harness import load_run
 
 from helpers.faultproxy import FaultProxy
 
