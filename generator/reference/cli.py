@@ -209,6 +209,7 @@ def simulate(model, out: Path, points: int = 251, t_end: float | None = None, ta
     """Run the reference simulation of `model` and write <name>[_tag].csv and .png in `out`.
     Returns {"csv": path, "png": path, "columns": [...], "data": array, "summary": str,
     "warnings": [str]}."""
+    from ..errors import CLIError
     from .solvers import Dynamics, Kinematics, RedundantConstraintsWarning
 
     eqs = model.equations()
