@@ -157,7 +157,8 @@ def test_the_fine_envelope_file_halves_x_y_and_z(tmp_path):
     assert [env["quantities"][f"plat_{c}"]["cells"] for c in "xyz"] == [2, 2, 2]
 
 
-@pytest.mark.parametrize("target,most", [("c-fixed", 1e-3), ("c-float32", 0.1)])
+# c-float32: 0.1016 since moving_dims (b4dbd2f) halves the box only along the inputs that move the matrix (its message: float32 bounds within 3%)
+@pytest.mark.parametrize("target,most", [("c-fixed", 1e-3), ("c-float32", 0.105)])
 def test_a_box_where_the_split_fails_is_cut_until_it_holds(tmp_path, monkeypatch, target, most):
     """One cell of the envelope's corner (e1, e2, e3 in [-0.1, -0.05]): over it A varies
     too much for the split at the solve (the whole-program bound stands: 3.8 N in c-fixed,
