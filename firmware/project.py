@@ -25,7 +25,7 @@ import jinja2
 
 from mbforge import __version__
 from mbforge.hil import protocol as P
-from mbforge.outdir import OutDir, OutDirError
+from mbforge.outdir import OutDir, OutDirError, read_record
 from mbforge.manifest import C_REAL, MANIFEST_NAME, Manifest, ManifestError, load_dir
 from mbforge.targets import BOARDS, Board
 
@@ -256,14 +256,8 @@ def write_plan(plan: dict[str, bytes], out_dir: str | Path | OutDir, force: bool
 def project_files(root: Path) -> list[str] | None:
     """The files a project folder's record lists (itself included); None when root holds
     no record of mbforge's firmware generator."""
-    path = root / RECORD
-    if path.is_symlink() or not path.is_file():
-        return None
-    try:
-        d = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    if not (isinstance(d, dict) and str(d.get("generator", "")).startswith("mbforge-fw")
+    d = read_record(root, RECORD)
+    if not (d is not None and str(d.get("generator", "")).startswith("mbforge-fw")
             and isinstance(d.get("files"), list)):
         return None
     return [RECORD, *d["files"]]

@@ -23,6 +23,8 @@ plan {relative name: bytes} into it. Invariants, for every command that writes a
 """
 from __future__ import annotations
 
+import json
+
 import os
 import posixpath
 import shutil
@@ -248,3 +250,16 @@ def write_file(path: str | Path, data: bytes, option: str) -> Path:
     except OSError as e:
         raise OutDirError(f"cannot write {option} {path}: {e.strerror}") from None
     return path
+
+
+def read_record(root: Path, name: str) -> dict | None:
+    """The JSON object a folder's own record `name` holds; None when there is none (missing,
+    a symlink, not a file, not JSON, not an object): the folder is then not ours."""
+    path = Path(root) / name
+    if path.is_symlink() or not path.is_file():
+        return None
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return d if isinstance(d, dict) else None

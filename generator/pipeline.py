@@ -30,7 +30,7 @@ from .kernels import InPort, Kernel, OutPort
 from .manifest import ERROR_BOUND_BASIS, MANIFEST_NAME, Group, Manifest
 from .manifest import FORMAT as MANIFEST_FORMAT
 from .names import is_c_symbol
-from .outdir import OutDir, OutDirError
+from .outdir import OutDir, OutDirError, read_record
 from .targets import TARGETS as TARGET_INFO
 
 TARGETS = backend_names()
@@ -70,14 +70,8 @@ class Plan:
 def kernel_folder_files(root: Path) -> list[str] | None:
     """The files a kernel folder's manifest lists (itself included); None when root holds
     no mbforge manifest (the names are checked by OutDir before anything is removed)."""
-    path = root / MANIFEST_NAME
-    if path.is_symlink() or not path.is_file():
-        return None
-    try:
-        d = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    if not isinstance(d, dict) or d.get("format") != MANIFEST_FORMAT:
+    d = read_record(root, MANIFEST_NAME)
+    if d is None or d.get("format") != MANIFEST_FORMAT:
         return None
     lists = [d.get("sources") or [], d.get("headers") or []]
     if not all(isinstance(v, list) for v in lists):
