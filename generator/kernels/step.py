@@ -240,8 +240,13 @@ def _templates(eqs: Equations, lam: list[Atom], u: list[Atom], B: Sparse, alpha:
     entries = dict(eqs.M.entries)
     for jk, v in _gram(eqs.phi_q, c * alpha).items():
         entries[jk] = add(entries.get(jk, ZERO), v)
-    lead = Sparse((n, n), entries)
-    F = factor_ldlt(lead, samples, names=names(eqs.q), label=f"{eqs.model} M + dt^2/4 alpha Phi_q^T Phi_q")
+    # the leading matrix over its own placeholders, set to the predictor: factored once per
+    # step for every iteration and both projections (a modified Newton; at q+ it would be a
+    # second factorization, about half the step's operations, for a change of O(dt^3))
+    at = _pred_symbols(eqs)
+    lead = Sparse((n, n), dict(zip(entries, subs(list(entries.values()), dict(zip(eqs.q, at))))))
+    fs = Samples(at + samples.inputs[len(at):], samples.points, samples.what)
+    F = factor_ldlt(lead, fs, names=names(eqs.q), label=f"{eqs.model} M + dt^2/4 alpha Phi_q^T Phi_q")
     force = [add(q_, f) for q_, f in zip(eqs.Q, B.matvec(u) if u else [ZERO] * n)]
     phi_term = _transpose_matvec(eqs.phi_q, [add(mul(_c(alpha), p), lm) for p, lm in zip(eqs.phi, lam)])
     resid = [mul(_c(c), sub(add(m, p), f)) for m, p, f in zip(eqs.M.matvec(eqs.qdd), phi_term, force)]
@@ -255,41 +260,107 @@ def _templates(eqs: Equations, lam: list[Atom], u: list[Atom], B: Sparse, alpha:
     return _Templates(correction, vel, acc, F)
 
 
+def _pred_symbols(eqs: Equations) -> list[Atom]:
+    """Placeholders of the predicted positions (where the leading matrix is factored)."""
+    return [symbol(f"{q.value.name}__predicted", "input") for q in eqs.q]
+
+
 def _project(F, A: Sparse, scale: float, x: list[Atom], r: list[Atom]) -> list[Atom]:
     """x - F^-1 scale A^T (A x - r): the mass-orthogonal projection of x onto A x = r."""
     resid = [mul(_c(scale), sub(ax, ri)) for ax, ri in zip(A.matvec(x), r)]
     return [sub(xi, d) for xi, d in zip(x, F.solve(_transpose_matvec(A, resid)))]
 
 
-def _ali3p_atoms(eqs: Equations, T: _Templates, lam: list[Atom], alpha: float, dt: float, iterations: int):
-    """(q+, qd+, qdd+, lambda+, q after each iteration) over the step's inputs."""
+class _AtomAlgebra:
+    """The step's arithmetic on atoms: what the kernel computes."""
+
+    zero = ZERO
+
+    def __init__(self, T: _Templates, eqs: Equations):
+        self.maps = {"correction": T.correction, "velocity": T.velocity, "acceleration": T.acceleration,
+                     "phi": eqs.phi}
+
+    @staticmethod
+    def lin(a: float, x, y):
+        return [add(mul(_c(a), xi), yi) for xi, yi in zip(x, y)]
+
+    @staticmethod
+    def plus(x, y):
+        return [add(xi, yi) for xi, yi in zip(x, y)]
+
+    @staticmethod
+    def shift(t, dt: float):
+        return add(t, _c(dt))
+
+    def apply(self, name: str, mapping: dict):
+        return subs(self.maps[name], mapping)
+
+
+class _NumericAlgebra(_AtomAlgebra):
+    """The same arithmetic in float64 over many states at once (columns): the convergence
+    check runs the step's own iteration map, not a second copy of it."""
+
+    zero = 0.0
+
+    def __init__(self, T: _Templates, eqs: Equations, fixed: dict):
+        super().__init__(T, eqs)
+        self.fixed = fixed  # values of the symbols no mapping gives (u, parameters)
+        self._ev: dict = {}
+
+    @staticmethod
+    def lin(a: float, x, y):
+        return [a * xi + yi for xi, yi in zip(x, y)]
+
+    @staticmethod
+    def plus(x, y):
+        return [xi + yi for xi, yi in zip(x, y)]
+
+    @staticmethod
+    def shift(t, dt: float):
+        return t + dt
+
+    def apply(self, name: str, mapping: dict):
+        values = {**self.fixed, **mapping}
+        atoms = self.maps[name]
+        if name not in self._ev:
+            ins = sorted({a for a in topo(list(atoms)) if a.op == "sym"}, key=lambda a: a.value.name)
+            self._ev[name] = (Evaluator(list(atoms), ins), ins)
+        ev, ins = self._ev[name]
+        rows = len(next(iter(mapping.values())))
+        X = np.column_stack([np.broadcast_to(values[s], rows) for s in ins]) if ins else np.zeros((rows, 0))
+        return list(ev(X).T)
+
+
+def _ali3p_map(alg, eqs: Equations, lam: list[Atom], start, alpha: float, dt: float, iterations: int):
+    """One ali3p step in `alg`'s arithmetic from start = (q, qd, qdd, t): (q+, qd+, qdd+, q
+    after each iteration)."""
     q0, qd0, qdd0 = eqs.q, eqs.qd, eqs.qdd
-    t1 = add(eqs.t, _c(dt))
-    pred = [add(add(q, mul(_c(dt), v)), mul(_c(dt * dt / 2), a)) for q, v, a in zip(q0, qd0, qdd0)]
-    vpred = [add(v, mul(_c(dt), a)) for v, a in zip(qd0, qdd0)]
-    delta = [ZERO] * len(q0)  # q_i - pred
-    lam_i = [ZERO] * len(lam)  # each step starts its multipliers from 0 (see the module docstring)
-    history = []  # q after each iteration
+    q, qd, qdd, t = start
+    t1 = alg.shift(t, dt)
+    pred = alg.lin(dt * dt / 2, qdd, alg.lin(dt, qd, q))
+    vpred = alg.lin(dt, qdd, qd)
+    delta = [alg.zero] * len(q0)  # q_i - pred, so that 2/dt and 4/dt^2 multiply only the correction
+    lam_i = [alg.zero] * len(lam)  # each step starts its multipliers from 0 (see the module docstring)
+    history = []
+    at_pred = dict(zip(_pred_symbols(eqs), pred))
     for _ in range(iterations):
-        q_i = [add(p, d) for p, d in zip(pred, delta)]
-        state = {**dict(zip(q0, q_i)), **dict(zip(qd0, _axpy(2 / dt, delta, vpred))),
-                 **dict(zip(qdd0, _axpy(4 / (dt * dt), delta, qdd0))), **dict(zip(lam, lam_i)), eqs.t: t1}
-        delta = [add(d, x) for d, x in zip(delta, subs(T.correction, state))]
-        q_i = [add(p, d) for p, d in zip(pred, delta)]
-        phi = subs(eqs.phi, {**dict(zip(q0, q_i)), eqs.t: t1})
-        lam_i = [add(lm, mul(_c(alpha), p)) for lm, p in zip(lam_i, phi)]
+        state = {**at_pred, **dict(zip(q0, alg.plus(pred, delta))), **dict(zip(qd0, alg.lin(2 / dt, delta, vpred))),
+                 **dict(zip(qdd0, alg.lin(4 / (dt * dt), delta, qdd))), **dict(zip(lam, lam_i)), eqs.t: t1}
+        delta = alg.plus(delta, alg.apply("correction", state))
+        q_i = alg.plus(pred, delta)
+        lam_i = alg.lin(alpha, alg.apply("phi", {**dict(zip(q0, q_i)), eqs.t: t1}), lam_i)
         history.append(q_i)
-    q1 = [add(p, d) for p, d in zip(pred, delta)]
-    at = {**dict(zip(q0, q1)), eqs.t: t1}
-    qd1 = subs(T.velocity, {**at, **dict(zip(qd0, _axpy(2 / dt, delta, vpred)))})
-    qdd1 = subs(T.acceleration, {**at, **dict(zip(qd0, qd1)), **dict(zip(qdd0, _axpy(4 / (dt * dt), delta, qdd0)))})
-    return q1, qd1, qdd1, lam_i, history
+    q1 = alg.plus(pred, delta)
+    at = {**at_pred, **dict(zip(q0, q1)), eqs.t: t1}
+    qd1 = alg.apply("velocity", {**at, **dict(zip(qd0, alg.lin(2 / dt, delta, vpred)))})
+    qdd1 = alg.apply("acceleration", {**at, **dict(zip(qd0, qd1)),
+                                      **dict(zip(qdd0, alg.lin(4 / (dt * dt), delta, qdd)))})
+    return q1, qd1, qdd1, history
 
 
 # ---- ali3p: iterations, kernel ---------------------------------------------------------------
 
 AUTO_ITERATIONS = 8  # the most --iterations auto picks
-CHECK_STATES = REFERENCE_POINTS  # states of the reference run at which convergence is checked
 
 
 def _state_rows(ref: _Reference, integrator: str, every: int = 1) -> np.ndarray:
@@ -300,24 +371,25 @@ def _state_rows(ref: _Reference, integrator: str, every: int = 1) -> np.ndarray:
 def _choose_iterations(eqs: Equations, T: _Templates, lam, u, alpha: float, opts: StepOptions,
                        ref: _Reference) -> tuple[int, float]:
     """The fewest Newton iterations (opts.iterations if given) after which q+ is within
-    CONVERGED x the coordinates' scale of the fully iterated q+ at CHECK_STATES states of the
+    CONVERGED x the coordinates' scale of the fully iterated q+ at every state of the
     reference run (u = 0); (iterations, the largest remaining difference)."""
-    top = (opts.iterations or AUTO_ITERATIONS) + 6
-    *_, history = _ali3p_atoms(eqs, T, lam, alpha, opts.dt, top)
+    top = (opts.iterations or AUTO_ITERATIONS) + 4
     ps, pv = parameters(eqs)
-    ins = [*eqs.q, *eqs.qd, *eqs.qdd, eqs.t, *u, *ps]
-    every = max(1, (len(ref.t) - 1) // (CHECK_STATES - 1))
-    X = np.column_stack([_state_rows(ref, "ali3p", every), ref.t[::every], np.zeros((len(ref.t[::every]), len(u))),
-                         np.tile(pv, (len(ref.t[::every]), 1)) if ps else np.zeros((len(ref.t[::every]), 0))])
-    ev = Evaluator([a for q in history for a in q], ins)(X).reshape(len(X), top, len(eqs.q))
+    alg = _NumericAlgebra(T, eqs, {**{s: 0.0 for s in u}, **dict(zip(ps, pv))})
+    start = (list(ref.Q.T), list(ref.QD.T), list(ref.QDD.T), ref.t)
+    *_, history = _ali3p_map(alg, eqs, lam, start, alpha, opts.dt, top)
+    ev = np.stack([np.column_stack(q) for q in history], axis=1)  # [state, iteration, coordinate]
     scale = max(1.0, float(np.abs(ref.Q).max()))
     diff = np.abs(ev - ev[:, -1:, :]).max(axis=(0, 2)) / scale  # per iteration count
-    worst_state = lambda k: float(ref.t[::every][int(np.abs(ev[:, k - 1] - ev[:, -1]).max(axis=1).argmax())])
+
+    def worst(k: int) -> float:
+        return float(ref.t[int(np.abs(ev[:, k - 1] - ev[:, -1]).max(axis=1).argmax())])
+
     if opts.iterations is not None:
         k = opts.iterations
         if diff[k - 1] > CONVERGED:
             raise StepError(f"step: {eqs.model}: {k} ali3p iterations leave q+ {diff[k - 1]:.2g} (relative) from its "
-                            f"converged value at t = {worst_state(k):g} s of the reference run (tolerance "
+                            f"converged value at t = {worst(k):g} s of the reference run (tolerance "
                             f"{CONVERGED:g}): give more --iterations or a smaller --dt")
         return k, float(diff[k - 1])
     for k in range(1, AUTO_ITERATIONS + 1):
@@ -325,7 +397,7 @@ def _choose_iterations(eqs: Equations, T: _Templates, lam, u, alpha: float, opts
             return k, float(diff[k - 1])
     k = AUTO_ITERATIONS
     raise StepError(f"step: {eqs.model}: ali3p with --dt {opts.dt:g} does not converge in {k} iterations: q+ is "
-                    f"still {diff[k - 1]:.2g} (relative) from its converged value at t = {worst_state(k):g} s of the "
+                    f"still {diff[k - 1]:.2g} (relative) from its converged value at t = {worst(k):g} s of the "
                     f"reference run (tolerance {CONVERGED:g}): use a smaller --dt (e.g. {opts.dt / 2:g}) or "
                     f"--iterations N up to 50")
 
@@ -342,7 +414,8 @@ def _ali3p(eqs: Equations, opts: StepOptions, ref: _Reference) -> Kernel:
     u = actuator_symbols(eqs, act)
     T = _templates(eqs, lam, u, B, alpha, opts.dt, samples)
     iterations, left = _choose_iterations(eqs, T, lam, u, alpha, opts, ref)
-    q1, qd1, qdd1, _, _ = _ali3p_atoms(eqs, T, lam, alpha, opts.dt, iterations)
+    start = (list(eqs.q), list(eqs.qd), list(eqs.qdd), eqs.t)
+    q1, qd1, qdd1, _ = _ali3p_map(_AtomAlgebra(T, eqs), eqs, lam, start, alpha, opts.dt, iterations)
     state = [port("q", eqs, eqs.q), port("qd", eqs, eqs.qd), port("qdd", eqs, eqs.qdd)]
     outs = [OutPort.vector("q", q1, names(eqs.q)), OutPort.vector("qd", qd1, names(eqs.qd)),
             OutPort.vector("qdd", qdd1, names(eqs.qdd))]
