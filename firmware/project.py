@@ -108,8 +108,7 @@ def load_manifest(kernel_dir: str | Path) -> Manifest:
 
 def n_state(m: Manifest) -> int:
     """A step kernel's state size (its SIM request is compiled in), else 0."""
-    step = getattr(m, "step", None)  # TODO(merge): m.step
-    return int(step["n_state"]) if step else 0
+    return int(m.step["n_state"]) if m.step else 0
 
 
 def runtime_payload(m: Manifest) -> int:
