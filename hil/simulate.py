@@ -36,7 +36,7 @@ class DeviceRun:
     sample_work: np.ndarray  # [steps // decim] uint32: the work ticks of those steps (0xFFFFFFFF: wrapped)
     status: int  # the first non-zero status (0: every step ok)
     fail_step: int  # its step, counted from 1 over the horizon (0: none)
-    steps: int
+    steps: int  # run: the horizon's, or up to the end of the request in which a step failed
     work_ticks: int  # summed over the steps whose count did not wrap
     worst_ticks: int
     overruns: int
@@ -63,7 +63,8 @@ def decode_sim(payload: bytes, samples: int, n_state: int, dtype) -> tuple[tuple
 
 def run_horizon(link: Link, x0, steps: int, decim: int, budget: int = 0xFFFFFFFF, progress=None) -> DeviceRun:
     """Run `steps` steps (a multiple of decim) on the device from the raw inputs x0, as few
-    SIM requests as its max payload allows; progress(done, steps) after each."""
+    SIM requests as its max payload allows, and no request after one in which a step failed
+    (the state after a failed step is no state); progress(done, steps) after each."""
     info = link.info or link.hello()
     dtype = np.dtype(P.REAL_DTYPES[info.real])
     x = np.array(x0, dtype=dtype).reshape(-1)
@@ -92,7 +93,9 @@ def run_horizon(link: Link, x0, steps: int, decim: int, budget: int = 0xFFFFFFFF
         done, req = done + k * decim, req + 1
         if progress:
             progress(done, steps)
-    return DeviceRun(np.vstack(out), np.concatenate(works), status, fail_step, steps, work, worst, overruns, wrapped, req)
+        if status:
+            break
+    return DeviceRun(np.vstack(out), np.concatenate(works), status, fail_step, done, work, worst, overruns, wrapped, req)
 
 
 def host_horizon(kernel, x0, steps: int, decim: int) -> tuple[np.ndarray, int, int]:

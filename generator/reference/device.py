@@ -239,23 +239,24 @@ def run_device(eqs, stem: str, out, env: str, port: str | None, target: str, opt
     from .solvers import Dynamics
 
     dt, every = opts.dt, opts.dt * decim
-    t_end = t0 + steps * dt
     try:
         dev_dir, dbl_dir, m = _kernels(eqs, opts, target, out)
         x = _start_inputs(m, t0, x0)
         x_raw = to_raw(m, x[None, :], "inputs")[0]
         proj = generate_project(dev_dir, out.sub("firmware"))
         run, timing, device = _device_run(proj, env, port, m, x_raw, steps, decim, dt)
-        host = _host_runs(m, dev_dir, dbl_dir, x, steps, decim)
+        host = _host_runs(m, dev_dir, dbl_dir, x, run.steps, decim)
     except (BuildError, ProjectError, EmulatorError, LinkError, HostLibError, OutDirError) as e:
         raise CLIError(str(e)) from None
     n_state = m.step["n_state"]
+    # the samples before the first failed step (all of them when none failed); sample 0: the start
+    good = (run.fail_step - 1) // decim if run.status else len(run.samples)
     first = from_raw(m, x_raw[None, :n_state], "outputs")
-    S = np.vstack([first, from_raw(m, run.samples, "outputs")])  # sample 0: the start
-    D = np.vstack([x[None, :n_state], host["double"]])
+    S = np.vstack([first, from_raw(m, run.samples[:good], "outputs")])
+    D = np.vstack([x[None, :n_state], host["double"][:good]])
     times = t0 + every * np.arange(len(S))
     dyn = Dynamics(eqs)
-    ref = _reference(dyn, eqs, t0, t_end, every, x0)
+    ref = _reference(dyn, eqs, t0, float(times[-1]), every, x0)
     g, gd = _split(m, S), _split(m, D)
     Q, QD = g["q"], g["qd"]
     QDD = np.array([dyn.accelerations(float(t), q, qd)[0] for t, q, qd in zip(times, Q, QD)])
@@ -264,6 +265,7 @@ def run_device(eqs, stem: str, out, env: str, port: str | None, target: str, opt
     names = list(cols)
     data = np.column_stack([cols[k] for k in names])
     result = _result(m, stem, env, target, run, timing, device, host, S, D, ref, g, gd, traj, times, every, given)
+    result |= {"horizon_steps": steps, "t_end_asked": t0 + steps * dt}  # t_end: the last sample's
     from mbforge.hil.report import render_simulation
 
     html = render_simulation(result, times, [s.value.name for s in eqs.q], Q, ref.Q, gd["q"])
@@ -318,8 +320,9 @@ def _summary(r: dict, csv: Path) -> str:
     same = "bit-exact with the host build" if bits["bit_exact"] else \
         f"{bits['elements_differing']} elements differ from the host build (max {bits['max_difference']} {bits['unit']})"
     status = "" if r["status"] == 0 else f"; FAILED: status {r['status']} ({r['status_text']}) at step {r['failed_step']}"
-    return (f"{r['model']} on {r['board']} ({r['target']}, {r['step']['integrator']}, dt {r['dt']:g} s): {r['steps']} "
-            f"steps to t={r['t_end']:g} s, {rtf} at {t['cpu_hz'] / 1e6:g} MHz, {per}, {t['overruns']} overruns; "
+    of = f" of {r['horizon_steps']}" if r.get("horizon_steps", r["steps"]) != r["steps"] else ""
+    return (f"{r['model']} on {r['board']} ({r['target']}, {r['step']['integrator']}, dt {r['dt']:g} s): {r['steps']}"
+            f"{of} steps, sampled to t={r['t_end']:g} s, {rtf} at {t['cpu_hz'] / 1e6:g} MHz, {per}, {t['overruns']} overruns; "
             f"max |q - reference| {d['reference']['q_max_abs']:.2e}, |q - double step| "
             f"{d['double_step']['q_max_abs']:.2e}; {same}; constraint residual {r['constraint_residual_max']:.1e}"
             + (f", energy drift {r['energy_drift_of_max_T']:.1e} of max T" if r["energy_drift_of_max_T"] is not None
