@@ -6,6 +6,7 @@ import csv
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -74,17 +75,25 @@ Q_TOL = 5e-5
 PENALTY = 10
 
 
-@pytest.mark.slow
-@pytest.mark.firmware
-def test_pendulum_float32_on_the_emulated_board(tmp_path):
-    out = tmp_path / "dev"
+@pytest.fixture(scope="module")
+def pendulum(tmp_path_factory):
+    """`mbforge simulate pendulum --device emulated_f405` over 1 s, and the host simulate."""
+    root = tmp_path_factory.mktemp("simdev")
+    out = root / "dev"
     p = _run("simulate", "pendulum", "--device", "emulated_f405", "--target", "c-float32", "--dt", "1e-3",
              "--t-end", "1", "--penalty", str(PENALTY), "--out", str(out))
     assert p.returncode == 0, p.stdout + p.stderr
-    host = _run("simulate", "pendulum", "--points", "251", "--t-end", "1", "--out", str(tmp_path / "host"))
+    host = _run("simulate", "pendulum", "--points", "251", "--t-end", "1", "--out", str(root / "host"))
     assert host.returncode == 0, host.stderr
+    return {"out": out, "host": root / "host", "stdout": p.stdout}
+
+
+@pytest.mark.slow
+@pytest.mark.firmware
+def test_pendulum_float32_on_the_emulated_board(pendulum):
+    out = pendulum["out"]
     head, dev = _csv(out / "pendulum.csv")
-    hhead, ref = _csv(tmp_path / "host" / "pendulum.csv")
+    hhead, ref = _csv(pendulum["host"] / "pendulum.csv")
     assert head == hhead  # the host simulate's columns
     assert dev.shape == ref.shape == (251, len(head))  # 1000 steps, a sample every 4
     assert np.allclose(dev[:, 0], ref[:, 0], rtol=0, atol=1e-12)
@@ -92,16 +101,55 @@ def test_pendulum_float32_on_the_emulated_board(tmp_path):
     err = np.abs(dev[:, q] - ref[:, q]).max()
     assert err < Q_TOL, err
     r = json.loads((out / "report.json").read_text())
-    assert r["status"] == 0 and r["steps"] == 1000 and r["samples"] == 251
+    assert r["status"] == 0 and r["steps"] == r["horizon_steps"] == 1000 and r["samples"] == 251
     same = r["divergence"]["host_same_kernel"]
     # bit for bit: the firmware and the host build both compile without contraction, and the
     # step uses only correctly rounded operations (+ - * / sqrt)
     assert same["bit_exact"], same
     assert r["divergence"]["reference"]["q_max_abs"] < Q_TOL
-    assert r["timing"]["unit"] == "instructions" and r["timing"]["real_time_factor"] > 1
-    assert r["timing"]["overruns"] == 0 and r["timing"]["wrapped"] == 0
+    t = r["timing"]
+    assert t["unit"] == "instructions" and t["real_time_factor"] > 1, t
+    assert t["overruns"] == 0 and t["wrapped"] == 0 and 0 < t["mean_per_step"] <= t["worst_per_step"]
     html = (out / "report.html").read_text()
     assert html.count('class="figure"') == 2
+
+
+@pytest.mark.slow
+@pytest.mark.firmware
+def test_a_horizon_survives_a_damaged_link_and_a_reset(pendulum):
+    """SIM requests are pure: through flipped bytes each way, a lost reply and a board reset
+    the chained run is the host build's, bit for bit."""
+    from helpers.faultproxy import FaultProxy
+
+    from mbforge.examples import load_model
+    from mbforge.firmware.qemu import Emulator
+    from mbforge.hil import hostlib
+    from mbforge.hil.link import Link
+    from mbforge.hil.simulate import host_horizon, run_horizon
+    from mbforge.kernels.step import initial_state
+
+    out = pendulum["out"]
+    _, x0 = initial_state(load_model("pendulum").equations(), "ali3p")
+    x0 = x0.astype(np.float32)
+    elf = out / "firmware" / ".pio" / "build" / "emulated_f405" / "program.elf"
+    with Emulator(elf, monitor=True) as emu, \
+            FaultProxy(emu.port, flip={"h2d": [150], "d2h": [2500]}, drop_frames={"d2h": [5]}) as proxy:
+        reset_at = proxy.when_seen("d2h", 5000)
+
+        def reset():
+            if reset_at.wait(60):
+                emu.monitor_command("system_reset")
+        t = threading.Thread(target=reset, daemon=True)
+        t.start()
+        with Link(proxy.url, timeout=10) as link:
+            run = run_horizon(link, x0, 1000, 4)
+            stats = link.stats
+        t.join(5)
+    host, status, _ = host_horizon(hostlib.load_kernel(out / "kernel-c-float32"), x0, 1000, 4)
+    assert run.status == status == 0
+    assert np.array_equal(run.samples.view(np.uint32), host.view(np.uint32))
+    assert proxy.done["h2d"] == [("flip", 150)] and ("drop_frame", 5) in proxy.done["d2h"]
+    assert stats.resets == 1 and stats.retries >= 3 and stats.bad_frames >= 1, stats
 
 
 @pytest.mark.parametrize("extra, words", [
