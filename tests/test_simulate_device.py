@@ -152,14 +152,18 @@ def test_a_horizon_survives_a_damaged_link_and_a_reset(pendulum):
     assert stats.resets == 1 and stats.retries >= 3 and stats.bad_frames >= 1, stats
 
 
+DEV = ["--device", "emulated_f405", "--dt", "1e-3"]
+
+
 @pytest.mark.parametrize("extra, words", [
-    (["--t-end", "1.0005"], "is not a whole number of steps"),
-    (["--t-end", "1", "--every", "0.003"], "does not divide the horizon"),
+    ([*DEV, "--t-end", "1.0005"], "is not a whole number of steps"),
+    ([*DEV, "--t-end", "1", "--every", "0.003"], "does not divide the horizon"),
+    (["--device", "nucleo_f446re", "--dt", "1e-3"], "is not emulated here"),
+    (["--dt", "1e-3"], "only with --device"),
 ])
-def test_a_bad_horizon_is_one_line_and_writes_nothing(tmp_path, extra, words):
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, extra, words):
     out = tmp_path / "dev"
-    p = _run("simulate", "pendulum", "--device", "emulated_f405", "--dt", "1e-3", *extra, "--out", str(out),
-             timeout=120)
+    p = _run("simulate", "pendulum", *extra, "--out", str(out), timeout=120)
     assert p.returncode == 2
     assert len(p.stderr.strip().splitlines()) == 1 and words in p.stderr and "Traceback" not in p.stderr, p.stderr
     assert not out.exists()
