@@ -142,7 +142,7 @@ def _device_run(fw_dir: Path, env: str, port: str | None, m, x_raw, steps: int, 
             hz = BOARDS[env].cpu_hz
             with progress_bar(steps, "simulate on the device", "step") as bar:
                 run = run_horizon(link, x_raw, steps, decim, budget_ticks(dt, hz, per), progress=bar)
-            device = {"firmware": info.firmware, "board": env, "url": url, "real": info.real,
+            device = {"firmware": info.firmware, "board": env, "port": port, "real": info.real,
                       "counter": info.counter, "counter_hz": info.counter_hz, "requests": run.requests,
                       "link": link.stats.to_json()}
             return run, timing(run, dt, hz, unit, per, info.counter_hz), device
