@@ -123,6 +123,24 @@ def _start_inputs(m, t0: float, x0: np.ndarray) -> np.ndarray:
     return np.array(x + [0.0] * (m.n_in - len(x)))
 
 
+def _check_fits(kernel_dir: Path, env: str, m) -> None:
+    """The firmware's budget on the board (`mbforge firmware`'s check: ProjectError, one line,
+    when kernel and link buffers do not fit its RAM or flash); a note on soft floating point."""
+    import sys
+
+    from mbforge.firmware import budget as B
+    from mbforge.firmware.cli import check_budget, soft_float_note
+    from mbforge.targets import BOARDS
+
+    note = soft_float_note(m.real, env)
+    if note:
+        print(f"mbforge simulate: note: {note}", file=sys.stderr)
+    try:
+        check_budget(str(kernel_dir), BOARDS[env], m)
+    except B.BudgetError as e:  # no cross compiler: the build will say what it says
+        print(f"mbforge simulate: note: no budget: {e}", file=sys.stderr)
+
+
 def _device_run(fw_dir: Path, env: str, port: str | None, m, x_raw, steps: int, decim: int, dt: float):
     """(DeviceRun, timing dict, device dict): the firmware built and run in QEMU (or the board
     at `port`), SIM requests over the link."""
@@ -243,6 +261,7 @@ def run_device(eqs, stem: str, out, env: str, port: str | None, target: str, opt
         dev_dir, dbl_dir, m = _kernels(eqs, opts, target, out)
         x = _start_inputs(m, t0, x0)
         x_raw = to_raw(m, x[None, :], "inputs")[0]
+        _check_fits(dev_dir, env, m)
         proj = generate_project(dev_dir, out.sub("firmware"))
         run, timing, device = _device_run(proj, env, port, m, x_raw, steps, decim, dt)
         host = _host_runs(m, dev_dir, dbl_dir, x, run.steps, decim)
