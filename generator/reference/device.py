@@ -272,18 +272,17 @@ def run_device(eqs, stem: str, out, env: str, port: str | None, target: str, opt
     good = (run.fail_step - 1) // decim if run.status else len(run.samples)
     first = from_raw(m, x_raw[None, :n_state], "outputs")
     S = np.vstack([first, from_raw(m, run.samples[:good], "outputs")])
-    D = np.vstack([x[None, :n_state], host["double"][:good]])
     times = t0 + every * np.arange(len(S))
     dyn = Dynamics(eqs)
     ref = _reference(dyn, eqs, t0, float(times[-1]), every, x0)
-    g, gd = _split(m, S), _split(m, D)
+    g, gd = _split(m, S), _split(m, np.vstack([x[None, :n_state], host["double"][:good]]))
     Q, QD = g["q"], g["qd"]
     QDD = np.array([dyn.accelerations(float(t), q, qd)[0] for t, q, qd in zip(times, Q, QD)])
     traj = _device_traj(dyn, times, Q, QD, ref)
     cols = columns(dyn, eqs, times, Q, QD, QDD, None, traj)
     names = list(cols)
     data = np.column_stack([cols[k] for k in names])
-    result = _result(m, stem, env, target, run, timing, device, host, S, D, ref, g, gd, traj, times, every, given)
+    result = _result(m, stem, env, target, run, timing, device, host, ref, g, gd, traj, times, every, given)
     result |= {"horizon_steps": steps, "t_end_asked": t0 + steps * dt}  # t_end: the last sample's
     from mbforge.hil.report import render_simulation
 
@@ -299,7 +298,7 @@ def run_device(eqs, stem: str, out, env: str, port: str | None, target: str, opt
     return result
 
 
-def _result(m, stem, env, target, run, timing, device, host, S, D, ref, g, gd, traj, times, every, given) -> dict:
+def _result(m, stem, env, target, run, timing, device, host, ref, g, gd, traj, times, every, given) -> dict:
     n = len(g["q"][0])
     e_ref_q, at_q = _max_abs(g["q"], ref.Q)
     e_ref_qd, at_qd = _max_abs(g["qd"], ref.QD)
