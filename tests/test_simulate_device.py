@@ -167,3 +167,29 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, extra, words):
     assert p.returncode == 2
     assert len(p.stderr.strip().splitlines()) == 1 and words in p.stderr and "Traceback" not in p.stderr, p.stderr
     assert not out.exists()
+
+
+def _kernel_dir(tmp_path, kernel: str, **options) -> Path:
+    from mbforge.examples import load_model
+    from mbforge.kernels.builders import build_kernel
+    from mbforge.pipeline import generate
+
+    out = tmp_path / kernel
+    generate(build_kernel(load_model("pendulum").equations(), kernel, **options), "c-float32").write(out)
+    return out
+
+
+@pytest.mark.slow  # the step kernel's generation runs its host reference (~5 s)
+def test_sim_is_compiled_in_for_a_step_kernel_only(tmp_path):
+    from mbforge.firmware.project import FIRMWARE_VERSION, plan_project
+    from mbforge.manifest import load_dir
+
+    step = plan_project(_kernel_dir(tmp_path, "step", dt=1e-3, penalty=PENALTY))
+    plain = plan_project(_kernel_dir(tmp_path, "forward-dynamics"))
+    config = step["src/mbf_config.h"].decode()
+    assert "#define MBF_T_SIM             0x04u" in config and "#define MBF_N_STATE           7u" in config
+    assert "case MBF_T_SIM:" in step["src/main.c"].decode()
+    assert "SIM" not in plain["src/mbf_config.h"].decode() and "SIM" not in plain["src/main.c"].decode()
+    m = load_dir(tmp_path / "step")
+    mp = P.max_payload_for(m.real, m.n_in, m.n_out, FIRMWARE_VERSION, P.max_batch_for(m.real, m.n_in, m.n_out), 7)
+    assert f"#define MBF_MAX_PAYLOAD       {mp}u" in config
