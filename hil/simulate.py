@@ -1,7 +1,7 @@
 """Run a step kernel over a horizon on the device (SIM requests), and the same kernel on the host.
 
     run = run_horizon(link, x0, steps=2000, decim=10, budget=ticks)   # DeviceRun
-    states = host_horizon(hostlib.load_kernel(kernel_dir), x0, steps=2000, decim=10)
+    states, failed, status = hostlib.load_kernel(kernel_dir).steps(x0, 2000, 10)   # the same on the host
 
 A step kernel (manifest `step`) maps its inputs, the state then the held inputs u, to the
 next state: out[0:n_state] is the next in[0:n_state]. A SIM request runs `steps` steps on the
@@ -96,23 +96,6 @@ def run_horizon(link: Link, x0, steps: int, decim: int, budget: int = 0xFFFFFFFF
         if status:
             break
     return DeviceRun(np.vstack(out), np.concatenate(works), status, fail_step, done, work, worst, overruns, wrapped, req)
-
-
-def host_horizon(kernel, x0, steps: int, decim: int) -> tuple[np.ndarray, int, int]:
-    """(samples, first non-zero status, its step) of the same chain on the host (a
-    hostlib.HostKernel): the reference for the device's bits."""
-    x = np.array(x0, dtype=kernel.dtype).reshape(1, -1)
-    n_state = kernel.n_out
-    out = np.empty((steps // decim, n_state), dtype=kernel.dtype)
-    status = fail_step = 0
-    for i in range(1, steps + 1):
-        y, s = kernel(x)
-        if s[0] and not status:
-            status, fail_step = int(s[0]), i
-        x[0, :n_state] = y[0]
-        if i % decim == 0:
-            out[i // decim - 1] = y[0]
-    return out, status, fail_step
 
 
 def work_scale(link: Link) -> tuple[str, float]:

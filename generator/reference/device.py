@@ -178,21 +178,29 @@ def _split(m, X: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def _host_runs(m, dev_dir: Path, dbl_dir: Path, x: np.ndarray, steps: int, decim: int) -> dict:
-    """The chain on the host: the device's kernel (its bits) and the c-double one."""
+    """The chain on the host (HostKernel.steps, up to a failed step): the device's kernel
+    (its bits) and the c-double one."""
     from mbforge.hil import hostlib
-    from mbforge.hil.simulate import host_horizon
     from mbforge.hil.vectors import to_raw
 
-    dev = hostlib.load_kernel(dev_dir)
-    dbl = hostlib.load_kernel(dbl_dir)
-    same, s_same, _ = host_horizon(dev, to_raw(m, x[None, :], "inputs")[0], steps, decim)
-    double, s_dbl, _ = host_horizon(dbl, x, steps, decim)
-    return {"same": same, "same_status": s_same, "double": double, "double_status": s_dbl}
+    same, same_failed, same_status = hostlib.load_kernel(dev_dir).steps(to_raw(m, x[None, :], "inputs")[0],
+                                                                        steps, decim)
+    double, dbl_failed, dbl_status = hostlib.load_kernel(dbl_dir).steps(x, steps, decim)
+    return {"same": same, "same_status": same_status, "same_failed_step": _one_based(same_failed),
+            "double": double, "double_status": dbl_status, "double_failed_step": _one_based(dbl_failed)}
+
+
+def _one_based(i: int | None) -> int | None:
+    return None if i is None else i + 1
 
 
 def _bits(m, device: np.ndarray, host: np.ndarray) -> dict:
-    """How the device's raw states differ from the host build of the same kernel."""
+    """How the device's raw states differ from the host build of the same kernel, over the
+    samples both have (the host's run stops at a failed step)."""
     from mbforge.hil.simulate import ulp_distance
+
+    k = min(len(device), len(host))
+    device, host = device[:k], host[:k]
 
     if m.real == "int32":
         d = np.abs(device.astype(np.int64) - host.astype(np.int64))
@@ -203,7 +211,7 @@ def _bits(m, device: np.ndarray, host: np.ndarray) -> dict:
     first = np.argwhere(d > 0)
     return {"elements_differing": int(np.count_nonzero(d)), "max_difference": int(d.max(initial=0)),
             "unit": unit, "bit_exact": not d.any(),
-            "first_differing_sample": int(first[0][0]) + 1 if first.size else None}
+            "first_differing_sample": int(first[0][0]) + 1 if first.size else None, "samples_compared": k}
 
 
 def _max_abs(a: np.ndarray, b: np.ndarray) -> tuple[float, int]:
@@ -275,7 +283,9 @@ def run_device(eqs, stem: str, out, env: str, port: str | None, target: str, opt
     times = t0 + every * np.arange(len(S))
     dyn = Dynamics(eqs)
     ref = _reference(dyn, eqs, t0, float(times[-1]), every, x0)
-    g, gd = _split(m, S), _split(m, np.vstack([x[None, :n_state], host["double"][:good]]))
+    D = np.full_like(S, np.nan)  # the c-double step's states; NaN after a step of its own failed
+    D[:1 + len(host["double"][:good])] = np.vstack([x[None, :n_state], host["double"][:good]])
+    g, gd = _split(m, S), _split(m, D)
     Q, QD = g["q"], g["qd"]
     QDD = np.array([dyn.accelerations(float(t), q, qd)[0] for t, q, qd in zip(times, Q, QD)])
     traj = _device_traj(dyn, times, Q, QD, ref)
@@ -320,8 +330,10 @@ def _result(m, stem, env, target, run, timing, device, host, ref, g, gd, traj, t
                           "q_end_abs": float(np.abs(g["q"][-1] - ref.Q[-1]).max())},
             "double_step": {"what": "the same step kernel in c-double on the host",
                             "q_max_abs": e_dbl_q, "qd_max_abs": e_dbl_qd,
-                            "double_vs_reference_q_max_abs": d_ref_q, "status": host["double_status"]},
-            "host_same_kernel": _bits(m, run.samples, host["same"]) | {"status": host["same_status"]},
+                            "double_vs_reference_q_max_abs": d_ref_q, "status": host["double_status"],
+                            "failed_step": host["double_failed_step"]},
+            "host_same_kernel": _bits(m, run.samples, host["same"]) | {"status": host["same_status"],
+                                                                       "failed_step": host["same_failed_step"]},
         },
         "constraint_residual_max": float(np.max(traj.phi_norm)),
         "velocity_residual_max": float(np.max(traj.vel_norm)),
