@@ -8,9 +8,10 @@ next state: out[0:n_state] is the next in[0:n_state]. A SIM request runs `steps`
 device and returns the state after every decim-th one (mbforge.hil.protocol). The horizon
 is cut into requests of as many samples as one reply holds (the device's max payload, from
 its HELLO), the first ones smaller (1, 2, 4, ... samples: the link learns the device's reply
-time from them, so a long request is not resent as lost while the device works); each request starts from the last sample of the previous reply, raw bits, so the
-chained run is the one the device would make in one go, and a request sent again (the
-link's retries) is answered the same.
+time from them, so a long request is not resent as lost while the device works). Each
+request starts from the last sample of the previous reply, raw bits, so the chained run is
+the one the device would make in one go, and a request sent again (the link's retries) is
+answered the same.
 
 Work per step: the device's overhead-corrected counter ticks, summed and the worst of each
 request; with SysTick under QEMU -icount they are turned into instructions by the CALIB
