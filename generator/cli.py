@@ -178,7 +178,8 @@ def _main(argv: list[str] | None) -> int:
         signum = getattr(e, "signum", signal.SIGINT)
         how = "" if signum == signal.SIGINT else f" ({signal.Signals(signum).name})"
         print(f"mbforge {args.command}: interrupted{how}", file=sys.stderr)
-        return 128 + signum
+        before = {}  # the later signals stay ignored until the process ends: a second Ctrl-C
+        return 128 + signum  # a few ms after the first would otherwise kill it by the signal
     finally:
         for s, h in before.items():
             signal.signal(s, h)
