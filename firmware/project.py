@@ -106,9 +106,15 @@ def load_manifest(kernel_dir: str | Path) -> Manifest:
     return m
 
 
+def n_state(m: Manifest) -> int:
+    """A step kernel's state size (its SIM request is compiled in), else 0."""
+    return int(m.step["n_state"]) if m.step else 0
+
+
 def runtime_payload(m: Manifest) -> int:
     """The link's largest payload for this kernel (sizes the runtime's frame buffers)."""
-    return P.max_payload_for(m.real, m.n_in, m.n_out, FIRMWARE_VERSION, P.max_batch_for(m.real, m.n_in, m.n_out))
+    return P.max_payload_for(m.real, m.n_in, m.n_out, FIRMWARE_VERSION, P.max_batch_for(m.real, m.n_in, m.n_out),
+                             n_state(m))
 
 
 APPS = ("server", "loop")
@@ -174,6 +180,7 @@ def plan_project(kernel_dir: str | Path, baud: int | None = None, *, library: bo
         "real_size": P.REAL_SIZES[m.real],
         "n_in": m.n_in,
         "n_out": m.n_out,
+        "n_state": n_state(m),
         "digest": m.digest,
         "firmware_version": FIRMWARE_VERSION,
         "kernel_headers": [f"kernel/{_kernel_file(h)}" for h in m.headers],

@@ -43,6 +43,19 @@ Messages (payload layouts, all little-endian):
   CALIB  0x03 -> 0x83  request: iterations u32; reply: instructions u32, raw ticks u32 of a
                        timed loop with a known instruction count (2 per iteration), so the
                        host can turn SysTick ticks into instructions under QEMU -icount
+  SIM    0x04 -> 0x84  only in the firmware of a step kernel (manifest `step`): request: n_in
+                       raw reals (the state, then the held inputs u), steps u32, decim u32,
+                       budget u32 (work ticks a step may take); the device runs `steps`
+                       steps, each timed as EVAL's call, its out[0:n_state] copied to
+                       in[0:n_state] after it; reply: first non-zero status i32 and its
+                       step u32 (1 = the request's first; 0, 0 if none), overruns u32 (steps whose work exceeded the
+                       budget), wrapped u32 (steps longer than the counter can time), sum
+                       of work u64, worst work u32 (of the steps that did not wrap), then
+                       steps/decim samples, each the work u32 of the decim-th step and the
+                       n_state raw reals of the state after it. steps >= 1, decim >= 1, steps % decim == 0 and the
+                       samples must fit the max payload, else ERR_PAYLOAD. The reply is a
+                       function of the payload alone, so the host chains requests, each
+                       from the last sample of the previous reply (mbforge.hil.simulate)
   ERROR  0x7F          code u8, seq u16 (of the offending frame, or SEQ_UNKNOWN)
 """
 from __future__ import annotations
@@ -56,9 +69,9 @@ from mbforge.hil import cobs
 PROTOCOL_VERSION = 2
 DELIM = 0x00
 
-HELLO, EVAL, CALIB = 0x01, 0x02, 0x03
+HELLO, EVAL, CALIB, SIM = 0x01, 0x02, 0x03, 0x04
 REPLY = 0x80  # reply type = request type | REPLY
-HELLO_REPLY, EVAL_REPLY, CALIB_REPLY = HELLO | REPLY, EVAL | REPLY, CALIB | REPLY
+HELLO_REPLY, EVAL_REPLY, CALIB_REPLY, SIM_REPLY = HELLO | REPLY, EVAL | REPLY, CALIB | REPLY, SIM | REPLY
 ERROR = 0x7F
 
 ERR_CRC, ERR_LENGTH, ERR_OVERSIZE, ERR_TYPE, ERR_PAYLOAD, ERR_COBS = 1, 2, 3, 4, 5, 6
@@ -89,6 +102,8 @@ HELLO_FIXED = struct.Struct("<BBHHBIHH64sIH")
 EVAL_REPLY_FIXED = struct.Struct("<iII")
 CALIB_REQUEST = struct.Struct("<I")
 CALIB_REPLY_FMT = struct.Struct("<II")
+SIM_REQUEST_FIXED = struct.Struct("<III")  # steps, decim, budget (after the n_in reals)
+SIM_REPLY_FIXED = struct.Struct("<iIIIQI")  # status, its step, overruns, wrapped, work sum, worst
 ERROR_PAYLOAD = struct.Struct("<BH")
 CALIB_INSTRUCTIONS_PER_ITERATION = 2  # `subs; bne` in the device's calibration loop
 
@@ -250,8 +265,22 @@ def max_batch_for(real: str, n_in: int, n_out: int) -> int:
     return max(1, min(MAX_BATCH, BATCH_PAYLOAD // per))
 
 
-def max_payload_for(real: str, n_in: int, n_out: int, firmware_version: str, max_batch: int = 1) -> int:
-    """The device's max payload: room for its largest request and reply."""
+def max_payload_for(real: str, n_in: int, n_out: int, firmware_version: str, max_batch: int = 1,
+                    n_state: int = 0) -> int:
+    """The device's max payload: room for its largest request and reply (with n_state, a
+    step kernel's: a SIM request and a reply of at least one sample)."""
     size = REAL_SIZES[real]
+    sim = (n_in * size + SIM_REQUEST_FIXED.size, SIM_REPLY_FIXED.size + sim_sample_len(real, n_state)) \
+        if n_state else ()
     return max(max_batch * n_in * size, max_batch * (EVAL_REPLY_FIXED.size + n_out * size),
-               hello_payload_len(firmware_version), CALIB_REQUEST.size, CALIB_REPLY_FMT.size)
+               hello_payload_len(firmware_version), CALIB_REQUEST.size, CALIB_REPLY_FMT.size, *sim)
+
+
+def sim_sample_len(real: str, n_state: int) -> int:
+    """Bytes of one SIM sample: the step's work u32, then the state."""
+    return 4 + n_state * REAL_SIZES[real]
+
+
+def sim_samples_for(real: str, n_state: int, max_payload: int) -> int:
+    """Samples one SIM reply can carry within the device's max payload (0: none fits)."""
+    return max(0, (max_payload - SIM_REPLY_FIXED.size) // sim_sample_len(real, n_state))

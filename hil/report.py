@@ -433,3 +433,68 @@ def render_html(result: dict, *, title: str | None = None) -> str:
     parts += [_split_table(result), _worst_table(result), _work_table(result), _link_table(result)]
     parts.append("</body></html>\n")
     return "".join(p for p in parts if p)
+
+
+# ---- a device's run of a step kernel over a horizon (`mbforge simulate --device`) ---------
+
+TRAJECTORY_PANELS = 6  # coordinates plotted (the first ones): the CSV has them all
+
+
+def _simulation_figures(t, names, Q, Qref, Qdbl) -> list[tuple[str, str]]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    k = min(TRAJECTORY_PANELS, len(names))
+    cols = min(3, k)
+    rows = math.ceil(k / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.8 * rows), squeeze=False)
+    for j, ax in zip(range(k), axes.flat):
+        ax.plot(t, Qref[:, j], color="#4c78a8", lw=2.2, alpha=0.6, label="host reference")
+        ax.plot(t, Q[:, j], color="#f58518", lw=1, label="device")
+        ax.set_title(f"q.{names[j]}", fontsize=10)
+        ax.set_xlabel("t [s]")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[k:]:
+        ax.axis("off")
+    fig.tight_layout()
+    figs = [("Trajectories: device and host reference", _img(_png(fig), "trajectories"))]
+    fig, ax = plt.subplots(figsize=(9, 3.2))
+    for label, A, B in (("device - reference", Q, Qref), ("double step - reference", Qdbl, Qref),
+                        ("device - double step", Q, Qdbl)):
+        e = np.abs(A - B).max(axis=1)
+        ax.semilogy(t, np.where(e > 0, e, np.nan), lw=1, label=label)
+    ax.set_xlabel("t [s]")
+    ax.set_ylabel("max |q difference|")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    figs.append(("Divergence of the positions over the horizon", _img(_png(fig), "divergence")))
+    return figs
+
+
+def render_simulation(result: dict, t, names, Q, Qref, Qdbl) -> str:
+    """The HTML report of a device's run over a horizon: its facts, timing and divergence
+    tables from `result`, figures from the sampled positions (device, reference, double step)."""
+    title = f"mbforge simulate --device: {result.get('model')} on {result.get('board')}"
+    ok = result.get("status") == 0
+    parts = [f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
+             f"<style>{CSS}</style></head><body>", f"<h1>{html.escape(title)} {_verdict(ok)}</h1>"]
+    st = result.get("step") or {}
+    facts = [("kernel", result.get("kernel")), ("target", result.get("target")), ("integrator", st.get("integrator")),
+             ("dt", result.get("dt")), ("iterations", st.get("iterations")), ("steps", result.get("steps")),
+             ("samples", result.get("samples")), ("status", result.get("status_text"))]
+    parts.append("<p>" + " · ".join(f"{k}: <b>{html.escape(str(v))}</b>" for k, v in facts if v is not None) + "</p>")
+    tm = result.get("timing") or {}
+    parts.append("<h2>Timing</h2>" + _table(["measure", "value"], [[html.escape(k), _num(v) if not isinstance(v, str)
+                                                                   else html.escape(v)] for k, v in sorted(tm.items())]))
+    rows = []
+    for ref, d in sorted((result.get("divergence") or {}).items()):
+        for k, v in sorted(d.items()):
+            rows.append([html.escape(ref), html.escape(k), html.escape(v) if isinstance(v, str) else _num(v)])
+    for k in ("constraint_residual_max", "velocity_residual_max", "energy_drift_max_abs", "energy_drift_of_max_T"):
+        rows.append(["checks", k, _num(result.get(k))])
+    parts.append("<h2>Divergence and checks</h2>" + _table(["against", "measure", "value"], rows, left=3))
+    for title_, img in _simulation_figures(np.asarray(t), names, np.asarray(Q), np.asarray(Qref), np.asarray(Qdbl)):
+        parts.append(f"<h2>{html.escape(title_)}</h2>{img}")
+    parts.append("</body></html>\n")
+    return "".join(parts)

@@ -46,8 +46,8 @@ def register(subparsers) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="set",
                    help="an option of the model's build() (repeatable), e.g. --set length=0.3")
     p.add_argument("--out", required=True, type=folder, help="output folder")
-    p.add_argument("--points", type=whole(2, POINTS_MAX), default=251,
-                   help=f"number of output times, 2 to {POINTS_MAX} (default 251)")
+    p.add_argument("--points", type=whole(2, POINTS_MAX), default=None,
+                   help=f"number of output times, 2 to {POINTS_MAX} (default 251; not with --device: --every)")
     p.add_argument("--t-end", type=number(-T_END_MAX, T_END_MAX, f"a number of seconds up to {T_END_MAX:g}"),
                    default=None, help="end time, after the model's start, up to 1e5 s (default: the model's "
                                       "time range)")
@@ -62,7 +62,50 @@ def register(subparsers) -> None:
                    help="integrator relative tolerance, in (0, 1] (default 1e-10)")
     p.add_argument("--atol", type=number(0, 1, "a positive number up to 1"), default=1e-12,
                    help="integrator absolute tolerance, in (0, 1] (default 1e-12)")
+    _register_device(p)
     p.set_defaults(func=cmd_simulate)
+
+
+DEVICE_FLAGS = ("port", "target", "dt", "integrator", "iterations", "penalty", "every")
+
+
+def _register_device(p) -> None:
+    """The flags of a run on a board (reference/device.py); --dt is required with --device."""
+    from ..kernels.step import INTEGRATORS
+    from ..options import number, whole
+
+    g = p.add_argument_group("on a device (the model's step kernel on a board, checked against the host)")
+    g.add_argument("--device", default=None, metavar="ENV",
+                   help="run on this board (an environment of `mbforge firmware`; emulated ones start in QEMU)")
+    g.add_argument("--port", default=None, help="the serial port of a real board running the generated firmware")
+    g.add_argument("--target", default=None, choices=("c-float32", "c-double"),
+                   help="the device kernel's target (default c-float32)")
+    g.add_argument("--dt", type=number(0, 1, "a number of seconds in (0, 1]"), default=None, help="the time step [s]")
+    g.add_argument("--integrator", default=None, choices=("auto", *INTEGRATORS),
+                   help="the step's integrator (default auto: ali3p with constraints, rk4 without)")
+    g.add_argument("--iterations", type=whole(1, 50), default=None, help="ali3p's Newton iterations per step")
+    g.add_argument("--penalty", type=number(0, 1e8, "a number in (0, 1e8]"), default=None,
+                   help="ali3p's penalty ratio (as mbforge generate --kernel step --penalty; default the kernel's)")
+    g.add_argument("--every", type=number(0, T_END_MAX, "a number of seconds"), default=None,
+                   help="sample interval [s], a multiple of --dt (default: about 250 samples over the horizon)")
+
+
+def _device_or_host(args) -> bool:
+    """True for a run on a device; CLIError for flags of the other kind."""
+    from ..errors import CLIError
+
+    if args.device is None:
+        given = [f"--{f}" for f in DEVICE_FLAGS if getattr(args, f) is not None]
+        if given:
+            raise CLIError(f"{', '.join(given)} only with --device ENV (a run on a board)")
+        return False
+    if args.points is not None:
+        raise CLIError("--points is the host run's: with --device the samples are every --every seconds")
+    if args.dt is None:
+        raise CLIError("--device needs the time step --dt (seconds)")
+    args.target = args.target or "c-float32"
+    args.integrator = args.integrator or "auto"
+    return True
 
 
 def _load(spec: str, motion: str | None, options: dict):
@@ -98,13 +141,17 @@ def cmd_simulate(args) -> int:
     from ..outdir import OutDir, OutDirError
     from .solvers import AssemblyError, DynamicsError
 
+    if _device_or_host(args):
+        from .device import cmd_simulate_device
+
+        return cmd_simulate_device(args)
     try:  # before the run: a result that cannot be written is not computed
         OutDir(args.out).check_writable()
     except OutDirError as e:
         raise CLIError(str(e)) from None
     model, tag = _load(args.model, args.motion, parse_options(args.set))
     try:
-        result = simulate(model, args.out, points=args.points, t_end=args.t_end, tag=tag,
+        result = simulate(model, args.out, points=args.points or 251, t_end=args.t_end, tag=tag,
                           q0=_pairs(args.q0, "--q0"), qd0=_pairs(args.qd0, "--qd0"),
                           method=args.method, rtol=args.rtol, atol=args.atol)
     except (AssemblyError, DynamicsError) as e:
@@ -211,10 +258,34 @@ def simulate(model, out: Path, points: int = 251, t_end: float | None = None, ta
         raise CLIError(f"--t-end {hi:g}: the run would end before it starts ({eqs.model} starts at t={lo:g})")
     times = np.linspace(lo, hi, points)
     kin = Dynamics(eqs) if eqs.M is not None else Kinematics(eqs)
-    cols: dict[str, np.ndarray] = {"t": times}
     with warnings.catch_warnings(record=True) as caught:  # redundancy found on the way: one warning line
         warnings.simplefilter("always", RedundantConstraintsWarning)
         Q, QD, QDD, U, traj, mode, note = _motion(kin, eqs, times, q0, qd0, method, rtol, atol)
+    cols = columns(kin, eqs, times, Q, QD, QDD, U, traj)
+    if U is not None:
+        peak = ", ".join(f"{n} {np.max(np.abs(U[:, k])):.6g}" for k, n in enumerate(eqs.actuator_names))
+        note = f"; peak |actuator|: {peak}"
+    found = [str(w.message) for w in caught if issubclass(w.category, RedundantConstraintsWarning)]
+    found += _range_warnings(eqs, times, Q, QD, QDD)
+    stem = model.name + (f"_{tag}" if tag else "")
+    names = list(cols)
+    data = np.column_stack([cols[k] for k in names])
+    text = csv_text(names, data)
+    # the plot shows the outputs (the coordinates when the model declares none), forces and
+    # energies; rates and accelerations are in the CSV
+    shown = [n for n in names if not n.startswith(("qd.", "qdd.")) and n not in CHECKS]
+    if any(not n.startswith("q.") for n in shown[1:] if n not in eqs.actuator_names and n not in ("T", "E", "V")):
+        shown = [n for n in shown if not n.startswith("q.")]
+    image = _plot(f"{stem}: {mode}", shown, data[:, [names.index(n) for n in shown]])
+    csv, png = _write(out, {f"{stem}.csv": text, f"{stem}.png": image})
+    summary = (f"{stem}: {mode}, {points} points over [{lo:g}, {hi:g}] s{note} -> {csv}, {png}")
+    return {"csv": csv, "png": png, "columns": names, "data": data, "summary": summary, "warnings": found}
+
+
+def columns(kin, eqs, times, Q, QD, QDD, U, traj) -> dict[str, np.ndarray]:
+    """The CSV's columns of a run (module docstring), in order: also those of a device's
+    run (`mbforge simulate --device`, with the device's states in Q, QD and traj)."""
+    cols: dict[str, np.ndarray] = {"t": times}
     cols.update(kin.outputs(times, Q, QD))
     for prefix, data in (("q", Q), ("qd", QD), ("qdd", QDD)):
         for j, s in enumerate(eqs.q):
@@ -222,29 +293,18 @@ def simulate(model, out: Path, points: int = 251, t_end: float | None = None, ta
     if U is not None:
         for k, name in enumerate(eqs.actuator_names):
             cols[name] = U[:, k]
-        peak = ", ".join(f"{n} {np.max(np.abs(U[:, k])):.6g}" for k, n in enumerate(eqs.actuator_names))
-        note = f"; peak |actuator|: {peak}"
     if traj is not None:
         cols["T"] = traj.T
         cols["E"] = traj.E
         cols["V"] = traj.E - traj.T
     cols.update(_checks(kin, times, Q, QD, traj))
-    found = [str(w.message) for w in caught if issubclass(w.category, RedundantConstraintsWarning)]
-    found += _range_warnings(eqs, times, Q, QD, QDD)
-    stem = model.name + (f"_{tag}" if tag else "")
-    names = list(cols)
-    data = np.column_stack([cols[k] for k in names])
+    return cols
+
+
+def csv_text(names: list[str], data: np.ndarray) -> bytes:
     text = io.StringIO()
     np.savetxt(text, data, delimiter=",", header=",".join(names), comments="", fmt="%.12g")
-    # the plot shows the outputs (the coordinates when the model declares none), forces and
-    # energies; rates and accelerations are in the CSV
-    shown = [n for n in names if not n.startswith(("qd.", "qdd.")) and n not in CHECKS]
-    if any(not n.startswith("q.") for n in shown[1:] if n not in eqs.actuator_names and n not in ("T", "E", "V")):
-        shown = [n for n in shown if not n.startswith("q.")]
-    image = _plot(f"{stem}: {mode}", shown, data[:, [names.index(n) for n in shown]])
-    csv, png = _write(out, {f"{stem}.csv": text.getvalue().encode(), f"{stem}.png": image})
-    summary = (f"{stem}: {mode}, {points} points over [{lo:g}, {hi:g}] s{note} -> {csv}, {png}")
-    return {"csv": csv, "png": png, "columns": names, "data": data, "summary": summary, "warnings": found}
+    return text.getvalue().encode()
 
 
 def _write(out, files: dict[str, bytes]) -> list[Path]:

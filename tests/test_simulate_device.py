@@ -1,0 +1,193 @@
+"""`mbforge simulate --device`: a step kernel run over a horizon on the emulated board (SIM
+requests, mbforge.hil.simulate), checked against the host; and the SIM payload's sizes."""
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mbforge.hil import protocol as P
+from mbforge.hil.link import LinkError
+from mbforge.hil.simulate import decode_sim, sim_payload, ulp_distance
+
+MBFORGE = Path(sys.executable).parent / "mbforge"
+FW = "mbforge-fw test"
+
+
+@pytest.mark.parametrize("real, n_in, n_state", [("float", 8, 7), ("double", 8, 7), ("float", 330, 328)])
+def test_sim_payload_sizes(real, n_in, n_state):
+    """The max payload holds a SIM request and a reply of at least one sample (a big state
+    grows it), and sim_samples_for counts the samples that fit, no more."""
+    size = P.REAL_SIZES[real]
+    plain = P.max_payload_for(real, n_in, n_state, FW, P.max_batch_for(real, n_in, n_state))
+    mp = P.max_payload_for(real, n_in, n_state, FW, P.max_batch_for(real, n_in, n_state), n_state=n_state)
+    assert mp >= plain
+    assert mp >= n_in * size + P.SIM_REQUEST_FIXED.size == len(sim_payload(np.zeros(n_in, P.REAL_DTYPES[real]), 1, 1, 0))
+    k = P.sim_samples_for(real, n_state, mp)
+    assert k >= 1
+    assert P.SIM_REPLY_FIXED.size + k * (4 + n_state * size) <= mp < P.SIM_REPLY_FIXED.size + (k + 1) * (4 + n_state * size)
+    if n_state * size > 2048:  # larger than the EVAL batches: sized by the one sample
+        assert mp == max(n_in * size + P.SIM_REQUEST_FIXED.size, P.SIM_REPLY_FIXED.size + 4 + n_state * size, plain)
+    assert P.SIM_REPLY_FIXED.size == 28 and P.SIM_REQUEST_FIXED.size == 12
+
+
+def test_sim_reply_decodes_and_refuses_a_wrong_size():
+    states = np.arange(6, dtype="<f4").reshape(2, 3)
+    body = P.SIM_REPLY_FIXED.pack(2, 5, 1, 0, 2**33 + 7, 99)
+    for w, s in zip((10, 11), states):
+        body += np.uint32(w).tobytes() + s.tobytes()
+    fixed, work, got = decode_sim(body, 2, 3, "<f4")
+    assert fixed == (2, 5, 1, 0, 2**33 + 7, 99) and work.tolist() == [10, 11]
+    assert np.array_equal(got, states)
+    with pytest.raises(LinkError, match="SIM reply of"):
+        decode_sim(body[:-1], 2, 3, "<f4")
+
+
+def test_ulp_distance_counts_across_zero():
+    a = np.array([1.0, -0.0, np.float32(1e-45)], dtype=np.float32)
+    b = np.array([np.nextafter(np.float32(1), np.float32(2)), 0.0, -np.float32(1e-45)], dtype=np.float32)
+    assert ulp_distance(a, b).tolist() == [1, 0, 2]
+
+
+def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([str(MBFORGE), *args], capture_output=True, text=True, timeout=timeout)
+
+
+def _csv(path: Path) -> tuple[list[str], np.ndarray]:
+    with open(path) as f:
+        head = next(csv.reader(f))
+    return head, np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
+
+
+# The device's float32 ali3p trajectory against the host reference (scipy): the pendulum
+# (1 m) over 1 s at dt 1e-3 measured 6.1e-6 m (the c-double step alone 7.0e-6: the
+# trapezoidal rule's error dominates); the bound leaves room for another float32 rounding,
+# not for a wrong kernel (one step of phase is ~3e-3 m at the bottom's speed).
+Q_TOL = 5e-5
+
+
+@pytest.fixture(scope="module")
+def pendulum(tmp_path_factory):
+    """`mbforge simulate pendulum --device emulated_f405` over 1 s, and the host simulate."""
+    root = tmp_path_factory.mktemp("simdev")
+    out = root / "dev"
+    p = _run("simulate", "pendulum", "--device", "emulated_f405", "--target", "c-float32", "--dt", "1e-3",
+             "--t-end", "1", "--out", str(out))
+    assert p.returncode == 0, p.stdout + p.stderr
+    host = _run("simulate", "pendulum", "--points", "251", "--t-end", "1", "--out", str(root / "host"))
+    assert host.returncode == 0, host.stderr
+    return {"out": out, "host": root / "host", "stdout": p.stdout}
+
+
+@pytest.mark.slow
+@pytest.mark.firmware
+def test_pendulum_float32_on_the_emulated_board(pendulum):
+    out = pendulum["out"]
+    head, dev = _csv(out / "pendulum.csv")
+    hhead, ref = _csv(pendulum["host"] / "pendulum.csv")
+    assert head == hhead  # the host simulate's columns
+    assert dev.shape == ref.shape == (251, len(head))  # 1000 steps, a sample every 4
+    assert np.allclose(dev[:, 0], ref[:, 0], rtol=0, atol=1e-12)
+    q = [i for i, n in enumerate(head) if n.startswith("q.")]
+    err = np.abs(dev[:, q] - ref[:, q]).max()
+    assert err < Q_TOL, err
+    r = json.loads((out / "report.json").read_text())
+    assert r["status"] == 0 and r["steps"] == r["horizon_steps"] == 1000 and r["samples"] == 251
+    same = r["divergence"]["host_same_kernel"]
+    # bit for bit: the firmware and the host build both compile without contraction, and the
+    # step uses only correctly rounded operations (+ - * / sqrt)
+    assert same["bit_exact"], same
+    assert r["divergence"]["reference"]["q_max_abs"] < Q_TOL
+    t = r["timing"]
+    assert t["unit"] == "instructions" and t["real_time_factor"] > 1, t
+    assert t["overruns"] == 0 and t["wrapped"] == 0 and 0 < t["mean_per_step"] <= t["worst_per_step"]
+    html = (out / "report.html").read_text()
+    assert html.count('class="figure"') == 2
+
+
+@pytest.mark.slow
+@pytest.mark.firmware
+def test_a_horizon_survives_a_damaged_link_and_a_reset(pendulum):
+    """SIM requests are pure: through flipped bytes each way, a lost reply and a board reset
+    the chained run is the host build's, bit for bit."""
+    from helpers.faultproxy import FaultProxy
+
+    from mbforge.examples import load_model
+    from mbforge.firmware.qemu import Emulator
+    from mbforge.hil import hostlib
+    from mbforge.hil.link import Link
+    from mbforge.hil.simulate import run_horizon
+    from mbforge.kernels.step import initial_state
+
+    out = pendulum["out"]
+    _, x0 = initial_state(load_model("pendulum").equations(), "ali3p")
+    x0 = x0.astype(np.float32)
+    elf = out / "firmware" / ".pio" / "build" / "emulated_f405" / "program.elf"
+    with Emulator(elf, monitor=True) as emu, \
+            FaultProxy(emu.port, flip={"h2d": [150], "d2h": [2500]}, drop_frames={"d2h": [5]}) as proxy:
+        reset_at = proxy.when_seen("d2h", 5000)
+
+        def reset():
+            if reset_at.wait(60):
+                emu.monitor_command("system_reset")
+        t = threading.Thread(target=reset, daemon=True)
+        t.start()
+        with Link(proxy.url, timeout=10) as link:
+            run = run_horizon(link, x0, 1000, 4)
+            stats = link.stats
+        t.join(5)
+    host, failed, status = hostlib.load_kernel(out / "kernel-c-float32").steps(x0, 1000, 4)
+    assert run.status == status == 0 and failed is None
+    assert np.array_equal(run.samples.view(np.uint32), host.view(np.uint32))
+    assert proxy.done["h2d"] == [("flip", 150)] and ("drop_frame", 5) in proxy.done["d2h"]
+    assert stats.resets == 1 and stats.retries >= 3 and stats.bad_frames >= 1, stats
+
+
+DEV = ["--device", "emulated_f405", "--dt", "1e-3"]
+
+
+@pytest.mark.parametrize("extra, words", [
+    ([*DEV, "--t-end", "1.0005"], "is not a whole number of steps"),
+    ([*DEV, "--t-end", "1", "--every", "0.003"], "does not divide the horizon"),
+    (["--device", "nucleo_f446re", "--dt", "1e-3"], "is not emulated here"),
+    (["--dt", "1e-3"], "only with --device"),
+])
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, extra, words):
+    out = tmp_path / "dev"
+    p = _run("simulate", "pendulum", *extra, "--out", str(out), timeout=120)
+    assert p.returncode == 2
+    assert len(p.stderr.strip().splitlines()) == 1 and words in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert not out.exists()
+
+
+def _kernel_dir(tmp_path, kernel: str, **options) -> Path:
+    from mbforge.examples import load_model
+    from mbforge.kernels.builders import build_kernel
+    from mbforge.pipeline import generate
+
+    out = tmp_path / kernel
+    generate(build_kernel(load_model("pendulum").equations(), kernel, **options), "c-float32").write(out)
+    return out
+
+
+@pytest.mark.slow  # the step kernel's generation runs its host reference (~5 s)
+def test_sim_is_compiled_in_for_a_step_kernel_only(tmp_path):
+    from mbforge.firmware.project import FIRMWARE_VERSION, plan_project
+    from mbforge.manifest import load_dir
+
+    step = plan_project(_kernel_dir(tmp_path, "step", dt=1e-3))
+    plain = plan_project(_kernel_dir(tmp_path, "forward-dynamics"))
+    config = step["src/mbf_config.h"].decode()
+    m = load_dir(tmp_path / "step")
+    ns = m.step["n_state"]
+    assert "#define MBF_T_SIM             0x04u" in config and f"#define MBF_N_STATE           {ns}u" in config
+    assert "case MBF_T_SIM:" in step["src/main.c"].decode()
+    assert "SIM" not in plain["src/mbf_config.h"].decode() and "SIM" not in plain["src/main.c"].decode()
+    mp = P.max_payload_for(m.real, m.n_in, m.n_out, FIRMWARE_VERSION, P.max_batch_for(m.real, m.n_in, m.n_out), ns)
+    assert f"#define MBF_MAX_PAYLOAD       {mp}u" in config
