@@ -149,6 +149,16 @@ def initial_state(eqs: Equations, integrator: str, q0: dict | None = None, qd0: 
 
 
 def _reference(eqs: Equations) -> _Reference:
+    import warnings
+
+    from ..reference.solvers import RedundantConstraintsWarning
+
+    with warnings.catch_warnings():  # ali3p holds redundant constraints: not news to the user here
+        warnings.simplefilter("ignore", RedundantConstraintsWarning)
+        return _reference_run(eqs)
+
+
+def _reference_run(eqs: Equations) -> _Reference:
     dyn = _dynamics(eqs)
     lo, hi = eqs.ranges[eqs.t]
     _, x = initial_state(eqs, "rk4", dyn=dyn)
