@@ -34,7 +34,7 @@ def cmd_generate(args) -> int:
         mark("equations")
         if args.envelope is not None:
             eqs.envelope = override_envelope(eqs, args.envelope)
-        kernel = build_kernel(eqs, args.kernel)
+        kernel = build_kernel(eqs, args.kernel, **step_options(args))
         mark("kernel")
         plan = generate(kernel, args.target, prefix=args.prefix, options=options, stages=mark)
         out = plan.write(args.out, force=args.force)
@@ -80,12 +80,43 @@ def _register_generate(sub) -> None:
                    help="an option of the model's build() (repeatable), e.g. --set motion=yaw")
     fields = all_option_fields()
     add_flags(p, [f for f, _ in fields.values()], applies={n: ts for n, (_, ts) in fields.items()})
+    add_step_flags(p)
     p.add_argument("--out", required=True, type=folder, help="directory for the files and manifest.json")
     p.add_argument("--force", action="store_true",
                    help="write into a non-empty --out that holds no kernel (same-named files replaced)")
     p.add_argument("--verbose", action="store_true",
                    help="print the command's wall time by stage (import, model build, ..., write) to stderr")
     p.set_defaults(func=cmd_generate)
+
+
+STEP_FLAGS = ("dt", "integrator", "iterations", "penalty")
+
+
+def add_step_flags(p) -> None:
+    """The step kernel's options (kernels.step.StepOptions), shared by generate and simulate."""
+    from .options import number, whole
+
+    g = p.add_argument_group("step kernel (--kernel step)")
+    g.add_argument("--dt", type=number(0, 1e3, "a time step in seconds > 0"), default=None,
+                   help="the time step [s] (required with --kernel step)")
+    g.add_argument("--integrator", choices=("auto", "ali3p", "rk4", "euler"), default=None,
+                   help="ali3p: index-3 augmented Lagrangian with projections (closed loops; auto's choice "
+                        "with constraints); rk4, euler (semi-implicit): unconstrained models (auto's choice "
+                        "without constraints); see docs/simulation.md")
+    g.add_argument("--iterations", type=whole(1, 50), default=None,
+                   help="ali3p's Newton iterations per step (default: the fewest that converge along the "
+                        "reference run, up to 8)")
+    g.add_argument("--penalty", type=number(1e-2, 1e8, "a ratio from 0.01 to 1e8", closed=True), default=None,
+                   help="ali3p's penalty as the ratio of dt^2/4 alpha Phi_q^T Phi_q to M (default 1e4)")
+
+
+def step_options(args) -> dict:
+    """The step flags given, as build_kernel options; CLIError when given to another kernel."""
+    given = {f: getattr(args, f) for f in STEP_FLAGS if getattr(args, f, None) is not None}
+    if given and args.kernel != "step":
+        flags = ", ".join(f"--{f}" for f in given)
+        raise CLIError(f"{flags} go(es) with --kernel step, not --kernel {args.kernel}")
+    return given
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

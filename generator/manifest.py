@@ -95,6 +95,11 @@ class Manifest:
     files: dict[str, str] | None = None
     # reduced-precision targets: what the outputs' error_bound holds against (ERROR_BOUND_BASIS)
     error_bound_basis: str | None = None
+    # step kernels (`--kernel step`): {"integrator", "dt", "iterations", "state": the input
+    # groups that form the state, in order (the outputs repeat them: out[0:n_state] is the
+    # next in[0:n_state]), "n_state", "time": t among the state, "inputs_held": groups held
+    # over a step (u)}; ali3p adds "alpha" (the penalty) and "converged"; None otherwise
+    step: dict | None = None
     format: str = FORMAT
 
     @property
@@ -172,10 +177,27 @@ class Manifest:
             bad = [n for n, h in self.files.items() if not _is_sha256(h)]
             if bad:
                 raise ManifestError(f"manifest files map: {bad[0]!r} has no sha256 (64 lowercase hex digits)")
+        if self.step is not None:
+            self._check_step()
         if self.real == "int32":
             for g in self.inputs + self.outputs:
                 if g.frac_bits is None:
                     raise ManifestError(f"fixed-point kernel: {g.name!r} has no frac_bits")
+
+    def _check_step(self) -> None:
+        """A step kernel's state: its first input groups, repeated by the outputs in order
+        (the firmware's SIM loop copies out[0:n_state] back into in[0:n_state])."""
+        st = self.step
+        names = st.get("state") if isinstance(st, dict) else None
+        if not isinstance(names, list) or not names or not isinstance(st.get("n_state"), int):
+            raise ManifestError("manifest step record: expected a dict with a list `state` and an int `n_state`")
+        head = [(g.name, g.size) for g in self.inputs[:len(names)]]
+        outs = [(g.name, g.size) for g in self.outputs]
+        if [n for n, _ in head] != names or outs != head or sum(k for _, k in head) != st["n_state"]:
+            raise ManifestError(f"manifest step record: state {names} ({st['n_state']} reals) is not the first "
+                                f"input groups {head} repeated by the outputs {outs}")
+        if not (isinstance(st.get("dt"), (int, float)) and st["dt"] > 0):
+            raise ManifestError(f"manifest step record: dt {st.get('dt')!r} is not a positive number")
 
     def _check_names(self) -> None:
         """What the firmware generator and the host library print into C and file paths:

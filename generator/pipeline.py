@@ -285,7 +285,7 @@ def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Opt
         sources=out.sources, headers=out.headers, inputs=inputs, outputs=outputs,
         status_codes={"0": "ok", **{code: text for code, (text, _) in status.items()}},
         ops=counts, peak_live=sched.peak_live, options=resolved, motion=motion, domain=domain,
-        envelope=kernel.envelope,
+        envelope=kernel.envelope, step=kernel.step,
         error_bound_basis=ERROR_BOUND_BASIS if analysis.out_error is not None else None,
     ).with_file_hashes(files)
     manifest.check()

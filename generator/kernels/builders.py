@@ -8,6 +8,7 @@
     linearized-dynamics       linearized.py  q, qd, t, u -> A, B [, C] in independent coordinates
     inverse-dynamics-rnea     recursive.py   q, qd, qdd, t -> u, open trees of revolute joints, O(N)
     forward-dynamics-aba      recursive.py   q, qd, t, u -> qdd, open trees of revolute joints, O(N)
+    step                      step.py        state (q, qd [, qdd, lambda] [, t]), u -> the next state
 
 Invariants of every kernel built here:
 * every input symbol has a declared range (the model's; for an actuator input without a
@@ -31,6 +32,7 @@ from .kinematics import kinematics_kernel
 from .linearized import linearized_dynamics_kernel
 from .recursive import aba_kernel, rnea_kernel
 from .reduced import reduced_inverse_dynamics_kernel
+from .step import step_kernel
 
 BUILDERS = {
     "equations": equations_kernel,
@@ -41,6 +43,7 @@ BUILDERS = {
     "linearized-dynamics": linearized_dynamics_kernel,
     "inverse-dynamics-rnea": rnea_kernel,
     "forward-dynamics-aba": aba_kernel,
+    "step": step_kernel,
 }
 
 __all__ = ["BUILDERS", "KernelError", "build_kernel"]

@@ -122,7 +122,7 @@ def _inputs(eqs) -> list:
     return list(eqs.q) + [eqs.t]
 
 
-def _params(eqs) -> tuple[list, list[float]]:
+def parameters(eqs) -> tuple[list, list[float]]:
     """Parameters that stay symbols, at their default values (the nominal model)."""
     ps = list(getattr(eqs, "params", []) or [])
     vals = []
@@ -165,7 +165,7 @@ def manifold_configurations(eqs, rows: list[int], starts: np.ndarray, seed: int 
     perturbations of the rows of `starts` by `spread` x the width of each range."""
     q, t = list(eqs.q), eqs.t
     n = len(q)
-    ps, pv = _params(eqs)
+    ps, pv = parameters(eqs)
     phi = [eqs.phi[i] for i in rows]
     J = Sparse((len(rows), n), {(k, j): a for k, i in enumerate(rows) for (ii, j), a in eqs.phi_q.entries.items()
                                 if ii == i})
@@ -217,7 +217,7 @@ def kernel_samples(eqs, rows: list[int] | None, what: str, seed: int = 0) -> Sam
     """Samples over (q, t[, params]) for a kernel's matrices: the driven motion and, when
     `rows` leaves degrees of freedom (dynamics: kinematic rows only), configurations of
     that manifold near the motion (or near the initial guess of an undriven model)."""
-    ps, pv = _params(eqs)
+    ps, pv = parameters(eqs)
     motion = motion_configurations(eqs)
     parts, desc = [], []
     if motion is not None:

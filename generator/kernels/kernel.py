@@ -111,6 +111,8 @@ class Kernel:
     info: KernelInfo = field(default_factory=KernelInfo)
     # the operating envelope `domain` covers (Envelope.to_json + source and box count)
     envelope: dict | None = None
+    # step kernels: the integrator, dt, iterations and state layout (Manifest.step)
+    step: dict | None = None
 
     def tape(self):
         """The kernel lowered to its tape (what every target prints), with the range-analysis

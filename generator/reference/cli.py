@@ -116,22 +116,14 @@ def cmd_simulate(args) -> int:
 
 
 def _initial_state(kin, eqs, t0: float, q0: dict, qd0: dict):
-    """A consistent (q, qd) at t0 holding the named values: positions by Newton from the
-    guesses with the given coordinates fixed, then rates with the given ones fixed."""
+    """Kinematics.initial, its refusals as one CLI line."""
     from ..errors import CLIError
+    from .solvers import DynamicsError
 
-    names = [s.value.name for s in eqs.q]
-    for flag, given in (("--q0", q0), ("--qd0", qd0)):
-        bad = [n for n in given if n not in names]
-        if bad:
-            raise CLIError(f"{flag}: {eqs.model} has no coordinate {', '.join(bad)}; its coordinates: "
-                           f"{', '.join(names)}")
-    q = np.array([q0.get(n, eqs.guess.get(s, 0.0)) for n, s in zip(names, eqs.q)], float)
-    if q0:
-        q = kin.position(t0, q, fixed=list(q0))
-    # no rates given: rest, which `forward` projects onto the velocity constraints
-    qd = kin.velocity(t0, q, fixed=dict(qd0)) if qd0 else np.zeros(len(names))
-    return q, qd
+    try:
+        return kin.initial(t0, q0, qd0)
+    except DynamicsError as e:
+        raise CLIError(str(e)) from None
 
 
 def _range_warnings(eqs, times, Q, QD, QDD) -> list[str]:

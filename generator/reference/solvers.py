@@ -318,6 +318,24 @@ class Kinematics:
         return free, fx
 
     # ---- position -----------------------------------------------------------------------------
+    def initial(self, t0: float, q0: dict | None = None, qd0: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """A consistent (q, qd) at t0 holding the named values {coordinate name: value}:
+        positions by Newton from the guesses with the given coordinates fixed, then rates
+        with the given ones fixed; no rates given: rest."""
+        q0, qd0 = dict(q0 or {}), dict(qd0 or {})
+        eqs = self.eqs
+        names = [s.value.name for s in eqs.q]
+        for flag, given in (("--q0", q0), ("--qd0", qd0)):
+            bad = [n for n in given if n not in names]
+            if bad:
+                raise DynamicsError(f"{flag}: {eqs.model} has no coordinate {', '.join(bad)}; its coordinates: "
+                                    f"{', '.join(names)}")
+        q = np.array([q0.get(n, eqs.guess.get(s, 0.0)) for n, s in zip(names, eqs.q)], float)
+        if q0:
+            q = self.position(t0, q, fixed=list(q0))
+        qd = self.velocity(t0, q, fixed=qd0) if qd0 else np.zeros(len(names))
+        return q, qd
+
     def position(self, t: float, q0, fixed=None, tol: float = 1e-12, max_iter: int = 50) -> np.ndarray:
         """Solve Phi(q, t) = 0 from q0 by Newton-Raphson with minimum-norm corrections.
 

@@ -1,0 +1,419 @@
+"""Time-step kernels (`--kernel step`): the state at t and the inputs in, the state at t + dt
+out, as straight-line code, so a device runs a mechanism's motion one call per step.
+
+    ali3p  index-3 augmented Lagrangian with the trapezoidal rule and mass-orthogonal
+           projections of velocities and accelerations (Bayo and Ledesma 1996; Cuadrado,
+           Cardenal, Morer and Bayo 2000): any model with inertia and holonomic constraints,
+           closed loops, redundant constraints and singular positions included, because its
+           leading matrix M + dt^2/4 alpha Phi_q^T Phi_q stays positive definite whatever the
+           rank of Phi_q. State: q, qd, qdd, lambda (and t when the model depends on time).
+    rk4    classic Runge-Kutta on M qdd = Q + B u, for models without constraints (trees in
+           relative coordinates). State: q, qd (and t).
+    euler  semi-implicit (symplectic) Euler on the same: qd+ = qd + dt qdd(q, qd),
+           q+ = q + dt qd+.
+
+The outputs repeat the state's layout (out[0..n_state) is the next in[0..n_state)), so a
+device's loop copies them back and calls again; the actuator inputs u follow the state
+among the inputs and are held over the step.
+
+Straight-line: ali3p's Newton iterations are unrolled, a count fixed at generation time;
+each is the iteration map written once over placeholder symbols and substituted (atoms are
+interned, so an iteration costs only its own operations). One symbolic LDL^T of the
+leading matrix (minimum-degree order, fixed at generation time, the sparsity of natural
+coordinates kept) serves every iteration and both projections. The positions are carried
+as the predictor plus a correction so that no term is multiplied by 4/dt^2 before the
+subtraction that cancels it (float32 would lose the accelerations).
+
+The kernel's `motion` is the state along a host reference run (scipy at tight tolerance
+from the model's initial state, Model.initial): the harness checks single steps there, and
+generation checks on it that the iterations converge (StepError names the worst state and
+says what would: more iterations or a smaller dt).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir import ZERO, Atom, Evaluator, ExpressionError, Sparse, add, const, mul, sub, subs, symbol, topo
+from ..linalg import Samples, factor_ldlt
+from ..model.equations import Equations
+from .common import KernelError, actuator_symbols, actuators, names, need_inertia, port
+from .domain import actuator_ranges, parameters
+from .kernel import InPort, Kernel, KernelInfo, OutPort
+
+INTEGRATORS = ("ali3p", "rk4", "euler")
+REFERENCE_POINTS = 201  # states of the host reference run kept as the kernel's motion
+# a step whose constraint residual after the iterations exceeds this (relative to the
+# model's coordinate scale) at a state of the reference run has not converged
+CONVERGED = 1e-6
+
+
+class StepError(KernelError):
+    """A step kernel that cannot be built as asked (integrator, dt, iterations)."""
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    """What a step kernel integrates with. dt: the step [s]; integrator: one of INTEGRATORS
+    ("auto": ali3p with constraints, rk4 without); iterations: ali3p's Newton iterations per
+    step (None: the fewest, up to 8, that converge along the reference run); penalty: ali3p's
+    alpha as the ratio of dt^2/4 alpha Phi_q^T Phi_q to M on their diagonals (default 1e4:
+    on the N-four-bar at dt 1 ms, 100 let the multipliers lag through the singular positions,
+    1.3e-2 m off after the first one, 1e4 kept 1.9e-5 m there and 9.4e-4 m over 10 s with one
+    iteration; higher ratios cost float32 digits in the leading matrix)."""
+
+    dt: float
+    integrator: str = "auto"
+    iterations: int | None = None
+    penalty: float = 1e4
+
+    def check(self, eqs: Equations) -> "StepOptions":
+        if not (isinstance(self.dt, (int, float)) and np.isfinite(self.dt) and self.dt > 0):
+            raise StepError(f"step: --dt must be a positive number of seconds, got {self.dt}")
+        lo, hi = eqs.ranges[eqs.t]
+        if self.dt >= hi - lo:
+            raise StepError(f"step: --dt {self.dt:g} s is not shorter than {eqs.model}'s time range "
+                            f"[{lo:g}, {hi:g}] s")
+        integ = self.integrator
+        if integ == "auto":
+            integ = "ali3p" if eqs.phi else "rk4"
+        if integ not in INTEGRATORS:
+            raise StepError(f"step: --integrator {integ!r} is not one of auto, {', '.join(INTEGRATORS)}")
+        if integ != "ali3p" and eqs.phi:
+            raise StepError(f"step: {eqs.model} has {len(eqs.phi)} constraint equations; --integrator {integ} "
+                            "integrates unconstrained models only: use ali3p (index-3 augmented Lagrangian "
+                            "with projections), which holds closed loops")
+        if self.iterations is not None and not (isinstance(self.iterations, int) and 1 <= self.iterations <= 50):
+            raise StepError(f"step: --iterations must be 1 to 50, got {self.iterations}")
+        if not (np.isfinite(self.penalty) and 1e-2 <= self.penalty <= 1e8):
+            raise StepError(f"step: --penalty must be within [0.01, 1e8], got {self.penalty}")
+        if eqs.nh:
+            raise StepError(f"step: {eqs.model} has non-holonomic constraints ({', '.join(eqs.nh_names)}); the "
+                            "step kernels integrate holonomic models only")
+        return StepOptions(float(self.dt), integ, self.iterations, float(self.penalty))
+
+
+def step_kernel(eqs: Equations, dt: float | None = None, integrator: str = "auto", iterations: int | None = None,
+                penalty: float = 1e4) -> Kernel:
+    """The step kernel of `eqs` (see the module docstring); dt is required."""
+    need_inertia(eqs, "step")
+    if dt is None:
+        raise StepError("step: give the time step with --dt (seconds)")
+    opts = StepOptions(dt, integrator, iterations, penalty).check(eqs)
+    ref = _reference(eqs)
+    if opts.integrator == "ali3p":
+        return _ali3p(eqs, opts, ref)
+    return _explicit(eqs, opts, ref)
+
+
+# ---- the host reference run: ranges of the multipliers, the kernel's motion, convergence ----
+
+@dataclass
+class _Reference:
+    t: np.ndarray
+    Q: np.ndarray
+    QD: np.ndarray
+    QDD: np.ndarray
+    LAM: np.ndarray
+
+
+def _dynamics(eqs: Equations):
+    from ..reference.solvers import Dynamics
+
+    return Dynamics(eqs)
+
+
+def initial_state(eqs: Equations, integrator: str, q0: dict | None = None, qd0: dict | None = None,
+                  dyn=None) -> tuple[float, np.ndarray]:
+    """(t0, the state without t) a step kernel of `integrator` starts from: q and qd from the
+    named values (else the model's Model.initial, else its guesses at rest), made consistent
+    with the constraints; ali3p adds qdd and lambda of the forward dynamics there."""
+    dyn = dyn or _dynamics(eqs)
+    t0 = float(eqs.ranges[eqs.t][0])
+    if not q0 and not qd0:
+        q0, qd0 = eqs.initial_q, eqs.initial_qd
+    q, qd = dyn.initial(t0, q0, qd0)
+    q, qd = dyn.project(t0, q, qd)
+    if integrator != "ali3p":
+        return t0, np.concatenate([q, qd])
+    qdd, lam = dyn.accelerations(t0, q, qd)
+    return t0, np.concatenate([q, qd, qdd, lam])
+
+
+def _reference(eqs: Equations) -> _Reference:
+    dyn = _dynamics(eqs)
+    lo, hi = eqs.ranges[eqs.t]
+    _, x = initial_state(eqs, "rk4", dyn=dyn)
+    n = len(eqs.q)
+    traj = dyn.forward(hi, q0=x[:n], qd0=x[n:], t0=lo, dt=(hi - lo) / (REFERENCE_POINTS - 1), rtol=1e-9,
+                       atol=1e-11)
+    acc = [dyn.accelerations(float(t), a, b) for t, a, b in zip(traj.t, traj.Q, traj.QD)]
+    return _Reference(np.asarray(traj.t), np.asarray(traj.Q), np.asarray(traj.QD), np.array([a for a, _ in acc]),
+                      np.array([m for _, m in acc]).reshape(len(acc), -1))
+
+
+def _lambda_ranges(ref: _Reference) -> list[tuple[float, float]]:
+    """Each multiplier's range: its hull along the reference run, widened by half its width
+    and by 1, 0 included (a device may start from lambda = 0)."""
+    out = []
+    for k in range(ref.LAM.shape[1]):
+        lo, hi = min(0.0, float(ref.LAM[:, k].min())), max(0.0, float(ref.LAM[:, k].max()))
+        w = 0.5 * (hi - lo) + 1.0
+        out.append((lo - w, hi + w))
+    return out
+
+
+# ---- atoms ------------------------------------------------------------------------------------
+
+def _c(x: float) -> Atom:
+    return const(float(x))
+
+
+def _axpy(a: float, x: list[Atom], y: list[Atom]) -> list[Atom]:
+    """a x + y, elementwise."""
+    return [add(mul(_c(a), xi), yi) for xi, yi in zip(x, y)]
+
+
+def _transpose_matvec(S: Sparse, v: list[Atom]) -> list[Atom]:
+    out = [ZERO] * S.shape[1]
+    for (i, j), a in S.entries.items():
+        out[j] = add(out[j], mul(a, v[i]))
+    return out
+
+
+def _gram(S: Sparse, scale: float) -> dict[tuple[int, int], Atom]:
+    """scale * S^T S, entries by (j, k), each sum in row order (so (j, k) and (k, j) are the
+    same atom)."""
+    rows: dict[int, list[tuple[int, Atom]]] = {}
+    for (i, j), a in S.entries.items():
+        rows.setdefault(i, []).append((j, a))
+    acc: dict[tuple[int, int], Atom] = {}
+    for i in sorted(rows):
+        for j, a in rows[i]:
+            for k, b in rows[i]:
+                acc[(j, k)] = add(acc.get((j, k), ZERO), mul(a, b))
+    return {jk: mul(_c(scale), v) for jk, v in sorted(acc.items())}
+
+
+def _lambda_symbols(eqs: Equations) -> list[Atom]:
+    """The multiplier inputs lambda_<constraint> (kind "input", like the actuators' u_<name>)."""
+    try:
+        return [symbol(f"lambda_{c}", "input") for c in eqs.phi_names]
+    except ExpressionError as e:
+        raise StepError(f"step: {eqs.model}: multiplier input: {e}") from None
+
+
+def _samples(eqs: Equations, ref: _Reference) -> Samples:
+    """The reference run's configurations (q, t[, params]): where pivots are chosen and checked."""
+    ps, pv = parameters(eqs)
+    X = np.column_stack([ref.Q, ref.t])
+    if ps:
+        X = np.column_stack([X, np.tile(pv, (len(X), 1))])
+    return Samples(list(eqs.q) + [eqs.t] + ps, X, f"{len(X)} states of the host reference run")
+
+
+def _penalty_alpha(eqs: Equations, opts: StepOptions, samples) -> float:
+    """alpha with dt^2/4 alpha max diag(Phi_q^T Phi_q) = penalty * max diag(M) at the samples'
+    nominal point: the penalty term as stiff as asked relative to the inertia."""
+    point = dict(zip(samples.inputs, samples.points[0]))
+    gram = _gram(eqs.phi_q, 1.0)
+    diag_g = [gram[(j, j)] for j in range(len(eqs.q)) if (j, j) in gram]
+    diag_m = [eqs.M[(j, j)] for j in range(len(eqs.q))]
+    ins = list(samples.inputs)
+    ev = Evaluator(diag_g + diag_m, ins)(np.array([point[s] for s in ins]))
+    g, m = np.abs(ev[:len(diag_g)]).max(initial=0.0), np.abs(ev[len(diag_g):]).max(initial=0.0)
+    if g <= 0 or m <= 0:
+        raise StepError(f"step: {eqs.model}: cannot scale the penalty (max diag of M {m:g}, of Phi_q^T Phi_q {g:g})")
+    return opts.penalty * m / (g * opts.dt ** 2 / 4)
+
+
+@dataclass
+class _Templates:
+    """The ali3p maps over placeholders (eqs.q, eqs.qd, eqs.qdd, lambda, t, u): the Newton
+    correction, the projected velocities and accelerations, and the factor they share."""
+
+    correction: list[Atom]
+    velocity: list[Atom]
+    acceleration: list[Atom]
+    factor: object
+
+
+def _templates(eqs: Equations, lam: list[Atom], u: list[Atom], B: Sparse, alpha: float, dt: float,
+               samples) -> _Templates:
+    n, c = len(eqs.q), dt * dt / 4
+    entries = dict(eqs.M.entries)
+    for jk, v in _gram(eqs.phi_q, c * alpha).items():
+        entries[jk] = add(entries.get(jk, ZERO), v)
+    lead = Sparse((n, n), entries)
+    F = factor_ldlt(lead, samples, names=names(eqs.q), label=f"{eqs.model} M + dt^2/4 alpha Phi_q^T Phi_q")
+    force = [add(q_, f) for q_, f in zip(eqs.Q, B.matvec(u) if u else [ZERO] * n)]
+    phi_term = _transpose_matvec(eqs.phi_q, [add(mul(_c(alpha), p), lm) for p, lm in zip(eqs.phi, lam)])
+    resid = [mul(_c(c), sub(add(m, p), f)) for m, p, f in zip(eqs.M.matvec(eqs.qdd), phi_term, force)]
+    correction = [mul(_c(-1.0), x) for x in F.solve(resid)]
+    vel = F.solve(_axpy(c * alpha, _transpose_matvec(eqs.phi_q, eqs.beta), eqs.M.matvec(eqs.qd)))
+    acc = F.solve(_axpy(c * alpha, _transpose_matvec(eqs.phi_q, eqs.gamma), eqs.M.matvec(eqs.qdd)))
+    return _Templates(correction, vel, acc, F)
+
+
+def _ali3p_atoms(eqs: Equations, T: _Templates, lam: list[Atom], alpha: float, dt: float, iterations: int):
+    """(q+, qd+, qdd+, lambda+, q after each iteration) over the step's inputs."""
+    q0, qd0, qdd0 = eqs.q, eqs.qd, eqs.qdd
+    t1 = add(eqs.t, _c(dt))
+    pred = [add(add(q, mul(_c(dt), v)), mul(_c(dt * dt / 2), a)) for q, v, a in zip(q0, qd0, qdd0)]
+    vpred = [add(v, mul(_c(dt), a)) for v, a in zip(qd0, qdd0)]
+    delta = [ZERO] * len(q0)  # q_i - pred
+    lam_i = list(lam)
+    history = []  # q after each iteration
+    for _ in range(iterations):
+        q_i = [add(p, d) for p, d in zip(pred, delta)]
+        state = {**dict(zip(q0, q_i)), **dict(zip(qd0, _axpy(2 / dt, delta, vpred))),
+                 **dict(zip(qdd0, _axpy(4 / (dt * dt), delta, qdd0))), **dict(zip(lam, lam_i)), eqs.t: t1}
+        delta = [add(d, x) for d, x in zip(delta, subs(T.correction, state))]
+        q_i = [add(p, d) for p, d in zip(pred, delta)]
+        phi = subs(eqs.phi, {**dict(zip(q0, q_i)), eqs.t: t1})
+        lam_i = [add(lm, mul(_c(alpha), p)) for lm, p in zip(lam_i, phi)]
+        history.append(q_i)
+    q1 = [add(p, d) for p, d in zip(pred, delta)]
+    at = {**dict(zip(q0, q1)), eqs.t: t1}
+    qd1 = subs(T.velocity, {**at, **dict(zip(qd0, _axpy(2 / dt, delta, vpred)))})
+    qdd1 = subs(T.acceleration, {**at, **dict(zip(qd0, qd1)), **dict(zip(qdd0, _axpy(4 / (dt * dt), delta, qdd0)))})
+    return q1, qd1, qdd1, lam_i, history
+
+
+# ---- ali3p: iterations, kernel ---------------------------------------------------------------
+
+AUTO_ITERATIONS = 8  # the most --iterations auto picks
+CHECK_STATES = REFERENCE_POINTS  # states of the reference run at which convergence is checked
+
+
+def _state_rows(ref: _Reference, integrator: str, every: int = 1) -> np.ndarray:
+    parts = [ref.Q, ref.QD] + ([ref.QDD, ref.LAM] if integrator == "ali3p" else [])
+    return np.column_stack(parts)[::every]
+
+
+def _choose_iterations(eqs: Equations, T: _Templates, lam, u, alpha: float, opts: StepOptions,
+                       ref: _Reference) -> tuple[int, float]:
+    """The fewest Newton iterations (opts.iterations if given) after which q+ is within
+    CONVERGED x the coordinates' scale of the fully iterated q+ at CHECK_STATES states of the
+    reference run (u = 0); (iterations, the largest remaining difference)."""
+    top = (opts.iterations or AUTO_ITERATIONS) + 6
+    *_, history = _ali3p_atoms(eqs, T, lam, alpha, opts.dt, top)
+    ps, pv = parameters(eqs)
+    ins = [*eqs.q, *eqs.qd, *eqs.qdd, *lam, eqs.t, *u, *ps]
+    every = max(1, (len(ref.t) - 1) // (CHECK_STATES - 1))
+    X = np.column_stack([_state_rows(ref, "ali3p", every), ref.t[::every], np.zeros((len(ref.t[::every]), len(u))),
+                         np.tile(pv, (len(ref.t[::every]), 1)) if ps else np.zeros((len(ref.t[::every]), 0))])
+    ev = Evaluator([a for q in history for a in q], ins)(X).reshape(len(X), top, len(eqs.q))
+    scale = max(1.0, float(np.abs(ref.Q).max()))
+    diff = np.abs(ev - ev[:, -1:, :]).max(axis=(0, 2)) / scale  # per iteration count
+    worst_state = lambda k: float(ref.t[::every][int(np.abs(ev[:, k - 1] - ev[:, -1]).max(axis=1).argmax())])
+    if opts.iterations is not None:
+        k = opts.iterations
+        if diff[k - 1] > CONVERGED:
+            raise StepError(f"step: {eqs.model}: {k} ali3p iterations leave q+ {diff[k - 1]:.2g} (relative) from its "
+                            f"converged value at t = {worst_state(k):g} s of the reference run (tolerance "
+                            f"{CONVERGED:g}): give more --iterations or a smaller --dt")
+        return k, float(diff[k - 1])
+    for k in range(1, AUTO_ITERATIONS + 1):
+        if diff[k - 1] <= CONVERGED:
+            return k, float(diff[k - 1])
+    k = AUTO_ITERATIONS
+    raise StepError(f"step: {eqs.model}: ali3p with --dt {opts.dt:g} does not converge in {k} iterations: q+ is "
+                    f"still {diff[k - 1]:.2g} (relative) from its converged value at t = {worst_state(k):g} s of the "
+                    f"reference run (tolerance {CONVERGED:g}): use a smaller --dt (e.g. {opts.dt / 2:g}) or "
+                    f"--iterations N up to 50")
+
+
+def _depends_on_time(eqs: Equations, atoms) -> bool:
+    return any(a is eqs.t for a in topo(list(atoms)))
+
+
+def _ali3p(eqs: Equations, opts: StepOptions, ref: _Reference) -> Kernel:
+    samples = _samples(eqs, ref)
+    alpha = _penalty_alpha(eqs, opts, samples)
+    lam = _lambda_symbols(eqs)
+    act, B = actuators(eqs)
+    u = actuator_symbols(eqs, act)
+    T = _templates(eqs, lam, u, B, alpha, opts.dt, samples)
+    iterations, left = _choose_iterations(eqs, T, lam, u, alpha, opts, ref)
+    q1, qd1, qdd1, lam1, _ = _ali3p_atoms(eqs, T, lam, alpha, opts.dt, iterations)
+    lam_names = [f"lambda_{c}" for c in eqs.phi_names]
+    state = [port("q", eqs, eqs.q), port("qd", eqs, eqs.qd), port("qdd", eqs, eqs.qdd),
+             InPort("lambda", lam, _lambda_ranges(ref))]
+    outs = [OutPort.vector("q", q1, names(eqs.q)), OutPort.vector("qd", qd1, names(eqs.qd)),
+            OutPort.vector("qdd", qdd1, names(eqs.qdd)), OutPort.vector("lambda", lam1, lam_names)]
+    record = {"integrator": "ali3p", "dt": opts.dt, "iterations": iterations, "alpha": float(alpha),
+              "converged": left}
+    desc = (f"one ali3p step of {opts.dt:g} s (index-3 augmented Lagrangian, trapezoidal rule, {iterations} Newton "
+            f"iterations, mass-orthogonal projections of velocities and accelerations; straight-line LDL^T of "
+            f"M + dt^2/4 alpha Phi_q^T Phi_q, alpha = {alpha:.6g})")
+    return _assemble(eqs, "ali3p", state, outs, u, B, record, desc, ref, {"M + dt^2/4 alpha Phi_q^T Phi_q": T.factor})
+
+
+# ---- explicit: rk4 and semi-implicit Euler on M qdd = Q + B u ------------------------------
+
+def _explicit(eqs: Equations, opts: StepOptions, ref: _Reference) -> Kernel:
+    samples = _samples(eqs, ref)
+    act, B = actuators(eqs)
+    u = actuator_symbols(eqs, act)
+    F = factor_ldlt(eqs.M, samples, names=names(eqs.q), label=f"{eqs.model} M")
+    force = [add(q_, f) for q_, f in zip(eqs.Q, B.matvec(u) if u else [ZERO] * len(eqs.q))]
+    acc = F.solve(force)
+    dt = opts.dt
+
+    def f(q, v, t):
+        return subs(acc, {**dict(zip(eqs.q, q)), **dict(zip(eqs.qd, v)), eqs.t: t})
+
+    q0, v0, t0 = list(eqs.q), list(eqs.qd), eqs.t
+    if opts.integrator == "euler":
+        v1 = _axpy(dt, f(q0, v0, t0), v0)
+        q1 = _axpy(dt, v1, q0)
+    else:
+        th = add(t0, _c(dt / 2))
+        k1v, k1a = v0, f(q0, v0, t0)
+        k2v = _axpy(dt / 2, k1a, v0)
+        k2a = f(_axpy(dt / 2, k1v, q0), k2v, th)
+        k3v = _axpy(dt / 2, k2a, v0)
+        k3a = f(_axpy(dt / 2, k2v, q0), k3v, th)
+        k4v = _axpy(dt, k3a, v0)
+        k4a = f(_axpy(dt, k3v, q0), k4v, add(t0, _c(dt)))
+        q1 = [add(q, mul(_c(dt / 6), add(add(a, mul(_c(2.0), b)), add(mul(_c(2.0), c), d))))
+              for q, a, b, c, d in zip(q0, k1v, k2v, k3v, k4v)]
+        v1 = [add(v, mul(_c(dt / 6), add(add(a, mul(_c(2.0), b)), add(mul(_c(2.0), c), d))))
+              for v, a, b, c, d in zip(v0, k1a, k2a, k3a, k4a)]
+    state = [port("q", eqs, eqs.q), port("qd", eqs, eqs.qd)]
+    outs = [OutPort.vector("q", q1, names(eqs.q)), OutPort.vector("qd", v1, names(eqs.qd))]
+    name = {"rk4": "classic Runge-Kutta (4 evaluations)", "euler": "semi-implicit (symplectic) Euler"}
+    desc = (f"one {name[opts.integrator]} step of {dt:g} s on M qdd = Q + B u (straight-line LDL^T of M, "
+            "pivots fixed at generation time)")
+    record = {"integrator": opts.integrator, "dt": dt, "iterations": 0}
+    return _assemble(eqs, opts.integrator, state, outs, u, B, record, desc, ref, {"M": F})
+
+
+def _assemble(eqs: Equations, integrator: str, state: list[InPort], outs: list[OutPort], u, B, record: dict,
+              desc: str, ref: _Reference, solves: dict) -> Kernel:
+    """The kernel: state ports (t among them when the step depends on time), then u; the
+    outputs repeat the state; `motion` is the reference run's states (u = 0)."""
+    timed = _depends_on_time(eqs, [a for o in outs for a in o.atoms])
+    if timed:
+        state.append(port("t", eqs, [eqs.t]))
+        outs.append(OutPort.vector("t", [add(eqs.t, _c(record["dt"]))], [eqs.t.value.name]))
+    inputs = list(state)
+    if u:
+        ur, derived = actuator_ranges(eqs, u, None, B, None)
+        inputs.append(InPort("u", u, [ur[s] for s in u]))
+    else:
+        derived = []
+    names_ = [p.name for p in state]
+    record = {**record, "state": names_, "n_state": sum(len(p.symbols) for p in state), "time": timed,
+              "inputs_held": ["u"] if u else []}
+    rows = _state_rows(ref, integrator)
+    tail = [ref.t[:, None]] if timed else []
+    motion = np.column_stack([rows, *tail, np.zeros((len(rows), len(u)))])
+    return Kernel(model=eqs.model, name="step", description=desc, inputs=inputs, outputs=outs,
+                  motion=[[float(v) for v in row] for row in motion],
+                  info=KernelInfo(solves=solves, report="\n".join(F.report() for F in solves.values()),
+                                  derived_ranges=derived,
+                                  multipliers=[f"lambda_{c}" for c in eqs.phi_names] if integrator == "ali3p" else []),
+                  step=record)
