@@ -455,10 +455,10 @@ def main(argv=None) -> int:
         cases = [case(n) for n in args.cases.split(",")]
         for c in cases:
             load(c.example, **c.options)
-    except ValueError as e:
-        ap.error(f"--cases: no case {e}; cases are pendulum, chainN, nfourbarN (N a number)")
     except ModelError as e:
         ap.error(f"--cases: {e}")
+    except ValueError as e:
+        ap.error(f"--cases: no case {str(e)!r}; cases are pendulum, chainN, nfourbarN (N a number)")
     try:
         tols = sorted((float(t) for t in args.tol.split(",")), reverse=True)
     except ValueError:
