@@ -125,7 +125,8 @@ def chain_case(n: int) -> Case:
         phi = np.cumsum(Q, axis=1)
         return c.LENGTH * np.stack([np.cos(phi).sum(axis=1), np.sin(phi).sum(axis=1)], axis=1)
 
-    return Case(f"chain{n}", "chain", {"n": n}, _mjcf("chain", c.G, inner), f"link{n - 1}_tip", lambda *x: [np.asarray(v) for v in x], tip)
+    return Case(f"chain{n}", "chain", {"n": n}, _mjcf("chain", c.G, inner), f"link{n - 1}_tip",
+                lambda *x: [np.asarray(v) for v in x], tip)
 
 
 def nfourbar_case(n: int) -> Case:
@@ -153,10 +154,12 @@ def nfourbar_case(n: int) -> Case:
             out.append(v)
         return out
 
-    return Case(f"nfourbar{n}", "nfourbar", {"n": n}, xml, f"crank{n}_tip", to_mujoco, lambda Q: Q[:, 2 * n:2 * n + 2])
+    return Case(f"nfourbar{n}", "nfourbar", {"n": n}, xml, f"crank{n}_tip", to_mujoco,
+                lambda Q: Q[:, 2 * n:2 * n + 2])
 
 
 def case(name: str) -> Case:
+    """The case called `name` (pendulum, chainN, nfourbarN); ValueError for another name."""
     if name == "pendulum":
         return pendulum_case()
     for prefix, make in (("chain", chain_case), ("nfourbar", nfourbar_case)):
