@@ -107,7 +107,7 @@ def add_step_flags(p) -> None:
                    help="ali3p's Newton iterations per step (default: the fewest that converge along the "
                         "reference run, up to 8)")
     g.add_argument("--penalty", type=number(1e-2, 1e8, "a ratio from 0.01 to 1e8", closed=True), default=None,
-                   help="ali3p's penalty as the ratio of dt^2/4 alpha Phi_q^T Phi_q to M (default 1e4)")
+                   help="ali3p's penalty as the ratio of dt^2/4 alpha Phi_q^T Phi_q to M (default 1e3)")
 
 
 def step_options(args) -> dict:
@@ -178,7 +178,8 @@ def _main(argv: list[str] | None) -> int:
         signum = getattr(e, "signum", signal.SIGINT)
         how = "" if signum == signal.SIGINT else f" ({signal.Signals(signum).name})"
         print(f"mbforge {args.command}: interrupted{how}", file=sys.stderr)
-        return 128 + signum
+        before = {}  # the later signals stay ignored until the process ends: a second Ctrl-C
+        return 128 + signum  # a few ms after the first would otherwise kill it by the signal
     finally:
         for s, h in before.items():
             signal.signal(s, h)

@@ -253,6 +253,26 @@ class HostKernel:
         self._fn(X.ctypes.data, Y.ctypes.data, status.ctypes.data, n)
         return Y, status
 
+    def steps(self, raw_inputs, steps: int, every: int = 1) -> tuple[np.ndarray, int | None, int]:
+        """A step kernel (manifest.step) run `steps` times from the raw input vector, each
+        output state copied back into the inputs (u held): (the raw state after every
+        `every`-th step, [steps // every, n_state]; the step that returned a non-zero status
+        or None; that status). Bit for bit what a device running the same C computes."""
+        st = self.manifest.step
+        if st is None:
+            raise ValueError(f"{self.manifest.function} is not a step kernel")
+        ns = st["n_state"]
+        x = np.array(raw_inputs, dtype=self.dtype).reshape(1, -1)
+        out = np.zeros((steps // every, ns), dtype=self.dtype)
+        for i in range(steps):
+            Y, status = self(x)
+            if status[0]:
+                return out[:i // every], i, int(status[0])
+            x[0, :ns] = Y[0, :ns]
+            if (i + 1) % every == 0:
+                out[(i + 1) // every - 1] = x[0, :ns]
+        return out, None, 0
+
     # ---- device.Device ----------------------------------------------------------------
     work_unit = None
 

@@ -6,7 +6,7 @@ out, as straight-line code, so a device runs a mechanism's motion one call per s
            Cardenal, Morer and Bayo 2000): any model with inertia and holonomic constraints,
            closed loops, redundant constraints and singular positions included, because its
            leading matrix M + dt^2/4 alpha Phi_q^T Phi_q stays positive definite whatever the
-           rank of Phi_q. State: q, qd, qdd, lambda (and t when the model depends on time).
+           rank of Phi_q. State: q, qd, qdd (and t when the model depends on time).
     rk4    classic Runge-Kutta on M qdd = Q + B u, for models without constraints (trees in
            relative coordinates). State: q, qd (and t).
     euler  semi-implicit (symplectic) Euler on the same: qd+ = qd + dt qdd(q, qd),
@@ -23,6 +23,16 @@ leading matrix (minimum-degree order, fixed at generation time, the sparsity of 
 coordinates kept) serves every iteration and both projections. The positions are carried
 as the predictor plus a correction so that no term is multiplied by 4/dt^2 before the
 subtraction that cancels it (float32 would lose the accelerations).
+
+Each step starts its multipliers from 0 (the penalty alpha Phi carries the constraint
+forces; with more than one iteration, lambda += alpha Phi between them) instead of carrying
+lambda from step to step as the published ALI3-P does. Measured on the N-four-bar (N = 4,
+dt 1 ms, 10 s, host C against scipy at rtol 1e-11): carried multipliers drift in the null
+space of Phi_q^T at every singular position, and in float32 alpha times the rounding of Phi
+(about 1e-7 x alpha) is added to them every step: 0.05 m off with float32, 2 m with a
+penalty ratio of 100 even in double. Started from 0, with the default ratio 1e3: 1.7e-3 m
+in double and in float32 alike. Higher ratios are more accurate in double (1e4: 9.3e-4 m)
+and noisier in float32 (1e4: 7.2e-3 m): --penalty chooses.
 
 The kernel's `motion` is the state along a host reference run (scipy at tight tolerance
 from the model's initial state, Model.initial): the harness checks single steps there, and
@@ -58,15 +68,13 @@ class StepOptions:
     """What a step kernel integrates with. dt: the step [s]; integrator: one of INTEGRATORS
     ("auto": ali3p with constraints, rk4 without); iterations: ali3p's Newton iterations per
     step (None: the fewest, up to 8, that converge along the reference run); penalty: ali3p's
-    alpha as the ratio of dt^2/4 alpha Phi_q^T Phi_q to M on their diagonals (default 1e4:
-    on the N-four-bar at dt 1 ms, 100 let the multipliers lag through the singular positions,
-    1.3e-2 m off after the first one, 1e4 kept 1.9e-5 m there and 9.4e-4 m over 10 s with one
-    iteration; higher ratios cost float32 digits in the leading matrix)."""
+    alpha as the ratio of dt^2/4 alpha Phi_q^T Phi_q to M on their diagonals (default 1e3,
+    see the module docstring)."""
 
     dt: float
     integrator: str = "auto"
     iterations: int | None = None
-    penalty: float = 1e4
+    penalty: float = 1e3
 
     def check(self, eqs: Equations) -> "StepOptions":
         if not (isinstance(self.dt, (int, float)) and np.isfinite(self.dt) and self.dt > 0):
@@ -95,7 +103,7 @@ class StepOptions:
 
 
 def step_kernel(eqs: Equations, dt: float | None = None, integrator: str = "auto", iterations: int | None = None,
-                penalty: float = 1e4) -> Kernel:
+                penalty: float = 1e3) -> Kernel:
     """The step kernel of `eqs` (see the module docstring); dt is required."""
     need_inertia(eqs, "step")
     if dt is None:
@@ -115,7 +123,6 @@ class _Reference:
     Q: np.ndarray
     QD: np.ndarray
     QDD: np.ndarray
-    LAM: np.ndarray
 
 
 def _dynamics(eqs: Equations):
@@ -137,8 +144,8 @@ def initial_state(eqs: Equations, integrator: str, q0: dict | None = None, qd0: 
     q, qd = dyn.project(t0, q, qd)
     if integrator != "ali3p":
         return t0, np.concatenate([q, qd])
-    qdd, lam = dyn.accelerations(t0, q, qd)
-    return t0, np.concatenate([q, qd, qdd, lam])
+    qdd, _ = dyn.accelerations(t0, q, qd)
+    return t0, np.concatenate([q, qd, qdd])
 
 
 def _reference(eqs: Equations) -> _Reference:
@@ -148,20 +155,8 @@ def _reference(eqs: Equations) -> _Reference:
     n = len(eqs.q)
     traj = dyn.forward(hi, q0=x[:n], qd0=x[n:], t0=lo, dt=(hi - lo) / (REFERENCE_POINTS - 1), rtol=1e-9,
                        atol=1e-11)
-    acc = [dyn.accelerations(float(t), a, b) for t, a, b in zip(traj.t, traj.Q, traj.QD)]
-    return _Reference(np.asarray(traj.t), np.asarray(traj.Q), np.asarray(traj.QD), np.array([a for a, _ in acc]),
-                      np.array([m for _, m in acc]).reshape(len(acc), -1))
-
-
-def _lambda_ranges(ref: _Reference) -> list[tuple[float, float]]:
-    """Each multiplier's range: its hull along the reference run, widened by half its width
-    and by 1, 0 included (a device may start from lambda = 0)."""
-    out = []
-    for k in range(ref.LAM.shape[1]):
-        lo, hi = min(0.0, float(ref.LAM[:, k].min())), max(0.0, float(ref.LAM[:, k].max()))
-        w = 0.5 * (hi - lo) + 1.0
-        out.append((lo - w, hi + w))
-    return out
+    acc = [dyn.accelerations(float(t), a, b)[0] for t, a, b in zip(traj.t, traj.Q, traj.QD)]
+    return _Reference(np.asarray(traj.t), np.asarray(traj.Q), np.asarray(traj.QD), np.array(acc))
 
 
 # ---- atoms ------------------------------------------------------------------------------------
@@ -245,74 +240,156 @@ def _templates(eqs: Equations, lam: list[Atom], u: list[Atom], B: Sparse, alpha:
     entries = dict(eqs.M.entries)
     for jk, v in _gram(eqs.phi_q, c * alpha).items():
         entries[jk] = add(entries.get(jk, ZERO), v)
-    lead = Sparse((n, n), entries)
-    F = factor_ldlt(lead, samples, names=names(eqs.q), label=f"{eqs.model} M + dt^2/4 alpha Phi_q^T Phi_q")
+    # the leading matrix over its own placeholders, set to the predictor: factored once per
+    # step for every iteration and both projections (a modified Newton; at q+ it would be a
+    # second factorization, about half the step's operations, for a change of O(dt^3))
+    at = _pred_symbols(eqs)
+    lead = Sparse((n, n), dict(zip(entries, subs(list(entries.values()), dict(zip(eqs.q, at))))))
+    fs = Samples(at + samples.inputs[len(at):], samples.points, samples.what)
+    F = factor_ldlt(lead, fs, names=names(eqs.q), label=f"{eqs.model} M + dt^2/4 alpha Phi_q^T Phi_q")
     force = [add(q_, f) for q_, f in zip(eqs.Q, B.matvec(u) if u else [ZERO] * n)]
     phi_term = _transpose_matvec(eqs.phi_q, [add(mul(_c(alpha), p), lm) for p, lm in zip(eqs.phi, lam)])
     resid = [mul(_c(c), sub(add(m, p), f)) for m, p, f in zip(eqs.M.matvec(eqs.qdd), phi_term, force)]
     correction = [mul(_c(-1.0), x) for x in F.solve(resid)]
-    vel = F.solve(_axpy(c * alpha, _transpose_matvec(eqs.phi_q, eqs.beta), eqs.M.matvec(eqs.qd)))
-    acc = F.solve(_axpy(c * alpha, _transpose_matvec(eqs.phi_q, eqs.gamma), eqs.M.matvec(eqs.qdd)))
+    # the projections (lead) x = M x* + c alpha Phi_q^T r written as x* less a correction
+    # solved from the small residual Phi_q x* - r: float32 then loses the lead matrix's
+    # conditioning (about the penalty ratio) only on that correction, not on x (the whole
+    # form cost the pendulum 0.055 m over 10 s in float32, 640 times double's error)
+    vel = _project(F, eqs.phi_q, c * alpha, eqs.qd, eqs.beta)
+    acc = _project(F, eqs.phi_q, c * alpha, eqs.qdd, eqs.gamma)
     return _Templates(correction, vel, acc, F)
 
 
-def _ali3p_atoms(eqs: Equations, T: _Templates, lam: list[Atom], alpha: float, dt: float, iterations: int):
-    """(q+, qd+, qdd+, lambda+, q after each iteration) over the step's inputs."""
+def _pred_symbols(eqs: Equations) -> list[Atom]:
+    """Placeholders of the predicted positions (where the leading matrix is factored)."""
+    return [symbol(f"{q.value.name}__predicted", "input") for q in eqs.q]
+
+
+def _project(F, A: Sparse, scale: float, x: list[Atom], r: list[Atom]) -> list[Atom]:
+    """x - F^-1 scale A^T (A x - r): the mass-orthogonal projection of x onto A x = r."""
+    resid = [mul(_c(scale), sub(ax, ri)) for ax, ri in zip(A.matvec(x), r)]
+    return [sub(xi, d) for xi, d in zip(x, F.solve(_transpose_matvec(A, resid)))]
+
+
+class _AtomAlgebra:
+    """The step's arithmetic on atoms: what the kernel computes."""
+
+    zero = ZERO
+
+    def __init__(self, T: _Templates, eqs: Equations):
+        self.maps = {"correction": T.correction, "velocity": T.velocity, "acceleration": T.acceleration,
+                     "phi": eqs.phi}
+
+    @staticmethod
+    def lin(a: float, x, y):
+        return [add(mul(_c(a), xi), yi) for xi, yi in zip(x, y)]
+
+    @staticmethod
+    def plus(x, y):
+        return [add(xi, yi) for xi, yi in zip(x, y)]
+
+    @staticmethod
+    def shift(t, dt: float):
+        return add(t, _c(dt))
+
+    def apply(self, name: str, mapping: dict):
+        return subs(self.maps[name], mapping)
+
+
+class _NumericAlgebra(_AtomAlgebra):
+    """The same arithmetic in float64 over many states at once (columns): the convergence
+    check runs the step's own iteration map, not a second copy of it."""
+
+    zero = 0.0
+
+    def __init__(self, T: _Templates, eqs: Equations, fixed: dict):
+        super().__init__(T, eqs)
+        self.fixed = fixed  # values of the symbols no mapping gives (u, parameters)
+        self._ev: dict = {}
+
+    @staticmethod
+    def lin(a: float, x, y):
+        return [a * xi + yi for xi, yi in zip(x, y)]
+
+    @staticmethod
+    def plus(x, y):
+        return [xi + yi for xi, yi in zip(x, y)]
+
+    @staticmethod
+    def shift(t, dt: float):
+        return t + dt
+
+    def apply(self, name: str, mapping: dict):
+        values = {**self.fixed, **mapping}
+        atoms = self.maps[name]
+        if name not in self._ev:
+            ins = sorted({a for a in topo(list(atoms)) if a.op == "sym"}, key=lambda a: a.value.name)
+            self._ev[name] = (Evaluator(list(atoms), ins), ins)
+        ev, ins = self._ev[name]
+        rows = len(next(iter(mapping.values())))
+        X = np.column_stack([np.broadcast_to(values[s], rows) for s in ins]) if ins else np.zeros((rows, 0))
+        return list(ev(X).T)
+
+
+def _ali3p_map(alg, eqs: Equations, lam: list[Atom], start, alpha: float, dt: float, iterations: int):
+    """One ali3p step in `alg`'s arithmetic from start = (q, qd, qdd, t): (q+, qd+, qdd+, q
+    after each iteration)."""
     q0, qd0, qdd0 = eqs.q, eqs.qd, eqs.qdd
-    t1 = add(eqs.t, _c(dt))
-    pred = [add(add(q, mul(_c(dt), v)), mul(_c(dt * dt / 2), a)) for q, v, a in zip(q0, qd0, qdd0)]
-    vpred = [add(v, mul(_c(dt), a)) for v, a in zip(qd0, qdd0)]
-    delta = [ZERO] * len(q0)  # q_i - pred
-    lam_i = list(lam)
-    history = []  # q after each iteration
+    q, qd, qdd, t = start
+    t1 = alg.shift(t, dt)
+    pred = alg.lin(dt * dt / 2, qdd, alg.lin(dt, qd, q))
+    vpred = alg.lin(dt, qdd, qd)
+    delta = [alg.zero] * len(q0)  # q_i - pred, so that 2/dt and 4/dt^2 multiply only the correction
+    lam_i = [alg.zero] * len(lam)  # each step starts its multipliers from 0 (see the module docstring)
+    history = []
+    at_pred = dict(zip(_pred_symbols(eqs), pred))
     for _ in range(iterations):
-        q_i = [add(p, d) for p, d in zip(pred, delta)]
-        state = {**dict(zip(q0, q_i)), **dict(zip(qd0, _axpy(2 / dt, delta, vpred))),
-                 **dict(zip(qdd0, _axpy(4 / (dt * dt), delta, qdd0))), **dict(zip(lam, lam_i)), eqs.t: t1}
-        delta = [add(d, x) for d, x in zip(delta, subs(T.correction, state))]
-        q_i = [add(p, d) for p, d in zip(pred, delta)]
-        phi = subs(eqs.phi, {**dict(zip(q0, q_i)), eqs.t: t1})
-        lam_i = [add(lm, mul(_c(alpha), p)) for lm, p in zip(lam_i, phi)]
+        state = {**at_pred, **dict(zip(q0, alg.plus(pred, delta))), **dict(zip(qd0, alg.lin(2 / dt, delta, vpred))),
+                 **dict(zip(qdd0, alg.lin(4 / (dt * dt), delta, qdd))), **dict(zip(lam, lam_i)), eqs.t: t1}
+        delta = alg.plus(delta, alg.apply("correction", state))
+        q_i = alg.plus(pred, delta)
+        lam_i = alg.lin(alpha, alg.apply("phi", {**dict(zip(q0, q_i)), eqs.t: t1}), lam_i)
         history.append(q_i)
-    q1 = [add(p, d) for p, d in zip(pred, delta)]
-    at = {**dict(zip(q0, q1)), eqs.t: t1}
-    qd1 = subs(T.velocity, {**at, **dict(zip(qd0, _axpy(2 / dt, delta, vpred)))})
-    qdd1 = subs(T.acceleration, {**at, **dict(zip(qd0, qd1)), **dict(zip(qdd0, _axpy(4 / (dt * dt), delta, qdd0)))})
-    return q1, qd1, qdd1, lam_i, history
+    q1 = alg.plus(pred, delta)
+    at = {**at_pred, **dict(zip(q0, q1)), eqs.t: t1}
+    qd1 = alg.apply("velocity", {**at, **dict(zip(qd0, alg.lin(2 / dt, delta, vpred)))})
+    qdd1 = alg.apply("acceleration", {**at, **dict(zip(qd0, qd1)),
+                                      **dict(zip(qdd0, alg.lin(4 / (dt * dt), delta, qdd)))})
+    return q1, qd1, qdd1, history
 
 
 # ---- ali3p: iterations, kernel ---------------------------------------------------------------
 
 AUTO_ITERATIONS = 8  # the most --iterations auto picks
-CHECK_STATES = REFERENCE_POINTS  # states of the reference run at which convergence is checked
 
 
 def _state_rows(ref: _Reference, integrator: str, every: int = 1) -> np.ndarray:
-    parts = [ref.Q, ref.QD] + ([ref.QDD, ref.LAM] if integrator == "ali3p" else [])
+    parts = [ref.Q, ref.QD] + ([ref.QDD] if integrator == "ali3p" else [])
     return np.column_stack(parts)[::every]
 
 
 def _choose_iterations(eqs: Equations, T: _Templates, lam, u, alpha: float, opts: StepOptions,
                        ref: _Reference) -> tuple[int, float]:
     """The fewest Newton iterations (opts.iterations if given) after which q+ is within
-    CONVERGED x the coordinates' scale of the fully iterated q+ at CHECK_STATES states of the
+    CONVERGED x the coordinates' scale of the fully iterated q+ at every state of the
     reference run (u = 0); (iterations, the largest remaining difference)."""
-    top = (opts.iterations or AUTO_ITERATIONS) + 6
-    *_, history = _ali3p_atoms(eqs, T, lam, alpha, opts.dt, top)
+    top = (opts.iterations or AUTO_ITERATIONS) + 4
     ps, pv = parameters(eqs)
-    ins = [*eqs.q, *eqs.qd, *eqs.qdd, *lam, eqs.t, *u, *ps]
-    every = max(1, (len(ref.t) - 1) // (CHECK_STATES - 1))
-    X = np.column_stack([_state_rows(ref, "ali3p", every), ref.t[::every], np.zeros((len(ref.t[::every]), len(u))),
-                         np.tile(pv, (len(ref.t[::every]), 1)) if ps else np.zeros((len(ref.t[::every]), 0))])
-    ev = Evaluator([a for q in history for a in q], ins)(X).reshape(len(X), top, len(eqs.q))
+    alg = _NumericAlgebra(T, eqs, {**{s: 0.0 for s in u}, **dict(zip(ps, pv))})
+    start = (list(ref.Q.T), list(ref.QD.T), list(ref.QDD.T), ref.t)
+    *_, history = _ali3p_map(alg, eqs, lam, start, alpha, opts.dt, top)
+    ev = np.stack([np.column_stack(q) for q in history], axis=1)  # [state, iteration, coordinate]
     scale = max(1.0, float(np.abs(ref.Q).max()))
     diff = np.abs(ev - ev[:, -1:, :]).max(axis=(0, 2)) / scale  # per iteration count
-    worst_state = lambda k: float(ref.t[::every][int(np.abs(ev[:, k - 1] - ev[:, -1]).max(axis=1).argmax())])
+
+    def worst(k: int) -> float:
+        return float(ref.t[int(np.abs(ev[:, k - 1] - ev[:, -1]).max(axis=1).argmax())])
+
     if opts.iterations is not None:
         k = opts.iterations
         if diff[k - 1] > CONVERGED:
             raise StepError(f"step: {eqs.model}: {k} ali3p iterations leave q+ {diff[k - 1]:.2g} (relative) from its "
-                            f"converged value at t = {worst_state(k):g} s of the reference run (tolerance "
+                            f"converged value at t = {worst(k):g} s of the reference run (tolerance "
                             f"{CONVERGED:g}): give more --iterations or a smaller --dt")
         return k, float(diff[k - 1])
     for k in range(1, AUTO_ITERATIONS + 1):
@@ -320,7 +397,7 @@ def _choose_iterations(eqs: Equations, T: _Templates, lam, u, alpha: float, opts
             return k, float(diff[k - 1])
     k = AUTO_ITERATIONS
     raise StepError(f"step: {eqs.model}: ali3p with --dt {opts.dt:g} does not converge in {k} iterations: q+ is "
-                    f"still {diff[k - 1]:.2g} (relative) from its converged value at t = {worst_state(k):g} s of the "
+                    f"still {diff[k - 1]:.2g} (relative) from its converged value at t = {worst(k):g} s of the "
                     f"reference run (tolerance {CONVERGED:g}): use a smaller --dt (e.g. {opts.dt / 2:g}) or "
                     f"--iterations N up to 50")
 
@@ -337,12 +414,11 @@ def _ali3p(eqs: Equations, opts: StepOptions, ref: _Reference) -> Kernel:
     u = actuator_symbols(eqs, act)
     T = _templates(eqs, lam, u, B, alpha, opts.dt, samples)
     iterations, left = _choose_iterations(eqs, T, lam, u, alpha, opts, ref)
-    q1, qd1, qdd1, lam1, _ = _ali3p_atoms(eqs, T, lam, alpha, opts.dt, iterations)
-    lam_names = [f"lambda_{c}" for c in eqs.phi_names]
-    state = [port("q", eqs, eqs.q), port("qd", eqs, eqs.qd), port("qdd", eqs, eqs.qdd),
-             InPort("lambda", lam, _lambda_ranges(ref))]
+    start = (list(eqs.q), list(eqs.qd), list(eqs.qdd), eqs.t)
+    q1, qd1, qdd1, _ = _ali3p_map(_AtomAlgebra(T, eqs), eqs, lam, start, alpha, opts.dt, iterations)
+    state = [port("q", eqs, eqs.q), port("qd", eqs, eqs.qd), port("qdd", eqs, eqs.qdd)]
     outs = [OutPort.vector("q", q1, names(eqs.q)), OutPort.vector("qd", qd1, names(eqs.qd)),
-            OutPort.vector("qdd", qdd1, names(eqs.qdd)), OutPort.vector("lambda", lam1, lam_names)]
+            OutPort.vector("qdd", qdd1, names(eqs.qdd))]
     record = {"integrator": "ali3p", "dt": opts.dt, "iterations": iterations, "alpha": float(alpha),
               "converged": left}
     desc = (f"one ali3p step of {opts.dt:g} s (index-3 augmented Lagrangian, trapezoidal rule, {iterations} Newton "
@@ -415,5 +491,5 @@ def _assemble(eqs: Equations, integrator: str, state: list[InPort], outs: list[O
                   motion=[[float(v) for v in row] for row in motion],
                   info=KernelInfo(solves=solves, report="\n".join(F.report() for F in solves.values()),
                                   derived_ranges=derived,
-                                  multipliers=[f"lambda_{c}" for c in eqs.phi_names] if integrator == "ali3p" else []),
+                                  multipliers=[]),
                   step=record)
