@@ -46,6 +46,7 @@ import argparse
 import ctypes
 import json
 import math
+import os
 import statistics
 import subprocess
 import tempfile
@@ -500,7 +501,7 @@ def main(argv=None) -> int:
     from .host import CFLAGS
 
     print(f"mbforge's c-double step kernel (gcc {' '.join(CFLAGS)}) against MuJoCo {mujoco.__version__} mj_step; "
-          f"ms/sim s: CPU time per simulated second")
+          f"ms/sim s: CPU time per simulated second; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     report = {}
     with tempfile.TemporaryDirectory() as tmp:
         for c in cases:
