@@ -33,12 +33,12 @@ Cost per simulated second = ns per step / dt. Ratios mbforge / MuJoCo: at equal 
 (each engine's best integrator at its largest passing dt) and at equal dt (per-step time
 at mbforge's chosen dt, with MuJoCo's error there).
 
-Measured 2026-12-05 (two cores shared with another session; MuJoCo 4.0.1), mbforge / MuJoCo
-CPU time per simulated second at equal accuracy: pendulum 0.040 (1e-3 m) and 0.103 (1e-4 m,
-ali3p at 2 ms against MuJoCo's RK4 at 20 ms), chain2 0.032, chain5 0.100 (RK4 in both at
-the same dt), nfourbar4 0.077 (1e-3 m, both at 5 ms); mbforge none for nfourbar4 at 1e-4 m
-and nfourbar10 (its ali3p kernel returns status 2 at the first singular position for dt <=
-2 ms, resp. <= 10 ms). Tables and findings: docs/simulation.md.
+Measured 2026-12-05 (two cores shared with other sessions, load average about 6; MuJoCo
+4.0.1), mbforge / MuJoCo CPU time per simulated second at equal accuracy (1e-3 m, 1e-4 m):
+pendulum 0.036, 0.089 (ali3p at 5 and 2 ms against MuJoCo's RK4 at 20 ms); chain2 0.032 and
+chain5 0.092 (RK4 in both at the same dt); nfourbar4 0.044, 0.095 and nfourbar10 0.103,
+0.115 (ali3p at 5 and 1 ms against MuJoCo's Euler with its stiffest constraints at 5 to 10
+and 2 ms). Tables and findings: docs/simulation.md.
 """
 from __future__ import annotations
 
