@@ -1,8 +1,8 @@
-"""python -m bench: every benchmark against the peers, ratios printed (engine, host C, device, arms),
-and the whole generate command against its goal."""
+"""python -m bench: every benchmark against the peers, ratios printed (engine, host C, device, arms,
+the step kernel against MuJoCo), and the whole generate command against its goal."""
 import sys
 
-from . import arms, command, device, engine, floor, host, idyn, rtl, run
+from . import arms, command, device, engine, floor, host, idyn, rtl, run, step
 
 
 def main(args: list[str]) -> int:
@@ -13,6 +13,7 @@ def main(args: list[str]) -> int:
     code |= idyn.main([])
     code |= arms.main([])
     code |= command.main([])
+    code |= step.main([])
     code |= rtl.main(["--pnr"])
     return code
 

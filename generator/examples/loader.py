@@ -41,6 +41,7 @@ EXAMPLES = {
     "bricard": "mbforge.examples.bricard",
     "pendulum": "mbforge.examples.pendulum",
     "nfourbar": "mbforge.examples.nfourbar",
+    "chain": "mbforge.examples.chain",
 }
 
 
