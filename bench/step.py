@@ -312,7 +312,8 @@ class Stepper:
         self.lib = ctypes.CDLL(str(so))
         self.lib.step_run.restype = ctypes.c_double
         self.x = np.zeros(k.n_in)  # the held inputs (u) at 0
-        self.x[:self.step["n_state"]] = start(self.eqs, self.step["integrator"])
+        self.offset = np.array(plan.manifest.step_offset())  # positions carried as q - offset
+        self.x[:self.step["n_state"]] = start(self.eqs, self.step["integrator"]) - self.offset
 
     def _run(self, S, k: int, per: int) -> float:
         P = ctypes.POINTER(ctypes.c_double)
@@ -327,6 +328,7 @@ class Stepper:
         S = np.zeros((k + 1, self.step["n_state"]))
         S[0] = self.x[:len(S[0])]
         r = self._run(S[1:], k, round(SAMPLE / self.step["dt"]))
+        S += self.offset
         if r >= 0:
             return self.case.tip(S[:, :nq]), None
         s = int(-(r + 1))  # the sample in which a step failed

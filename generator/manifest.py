@@ -110,6 +110,14 @@ class Manifest:
     def n_out(self) -> int:
         return sum(g.size for g in self.outputs)
 
+    def step_offset(self) -> list[float]:
+        """What the step kernel's state holds less than the physical state, per element:
+        the positions are carried as q - q_offset (kernels.step), the rest as they are.
+        physical = state + step_offset(); zeros for a record without q_offset."""
+        st = self.step or {}
+        off = [float(v) for v in st.get("q_offset") or []]
+        return off + [0.0] * (int(st.get("n_state", 0)) - len(off))
+
     def described_files(self) -> list[str]:
         """The kernel folder's files this manifest describes (relative names)."""
         return [*self.sources, *self.headers, *(f for f in (self.motion, self.domain) if f)]
@@ -196,6 +204,10 @@ class Manifest:
         if [n for n, _ in head] != names or outs != head or sum(k for _, k in head) != st["n_state"]:
             raise ManifestError(f"manifest step record: state {names} ({st['n_state']} reals) is not the first "
                                 f"input groups {head} repeated by the outputs {outs}")
+        off = st.get("q_offset")
+        if off is not None and not (isinstance(off, list) and len(off) == head[0][1]
+                                    and all(isinstance(v, (int, float)) for v in off)):
+            raise ManifestError(f"manifest step record: q_offset must be a number per element of {head[0][0]!r}")
         if not (isinstance(st.get("dt"), (int, float)) and st["dt"] > 0):
             raise ManifestError(f"manifest step record: dt {st.get('dt')!r} is not a positive number")
 

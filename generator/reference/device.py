@@ -120,6 +120,7 @@ def _start_inputs(m, t0: float, x0: np.ndarray) -> np.ndarray:
     x = list(x0) + ([t0] if m.step["time"] else [])
     if len(x) != m.step["n_state"]:
         raise RuntimeError(f"step kernel state of {m.step['n_state']} reals, initial state of {len(x)}")
+    x = list(np.array(x) - m.step_offset())  # the positions as the kernel carries them
     return np.array(x + [0.0] * (m.n_in - len(x)))
 
 
@@ -285,6 +286,7 @@ def run_device(eqs, stem: str, out, env: str, port: str | None, target: str, opt
     ref = _reference(dyn, eqs, t0, float(times[-1]), every, x0)
     D = np.full_like(S, np.nan)  # the c-double step's states; NaN after a step of its own failed
     D[:1 + len(host["double"][:good])] = np.vstack([x[None, :n_state], host["double"][:good]])
+    S, D = S + m.step_offset(), D + m.step_offset()  # physical states (Manifest.step_offset)
     g, gd = _split(m, S), _split(m, D)
     Q, QD = g["q"], g["qd"]
     QDD = np.array([dyn.accelerations(float(t), q, qd)[0] for t, q, qd in zip(times, Q, QD)])
