@@ -74,7 +74,7 @@ def cmd_simulate_device(args) -> int:
     from ..examples import parse_options
     from ..kernels.step import StepOptions, initial_state
     from ..outdir import OutDir, OutDirError
-    from .cli import _load, _pairs
+    from .columns import load as _load, pairs as _pairs
 
     check_board(args.device, args.port)
     model, tag = _load(args.model, args.motion, parse_options(args.set))
@@ -262,7 +262,7 @@ def run_device(eqs, stem: str, out, env: str, port: str | None, target: str, opt
 
     from ..errors import CLIError
     from ..outdir import OutDirError
-    from .cli import columns, csv_text
+    from .columns import columns, csv_text
     from .solvers import Dynamics
 
     dt, every = opts.dt, opts.dt * decim
