@@ -28,7 +28,7 @@ from mbforge.hil.cli import main as hil_cli
 from mbforge.hil.link import Link, LinkError, LinkStats, LinkTimeout
 from mbforge.hil.harness import load_run
 
-from helpers.faultproxy import FaultProxy
+from helpers.faultproxy import FaultProxy, reset_when_seen
 
 pytestmark = [pytest.mark.firmware]
 
@@ -73,17 +73,10 @@ def test_faults_both_ways_and_a_board_reset(fourbar, clean_run, tmp_path):
     with Emulator(fourbar["elf"], monitor=True) as emu, \
             FaultProxy(emu.port, flip={"h2d": [3000], "d2h": [30000]}, drop_frames={"d2h": [12]},
                        stall={"d2h": {20: 0.6}}) as proxy:
-        reset_at = proxy.when_seen("d2h", 90000)
-
-        def reset():
-            if reset_at.wait(60):
-                emu.monitor_command("system_reset")
-        t = threading.Thread(target=reset, daemon=True)
-        t.start()
-        code = hil_cli(["--port", proxy.url, "--kernel", str(fourbar["kernel"]), "--reference",
-                        str(fourbar["reference"]), "--vectors", str(N), "--run", str(db), "--timeout", "3",
-                        "--json", str(tmp_path / "faults.json")])
-        t.join(5)
+        with reset_when_seen(emu, proxy, "d2h", 90000):
+            code = hil_cli(["--port", proxy.url, "--kernel", str(fourbar["kernel"]), "--reference",
+                            str(fourbar["reference"]), "--vectors", str(N), "--run", str(db), "--timeout", "3",
+                            "--json", str(tmp_path / "faults.json")])
     assert code == 0
     r = json.loads((tmp_path / "faults.json").read_text())
     assert r["passed"] and r["vectors"] >= N

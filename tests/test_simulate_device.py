@@ -6,7 +6,6 @@ import csv
 import json
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -116,7 +115,7 @@ def test_pendulum_float32_on_the_emulated_board(pendulum):
 def test_a_horizon_survives_a_damaged_link_and_a_reset(pendulum):
     """SIM requests are pure: through flipped bytes each way, a lost reply and a board reset
     the chained run is the host build's, bit for bit."""
-    from helpers.faultproxy import FaultProxy
+    from helpers.faultproxy import FaultProxy, reset_when_seen
 
     from mbforge.examples import load_model
     from mbforge.firmware.qemu import Emulator
@@ -131,17 +130,9 @@ def test_a_horizon_survives_a_damaged_link_and_a_reset(pendulum):
     elf = out / "firmware" / ".pio" / "build" / "emulated_f405" / "program.elf"
     with Emulator(elf, monitor=True) as emu, \
             FaultProxy(emu.port, flip={"h2d": [150], "d2h": [2500]}, drop_frames={"d2h": [5]}) as proxy:
-        reset_at = proxy.when_seen("d2h", 5000)
-
-        def reset():
-            if reset_at.wait(60):
-                emu.monitor_command("system_reset")
-        t = threading.Thread(target=reset, daemon=True)
-        t.start()
-        with Link(proxy.url, timeout=10) as link:
+        with reset_when_seen(emu, proxy, "d2h", 5000), Link(proxy.url, timeout=10) as link:
             run = run_horizon(link, x0, 1000, 4)
             stats = link.stats
-        t.join(5)
     host, failed, status = hostlib.load_kernel(out / "kernel-c-float32").steps(x0, 1000, 4)
     assert run.status == status == 0 and failed is None
     assert np.array_equal(run.samples.view(np.uint32), host.view(np.uint32))

@@ -133,6 +133,16 @@ class Sparse:
             out[i] = add(out[i], mul(a, as_atom(v[j])))
         return out
 
+    def rmatvec(self, v) -> list[Atom]:
+        """A^T v, each entry summed in storage order."""
+        m, n = self.shape
+        if len(v) != m:
+            raise ExpressionError(f"sparse transpose-vector product: {m} x {n} matrix, vector of {len(v)}")
+        out = [ZERO] * n
+        for (i, j), a in self.entries.items():
+            out[j] = add(out[j], mul(a, as_atom(v[i])))
+        return out
+
     @classmethod
     def from_dense(cls, rows) -> "Sparse":
         m = len(rows)

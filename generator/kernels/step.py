@@ -116,7 +116,7 @@ def step_kernel(eqs: Equations, dt: float | None = None, integrator: str = "auto
     return _explicit(eqs, opts, ref)
 
 
-# ---- the host reference run: ranges of the multipliers, the kernel's motion, convergence ----
+# ---- the host reference run: pivots, the kernel's motion, convergence ----
 
 @dataclass
 class _Reference:
@@ -136,7 +136,7 @@ def initial_state(eqs: Equations, integrator: str, q0: dict | None = None, qd0: 
                   dyn=None) -> tuple[float, np.ndarray]:
     """(t0, the state without t) a step kernel of `integrator` starts from: q and qd from the
     named values (else the model's Model.initial, else its guesses at rest), made consistent
-    with the constraints; ali3p adds qdd and lambda of the forward dynamics there."""
+    with the constraints; ali3p adds qdd of the forward dynamics there."""
     dyn = dyn or _dynamics(eqs)
     t0 = float(eqs.ranges[eqs.t][0])
     if not q0 and not qd0:
@@ -176,18 +176,6 @@ def _c(x: float) -> Atom:
     return const(float(x))
 
 
-def _axpy(a: float, x: list[Atom], y: list[Atom]) -> list[Atom]:
-    """a x + y, elementwise."""
-    return [add(mul(_c(a), xi), yi) for xi, yi in zip(x, y)]
-
-
-def _transpose_matvec(S: Sparse, v: list[Atom]) -> list[Atom]:
-    out = [ZERO] * S.shape[1]
-    for (i, j), a in S.entries.items():
-        out[j] = add(out[j], mul(a, v[i]))
-    return out
-
-
 def _gram(S: Sparse, scale: float) -> dict[tuple[int, int], Atom]:
     """scale * S^T S, entries by (j, k), each sum in row order (so (j, k) and (k, j) are the
     same atom)."""
@@ -203,7 +191,8 @@ def _gram(S: Sparse, scale: float) -> dict[tuple[int, int], Atom]:
 
 
 def _lambda_symbols(eqs: Equations) -> list[Atom]:
-    """The multiplier inputs lambda_<constraint> (kind "input", like the actuators' u_<name>)."""
+    """Placeholders of the multipliers, lambda_<constraint>, in the iteration's templates
+    (substituted by each iteration's estimate: never a kernel input)."""
     try:
         return [symbol(f"lambda_{c}", "input") for c in eqs.phi_names]
     except ExpressionError as e:
@@ -259,7 +248,7 @@ def _templates(eqs: Equations, lam: list[Atom], u: list[Atom], B: Sparse, alpha:
     fs = Samples(at + samples.inputs[len(at):], samples.points, samples.what)
     F = factor_ldlt(lead, fs, names=names(eqs.q), label=f"{eqs.model} M + dt^2/4 alpha Phi_q^T Phi_q")
     force = [add(q_, f) for q_, f in zip(eqs.Q, B.matvec(u) if u else [ZERO] * n)]
-    phi_term = _transpose_matvec(eqs.phi_q, [add(mul(_c(alpha), p), lm) for p, lm in zip(eqs.phi, lam)])
+    phi_term = eqs.phi_q.rmatvec([add(mul(_c(alpha), p), lm) for p, lm in zip(eqs.phi, lam)])
     resid = [mul(_c(c), sub(add(m, p), f)) for m, p, f in zip(eqs.M.matvec(eqs.qdd), phi_term, force)]
     correction = [mul(_c(-1.0), x) for x in F.solve(resid)]
     # the projections (lead) x = M x* + c alpha Phi_q^T r written as x* less a correction
@@ -279,7 +268,7 @@ def _pred_symbols(eqs: Equations) -> list[Atom]:
 def _project(F, A: Sparse, scale: float, x: list[Atom], r: list[Atom]) -> list[Atom]:
     """x - F^-1 scale A^T (A x - r): the mass-orthogonal projection of x onto A x = r."""
     resid = [mul(_c(scale), sub(ax, ri)) for ax, ri in zip(A.matvec(x), r)]
-    return [sub(xi, d) for xi, d in zip(x, F.solve(_transpose_matvec(A, resid)))]
+    return [sub(xi, d) for xi, d in zip(x, F.solve(A.rmatvec(resid)))]
 
 
 class _AtomAlgebra:
@@ -452,23 +441,21 @@ def _explicit(eqs: Equations, opts: StepOptions, ref: _Reference) -> Kernel:
     def f(q, v, t):
         return subs(acc, {**dict(zip(eqs.q, q)), **dict(zip(eqs.qd, v)), eqs.t: t})
 
+    lin = _AtomAlgebra.lin  # a x + y, elementwise
     q0, v0, t0 = list(eqs.q), list(eqs.qd), eqs.t
     if opts.integrator == "euler":
-        v1 = _axpy(dt, f(q0, v0, t0), v0)
-        q1 = _axpy(dt, v1, q0)
+        v1 = lin(dt, f(q0, v0, t0), v0)
+        q1 = lin(dt, v1, q0)
     else:
         th = add(t0, _c(dt / 2))
         k1v, k1a = v0, f(q0, v0, t0)
-        k2v = _axpy(dt / 2, k1a, v0)
-        k2a = f(_axpy(dt / 2, k1v, q0), k2v, th)
-        k3v = _axpy(dt / 2, k2a, v0)
-        k3a = f(_axpy(dt / 2, k2v, q0), k3v, th)
-        k4v = _axpy(dt, k3a, v0)
-        k4a = f(_axpy(dt, k3v, q0), k4v, add(t0, _c(dt)))
-        q1 = [add(q, mul(_c(dt / 6), add(add(a, mul(_c(2.0), b)), add(mul(_c(2.0), c), d))))
-              for q, a, b, c, d in zip(q0, k1v, k2v, k3v, k4v)]
-        v1 = [add(v, mul(_c(dt / 6), add(add(a, mul(_c(2.0), b)), add(mul(_c(2.0), c), d))))
-              for v, a, b, c, d in zip(v0, k1a, k2a, k3a, k4a)]
+        k2v = lin(dt / 2, k1a, v0)
+        k2a = f(lin(dt / 2, k1v, q0), k2v, th)
+        k3v = lin(dt / 2, k2a, v0)
+        k3a = f(lin(dt / 2, k2v, q0), k3v, th)
+        k4v = lin(dt, k3a, v0)
+        k4a = f(lin(dt, k3v, q0), k4v, add(t0, _c(dt)))
+        q1, v1 = _rk4_sum(dt, q0, k1v, k2v, k3v, k4v), _rk4_sum(dt, v0, k1a, k2a, k3a, k4a)
     state = [port("q", eqs, eqs.q), port("qd", eqs, eqs.qd)]
     outs = [OutPort.vector("q", q1, names(eqs.q)), OutPort.vector("qd", v1, names(eqs.qd))]
     name = {"rk4": "classic Runge-Kutta (4 evaluations)", "euler": "semi-implicit (symplectic) Euler"}
@@ -506,6 +493,12 @@ def _shift_positions(eqs: Equations, state: list[InPort], outs: list[OutPort]):
     qp = state[0]
     q_port = InPort("q", d, [(lo - ci, hi - ci) for (lo, hi), ci in zip(qp.ranges, c)])
     return [q_port, *state[1:]], new_outs, c
+
+
+def _rk4_sum(dt: float, x, k1, k2, k3, k4) -> list[Atom]:
+    """x + dt/6 (k1 + 2 k2 + 2 k3 + k4), elementwise."""
+    return [add(xi, mul(_c(dt / 6), add(add(a, mul(_c(2.0), b)), add(mul(_c(2.0), c), d))))
+            for xi, a, b, c, d in zip(x, k1, k2, k3, k4)]
 
 
 def _assemble(eqs: Equations, integrator: str, state: list[InPort], outs: list[OutPort], u, B, record: dict,

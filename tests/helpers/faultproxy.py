@@ -25,6 +25,7 @@ import random
 import socket
 import threading
 import time
+from contextlib import contextmanager
 
 
 class FaultProxy:
@@ -153,3 +154,20 @@ class FaultProxy:
                     s.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+
+
+@contextmanager
+def reset_when_seen(emu, proxy: FaultProxy, direction: str, n: int, wait: float = 60.0):
+    """A system_reset of the emulated board from a thread once n bytes went `direction`
+    through the proxy (joined when the block ends)."""
+    seen = proxy.when_seen(direction, n)
+
+    def reset():
+        if seen.wait(wait):
+            emu.monitor_command("system_reset")
+    t = threading.Thread(target=reset, daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        t.join(5)
