@@ -39,6 +39,7 @@ EXAMPLES = {
     "sample_arm": "mbforge.examples.sample_arm",
     "spatial_chain": "mbforge.examples.spatial_chain",
     "bricard": "mbforge.examples.bricard",
+    "andrews": "mbforge.examples.andrews",
     "pendulum": "mbforge.examples.pendulum",
     "nfourbar": "mbforge.examples.nfourbar",
     "chain": "mbforge.examples.chain",
