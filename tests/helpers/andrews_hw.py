@@ -97,7 +97,8 @@ def accelerations(q, qd):
     return x[:7], x[7:]
 
 
-def _project(q, qd):
+def project(q, qd):
+    """q, qd moved onto the constraints (Gauss-Newton on q, the least-squares correction of qd)."""
     for _ in range(8):
         G = jacobian(q)
         q = q - G.T @ np.linalg.solve(G @ G.T, constraints(q))
@@ -110,5 +111,5 @@ def motion(times, rtol=1e-12):
     sol = solve_ivp(lambda _t, y: np.concatenate([y[7:], accelerations(y[:7], y[7:])[0]]), (0.0, times[-1]),
                     np.concatenate([Q0, np.zeros(7)]), method="DOP853", t_eval=times, rtol=rtol, atol=rtol)
     assert sol.success, sol.message
-    out = [_project(y[:7], y[7:]) for y in sol.y.T]
+    out = [project(y[:7], y[7:]) for y in sol.y.T]
     return np.array([a for a, _ in out]), np.array([b for _, b in out])
