@@ -36,10 +36,20 @@ ANGLES = ["beta", "theta", "gamma", "phi", "delta", "omega", "epsilon"]
 
 
 def _simulate(tmp_path, model, points):
+    """The host simulate's samples, checked inside the model's declared ranges (q, qd, qdd)."""
+    from mbforge.examples import load
+
     r = subprocess.run([str(MBFORGE), "simulate", model, "--out", str(tmp_path / "sim"), "--points", str(points)],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
-    return np.genfromtxt(tmp_path / "sim" / f"{model}.csv", delimiter=",", names=True)
+    d = np.genfromtxt(tmp_path / "sim" / f"{model}.csv", delimiter=",", names=True)
+    eqs = load(model).equations()
+    for group, syms in (("q", eqs.q), ("qd", eqs.qd), ("qdd", eqs.qdd)):
+        for q, s in zip(eqs.q, syms):
+            lo, hi = eqs.ranges[s]
+            col = d[group + q.value.name]
+            assert lo < col.min() and col.max() < hi, (group, q.value.name, col.min(), col.max(), lo, hi)
+    return d
 
 
 # ---- Andrews' squeezer ---------------------------------------------------------------------------
@@ -170,4 +180,4 @@ def test_benchmark_float32_on_the_emulated_board(tmp_path, model, dt, t_end):
     if model == "andrews":  # the published state, from the device's own last sample
         d = np.genfromtxt(out / "andrews.csv", delimiter=",", names=True)
         assert abs(d["t"][-1] - hw.T_END) < 1e-12
-        assert np.max(np.abs([d[f"q{a}"][-1] - v for a, v in zip(ANGLES, hw.Q_REF)])) < 1e-3
+        assert np.max(np.abs([d[f"q{a}"][-1] - v for a, v in zip(ANGLES, hw.Q_REF)])) < 5e-4  # measured 8.4e-5
