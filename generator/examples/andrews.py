@@ -4,8 +4,10 @@ Magherini, whose data and reference solution at t = 0.03 s this model reproduces
 mechanism of seven bodies and three loops, driven by a constant torque mom = 0.033 N m on the
 crank and held back by a spring (c0 = 4530 N/m, rest length l0 = 0.07785 m); no gravity.
 
-Relative coordinates, the benchmark's own seven angles (absolute angle of each body in
-brackets): beta (crank K1), theta (K2 on K1: beta + theta), gamma (K3 about B), phi (K4 on
+Relative coordinates, the benchmark's own seven angles, so that the published state compares
+angle for angle and the model keeps the test set's 6 equations (natural coordinates would
+carry the joints' points instead, 2 per point, and the angles only through atan2). The
+angles (absolute angle of each body in brackets): beta (crank K1), theta (K2 on K1: beta + theta), gamma (K3 about B), phi (K4 on
 K5: phi + delta), delta (K5 about A), omega (K6 on K7: omega + epsilon), epsilon (K7 about A).
 The three branches K3, K4-K5 and K6-K7 meet K1-K2 at its end E: 6 loop equations (x, y of E
 per branch), one degree of freedom. Positions in metres in the ground frame (O the crank's
@@ -31,8 +33,8 @@ from __future__ import annotations
 from ..model import Model
 
 # the test set's parameters (SI units)
-M = dict(m1=.04325, m2=.00365, m3=.02373, m4=.00706, m5=.07050, m6=.00706, m7=.05498)
-I = dict(i1=2.194e-6, i2=4.410e-7, i3=5.255e-6, i4=5.667e-7, i5=1.169e-5, i6=5.667e-7, i7=1.912e-5)
+MASS = dict(m1=.04325, m2=.00365, m3=.02373, m4=.00706, m5=.07050, m6=.00706, m7=.05498)
+INERTIA = dict(i1=2.194e-6, i2=4.410e-7, i3=5.255e-6, i4=5.667e-7, i5=1.169e-5, i6=5.667e-7, i7=1.912e-5)
 XA, YA, XB, YB, XC, YC = -.06934, -.00227, -.03635, .03273, .014, .072
 C0, L0, MOM = 4530.0, .07785, .033
 D, DA, E, EA, RR, RA = 28e-3, 115e-4, 2e-2, 1421e-5, 7e-3, 92e-5
@@ -70,28 +72,28 @@ def build() -> Model:
     B = t.point("B", o, (XB, YB, 0.0), w)
     # K1, K2: the crank and the rod to E
     k1 = t.base("K1", w, Z, q["beta"])
-    crank = _body(t, "K1", k1, o, M["m1"], (RA, 0.0), I["i1"])
+    crank = _body(t, "K1", k1, o, MASS["m1"], (RA, 0.0), INERTIA["i1"])
     F = t.point("F", o, (RR, 0.0, 0.0), k1)
     k2 = t.base("K2", k1, Z, q["theta"])
-    _body(t, "K2", k2, F, M["m2"], (-DA, 0.0), I["i2"])
+    _body(t, "K2", k2, F, MASS["m2"], (-DA, 0.0), INERTIA["i2"])
     E12 = t.point("E", F, (-D, 0.0, 0.0), k2)
     # K3 about B: E on it, and D where the spring pulls
     k3 = t.base("K3", w, Z, q["gamma"])
-    spring_arm = _body(t, "K3", k3, B, M["m3"], (SA, SB), I["i3"])
+    spring_arm = _body(t, "K3", k3, B, MASS["m3"], (SA, SB), INERTIA["i3"])
     t.loop(t.point("E3", B, (0.0, -SS, 0.0), k3), E12, w, "loop3", components=(0, 1))
     # K5 about A, K4 on it
     k5 = t.base("K5", w, Z, q["delta"])
-    _body(t, "K5", k5, A, M["m5"], (TA, TB), I["i5"])
+    _body(t, "K5", k5, A, MASS["m5"], (TA, TB), INERTIA["i5"])
     G = t.point("G", A, (ZT, 0.0, 0.0), k5)
     k4 = t.base("K4", k5, Z, q["phi"])
-    _body(t, "K4", k4, G, M["m4"], (0.0, -(E - EA)), I["i4"])
+    _body(t, "K4", k4, G, MASS["m4"], (0.0, -(E - EA)), INERTIA["i4"])
     t.loop(t.point("E4", G, (0.0, -E, 0.0), k4), E12, w, "loop4", components=(0, 1))
     # K7 about A, K6 on it
     k7 = t.base("K7", w, Z, q["epsilon"])
-    _body(t, "K7", k7, A, M["m7"], (UA, UB), I["i7"])
+    _body(t, "K7", k7, A, MASS["m7"], (UA, UB), INERTIA["i7"])
     H = t.point("H", A, (0.0, -U, 0.0), k7)
     k6 = t.base("K6", k7, Z, q["omega"])
-    _body(t, "K6", k6, H, M["m6"], (ZF - FA, 0.0), I["i6"])
+    _body(t, "K6", k6, H, MASS["m6"], (ZF - FA, 0.0), INERTIA["i6"])
     t.loop(t.point("E6", H, (ZF, 0.0, 0.0), k6), E12, w, "loop6", components=(0, 1))
 
     m.torque("motor", crank, (0.0, 0.0, MOM))
