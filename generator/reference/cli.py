@@ -80,7 +80,7 @@ def _register_device(p) -> None:
     g.add_argument("--device", default=None, metavar="ENV",
                    help="run on this board (an environment of `mbforge firmware`; emulated ones start in QEMU)")
     g.add_argument("--port", default=None, help="the serial port of a real board running the generated firmware")
-    g.add_argument("--target", default=None, choices=("c-float32", "c-double"),
+    g.add_argument("--target", default=None, choices=("c-float32", "c-double", "c-fixed"),
                    help="the device kernel's target (default c-float32)")
     g.add_argument("--dt", type=number(0, 1, "a number of seconds in (0, 1]"), default=None, help="the time step [s]")
     g.add_argument("--integrator", default=None, choices=("auto", *INTEGRATORS),
