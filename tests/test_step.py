@@ -110,6 +110,9 @@ def test_a_manifest_whose_state_is_not_its_outputs_is_refused(tmp_path):
     (["pendulum", "--kernel", "step", "--dt", "20"], "time range"),
     (["pendulum", "--kernel", "step", "--dt", "0.001", "--iterations", "0"], "--iterations"),
     (["nfourbar", "--kernel", "step", "--dt", "0.05", "--iterations", "1"], "iterations"),
+    (["chain", "--kernel", "step", "--dt", "0.2"], "rk4 at --dt 0.2 s is unstable for chain: the linearized "
+                                                   "motion's eigenvalue -4.444+18.13i 1/s"),
+    (["chain", "--kernel", "step", "--dt", "0.2", "--integrator", "euler"], "--dt 0.1 s or less holds"),
 ])
 def test_bad_step_options_give_one_line(tmp_path, args, message):
     out = tmp_path / "o"
@@ -119,3 +122,41 @@ def test_bad_step_options_give_one_line(tmp_path, args, message):
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and message in lines[0], r.stderr
     assert not out.exists()
+
+
+def test_stability_regions_of_the_explicit_steps():
+    """The amplification the dt check uses: RK4's region meets the imaginary axis at
+    2 sqrt(2) and the real axis at -2.785; semi-implicit Euler holds an oscillator while
+    omega dt <= 2 (published limits, not mbforge's)."""
+    from mbforge.kernels.step import _growth
+
+    g = lambda name, z: float(_growth(name, np.array([z]))[0])  # noqa: E731
+    assert g("rk4", 2.82j) <= 1 < g("rk4", 2.84j)
+    assert g("rk4", -2.78) <= 1 < g("rk4", -2.79)
+    assert g("euler", 1.99j) <= 1 + 1e-12 < g("euler", 2.01j)
+    assert g("euler", -5.0) == 1.0  # a mode that is not oscillatory: not judged
+
+
+@pytest.mark.host
+def test_the_suggested_dt_runs_and_the_refused_one_would_diverge(tmp_path):
+    """chain (n = 2) at the dt the rk4 refusal suggests (0.15 s) stays bounded over its time
+    range; the kernel built past the check at 0.2 s leaves every declared range."""
+    from mbforge.examples import load
+    from mbforge.hil.hostlib import load_kernel
+    from mbforge.hil.vectors import to_raw
+    from mbforge.kernels import step as S
+    from mbforge.pipeline import generate
+
+    out = generate_step(tmp_path, "chain", "--dt", "0.15", name="ok")
+    t, q = run_steps(out, "chain", every_s=0.15)
+    assert np.all(np.abs(q) < 100)
+    eqs = load("chain").equations()
+    check, S._check_stable = S._check_stable, lambda *a: None
+    try:
+        generate(S.step_kernel(eqs, dt=0.2), "c-double").write(tmp_path / "past")
+    finally:
+        S._check_stable = check
+    k = load_kernel(tmp_path / "past")
+    x = S.initial_state(eqs, "rk4")[1]
+    _, failed, status = k.steps(to_raw(k.manifest, x[None, :])[0], 50, 1)
+    assert failed is not None and status == 2  # left its declared ranges: the motion diverged
