@@ -67,7 +67,7 @@ def _register_generate(sub) -> None:
     from .targets import TARGETS as INFO
 
     p = sub.add_parser("generate", help="generate a kernel's C, header and manifest")
-    p.add_argument("model", help="a shipped example (e.g. fourbar) or a .py file with build()")
+    p.add_argument("model", help="a shipped example (e.g. fourbar), a .py file with build() or a .urdf robot")
     p.add_argument("--kernel", default="equations", choices=sorted(BUILDERS),
                    help="what the kernel computes (default equations)")
     p.add_argument("--target", default="c-double", choices=TARGETS,
