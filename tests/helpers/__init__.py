@@ -7,7 +7,7 @@ no test module imports another, and none edits sys.path.
     packaging    the package's folders and modules as pyproject.toml maps them
     models       small models (cart-pole, double pendulum, sled and trailer), the heading
                  fixture's consistent states, a kernel's inputs from named states, whether
-                 a cover's boxes hold given states
+                 a cover's boxes hold given states, recursive kernels against M(q)
     builds       C built and run on the host (the float32 sin/cos), a generated
                  firmware project's flags, `mbforge generate` in a fresh process
     hdl_kernels  small kernels of the HDL tests
