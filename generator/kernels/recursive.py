@@ -2,13 +2,18 @@
 
     inverse-dynamics-rnea  q, qd, qdd, t -> u    recursive Newton-Euler (two passes)
     forward-dynamics-aba   q, qd, t, u -> qdd    articulated-body algorithm (three passes)
+    mass-matrix-crba       q -> M                composite-rigid-body algorithm
 
 The M(q)-based kernels (dynamics.py) expand the mass matrix and factor it: their atoms
 grow as N^2 to N^3 along a chain. These kernels run Featherstone's recursions over the
 links instead, written out as atoms (straight-line, interned, constants folded), so each
 link adds a bounded number of operations whatever its depth.
 
-The tree is read off the model's relative trees (model.relative.Relative):
+Each link moves through one Joint: a turn about any axis (revolute) or a slide along it
+(prismatic); the recursions ask it for the link's placement, its motion subspace and the
+force component it transmits. The tree is the model's explicit joint tree when it has one
+(Model.joint_tree: from_urdf, revolute and prismatic joints), else it is read off the
+model's relative trees (model.relative.Relative), revolute joints only:
 * a link is a base turned by exactly one coordinate (its angle is the coordinate's
   symbol); bases at a constant angle and fixed bases are constant placements, folded
   into the link above them;
