@@ -1,8 +1,8 @@
 """mbforge.model.from_urdf: what a URDF becomes (coordinates and actuators named after the
 joints, limits as ranges, efforts as actuator input ranges, fixed links merged, the
 gravity option), its recursive kernels against the model's own M(q)-based equations, a
-.urdf wherever a command takes a model (with --set of from_urdf's options), and one line
-for every file it cannot take. (tests/test_urdf_pinocchio.py holds the Pinocchio checks.)"""
+.urdf wherever a command takes a model (with --set of from_urdf's options), a named
+frame's kinematics (--frame), and one line for every file or frame it cannot take. (tests/test_urdf_pinocchio.py holds the Pinocchio checks.)"""
 from __future__ import annotations
 
 import math
@@ -69,6 +69,31 @@ def test_generate_takes_a_urdf_and_its_options(tmp_path):
     assert r.returncode == 0, r.stderr
     m = Manifest.load(tmp_path / "m")
     assert [g.name for g in m.outputs] == ["M"] and m.inputs[0].name == "q"
+
+
+def test_frame_kinematics_of_a_named_frame(tmp_path):
+    """A frame fixed to a moving link (the merged tool) and its Jacobian's zero columns."""
+    r = subprocess.run([MBFORGE, "generate", BRANCHY, "--kernel", "frame-kinematics", "--frame", "tool",
+                        "--out", tmp_path / "f"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    m = Manifest.load(tmp_path / "f")
+    assert [g.name for g in m.outputs] == ["p", "R", "J"]
+    # the tool hangs from trunk and slide only: no column of elbow, wrist or finger
+    assert {label.split("/")[1] for label in m.outputs[2].labels} == {"trunk", "slide"}
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--kernel", "frame-kinematics"), "branchy: frame-kinematics needs a frame that moves (--frame NAME), got "
+                                       "None; the model's: trunk_link, carriage, tool, forearm, hand, camera, finger"),
+    (("--kernel", "frame-kinematics", "--frame", "base"), "got 'base'"),
+    (("--kernel", "mass-matrix-crba", "--frame", "tool"), "--frame goes with --kernel frame-kinematics, not "
+                                                          "--kernel mass-matrix-crba"),
+])
+def test_frames_that_cannot_be_had_get_one_line(tmp_path, args, message):
+    r = subprocess.run([MBFORGE, "generate", BRANCHY, *args, "--out", tmp_path / "f"], capture_output=True,
+                       text=True, timeout=300)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and message in lines[0], r.stderr
 
 
 def _robot(joints: str, links=("a", "b"), inertial=True) -> str:

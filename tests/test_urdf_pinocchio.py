@@ -6,7 +6,9 @@ states within the joint limits, the compiled c-double kernels give Pinocchio's t
 (rnea), accelerations (aba) and mass matrix (crba) to 1e-10 relative; the c-float32
 kernels stay within the manifest's proved error bound (rnea, crba), and, where the
 analysis proves none (aba divides by articulated inertias), within 1e-5 of the
-acceleration scale. Pinocchio reads the same file: nothing of mbforge's is the reference."""
+acceleration scale. frame-kinematics gives Pinocchio's frame placements and
+LOCAL_WORLD_ALIGNED frame Jacobians (c-double, 1e-10). Pinocchio reads the same file:
+nothing of mbforge's is the reference."""
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, distribution
@@ -16,7 +18,7 @@ import numpy as np
 import pytest
 
 from mbforge.hil import hostlib
-from mbforge.kernels.recursive import aba_kernel, mass_matrix_crba_kernel, rnea_kernel
+from mbforge.kernels.recursive import aba_kernel, frame_kinematics_kernel, mass_matrix_crba_kernel, rnea_kernel
 from mbforge.manifest import Manifest
 from mbforge.model import from_urdf
 from mbforge.pipeline import generate
@@ -49,17 +51,16 @@ def _states(model, rng):
     return draw(model.q), draw(model.qd), draw(model.qdd), U
 
 
-def _pin_reference(path: Path, model, Q, QD, QDD, U):
-    """Pinocchio's tau, qdd and M at each state, in mbforge's coordinate order (joints
-    matched by name; an unbounded joint's q as cos, sin)."""
+def _pinocchio(path: Path, model):
+    """(pinocchio model, data, configuration(q), iv): Pinocchio's reading of the file, its
+    configuration at mbforge's q (joints matched by name; an unbounded joint's q as cos,
+    sin) and the tangent index of each of mbforge's coordinates."""
     import pinocchio as pin
 
     pm = pin.buildModelFromUrdf(str(path))
-    data = pm.createData()
     names = [q.value.name for q in model.q]
     joints = {pm.names[k]: pm.joints[k] for k in range(1, pm.njoints)}
     assert sorted(joints) == sorted(names) and pm.nv == len(names)
-    iv = np.array([joints[n].idx_v for n in names])
 
     def configuration(q):
         x = np.zeros(pm.nq)
@@ -67,6 +68,15 @@ def _pin_reference(path: Path, model, Q, QD, QDD, U):
             j = joints[n]
             x[j.idx_q:j.idx_q + j.nq] = (np.cos(v), np.sin(v)) if j.nq == 2 else v
         return x
+
+    return pm, pm.createData(), configuration, np.array([joints[n].idx_v for n in names])
+
+
+def _pin_reference(path: Path, model, Q, QD, QDD, U):
+    """Pinocchio's tau, qdd and M at each state, in mbforge's coordinate order."""
+    import pinocchio as pin
+
+    pm, data, configuration, iv = _pinocchio(path, model)
 
     def tangent(v):
         x = np.zeros(pm.nv)
@@ -93,9 +103,10 @@ def _run(kernel, target: str, out: Path, X):
     return hostlib.from_raw(m, Y, "outputs"), m
 
 
-def _matrix(kernel, values, n):
-    M = np.zeros((len(values), n, n))
-    i, j = np.array(kernel.outputs[0].pattern).T
+def _matrix(kernel, values, n, rows=None, port=0):
+    """The dense matrices of a sparse output port (one per row of values)."""
+    M = np.zeros((len(values), rows or n, n))
+    i, j = np.array(kernel.outputs[port].pattern).T
     M[:, i, j] = values
     return M
 
@@ -133,3 +144,30 @@ def test_recursive_kernels_equal_pinocchio(robot, tmp_path):
             assert np.isfinite(bound[want[0] != 0]).all()
             assert (err <= bound + 1e-10 * scale).all(), \
                 f"{robot} {kernel.name} float32: {np.nanmax(err / np.where(bound > 0, bound, np.inf)):.3g} of the bound"
+
+
+@pytest.mark.host
+@pytest.mark.needs(modules=("pinocchio",), dists=("example-robot-data",))
+@pytest.mark.parametrize("robot, frames", [("ur5", ("tool0",)), ("panda", ("panda_hand_tcp", "panda_leftfinger")),
+                                           ("branchy", ("tool", "camera"))])
+def test_frame_placements_and_jacobians_equal_pinocchio(robot, frames, tmp_path):
+    import pinocchio as pin
+
+    path = _urdf(robot)
+    model = from_urdf(path)
+    n = len(model.q)
+    Q = _states(model, np.random.default_rng(5))[0]
+    pm, data, configuration, iv = _pinocchio(path, model)
+    for frame in frames:
+        k = frame_kinematics_kernel(model, frame)
+        Y, _ = _run(k, "c-double", tmp_path / frame, Q)
+        fid = pm.getFrameId(frame)
+        for q, y in zip(Q, Y):
+            x = configuration(q)
+            pin.forwardKinematics(pm, data, x)
+            pin.updateFramePlacements(pm, data)
+            J = pin.computeFrameJacobian(pm, data, x, fid, pin.LOCAL_WORLD_ALIGNED)[:, iv]
+            P = data.oMf[fid]
+            got = [y[:3], y[3:12].reshape(3, 3), _matrix(k, y[12:][None], n, rows=6, port=2)[0]]
+            for g, want in zip(got, (P.translation, P.rotation, J)):
+                assert np.abs(g - want).max() <= 1e-10 * max(1.0, np.abs(want).max()), f"{robot} {frame}"

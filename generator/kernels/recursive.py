@@ -3,6 +3,7 @@
     inverse-dynamics-rnea  q, qd, qdd, t -> u    recursive Newton-Euler (two passes)
     forward-dynamics-aba   q, qd, t, u -> qdd    articulated-body algorithm (three passes)
     mass-matrix-crba       q -> M                composite-rigid-body algorithm
+    frame-kinematics       q -> p, R, J          a named frame's placement and Jacobian
 
 The M(q)-based kernels (dynamics.py) expand the mass matrix and factor it: their atoms
 grow as N^2 to N^3 along a chain. These kernels run Featherstone's recursions over the
@@ -45,7 +46,8 @@ from ..model.frames import axis_rotation
 from .common import KernelError, names
 from .kernel import InPort, Kernel, OutPort
 
-__all__ = ["Joint", "Link", "OpenTree", "open_tree", "rnea_kernel", "aba_kernel", "mass_matrix_crba_kernel"]
+__all__ = ["Joint", "Link", "OpenTree", "open_tree", "rnea_kernel", "aba_kernel", "mass_matrix_crba_kernel",
+           "frame_kinematics_kernel"]
 
 
 # ---- small algebra over atoms (3-vectors, 3x3 lists of rows); zeros fold as built --------------
@@ -244,6 +246,7 @@ class Link:
         self.h = np.zeros(3)
         self.I = np.zeros((3, 3))
         self.children: list[Link] = []
+        self.frames: tuple = ()  # (name, R, p) of named frames it carries (TreeJoint.frames)
 
 
 class OpenTree:
@@ -437,6 +440,7 @@ def _explicit_links(model) -> list[Link]:
                  depth=0 if P is None else P.depth + 1)
         L.r, L.m, L.h, L.I = np.asarray(tj.r, dtype=float), float(tj.mass), np.asarray(tj.h, dtype=float), \
             np.asarray(tj.I, dtype=float)
+        L.frames = tj.frames
         if P is not None:
             P.children.append(L)
         links.append(L)
@@ -764,3 +768,50 @@ def mass_matrix_crba_kernel(src) -> Kernel:
                     "straight-line code)",
         inputs=[_port("q", model, model.q)],
         outputs=[OutPort.sparse("M", M, qs, qs)])
+
+
+def frame_kinematics(tree: OpenTree, q, L: Link, Rf, pf):
+    """(p, R, J) of a frame carried by link L (v_L = Rf v_frame, origin pf in L's frame):
+    its origin and axes in the world, and the 6 x n Jacobian {(row, coordinate): atom}
+    with rows (v, w), the velocity of the origin and the angular velocity, world axes."""
+    path = []
+    X = L
+    while X is not None:
+        path.append(X)
+        X = X.parent
+    Rw, pw = _const_m(np.eye(3)), [ZERO] * 3
+    joints = []  # (link, its axis and its origin in the world)
+    for X in reversed(path):
+        pw = _vadd(pw, _mv(Rw, X.joint.offset(X.r, X.fixed, q[X.j])))
+        Rw = _mm(Rw, X.joint.rotation(X.fixed, q[X.j]))
+        joints.append((X, _mv(Rw, _axis(X)), pw))
+    p = _vadd(pw, _mv(Rw, _const_v(pf)))
+    J = {}
+    for X, a, o in joints:
+        cols = (_cross(a, _vsub(p, o)), a) if X.joint.revolute else (a, [ZERO] * 3)
+        for row, x in enumerate(cols[0] + cols[1]):
+            J[(row, X.j)] = x
+    return p, _mm(Rw, _const_m(Rf)), J
+
+
+def frame_kinematics_kernel(src, frame: str | None = None) -> Kernel:
+    """Position, orientation and Jacobian of the named frame from q (a URDF link's frame:
+    Model.joint_tree). `src`: the Model, or its Equations."""
+    model = _model(src)
+    tree = open_tree(model)
+    where = {f[0]: (L, f) for L in tree.links for f in L.frames}
+    if frame not in where:
+        known = ", ".join(where) or "none (only models read from a URDF name their frames)"
+        raise KernelError(f"{model.name}: frame-kinematics needs a frame that moves (--frame NAME), got "
+                          f"{frame!r}; the model's: {known}")
+    L, (name, Rf, pf) = where[frame]
+    p, R, J = frame_kinematics(tree, model.q, L, np.asarray(Rf, dtype=float), np.asarray(pf, dtype=float))
+    qs = names(model.q)
+    return Kernel(
+        model=model.name, name="frame-kinematics",
+        description=f"placement of frame {name} from q: origin p and axes R (world; v_world = R v_frame, row "
+                    "major) and the Jacobian J (rows: velocity of the origin, angular velocity; world axes)",
+        inputs=[_port("q", model, model.q)],
+        outputs=[OutPort.vector("p", p, [f"p_{c}" for c in "xyz"]),
+                 OutPort.vector("R", [x for row in R for x in row], [f"R_{i}{j}" for i in "xyz" for j in "xyz"]),
+                 OutPort.sparse("J", Sparse((6, len(qs)), J), ["vx", "vy", "vz", "wx", "wy", "wz"], qs)])

@@ -229,7 +229,9 @@ class TreeJoint:
     frame (the world's when `parent` is None) moved by `r` and turned by `R` (v_parent = R v,
     numbers), then turned about (revolute) or slid along (prismatic) the unit `axis` by
     coordinate `q`. `mass`, first moment `h` = mass c and inertia `I` about the frame origin,
-    in its axes: all its link carries (fixed links merged), the model's body `body`."""
+    in its axes: all its link carries (fixed links merged), the model's body `body`.
+    `frames`: (name, R, p) of the frames it carries (its link's, those of links fixed to
+    it), v_joint = R v_frame, origin p in the joint frame: what frame-kinematics serves."""
     name: str
     q: Atom
     parent: int | None
@@ -241,6 +243,7 @@ class TreeJoint:
     h: tuple
     I: tuple
     body: str
+    frames: tuple = ()
 
 
 class RelBody(Body):

@@ -184,6 +184,11 @@ def from_urdf(path, /, floating: bool = False, gravity=(0.0, 0.0, -9.81), accele
         acc[1] += h
         acc[2] += I
     _check_inertia(path, joints, carried)
+    frames: list[list] = [[] for _ in joints]  # the links' frames, each on the joint carrying it
+    for name in order:
+        k, T = carrier[name]
+        if k is not None:
+            frames[k].append((_ident(name), tuple(map(tuple, T[:3, :3])), tuple(T[:3, 3])))
     tree = []
     for k, jd in enumerate(joints):
         lm, h, I = carried[k]
@@ -193,7 +198,7 @@ def from_urdf(path, /, floating: bool = False, gravity=(0.0, 0.0, -9.81), accele
             t.body(jd["link"], base, point).set_inertia(lm, com=c, inertia=I, at=(0.0, 0.0, 0.0))
         tree.append(TreeJoint(jd["name"], jd["q"], jd["parent"], jd["kind"], tuple(jd["axis"]),
                               tuple(map(tuple, jd["R"])), tuple(jd["r"]), float(lm), tuple(h),
-                              tuple(map(tuple, I)), jd["link"]))
+                              tuple(map(tuple, I)), jd["link"], tuple(frames[k])))
         m.actuator(jd["name"], jd["q"])
         if jd["effort"] is not None:
             m.operate_input(jd["name"], (-jd["effort"], jd["effort"]))
