@@ -19,6 +19,7 @@ from mbforge.manifest import Manifest
 from mbforge.model import URDFError, from_urdf
 
 from helpers import FIXTURES
+from helpers.builds import generate_in_fresh_process
 from helpers.models import check_recursive
 
 BRANCHY = FIXTURES / "urdf" / "branchy.urdf"
@@ -69,6 +70,12 @@ def test_generate_takes_a_urdf_and_its_options(tmp_path):
     assert r.returncode == 0, r.stderr
     m = Manifest.load(tmp_path / "m")
     assert [g.name for g in m.outputs] == ["M"] and m.inputs[0].name == "q"
+
+
+def test_generated_files_do_not_depend_on_the_hash_seed(tmp_path):
+    a, b = (generate_in_fresh_process(str(BRANCHY), "forward-dynamics-aba", "c-float32", tmp_path / s, s)
+            for s in ("1", "2"))
+    assert a == b and len(a) == 3
 
 
 def test_frame_kinematics_of_a_named_frame(tmp_path):
