@@ -40,6 +40,8 @@ EXAMPLES = {
     "sample_arm": "mbforge.examples.sample_arm",
     "spatial_chain": "mbforge.examples.spatial_chain",
     "bricard": "mbforge.examples.bricard",
+    "andrews": "mbforge.examples.andrews",
+    "governor": "mbforge.examples.governor",
     "pendulum": "mbforge.examples.pendulum",
     "nfourbar": "mbforge.examples.nfourbar",
     "chain": "mbforge.examples.chain",
