@@ -133,7 +133,7 @@ def register(sub) -> None:
     from .sim import SIMULATORS
 
     p = sub.add_parser("hdl", help="generate a kernel's RTL and HLS C, simulate it with cocotb, report synthesis")
-    p.add_argument("model", help="a shipped example (e.g. fourbar) or a .py file with build()")
+    p.add_argument("model", help="a shipped example (e.g. fourbar), a .py file with build() or a .urdf robot")
     p.add_argument("--kernel", default="equations", choices=sorted(BUILDERS),
                    help="what the kernel computes (default equations)")
     p.add_argument("--sim", default="icarus", choices=SIMULATORS, help="the RTL simulator (default icarus)")

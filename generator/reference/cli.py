@@ -42,7 +42,7 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser("simulate", help="simulate a model (kinematics and inverse dynamics, or forward "
                                                "dynamics) and write CSV and PNG plots")
-    p.add_argument("model", help="a shipped example (e.g. stewart) or a .py file with build()")
+    p.add_argument("model", help="a shipped example (e.g. stewart), a .py file with build() or a .urdf robot")
     p.add_argument("--motion", default=None, help="prescribed motion of examples that offer several "
                                                   "(stewart: heave, yaw, roll, pitch)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="set",
