@@ -59,7 +59,8 @@ def soft_float_note(real: str, env: str) -> str | None:
         return None
     what = "no FPU" if board.fpu is None else f"a single-precision FPU ({board.fpu})"
     return (f"{env} ({board.cpu}) has {what}: this {real} kernel runs in software floating point "
-            f"(correct, ~{B.SOFT_FLOAT_FACTOR[real]:g}x the cycles of hardware floating point); "
+            f"(correct, about {B.op_costs(board, real).get('soft_mul', 0):.0f} instructions per multiply, "
+            f"measured); "
             f"c-fixed is the target for this core")
 
 
@@ -72,9 +73,8 @@ def budgets(kernel_dir: str, boards: list[Board], manifest) -> dict[str, B.Budge
         if key not in by_core:
             by_core[key] = B.kernel_budget(kernel_dir, b, manifest)
         first = by_core[key]
-        ops, cycles = B.estimate_cycles(manifest, b)
-        out[b.env] = B.Budget(board=b, real=first.real, flash=first.flash, ram=first.ram, stack=first.stack,
-                              ops=ops, cycles=cycles)
+        out[b.env] = dataclasses.replace(first, board=b,
+                                         cycles=B.estimate_cycles(manifest, first.body, first.calls, b))
     return out
 
 

@@ -213,3 +213,18 @@ BOARDS: dict[str, Board] = {b.env: b for b in (
           qemu_machine="microbit", qemu_serial=0, icount_shift=8, uart_base=0x40002000),
 )}
 EMULATED_BOARDS: tuple[str, ...] = tuple(env for env, b in BOARDS.items() if b.emulated)
+
+# the Cortex-M0+ runs the M0's instruction set (ARMv6-M): the same code, the same counts
+_SAME_ISA = {"cortex-m0plus": "cortex-m0"}
+
+
+def cost_board(board: Board) -> str:
+    """The emulated board whose measured per-operation costs (targets.op_costs) serve this
+    board: itself, or the emulated twin of its core (same CPU and FPU; the M0+ takes the
+    M0's). Counts are instructions: the ISA decides them, the clock does not."""
+    cpu = _SAME_ISA.get(board.cpu, board.cpu)
+    for env in EMULATED_BOARDS:
+        b = BOARDS[env]
+        if b.cpu == cpu and (b.fpu is None) == (board.fpu is None) and ("sp" in (b.fpu or "")) == ("sp" in (board.fpu or "")):
+            return env
+    raise KeyError(f"no emulated board measures the costs of {board.env}'s core ({board.cpu}, {board.fpu})")
