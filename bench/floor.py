@@ -11,7 +11,11 @@ and stores (sp-relative: GCC's own spills and the allocation's m[] alike) and th
 literal-pool loads (constants). Peak live is the schedule's most values alive at once;
 `regs` the registers the allocation uses.
 
-    python -m bench.floor [--examples fourbar,stewart] [--json FILE]
+    python -m bench.floor [--examples fourbar,stewart] [--kernels step] [--json FILE]
+
+The step kernel is generated at STEP_DT with its default integrator and iterations; its
+states to run at are its reference run's (the kernel's own vector source, as for the
+others).
 """
 from __future__ import annotations
 
@@ -32,6 +36,7 @@ from . import check_json, run
 from .device import device_instructions
 from .disassembly import disassembly_counts
 
+STEP_DT = 1e-3  # the step kernel's dt here (the device-simulation figures' dt)
 M4F = ["-mcpu=cortex-m4", "-mthumb", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard", "-O2", "-ffp-contract=off",
        "-fno-math-errno", "-w", "-c"]
 
@@ -65,11 +70,16 @@ def measure(kernel, tmp: Path, per_call: bool = False) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--examples", default=",".join(sorted(EXAMPLES)))
+    ap.add_argument("--kernels", default=",".join(BUILDERS))
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     unknown = [ex for ex in args.examples.split(",") if ex not in EXAMPLES]
     if unknown:
         ap.error(f"--examples: no example called {', '.join(unknown)}; known: {', '.join(sorted(EXAMPLES))}")
+    kernels = args.kernels.split(",")
+    unknown = [k for k in kernels if k not in BUILDERS]
+    if unknown:
+        ap.error(f"--kernels: no kernel called {', '.join(unknown)}; known: {', '.join(BUILDERS)}")
     check_json(ap, args.json)
     print("Every shipped kernel, c-float32 on the Cortex-M4F (arm-none-eabi-gcc -O2): instructions per call "
           "on the emulated M4F (QEMU icount, 16 consistent states; checks and sin/cos included) against the "
@@ -81,9 +91,9 @@ def main(argv=None) -> int:
     report = {}
     for ex in args.examples.split(","):
         eqs = load(ex).equations()
-        for kname in BUILDERS:
+        for kname in kernels:
             try:
-                kernel = build_kernel(eqs, kname)
+                kernel = build_kernel(eqs, kname, **({"dt": STEP_DT} if kname == "step" else {}))
                 with tempfile.TemporaryDirectory() as tmp:
                     r = measure(kernel, Path(tmp), per_call=True)
             except Exception as e:  # a kernel the example does not have (or cannot spell in float32)

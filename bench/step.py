@@ -33,6 +33,10 @@ Cost per simulated second = ns per step / dt. Ratios mbforge / MuJoCo: at equal 
 (each engine's best integrator at its largest passing dt) and at equal dt (per-step time
 at mbforge's chosen dt, with MuJoCo's error there).
 
+Also mbforge's own host integrator (`mbforge simulate`'s Dynamics.forward, scipy DOP853 in
+Python) at the loosest rtol within each tolerance: CPU time per simulated second against
+the step kernel's (class Host).
+
 Measured 2026-12-05 (two cores shared with other sessions, load average about 6; MuJoCo
 4.0.1), mbforge / MuJoCo CPU time per simulated second at equal accuracy (1e-3 m, 1e-4 m):
 pendulum 0.036, 0.089 (ali3p at 5 and 2 ms against MuJoCo's RK4 at 20 ms); chain2 0.032 and
@@ -341,6 +345,59 @@ class Stepper:
         return statistics.median(times) / steps
 
 
+# ---- mbforge's host integrator -----------------------------------------------------------
+
+RTOLS = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10)  # its ladder: loosest first
+
+
+class Host:
+    """mbforge's host integrator (`mbforge simulate`: Dynamics.forward, scipy DOP853 in
+    Python, the state projected on the constraints at every sample) at one rtol (atol
+    rtol / 100): what a user runs on a PC instead of a step kernel."""
+
+    def __init__(self, c: Case, rtol: float):
+        from mbforge.reference import Dynamics
+
+        self.case, self.rtol = c, rtol
+        self.eqs = equations(c)
+        self.dyn = Dynamics(self.eqs)
+        self.x = start(self.eqs)
+
+    def _run(self, horizon: float):
+        n = len(self.eqs.q)
+        return self.dyn.forward(horizon, self.x[:n], self.x[n:], dt=SAMPLE, rtol=self.rtol, atol=self.rtol / 100)
+
+    def tips(self, horizon: float) -> np.ndarray:
+        return self.case.tip(self._run(horizon).Q)
+
+    def ms_per_simulated_s(self, horizon: float, repeat: int) -> float:
+        """CPU time of a run over the horizon per simulated second (median of repeat)."""
+        times = []
+        for _ in range(repeat):
+            t0 = time.process_time()
+            self._run(horizon)
+            times.append(time.process_time() - t0)
+        return statistics.median(times) / horizon * 1e3
+
+
+def host_rows(c: Case, horizon: float, ref: np.ndarray, tols: list[float], repeat: int) -> dict:
+    """Per tolerance the loosest rtol of RTOLS within it and its CPU time per simulated
+    second; `ladder`: every rtol tried (down to the first within the smallest tolerance)."""
+    rows, timed = [], {}
+    for rtol in RTOLS:
+        rows.append({"rtol": rtol, "error": _error(Host(c, rtol).tips(horizon), ref)})
+        if rows[-1]["error"] <= min(tols):
+            break
+    out = {"ladder": rows}
+    for tol in tols:
+        r = next((r for r in rows if r["error"] <= tol), None)
+        if r:
+            if r["rtol"] not in timed:
+                timed[r["rtol"]] = Host(c, r["rtol"]).ms_per_simulated_s(horizon, min(repeat, 3))
+            out[f"{tol:g}"] = dict(r, ms_per_simulated_s=timed[r["rtol"]])
+    return out
+
+
 # ---- the comparison ---------------------------------------------------------------------
 
 MAX_TIMED = 200_000  # steps per timed run at most (from the start: the horizon's first part)
@@ -407,7 +464,9 @@ def compare(c: Case, tols: list[float], horizon: float, repeat: int, tmp: Path) 
             timed[key] = runs[key].ns(min(round(horizon / dt), MAX_TIMED), repeat)
         return timed[key]
 
-    out = {"ladders": {f"{e} {i}": rows for (e, i), rows in ladders.items()}, "tolerances": {}}
+    host = host_rows(c, horizon, ref, tols, repeat)
+    out = {"ladders": {f"{e} {i}": rows for (e, i), rows in ladders.items()}, "host": host["ladder"],
+           "tolerances": {}}
     for tol in tols:
         chosen = {}
         for (e, i), rows in ladders.items():
@@ -422,6 +481,9 @@ def compare(c: Case, tols: list[float], horizon: float, repeat: int, tmp: Path) 
         if best["mbforge"] and best["MuJoCo"]:
             res["ratio_equal_accuracy"] = (best["mbforge"][1]["ms_per_simulated_s"]
                                            / best["MuJoCo"][1]["ms_per_simulated_s"])
+        if best["mbforge"] and f"{tol:g}" in host:
+            h = host[f"{tol:g}"]
+            res["host"] = {**h, "ratio": best["mbforge"][1]["ms_per_simulated_s"] / h["ms_per_simulated_s"]}
         if best["mbforge"]:
             dt, mine = best["mbforge"][1]["dt"], best["mbforge"][1]["ns_per_step"]
             eq = {}
@@ -464,6 +526,12 @@ def _print(name: str, res: dict, horizon: float) -> None:
         if "ratio_equal_accuracy" in r:
             print(f"  equal accuracy: mbforge {b['mbforge']['integrator']} / MuJoCo {b['MuJoCo']['integrator']}, "
                   f"CPU time per simulated second: {r['ratio_equal_accuracy']:.3f}")
+        if "host" in r:
+            h = r["host"]
+            print(f"  mbforge's host integrator (scipy DOP853, rtol {h['rtol']:g}): error {h['error']:.2e}, "
+                  f"{h['ms_per_simulated_s']:.1f} ms/sim s; the step kernel / it: {h['ratio']:.5f}")
+        elif r["best"]["mbforge"]:
+            print(f"  mbforge's host integrator: no rtol down to {RTOLS[-1]:g} within {tol}")
         if "equal_dt" in r:
             e = r["equal_dt"]
             print(f"  equal dt {e['dt']:g}: ns per step mbforge / MuJoCo " + ", ".join(

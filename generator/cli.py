@@ -34,7 +34,7 @@ def cmd_generate(args) -> int:
         mark("equations")
         if args.envelope is not None:
             eqs.envelope = override_envelope(eqs, args.envelope)
-        kernel = build_kernel(eqs, args.kernel, **step_options(args))
+        kernel = build_kernel(eqs, args.kernel, **step_options(args), **frame_option(args))
         mark("kernel")
         plan = generate(kernel, args.target, prefix=args.prefix, options=options, stages=mark)
         out = plan.write(args.out, force=args.force)
@@ -67,7 +67,7 @@ def _register_generate(sub) -> None:
     from .targets import TARGETS as INFO
 
     p = sub.add_parser("generate", help="generate a kernel's C, header and manifest")
-    p.add_argument("model", help="a shipped example (e.g. fourbar) or a .py file with build()")
+    p.add_argument("model", help="a shipped example (e.g. fourbar), a .py file with build() or a .urdf robot")
     p.add_argument("--kernel", default="equations", choices=sorted(BUILDERS),
                    help="what the kernel computes (default equations)")
     p.add_argument("--target", default="c-double", choices=TARGETS,
@@ -81,6 +81,8 @@ def _register_generate(sub) -> None:
     fields = all_option_fields()
     add_flags(p, [f for f, _ in fields.values()], applies={n: ts for n, (_, ts) in fields.items()})
     add_step_flags(p)
+    p.add_argument("--frame", default=None, metavar="NAME",
+                   help="the frame of --kernel frame-kinematics (a URDF link's name)")
     p.add_argument("--out", required=True, type=folder, help="directory for the files and manifest.json")
     p.add_argument("--force", action="store_true",
                    help="write into a non-empty --out that holds no kernel (same-named files replaced)")
@@ -117,6 +119,15 @@ def step_options(args) -> dict:
         flags = ", ".join(f"--{f}" for f in given)
         raise CLIError(f"{flags} go(es) with --kernel step, not --kernel {args.kernel}")
     return given
+
+
+def frame_option(args) -> dict:
+    """--frame as the frame-kinematics option; CLIError when given to another kernel."""
+    if args.frame is None:
+        return {}
+    if args.kernel != "frame-kinematics":
+        raise CLIError(f"--frame goes with --kernel frame-kinematics, not --kernel {args.kernel}")
+    return {"frame": args.frame}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

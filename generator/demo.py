@@ -108,7 +108,7 @@ def register(sub) -> None:
     from .options import VECTORS_MAX, file, folder, seed, vectors
 
     p = sub.add_parser("demo", help="run the four-bar end to end on the emulated board")
-    p.add_argument("--model", default="fourbar", help="a shipped example or a .py file with build() (default fourbar)")
+    p.add_argument("--model", default="fourbar", help="a shipped example, a .py file with build() or a .urdf robot (default fourbar)")
     p.add_argument("--kernel", default="equations", choices=sorted(BUILDERS),
                    help="what the kernel computes (default equations)")
     p.add_argument("--vectors", type=vectors, default=1000,

@@ -122,6 +122,15 @@ class Manifest:
         off = [float(v) for v in st.get("q_offset") or []]
         return off + [0.0] * (int(st.get("n_state", 0)) - len(off))
 
+    def step_start(self, t0: float, state) -> list[float]:
+        """A step kernel's first input vector (real values) from the physical state (the
+        state's layout without t): t0 appended when t is part of the state, the positions
+        less q_offset, the held inputs u at 0. ValueError when the sizes disagree."""
+        x = [float(v) for v in state] + ([float(t0)] if self.step["time"] else [])
+        if len(x) != self.step["n_state"]:
+            raise ValueError(f"step kernel state of {self.step['n_state']} reals, initial state of {len(x)}")
+        return [a - b for a, b in zip(x, self.step_offset())] + [0.0] * (self.n_in - len(x))
+
     def described_files(self) -> list[str]:
         """The kernel folder's files this manifest describes (relative names)."""
         return [*self.sources, *self.headers, *(f for f in (self.motion, self.domain) if f)]

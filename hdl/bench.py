@@ -18,6 +18,11 @@ Tests:
   ap_start stays high) and the whole run's cycles per vector.
 * test_reset_midway: vectors in flight, ap_rst for two cycles: no ap_done and no
   out_<k>_ap_vld may follow, the kernel is idle, and the next vector computes correctly.
+* test_horizon (step kernels, job["horizon"]): a motion, each step's state outputs fed back
+  as the next step's inputs (what a design that integrates in the fabric does): from x0,
+  `steps` steps, one at a time (a step needs the one before), the state after every
+  `every`-th step recorded with each step's latency; stops at the first non-zero
+  ap_return. Compared with the host model's run by mbforge.hdl.sim.horizon.
 Results go to the job's `results` file (JSON), merged over tests.
 """
 from __future__ import annotations
@@ -216,3 +221,27 @@ async def test_reset_midway(dut):
     bad = _compare(job, outs, stats, idx)
     _save(job, "test_reset_midway", {"started_before_reset": k, "stray_done": stray, "mismatches": bad})
     assert not bad, "\n".join(bad)
+
+
+@cocotb.test()
+async def test_horizon(dut):
+    job = _job()
+    h = job.get("horizon")
+    if h is None:  # not a step kernel's job
+        return
+    drv = Driver(dut, job)
+    await drv.start()
+    x = list(h["x0"])
+    ns, every = h["n_state"], h["every"]
+    samples, latencies, failed, status = [], [], None, 0
+    for i in range(h["steps"]):
+        outs, stats, starts, _, dones = await drv.run([x])
+        latencies.append(dones[0] - starts[0])
+        if stats[0] != 0:
+            failed, status = i, stats[0]
+            break
+        x[:ns] = outs[0][:ns]
+        if (i + 1) % every == 0:
+            samples.append(x[:ns])
+    _save(job, "test_horizon", {"samples": samples, "latencies": latencies, "failed_step": failed,
+                                "status": status})

@@ -38,7 +38,13 @@ def _cmd_hdl(args) -> int:
     for sub in subs.values():
         sub.check_writable()
     dirs = {name: sub.path for name, sub in subs.items()}
-    kernel = build_kernel(load_model(args.model, options=parse_options(args.set)).equations(), args.kernel)
+    from mbforge.cli import step_options
+    from mbforge.errors import CLIError
+
+    eqs = load_model(args.model, options=parse_options(args.set)).equations()
+    if args.horizon is not None and args.kernel != "step":
+        raise CLIError(f"--horizon goes with --kernel step, not --kernel {args.kernel}")
+    kernel = build_kernel(eqs, args.kernel, **step_options(args))
     generate(kernel, "verilog", prefix=args.prefix, options=opts).write(subs["rtl"])
     generate(kernel, "hls-c", prefix=args.prefix).write(subs["hls"])
     generate(kernel, "c-fixed", prefix=args.prefix).write(subs["fixed"])
@@ -60,14 +66,39 @@ def _cmd_hdl(args) -> int:
     r = S.simulate(b, dirs["fixed"], dirs["double"], vectors=args.vectors, seed=args.seed)
     print(r.table())
     ok &= r.passed
+    hr = _horizon(eqs, args, b, dirs) if kernel.step else None
+    if hr is not None:
+        ok &= hr.passed
     if not args.no_synth:
         rep = synthesize(dirs["rtl"], ice40=True if args.ice40 else None)
         print(report_text(rep))
+    fmax = None
     if args.pnr:
         rep = place_and_route(dirs["rtl"], PNR_DEVICE[args.pnr], seed=args.pnr_seed)
         print(pnr_text(rep))
         ok &= bool(rep["fits"])
+        fmax = rep.get("fmax_mhz")
+    if hr is not None:
+        print(hr.table(fmax))
     return 0 if ok else 1
+
+
+def _horizon(eqs, args, b, dirs):
+    """A step kernel's motion in the RTL over --horizon seconds from the model's initial
+    state (sim.horizon): bit for bit against the c-fixed host model, and against the
+    c-double step."""
+    from mbforge.kernels.step import initial_state
+    from mbforge.manifest import Manifest
+
+    from . import sim as S
+
+    m = Manifest.load(dirs["rtl"])
+    steps = int(round((args.horizon or 1.0) / m.step["dt"]))
+    if steps < 1:
+        raise S.SimError(f"--horizon {args.horizon:g} s is shorter than one step of {m.step['dt']:g} s")
+    t0, state = initial_state(eqs, m.step["integrator"])
+    every = max(1, steps // 100)
+    return S.horizon(b, dirs["fixed"], dirs["double"], m.step_start(t0, state), steps - steps % every, every)
 
 
 def cmd_hdl(args) -> int:
@@ -95,13 +126,14 @@ def _rtl_fields():
 def register(sub) -> None:
     from mbforge.backends import add_flags
     from mbforge.kernels.builders import BUILDERS
-    from mbforge.options import VECTORS_MAX, folder, seed, vectors, whole
+    from mbforge.cli import add_step_flags
+    from mbforge.options import VECTORS_MAX, folder, number, seed, vectors, whole
 
     from .pnr import PNR_CHOICES
     from .sim import SIMULATORS
 
     p = sub.add_parser("hdl", help="generate a kernel's RTL and HLS C, simulate it with cocotb, report synthesis")
-    p.add_argument("model", help="a shipped example (e.g. fourbar) or a .py file with build()")
+    p.add_argument("model", help="a shipped example (e.g. fourbar), a .py file with build() or a .urdf robot")
     p.add_argument("--kernel", default="equations", choices=sorted(BUILDERS),
                    help="what the kernel computes (default equations)")
     p.add_argument("--sim", default="icarus", choices=SIMULATORS, help="the RTL simulator (default icarus)")
@@ -119,5 +151,9 @@ def register(sub) -> None:
                         "prints Fmax and utilisation")
     p.add_argument("--pnr-seed", type=whole(0, 2**31 - 1), default=1,
                    help="nextpnr's placement seed, 0 to 2147483647 (default 1: runs repeat)")
+    p.add_argument("--horizon", type=number(0, 60, "a number of seconds"), default=None,
+                   help="step kernels: seconds of motion run in the RTL, each step's state fed back (default 1; "
+                        "about 100 samples compared)")
+    add_step_flags(p)
     p.add_argument("--out", required=True, type=folder, help="directory for rtl/, hls/, fixed/ and double/")
     p.set_defaults(func=cmd_hdl)

@@ -145,9 +145,10 @@ def with_robustness(kernel_dir: str | Path, X: np.ndarray):
 
 
 def _run_bench(b: Build, X: np.ndarray, expected: Evaluation | None, tests: tuple[str, ...],
-               gap: float, seed: int) -> tuple[dict, list[str], float]:
+               gap: float, seed: int, horizon: dict | None = None) -> tuple[dict, list[str], float]:
     """Run the cocotb bench's `tests` on X; (its results, failures, seconds). With
-    `expected` (the host model's), the bench asserts bit equality as it goes."""
+    `expected` (the host model's), the bench asserts bit equality as it goes; `horizon`:
+    test_horizon's motion (x0, steps, every, n_state)."""
     work = b.build_dir / f"run_{os.getpid()}_{seed}"
     work.mkdir(parents=True, exist_ok=True)
     results = work / "results.json"
@@ -157,6 +158,8 @@ def _run_bench(b: Build, X: np.ndarray, expected: Evaluation | None, tests: tupl
            "gap": gap, "seed": seed, "results": str(results), "latency": b.rtl.get("latency")}
     if expected is not None:
         job |= {"Y": expected.outputs.tolist(), "status": expected.status.tolist()}
+    if horizon is not None:
+        job["horizon"] = horizon
     (work / "job.json").write_text(json.dumps(job))
     t1 = time.perf_counter()
     errors = []
@@ -300,6 +303,83 @@ def simulate(b: Build, fixed_dir: str | Path, double_dir: str | Path | None = No
         within_bound=within, worst_error_ratio=worst,
         seconds={"build": b.seconds, "host model": t_model, "simulation": t_sim}, errors=errors,
         statuses=statuses)
+
+
+@dataclass
+class HorizonResult:
+    """A step kernel's motion in the RTL (bench test_horizon) against the c-fixed host
+    model's (bit for bit) and the c-double step's from the same state (divergence in the
+    state's own units, at every sample)."""
+
+    steps: int
+    every: int
+    dt: float
+    bit_exact: bool
+    first_difference: int | None  # the first sample that differs from the host model's
+    failed_step: int | None
+    status: int
+    latency: int | None  # cycles per step (start to done; the same for every step)
+    divergence: dict  # state group -> max |rtl - double step| over the samples
+    per_step_bound: dict  # state group -> the kernel's bound of one step (None without one)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.bit_exact and self.failed_step is None and not self.errors
+
+    def table(self, fmax_mhz: float | None = None) -> str:
+        rate = ""
+        if fmax_mhz and self.latency:
+            # one step needs the one before: a step every latency + 1 cycles (feedback)
+            per_s = fmax_mhz * 1e6 / (self.latency + 1)
+            rate = f", {per_s:,.0f} steps/s at {fmax_mhz:g} MHz ({per_s * self.dt:,.0f}x real time)"
+        div = ", ".join(f"{g} {v:.2e}" for g, v in self.divergence.items())
+        bound = ", ".join(f"{g} {'none' if v is None else f'{v:.2e}'}" for g, v in self.per_step_bound.items())
+        lines = [f"  horizon: {self.steps} steps of {self.dt:g} s fed back in the RTL: bit-exact with the c-fixed host "
+                 f"model's run: {self.bit_exact}" + ("" if self.first_difference is None else
+                                                     f" (first difference at sample {self.first_difference})"),
+                 f"  latency {self.latency} cycles per step{rate}",
+                 f"  max |rtl - double step| over {self.steps // self.every} samples (measured): {div}; "
+                 f"per-step bound (one step, not the trajectory): {bound}"]
+        if self.failed_step is not None:
+            lines.append(f"  stopped: ap_return {self.status} at step {self.failed_step}")
+        lines += [f"  error: {e}" for e in self.errors]
+        return "\n".join(lines)
+
+
+def horizon(b: Build, fixed_dir: str | Path, double_dir: str | Path, x: list[float], steps: int,
+            every: int = 1) -> HorizonResult:
+    """Run a step kernel's motion in the RTL from the real input vector x (Manifest.step_start)
+    and compare."""
+    fixed_dir, m = Path(fixed_dir).resolve(), Manifest.load(b.rtl_dir)
+    if m.step is None:
+        raise SimError(f"{b.rtl_dir}: not a step kernel (no horizon to run)")
+    ns = m.step["n_state"]
+    x = np.asarray(x, dtype=np.float64)[None, :]
+    raw = to_raw(m, x, "inputs")[0].astype(np.int32)
+    job = {"x0": raw.tolist(), "steps": int(steps), "every": int(every), "n_state": ns}
+    res, errors, _ = _run_bench(b, raw[None, :], None, ("test_horizon",), 0.0, 0, horizon=job)
+    h = res.get("test_horizon") or {}
+    rtl = np.array(h.get("samples", []), dtype=np.int64).reshape(-1, ns).astype(np.int32)
+    host, _, _ = hostlib.load_kernel(fixed_dir).steps(raw, steps, every)
+    k = min(len(rtl), len(host))
+    diff = np.nonzero(np.any(rtl[:k] != host[:k], axis=1))[0]
+    dbl = hostlib.load_kernel(double_dir)
+    D, _, _ = dbl.steps(to_raw(dbl.manifest, x, "inputs")[0], steps, every)
+    real, Dr = from_raw(m, rtl[:k], "outputs"), from_raw(dbl.manifest, D[:k], "outputs")  # outputs = the state
+    div, bound = {}, {}
+    for g in m.outputs:
+        div[g.name] = float(np.abs(real[:, g.offset:g.offset + g.size] - Dr[:, g.offset:g.offset + g.size]).max(initial=0.0))
+        bound[g.name] = None if not g.error_bound or None in g.error_bound else float(max(g.error_bound))
+    lat = h.get("latencies") or []
+    if len(set(lat)) > 1:
+        errors.append(f"the latency varies between steps: {min(lat)} to {max(lat)} cycles")
+    if len(rtl) != len(host) and h.get("failed_step") is None:
+        errors.append(f"{len(rtl)} samples from the RTL, {len(host)} from the host model")
+    return HorizonResult(steps=int(steps), every=int(every), dt=m.step["dt"], bit_exact=k > 0 and not len(diff),
+                         first_difference=int(diff[0]) if len(diff) else None, failed_step=h.get("failed_step"),
+                         status=int(h.get("status", 0)), latency=lat[0] if lat else None, divergence=div,
+                         per_step_bound=bound, errors=errors)
 
 
 def _xml_failures(path: Path) -> list[str]:

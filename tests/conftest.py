@@ -11,8 +11,9 @@ Layers: `pytest -m "not slow"` runs the generator's own tests in a few minutes; 
 what needs QEMU, a PlatformIO build or an RTL simulation (every test marked `firmware` or
 `hdl` is also `slow`, added here) and what takes more than about 10 s.
 
-Tools: `@pytest.mark.needs("yosys", modules=("pinocchio",))` names the executables (and
-Python modules) a test needs that scripts/bootstrap.sh installs. One missing skips the test
+Tools: `@pytest.mark.needs("yosys", modules=("pinocchio",), dists=("example-robot-data",))`
+names the executables (Python modules, installed distributions: a data-only wheel has no
+module) a test needs that scripts/bootstrap.sh installs. One missing skips the test
 on a workstation and fails it when the environment variable CI is set (.ci/run sets it), so
 CI never passes by skipping what the bootstrap should have installed.
 
@@ -24,6 +25,7 @@ neither read (a run exercises the cold paths) nor written. The cache's key file
 from __future__ import annotations
 
 import atexit
+import importlib.metadata
 import importlib.util
 import os
 import shutil
@@ -43,8 +45,9 @@ DEADLINE = 120  # seconds per test: a hang fails, a loaded machine does not
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "needs(*tools, modules=()): executables and Python modules that "
-                            "scripts/bootstrap.sh installs; missing: skipped, or failed when CI is set")
+    config.addinivalue_line("markers", "needs(*tools, modules=(), dists=()): executables, Python modules and "
+                            "distributions that scripts/bootstrap.sh installs; missing: skipped, or failed when CI "
+                            "is set")
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects
@@ -58,11 +61,20 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
+def _installed(dist: str) -> bool:
+    try:
+        importlib.metadata.distribution(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
 def pytest_runtest_setup(item):
     missing = []
     for mark in item.iter_markers("needs"):
         missing += [t for t in mark.args if shutil.which(t) is None]
         missing += [m for m in mark.kwargs.get("modules", ()) if importlib.util.find_spec(m) is None]
+        missing += [d for d in mark.kwargs.get("dists", ()) if not _installed(d)]
     if missing:
         what = f"needs {', '.join(sorted(set(missing)))} (scripts/bootstrap.sh installs it)"
         if in_ci():

@@ -34,6 +34,7 @@ def test_arms_bench_scaling_runs():
 def test_step_bench_runs():
     out = _run("bench.step", "--cases", "pendulum", "--tol", "1e-3", "--repeat", "1")
     assert "equal accuracy: mbforge ali3p / MuJoCo" in out and "equal dt" in out
+    assert "mbforge's host integrator (scipy DOP853, rtol" in out
     r = subprocess.run([sys.executable, "-m", "bench.step", "--cases", "chain0"], cwd=ROOT, capture_output=True,
                        text=True)
     assert r.returncode == 2 and r.stderr.splitlines()[-1] == "step.py: error: --cases: chain: n must be 1 to 50 links, got 0"

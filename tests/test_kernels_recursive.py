@@ -1,9 +1,9 @@
 """Recursive dynamics (kernels/recursive.py) against the M(q)-based equations of the same
-model: RNEA's forces equal M qdd - Q and ABA's accelerations solve M qdd = Q + B u, at
-random states (1e-10 relative), for Pinocchio's sample arm, an N-body chain and a
-branched tree; op counts grow linearly along the chain; models that are not open trees
-of revolute joints are refused with one line; the arm's numbers equal pinocchio's model
-when pin is installed."""
+model: RNEA's forces equal M qdd - Q, ABA's accelerations solve M qdd = Q + B u and
+CRBA's matrix is M, at random states (1e-10 relative; helpers.models.check_recursive),
+for Pinocchio's sample arm, an N-body chain and a branched tree; op counts grow linearly
+along the chain; models that are not open trees of revolute joints are refused with one
+line; the arm's numbers equal pinocchio's model when pin is installed."""
 import numpy as np
 import pytest
 
@@ -15,55 +15,17 @@ from mbforge.kernels.recursive import aba_kernel, rnea_kernel
 from mbforge.lower import op_counts
 from mbforge.model import Model
 
-
-def _mass_matrix(eqs, X):
-    """(M, Q) at each row of X = [q, qd, ...] (numpy, from the equations' atoms)."""
-    n = len(eqs.q)
-    ev = Evaluator(list(eqs.M.values()) + list(eqs.Q), list(eqs.q) + list(eqs.qd))
-    vals = ev(X[:, :2 * n])
-    nm = len(eqs.M.entries)
-    out = []
-    for row in vals:
-        M = np.zeros((n, n))
-        for (i, j), v in zip(eqs.M.pattern, row[:nm]):
-            M[i, j] = v
-        out.append((M, row[nm:]))
-    return out
-
-
-def _check(model, samples=6, seed=0, inverse=True):
-    eqs = model.equations()
-    n = len(eqs.q)
-    kr, ka = rnea_kernel(eqs) if inverse else None, aba_kernel(model)
-    assert kr is None or [p.name for p in kr.inputs] == ["q", "qd", "qdd", "t"]
-    assert [p.name for p in ka.inputs][:3] == ["q", "qd", "t"]
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-1.5, 1.5, (samples, 3 * n + 1))
-    U = rng.uniform(-2.0, 2.0, (samples, len(model.actuators)))
-    tau = Evaluator(kr.output_atoms, kr.input_symbols)(X) if inverse else None
-    XA = np.hstack([X[:, :2 * n], X[:, 3 * n:], U]) if model.actuators else np.hstack([X[:, :2 * n], X[:, 3 * n:]])
-    qdd = Evaluator(ka.output_atoms, ka.input_symbols)(XA)
-    B = np.zeros((n, len(model.actuators)))
-    for (i, k), a in eqs.B.entries.items():
-        B[i, k] = a.value
-    for s, (M, Q) in enumerate(_mass_matrix(eqs, X)):
-        if inverse:
-            ref = M @ X[s, 2 * n:3 * n] - Q
-            got = B @ tau[s] if model.actuators else tau[s]
-            assert np.allclose(got, ref, rtol=1e-10, atol=1e-10 * np.abs(ref).max())
-        ref_qdd = np.linalg.solve(M, Q + B @ U[s]) if model.actuators else np.linalg.solve(M, Q)
-        assert np.allclose(qdd[s], ref_qdd, rtol=1e-10, atol=1e-10 * np.abs(ref_qdd).max())
-    return kr, ka
+from helpers.models import check_recursive
 
 
 def test_arm6_matches_the_mass_matrix_kernels():
-    kr, ka = _check(arm6.build())
+    kr, ka = check_recursive(arm6.build())
     assert kr.outputs[0].name == "u" and ka.outputs[0].name == "qdd"
 
 
 @pytest.mark.parametrize("n", [1, 2, 7])
 def test_chain_matches_the_mass_matrix_kernels(n):
-    _check(chain.build(n=n), seed=n)
+    check_recursive(chain.build(n=n), seed=n)
 
 
 def _tree_model(actuated: bool) -> Model:
@@ -102,8 +64,8 @@ def _tree_model(actuated: bool) -> Model:
 
 
 def test_branched_tree_with_placements_and_oblique_axis():
-    _check(_tree_model(actuated=True), seed=3)
-    kr, ka = _check(_tree_model(actuated=False), seed=4)
+    check_recursive(_tree_model(actuated=True), seed=3)
+    kr, ka = check_recursive(_tree_model(actuated=False), seed=4)
     assert kr.outputs[0].name == "tau"
 
 
@@ -171,7 +133,7 @@ def test_actuators_the_recursions_cannot_take_are_named(actuate, kernel, message
 
 
 def test_partly_actuated_forward_dynamics_and_angles_that_are_not_one_coordinate():
-    _check(_two_links(lambda m, a, b: m.actuator("only_b", b)), seed=5, inverse=False)  # ABA: tau = B u
+    check_recursive(_two_links(lambda m, a, b: m.actuator("only_b", b)), seed=5, inverse=False)  # ABA: tau = B u
     m = Model("coupled")
     t = m.relative()
     a, b = m.coordinate("a"), m.coordinate("b")

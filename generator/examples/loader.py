@@ -2,8 +2,9 @@
 a MODEL argument.
 
 `EXAMPLES` maps each example's name to its module; `load(name, **options)` builds one.
-`load_model(spec, motion=None)` returns a Model from a shipped example's name or from a
-Python file that defines `build()`. Every failure to get a Model (unknown name, missing or
+`load_model(spec, motion=None)` returns a Model from a shipped example's name, from a
+Python file that defines `build()` or from a URDF file (model.urdf.from_urdf, `--set`
+passing its options). Every failure to get a Model (unknown name, missing or
 broken file, no build(), build() failing, exiting (sys.exit) or not returning a Model, a
 motion the example does not offer) raises ModelFileError: one line naming the file or example and what is wrong, which
 the CLI prints as is. Errors the model itself raises while it is built (ModelError,
@@ -39,6 +40,8 @@ EXAMPLES = {
     "sample_arm": "mbforge.examples.sample_arm",
     "spatial_chain": "mbforge.examples.spatial_chain",
     "bricard": "mbforge.examples.bricard",
+    "andrews": "mbforge.examples.andrews",
+    "governor": "mbforge.examples.governor",
     "pendulum": "mbforge.examples.pendulum",
     "nfourbar": "mbforge.examples.nfourbar",
     "chain": "mbforge.examples.chain",
@@ -140,14 +143,24 @@ def load_model(spec: str, motion: str | None = None, options: dict | None = None
             options["motion"] = motion
         return _call_build(lambda: load(spec, **options), f"example {spec!r}", Path(module(spec).__file__))
     path = Path(spec)
-    if path.suffix != ".py":
-        raise ModelFileError(f"no example called {spec!r} and not a .py file; examples: "
+    if path.suffix not in (".py", ".urdf"):
+        raise ModelFileError(f"no example called {spec!r} and not a .py or .urdf file; examples: "
                              f"{', '.join(sorted(EXAMPLES))}")
     if motion is not None:
         raise ModelFileError(f"model file {spec}: --motion applies to shipped examples only")
     if not path.is_file():
         raise ModelFileError(f"model file {spec} does not exist")
+    if path.suffix == ".urdf":
+        return _from_urdf(path, spec, options)
     return _from_file(path, spec, options)
+
+
+def _from_urdf(path: Path, spec: str, options: dict) -> Model:
+    """A URDF robot (model.urdf.from_urdf); `options` are from_urdf's keyword options."""
+    from ..model.urdf import from_urdf
+
+    _check_options(from_urdf, options, f"URDF file {spec}: from_urdf()")
+    return _call_build(lambda: from_urdf(path, **options), f"URDF file {spec}", path)
 
 
 def _from_file(path: Path, spec: str, options: dict) -> Model:

@@ -6,8 +6,10 @@
     inverse-dynamics          dynamics.py    q, qd, qdd, t -> u, lambda
     inverse-dynamics-reduced  reduced.py     z, zd, zdd -> u over independent coordinates
     linearized-dynamics       linearized.py  q, qd, t, u -> A, B [, C] in independent coordinates
-    inverse-dynamics-rnea     recursive.py   q, qd, qdd, t -> u, open trees of revolute joints, O(N)
-    forward-dynamics-aba      recursive.py   q, qd, t, u -> qdd, open trees of revolute joints, O(N)
+    inverse-dynamics-rnea     recursive.py   q, qd, qdd, t -> u, open trees of revolute/prismatic joints, O(N)
+    forward-dynamics-aba      recursive.py   q, qd, t, u -> qdd, open trees of revolute/prismatic joints, O(N)
+    mass-matrix-crba          recursive.py   q -> M (sparse), open trees of revolute/prismatic joints
+    frame-kinematics          recursive.py   q -> p, R, J of a named frame (option frame=; URDF models)
     step                      step.py        state (q, qd [, qdd, lambda] [, t]), u -> the next state
 
 Invariants of every kernel built here:
@@ -32,7 +34,7 @@ from .equations import equations_kernel
 from .kernel import Kernel
 from .kinematics import kinematics_kernel
 from .linearized import linearized_dynamics_kernel
-from .recursive import aba_kernel, rnea_kernel
+from .recursive import aba_kernel, frame_kinematics_kernel, mass_matrix_crba_kernel, rnea_kernel
 from .reduced import reduced_inverse_dynamics_kernel
 from .step import step_kernel
 
@@ -45,6 +47,8 @@ BUILDERS = {
     "linearized-dynamics": linearized_dynamics_kernel,
     "inverse-dynamics-rnea": rnea_kernel,
     "forward-dynamics-aba": aba_kernel,
+    "mass-matrix-crba": mass_matrix_crba_kernel,
+    "frame-kinematics": frame_kinematics_kernel,
     "step": step_kernel,
 }
 

@@ -2,13 +2,19 @@
 
     inverse-dynamics-rnea  q, qd, qdd, t -> u    recursive Newton-Euler (two passes)
     forward-dynamics-aba   q, qd, t, u -> qdd    articulated-body algorithm (three passes)
+    mass-matrix-crba       q -> M                composite-rigid-body algorithm
+    frame-kinematics       q -> p, R, J          a named frame's placement and Jacobian
 
 The M(q)-based kernels (dynamics.py) expand the mass matrix and factor it: their atoms
 grow as N^2 to N^3 along a chain. These kernels run Featherstone's recursions over the
 links instead, written out as atoms (straight-line, interned, constants folded), so each
 link adds a bounded number of operations whatever its depth.
 
-The tree is read off the model's relative trees (model.relative.Relative):
+Each link moves through one Joint: a turn about any axis (revolute) or a slide along it
+(prismatic); the recursions ask it for the link's placement, its motion subspace and the
+force component it transmits. The tree is the model's explicit joint tree when it has one
+(Model.joint_tree: from_urdf, revolute and prismatic joints), else it is read off the
+model's relative trees (model.relative.Relative), revolute joints only:
 * a link is a base turned by exactly one coordinate (its angle is the coordinate's
   symbol); bases at a constant angle and fixed bases are constant placements, folded
   into the link above them;
@@ -35,12 +41,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import ONE, ZERO, Atom, ExpressionError, add, as_atom, cos, div, mul, neg, sin, sub, symbol
+from ..ir import ONE, ZERO, Atom, ExpressionError, Sparse, add, as_atom, cos, div, mul, neg, sin, sub, symbol
 from ..model.frames import axis_rotation
 from .common import KernelError, names
 from .kernel import InPort, Kernel, OutPort
 
-__all__ = ["Link", "OpenTree", "open_tree", "rnea_kernel", "aba_kernel"]
+__all__ = ["Joint", "Link", "OpenTree", "open_tree", "rnea_kernel", "aba_kernel", "mass_matrix_crba_kernel",
+           "frame_kinematics_kernel"]
 
 
 # ---- small algebra over atoms (3-vectors, 3x3 lists of rows); zeros fold as built --------------
@@ -156,7 +163,7 @@ class _Turn:
 
 def _turn(L: "Link", q):
     """A _Turn when the link's rotation is about a principal axis with no fixed placement."""
-    if not np.allclose(L.fixed, np.eye(3), atol=1e-15):
+    if not L.joint.revolute or not np.allclose(L.fixed, np.eye(3), atol=1e-15):
         return None
     for k in range(3):
         if np.allclose(L.axis, np.eye(3)[k], atol=1e-15):
@@ -182,20 +189,64 @@ def _const_m(M):
 
 
 # ---- the tree -----------------------------------------------------------------------------------
+class Joint:
+    """The one degree of freedom between a link and its parent, in link axes: a turn about
+    the unit `axis` (revolute, any axis) or a slide along it (prismatic). Motion subspace S, as an
+    (angular, linear) pair: (axis, 0) or (0, axis); its constant (no c_J term)."""
+
+    def __init__(self, kind: str, axis):
+        if kind not in ("revolute", "prismatic"):
+            raise KernelError(f"recursive dynamics: no joint kind {kind!r} (revolute, prismatic)")
+        self.kind, self.revolute, self.axis = kind, kind == "revolute", np.asarray(axis, dtype=float)
+
+    def rotation(self, fixed, q) -> list[list[Atom]]:
+        """R with v_parent = R v_link (fixed @ Rot(axis, q), or the constant fixed)."""
+        if not self.revolute:
+            return _const_m(fixed)
+        Rq = axis_rotation(self.axis, q)
+        if np.allclose(fixed, np.eye(3), atol=1e-15):
+            return Rq
+        return _mm(_const_m(fixed), Rq)
+
+    def offset(self, r, fixed, q) -> list[Atom]:
+        """The link origin in the parent link's frame (r, or r + fixed axis q)."""
+        if self.revolute:
+            return _const_v(r)
+        return _vadd(_const_v(r), _scale(q, _const_v(np.asarray(fixed) @ self.axis)))
+
+    def motion(self, s):
+        """S s as (angular, linear)."""
+        a = _scale(s, _const_v(self.axis))
+        return (a, [ZERO] * 3) if self.revolute else ([ZERO] * 3, a)
+
+    def project(self, n, f) -> Atom:
+        """S^T (n, f): the component of a force pair the joint transmits as tau."""
+        return _dot(_const_v(self.axis), n if self.revolute else f)
+
+    def subspace_force(self, A, B, C):
+        """U = I S of a spatial inertia [[A, B], [B^T, C]], as (n, f)."""
+        a = _const_v(self.axis)
+        return (_mv(A, a), _mtv(B, a)) if self.revolute else (_mv(B, a), _mv(C, a))
+
+
 class Link:
-    """One joint and what it carries. Frame: the joint base's axes at the joint point.
+    """One joint and what it carries. Frame: the joint's axes at the joint point.
 
-    v_parent = R v_link with R = fixed @ Rot(axis, q); `r` is the joint point in the
-    parent link's frame (the ground's: world axes from the origin); mass m, first moment
-    h = m c and inertia I about the joint point, all in link axes (numbers)."""
+    v_parent = R v_link with R = fixed @ Rot(axis, q) (revolute) or fixed (prismatic); the
+    link origin is `r` in the parent link's frame (the ground's: world axes from the
+    origin), plus fixed @ axis q for a prismatic joint; mass m, first moment h = m c and
+    inertia I about the link origin, all in link axes (numbers)."""
 
-    def __init__(self, j: int, parent: "Link | None", axis, fixed, base):
-        self.j, self.parent, self.axis, self.fixed, self.base = j, parent, axis, fixed, base
+    def __init__(self, j: int, parent: "Link | None", joint: Joint, fixed, base=None, depth=0):
+        self.j, self.parent, self.joint, self.fixed, self.base = j, parent, joint, fixed, base
+        self.axis = joint.axis
+        self.depth = depth if base is None else base.depth
         self.r = None
         self.m = 0.0
         self.h = np.zeros(3)
         self.I = np.zeros((3, 3))
         self.children: list[Link] = []
+        self.frames: tuple = ()  # (name, R, p) of named frames it carries (TreeJoint.frames)
 
 
 class OpenTree:
@@ -211,10 +262,10 @@ def _numeric_R(base) -> np.ndarray:
 
 
 def open_tree(model) -> OpenTree:
-    """The links of a model's relative trees (KernelError when it is not an open tree of
-    revolute joints, naming the first thing that does not fit)."""
+    """The links of a model's explicit joint tree (from_urdf), or else of its relative trees
+    (KernelError when it is not an open tree of revolute joints, naming the first thing
+    that does not fit)."""
     from ..model.model import Model, _Context
-    from ..model.relative import RelBody
 
     if not isinstance(model, Model):
         raise KernelError(f"recursive dynamics needs a Model, got {type(model).__name__}")
@@ -226,6 +277,32 @@ def open_tree(model) -> OpenTree:
         eq = (model.phi_names + model.nh_names)[0]
         raise KernelError(f"{name}: recursive dynamics needs an open tree without constraints; equation {eq!r} "
                           "closes a loop or drives a coordinate (use forward-dynamics / inverse-dynamics)")
+    if model.joint_tree is not None:
+        depth_order = _explicit_links(model)
+    else:
+        depth_order = _relative_links(model, tree)
+    ctx = _Context(model)
+    act = {}
+    for k, a in enumerate(model.actuators):
+        d = a.direction(ctx)
+        if len(d) != 1 or not next(iter(d.values())).is_const:
+            raise KernelError(f"{name}: actuator {a.name!r} does not act on one coordinate with a constant "
+                              "coefficient")
+        (j, c), = d.items()
+        act[k] = (j, float(c.value))
+    g = np.zeros(3) if model._gravity is None else np.asarray(model._gravity, dtype=float)
+    applied = [ZERO] * len(model.q)
+    for f in model.forces:  # springs, dampers, applied forces: by virtual power, as Model.equations
+        for j, a in f.terms(ctx)[0].items():
+            applied[j] = add(applied[j], a)
+    return OpenTree(model, depth_order, g, act, [a.name for a in model.actuators], applied)
+
+
+def _relative_links(model, tree) -> list[Link]:
+    """The links read off the relative trees (revolute joints only), parents first."""
+    from ..model.relative import RelBody
+
+    name = model.name
     index = {s: j for j, s in enumerate(model.q)}
     bodies = [b for b in model.bodies if b.has_inertia]
     for b in bodies:
@@ -259,7 +336,7 @@ def open_tree(model) -> OpenTree:
             if any(o.j == j for o in links.values()):
                 raise KernelError(f"{name}: coordinate {model.q[j].value.name!r} turns two bases")
             P, R = link_of(base.parent)
-            L = Link(j, P, np.asarray(base.axis, dtype=float), R, base)
+            L = Link(j, P, Joint("revolute", base.axis), R, base)
             links[base] = L
         return L
 
@@ -331,7 +408,7 @@ def open_tree(model) -> OpenTree:
     missing = [model.q[j].value.name for j in range(len(model.q)) if j not in used]
     if missing:
         raise KernelError(f"{name}: coordinate(s) {', '.join(missing)} turn no base of the relative trees")
-    order = sorted(links.values(), key=lambda L: (L.base.depth, L.j))
+    order = sorted(links.values(), key=lambda L: (L.depth, L.j))
     depth_order = []
     seen = set()
     while len(depth_order) < len(order):  # parents before children
@@ -342,21 +419,32 @@ def open_tree(model) -> OpenTree:
     for L in depth_order:
         if L.parent is not None:
             L.parent.children.append(L)
-    ctx = _Context(model)
-    act = {}
-    for k, a in enumerate(model.actuators):
-        d = a.direction(ctx)
-        if len(d) != 1 or not next(iter(d.values())).is_const:
-            raise KernelError(f"{name}: actuator {a.name!r} does not act on one coordinate with a constant "
-                              "coefficient")
-        (j, c), = d.items()
-        act[k] = (j, float(c.value))
-    g = np.zeros(3) if model._gravity is None else np.asarray(model._gravity, dtype=float)
-    applied = [ZERO] * len(model.q)
-    for f in model.forces:  # springs, dampers, applied forces: by virtual power, as Model.equations
-        for j, a in f.terms(ctx)[0].items():
-            applied[j] = add(applied[j], a)
-    return OpenTree(model, depth_order, g, act, [a.name for a in model.actuators], applied)
+    return depth_order
+
+
+def _explicit_links(model) -> list[Link]:
+    """The links of the model's explicit joint tree (Model.joint_tree, from_urdf), parents
+    first; the model's bodies with inertia must be exactly the tree's."""
+    jt = model.joint_tree
+    have = sorted(b.name for b in model.bodies if b.has_inertia)
+    if have != sorted(j.body for j in jt if j.mass > 0 or np.any(j.I)):
+        raise KernelError(f"{model.name}: bodies were added to or changed in the joint tree "
+                          f"({', '.join(have)}): the recursive kernels read the tree as built")
+    index = {s: j for j, s in enumerate(model.q)}
+    if sorted(index[j.q] for j in jt) != list(range(len(model.q))):
+        raise KernelError(f"{model.name}: the joint tree does not turn each coordinate once")
+    links: list[Link] = []
+    for tj in jt:
+        P = None if tj.parent is None else links[tj.parent]
+        L = Link(index[tj.q], P, Joint(tj.kind, tj.axis), np.asarray(tj.R, dtype=float),
+                 depth=0 if P is None else P.depth + 1)
+        L.r, L.m, L.h, L.I = np.asarray(tj.r, dtype=float), float(tj.mass), np.asarray(tj.h, dtype=float), \
+            np.asarray(tj.I, dtype=float)
+        L.frames = tj.frames
+        if P is not None:
+            P.children.append(L)
+        links.append(L)
+    return links
 
 
 # ---- kernels --------------------------------------------------------------------------------------
@@ -378,72 +466,124 @@ def _port(name, model, syms) -> InPort:
     return InPort(name, list(syms), [model.ranges[s] for s in syms])
 
 
-def _rotation(L: Link, q) -> list[list[Atom]]:
-    """v_parent = R v_link."""
-    Rq = axis_rotation(L.axis, q)
-    if np.allclose(L.fixed, np.eye(3), atol=1e-15):
-        return Rq
-    return _mm(_const_m(L.fixed), Rq)
-
-
 def _axis(L: Link):
     return _const_v(L.axis)
 
 
+def _placements(tree: OpenTree, q):
+    """(R, r) per link: v_parent = R v_link, the link origin r in the parent's frame."""
+    R, r = {}, {}
+    for L in tree.links:
+        R[L] = L.joint.rotation(L.fixed, q[L.j])
+        r[L] = L.joint.offset(L.r, L.fixed, q[L.j])
+    return R, r
+
+
 def rnea(tree: OpenTree, q, qd, qdd) -> list[Atom]:
     """tau (one atom per coordinate): the generalized forces that give qdd at q, qd,
-    against inertia and gravity (= M qdd - Q)."""
+    against inertia and gravity (= M qdd - Q). acc is the classical acceleration of the
+    link origin (gravity as an upward acceleration of the ground)."""
     n = len(tree.model.q)
-    R, w, al, acc, f, nm = {}, {}, {}, {}, {}, {}
+    R, rq = {}, {}
+    w, al, acc, f, nm = {}, {}, {}, {}, {}
     zero3 = [ZERO] * 3
     for L in tree.links:
-        R[L] = Rl = _rotation(L, q[L.j])
+        J = L.joint
+        R[L] = Rl = J.rotation(L.fixed, q[L.j])
         a = _axis(L)
         if L.parent is None:
             wp, alp, ap = zero3, zero3, _const_v(-tree.gravity)
         else:
             P = L.parent
             wp, alp, ap = w[P], al[P], acc[P]
-        r = _const_v(L.r)
+        rq[L] = r = J.offset(L.r, L.fixed, q[L.j])
         if not _is_zero(r):  # acceleration of the joint point, parent axes
             ap = _vadd(ap, _vadd(_cross(alp, r), _cross(wp, _cross(wp, r))))
         acc[L] = _mtv(Rl, ap)
         wpl = _mtv(Rl, wp)
         aqd = _scale(qd[L.j], a)
-        w[L] = _vadd(wpl, aqd)
-        al[L] = _vadd(_vadd(_mtv(Rl, alp), _scale(qdd[L.j], a)), _cross(wpl, aqd))
+        if J.revolute:
+            w[L] = _vadd(wpl, aqd)
+            al[L] = _vadd(_vadd(_mtv(Rl, alp), _scale(qdd[L.j], a)), _cross(wpl, aqd))
+        else:  # the origin slides: Coriolis 2 w x (a qd) and a qdd
+            w[L], al[L] = wpl, _mtv(Rl, alp)
+            acc[L] = _vadd(acc[L], _vadd(_scale(as_atom(2.0), _cross(wpl, aqd)), _scale(qdd[L.j], a)))
         h, I, m = _const_v(L.h), _const_m(L.I), _c(L.m)
         W, A = w[L], al[L]
         f[L] = _vadd(_vadd(_scale(m, acc[L]), _cross(A, h)), _cross(W, _cross(W, h)))
         nm[L] = _vadd(_vadd(_mv(I, A), _cross(W, _mv(I, W))), _cross(h, acc[L]))
     tau = [ZERO] * n
     for L in reversed(tree.links):
-        tau[L.j] = _dot(_axis(L), nm[L])
+        tau[L.j] = L.joint.project(nm[L], f[L])
         P = L.parent
         if P is None:
             continue
-        fp = _mv(R[L], f[L])
-        np_ = _mv(R[L], nm[L])
-        r = _const_v(L.r)
-        if not _is_zero(r):
-            np_ = _vadd(np_, _cross(r, fp))
+        np_, fp = _force_to_parent(R[L], rq[L], nm[L], f[L])
         f[P] = _vadd(f[P], fp)
         nm[P] = _vadd(nm[P], np_)
     return tau
 
 
+def _force_to_parent(Rl, r, n, f):
+    """A force pair (moment at the link origin, force) in the parent's frame and origin."""
+    fp = _mv(Rl, f)
+    np_ = _mv(Rl, n)
+    if not _is_zero(r):
+        np_ = _vadd(np_, _cross(r, fp))
+    return np_, fp
+
+
+def _inertia_to_parent(L: Link, q, Rl, r, A, B, C, n=None, f=None):
+    """A spatial inertia [[A, B], [B^T, C]] (and a force pair n, f, when given) of link L
+    in its parent's frame and origin: rotate, then move the reference point by r."""
+    T = _turn(L, q[L.j])
+    if T is not None:
+        A1, B1, C1 = T.sym(A), T.gen(B), T.sym(C)
+    else:
+        A1, B1, C1 = _rot_sym(Rl, A), _rot_gen(Rl, B), _rot_sym(Rl, C)
+    if n is not None:
+        fn, ff = _mv(Rl, n), _mv(Rl, f)
+    if not _is_zero(r):
+        H = _hat(r)
+        K = _mm(H, [[B1[k][i] for k in range(3)] for i in range(3)])  # hat(r) B1^T
+        HC = _mm(H, C1)
+        HCH = _mm(HC, H)
+        A2 = [[ZERO] * 3 for _ in range(3)]
+        for i in range(3):
+            for k in range(i, 3):
+                A2[i][k] = A2[k][i] = sub(add(A1[i][k], add(K[i][k], K[k][i])), HCH[i][k])
+        B2 = [[add(B1[i][k], HC[i][k]) for k in range(3)] for i in range(3)]
+        A1, B1 = A2, B2
+        if n is not None:
+            fn = _vadd(fn, _cross(r, ff))
+    if n is None:
+        return A1, B1, C1
+    return A1, B1, C1, fn, ff
+
+
+def _add_inertia(P, X):
+    return [[[add(P[b][i][k], X[b][i][k]) for k in range(3)] for i in range(3)] for b in range(3)]
+
+
+def _link_inertia(L: Link):
+    """[A, B, C]: the link's spatial inertia at its origin, [n; f] = [[A, B], [B^T, C]] [w; v]."""
+    m, h, I = _c(L.m), _const_v(L.h), _const_m(L.I)
+    return [I, _hat(h), [[m if i == k else ZERO for k in range(3)] for i in range(3)]]
+
+
 def aba(tree: OpenTree, q, qd, tau) -> list[Atom]:
     """qdd (one atom per coordinate) under the generalized forces tau, inertia and gravity.
 
-    Spatial vectors as pairs of 3-vectors in link axes at the joint point: motion (w, v),
+    Spatial vectors as pairs of 3-vectors in link axes at the link origin: motion (w, v),
     force (n, f); an articulated inertia as blocks [n; f] = [[A, B], [B^T, C]] [w; v]."""
     n = len(tree.model.q)
     zero3 = [ZERO] * 3
-    R, w, v, cw, cv, IA, pA = {}, {}, {}, {}, {}, {}, {}
+    R, rq, w, v, cw, cv, IA, pA = {}, {}, {}, {}, {}, {}, {}, {}
     for L in tree.links:  # pass 1: velocities, velocity-product accelerations, bias forces
-        R[L] = Rl = _rotation(L, q[L.j])
+        J = L.joint
+        R[L] = Rl = J.rotation(L.fixed, q[L.j])
         a = _axis(L)
-        r = _const_v(L.r)
+        rq[L] = r = J.offset(L.r, L.fixed, q[L.j])
         if L.parent is None:
             wp, vp = zero3, zero3
         else:
@@ -453,27 +593,29 @@ def aba(tree: OpenTree, q, qd, tau) -> list[Atom]:
         wpl = _mtv(Rl, wp)
         v[L] = _mtv(Rl, vp)
         aqd = _scale(qd[L.j], a)
-        w[L] = _vadd(wpl, aqd)
-        cw[L] = _cross(wpl, aqd)
-        cv[L] = _cross(v[L], aqd)
+        if J.revolute:
+            w[L] = _vadd(wpl, aqd)
+            cw[L] = _cross(wpl, aqd)
+            cv[L] = _cross(v[L], aqd)
+        else:  # c = v x (0, a qd) = (0, w x a qd)
+            w[L], v[L] = wpl, _vadd(v[L], aqd)
+            cw[L], cv[L] = zero3, _cross(wpl, aqd)
         m, h, I = _c(L.m), _const_v(L.h), _const_m(L.I)
-        A, Bm, C = I, _hat(h), [[m if i == k else ZERO for k in range(3)] for i in range(3)]
-        IA[L] = [A, Bm, C]
+        IA[L] = _link_inertia(L)
         W, V = w[L], v[L]
         n0 = _vadd(_mv(I, W), _cross(h, V))
         f0 = _vadd(_scale(m, V), _cross(W, h))
         pA[L] = [_vadd(_cross(W, n0), _cross(V, f0)), _cross(W, f0)]
     U, invD, uu = {}, {}, {}
     for L in reversed(tree.links):  # pass 2: articulated inertias and bias forces
+        J = L.joint
         A, Bm, C = IA[L]
         pn, pf = pA[L]
-        a = _axis(L)
-        Un = _mv(A, a)
-        Uf = _mtv(Bm, a)
-        D = _dot(a, Un)
+        Un, Uf = J.subspace_force(A, Bm, C)
+        D = J.project(Un, Uf)
         iD = div(ONE, D)
         U[L], invD[L] = (Un, Uf), iD
-        uu[L] = sub(tau[L.j], _dot(a, pn))
+        uu[L] = sub(tau[L.j], J.project(pn, pf))
         P = L.parent
         if P is None:
             continue
@@ -490,31 +632,8 @@ def aba(tree: OpenTree, q, qd, tau) -> list[Atom]:
         s = mul(iD, uu[L])
         pan = _vadd(_vadd(pn, _vadd(_mv(Aa, c_w), _mv(Ba, c_v))), _scale(s, Un))
         paf = _vadd(_vadd(pf, _vadd(_mtv(Ba, c_w), _mv(Ca, c_v))), _scale(s, Uf))
-        # to the parent: rotate, then move the reference point by r
-        Rl = R[L]
-        T = _turn(L, q[L.j])
-        if T is not None:
-            A1, B1, C1 = T.sym(Aa), T.gen(Ba), T.sym(Ca)
-        else:
-            A1, B1, C1 = _rot_sym(Rl, Aa), _rot_gen(Rl, Ba), _rot_sym(Rl, Ca)
-        fn, ff = _mv(Rl, pan), _mv(Rl, paf)
-        r = _const_v(L.r)
-        if not _is_zero(r):
-            H = _hat(r)
-            K = _mm(H, [[B1[k][i] for k in range(3)] for i in range(3)])  # hat(r) B1^T
-            HC = _mm(H, C1)
-            HCH = _mm(HC, H)
-            A2 = [[ZERO] * 3 for _ in range(3)]
-            for i in range(3):
-                for k in range(i, 3):
-                    A2[i][k] = A2[k][i] = sub(add(A1[i][k], add(K[i][k], K[k][i])), HCH[i][k])
-            B2 = [[add(B1[i][k], HC[i][k]) for k in range(3)] for i in range(3)]
-            A1, B1 = A2, B2
-            fn = _vadd(fn, _cross(r, ff))
-        PA, PB, PC = IA[P]
-        IA[P] = [[[add(PA[i][k], A1[i][k]) for k in range(3)] for i in range(3)],
-                 [[add(PB[i][k], B1[i][k]) for k in range(3)] for i in range(3)],
-                 [[add(PC[i][k], C1[i][k]) for k in range(3)] for i in range(3)]]
+        A1, B1, C1, fn, ff = _inertia_to_parent(L, q, R[L], rq[L], Aa, Ba, Ca, pan, paf)
+        IA[P] = _add_inertia(IA[P], (A1, B1, C1))
         pA[P] = [_vadd(pA[P][0], fn), _vadd(pA[P][1], ff)]
     qdd = [ZERO] * n
     an, av = {}, {}
@@ -524,7 +643,7 @@ def aba(tree: OpenTree, q, qd, tau) -> list[Atom]:
             apn, apv = zero3, _const_v(-tree.gravity)
         else:
             apn, apv = an[L.parent], av[L.parent]
-            r = _const_v(L.r)
+            r = rq[L]
             if not _is_zero(r):
                 apv = _vadd(apv, _cross(apn, r))
         a1n = _vadd(_mtv(Rl, apn), cw[L]) if L.parent is not None else _mtv(Rl, apn)
@@ -532,9 +651,32 @@ def aba(tree: OpenTree, q, qd, tau) -> list[Atom]:
         Un, Uf = U[L]
         x = mul(invD[L], sub(uu[L], add(_dot(Un, a1n), _dot(Uf, a1v))))
         qdd[L.j] = x
-        an[L] = _vadd(a1n, _scale(x, _axis(L)))
-        av[L] = a1v
+        if L.joint.revolute:
+            an[L], av[L] = _vadd(a1n, _scale(x, _axis(L))), a1v
+        else:
+            an[L], av[L] = a1n, _vadd(a1v, _scale(x, _axis(L)))
     return qdd
+
+
+def crba(tree: OpenTree, q) -> dict[tuple[int, int], Atom]:
+    """The mass matrix M(q) by the composite-rigid-body algorithm: composite inertias from
+    the leaves up, then each joint's S^T Ic S and its force carried up to the ancestors.
+    Entries (i, j) and (j, i) of every coordinate pair on one branch (others are zero)."""
+    R, rq = _placements(tree, q)
+    Ic = {L: _link_inertia(L) for L in tree.links}
+    for L in reversed(tree.links):
+        if L.parent is not None:
+            Ic[L.parent] = _add_inertia(Ic[L.parent], _inertia_to_parent(L, q, R[L], rq[L], *Ic[L]))
+    M = {}
+    for L in tree.links:
+        Fn, Ff = L.joint.subspace_force(*Ic[L])
+        M[(L.j, L.j)] = L.joint.project(Fn, Ff)
+        X = L
+        while X.parent is not None:
+            Fn, Ff = _force_to_parent(R[X], rq[X], Fn, Ff)
+            X = X.parent
+            M[(L.j, X.j)] = M[(X.j, L.j)] = X.joint.project(Fn, Ff)
+    return M
 
 
 def _actuated_tau(tree: OpenTree, u) -> list[Atom]:
@@ -544,8 +686,19 @@ def _actuated_tau(tree: OpenTree, u) -> list[Atom]:
     return tau
 
 
-def _u_ranges(model, u):
-    return [model.ranges.get(s, (-1.0, 1.0)) for s in u]
+def _u_ranges(model, u, act_names):
+    """Each actuator input's declared range (Model.operate_input; from_urdf: the effort
+    limits), else (-1, 1)."""
+    return [model.ranges.get(s, tuple(model.envelope.inputs.get(a, (-1.0, 1.0)))) for s, a in zip(u, act_names)]
+
+
+def _joints(tree: OpenTree) -> str:
+    """'6 revolute joints', or '9 joints (7 revolute, 2 prismatic)'."""
+    kinds = [L.joint.kind for L in tree.links]
+    if all(k == "revolute" for k in kinds):
+        return f"{len(kinds)} revolute joints"
+    counts = ", ".join(f"{kinds.count(k)} {k}" for k in ("revolute", "prismatic") if k in kinds)
+    return f"{len(kinds)} joints ({counts})"
 
 
 def rnea_kernel(src) -> Kernel:
@@ -571,7 +724,7 @@ def rnea_kernel(src) -> Kernel:
     return Kernel(
         model=model.name, name="inverse-dynamics-rnea",
         description="actuator forces from the prescribed motion q, qd, qdd, t (recursive Newton-Euler over "
-                    f"{n} revolute joints, O(N) straight-line code)",
+                    f"{_joints(tree)}, O(N) straight-line code)",
         inputs=[_port("q", model, model.q), _port("qd", model, model.qd), _port("qdd", model, model.qdd),
                 _port("t", model, [model.t])],
         outputs=[port])
@@ -589,7 +742,7 @@ def aba_kernel(src) -> Kernel:
             u = [symbol(f"u_{a}", "input") for a in tree.act_names]
         except ExpressionError as e:
             raise KernelError(f"{model.name}: actuator input: {e}") from None
-        inputs.append(InPort("u", u, _u_ranges(model, u)))
+        inputs.append(InPort("u", u, _u_ranges(model, u, tree.act_names)))
         tau = _actuated_tau(tree, u)
     else:
         tau = [ZERO] * n
@@ -597,6 +750,68 @@ def aba_kernel(src) -> Kernel:
     return Kernel(
         model=model.name, name="forward-dynamics-aba",
         description="accelerations qdd from q, qd, t" + (" and actuator inputs u" if tree.act else "")
-                    + f" (articulated-body algorithm over {n} revolute joints, O(N) straight-line code)",
+                    + f" (articulated-body algorithm over {_joints(tree)}, O(N) straight-line code)",
         inputs=inputs,
         outputs=[OutPort.vector("qdd", qdd, names(model.qdd))])
+
+
+def mass_matrix_crba_kernel(src) -> Kernel:
+    """The mass matrix M from q by the composite-rigid-body algorithm (sparse: the entries
+    of coordinate pairs on one branch of the tree). `src`: the Model, or its Equations."""
+    model = _model(src)
+    tree = open_tree(model)
+    qs = names(model.q)
+    M = Sparse((len(qs), len(qs)), crba(tree, model.q))
+    return Kernel(
+        model=model.name, name="mass-matrix-crba",
+        description=f"mass matrix M from q (composite-rigid-body algorithm over {_joints(tree)}, "
+                    "straight-line code)",
+        inputs=[_port("q", model, model.q)],
+        outputs=[OutPort.sparse("M", M, qs, qs)])
+
+
+def frame_kinematics(tree: OpenTree, q, L: Link, Rf, pf):
+    """(p, R, J) of a frame carried by link L (v_L = Rf v_frame, origin pf in L's frame):
+    its origin and axes in the world, and the 6 x n Jacobian {(row, coordinate): atom}
+    with rows (v, w), the velocity of the origin and the angular velocity, world axes."""
+    path = []
+    X = L
+    while X is not None:
+        path.append(X)
+        X = X.parent
+    Rw, pw = _const_m(np.eye(3)), [ZERO] * 3
+    joints = []  # (link, its axis and its origin in the world)
+    for X in reversed(path):
+        pw = _vadd(pw, _mv(Rw, X.joint.offset(X.r, X.fixed, q[X.j])))
+        Rw = _mm(Rw, X.joint.rotation(X.fixed, q[X.j]))
+        joints.append((X, _mv(Rw, _axis(X)), pw))
+    p = _vadd(pw, _mv(Rw, _const_v(pf)))
+    J = {}
+    for X, a, o in joints:
+        cols = (_cross(a, _vsub(p, o)), a) if X.joint.revolute else (a, [ZERO] * 3)
+        for row, x in enumerate(cols[0] + cols[1]):
+            J[(row, X.j)] = x
+    return p, _mm(Rw, _const_m(Rf)), J
+
+
+def frame_kinematics_kernel(src, frame: str | None = None) -> Kernel:
+    """Position, orientation and Jacobian of the named frame from q (a URDF link's frame:
+    Model.joint_tree). `src`: the Model, or its Equations."""
+    model = _model(src)
+    tree = open_tree(model)
+    where = {f[0]: (L, f) for L in tree.links for f in L.frames}
+    if frame not in where:
+        known = ", ".join(where) or "none (only models read from a URDF name their frames)"
+        raise KernelError(f"{model.name}: frame-kinematics needs a frame that moves (--frame NAME), got "
+                          f"{frame!r}; the model's: {known}")
+    L, (name, Rf, pf) = where[frame]
+    p, R, J = frame_kinematics(tree, model.q, L, np.asarray(Rf, dtype=float), np.asarray(pf, dtype=float))
+    qs = names(model.q)
+    return Kernel(
+        model=model.name, name="frame-kinematics",
+        description=f"placement of frame {name} from q: origin p and axes R (world; v_world = R v_frame, row "
+                    "major) and the Jacobian J (rows: velocity of the origin, angular velocity; world axes)",
+        inputs=[_port("q", model, model.q)],
+        outputs=[OutPort.vector("p", p, [f"p_{c}" for c in "xyz"]),
+                 OutPort.vector("R", [x for row in R for x in row], [f"R_{i}{j}" for i in "xyz" for j in "xyz"]),
+                 OutPort.sparse("J", Sparse((6, len(qs)), J), ["vx", "vy", "vz", "wx", "wy", "wz"], qs)])

@@ -437,6 +437,7 @@ def _explicit(eqs: Equations, opts: StepOptions, ref: _Reference) -> Kernel:
     force = [add(q_, f) for q_, f in zip(eqs.Q, B.matvec(u) if u else [ZERO] * len(eqs.q))]
     acc = F.solve(force)
     dt = opts.dt
+    _check_stable(eqs, acc, u, opts, ref)
 
     def f(q, v, t):
         return subs(acc, {**dict(zip(eqs.q, q)), **dict(zip(eqs.qd, v)), eqs.t: t})
@@ -463,6 +464,73 @@ def _explicit(eqs: Equations, opts: StepOptions, ref: _Reference) -> Kernel:
             "pivots fixed at generation time)")
     record = {"integrator": opts.integrator, "dt": dt, "iterations": 0}
     return _assemble(eqs, opts.integrator, state, outs, u, B, record, desc, ref, {"M": F})
+
+
+def _growth(integrator: str, z: np.ndarray) -> np.ndarray:
+    """|amplification| of one step for the test equation y' = lambda y, z = lambda dt: RK4's
+    polynomial. Semi-implicit Euler, a method for second-order motion, is judged on the
+    oscillator x'' = -|lambda|^2 x its oscillatory modes are (the worst eigenvalue of its
+    exact 2 x 2 step matrix: stable while |lambda| dt <= 2); 0 for the other modes."""
+    if integrator == "rk4":
+        return np.abs(1 + z + z ** 2 / 2 + z ** 3 / 6 + z ** 4 / 24)
+    # v+ = v - dt w2 x, x+ = x + dt v+ (w2 = |lambda|^2): trace 2 - (|z|)^2, det 1
+    w = np.where(np.abs(z.imag) >= np.abs(z.real), -np.abs(z) ** 2, -0.0)
+    tr = 2 + w
+    disc = np.sqrt(tr * tr - 4 + 0j)
+    return np.maximum(np.abs((tr + disc) / 2), np.abs((tr - disc) / 2))
+
+
+STABLE_SLACK = 1e-9  # amplification above 1 that is rounding of the test, not growth
+
+
+def _check_stable(eqs: Equations, acc: list[Atom], u: list[Atom], opts: StepOptions, ref: _Reference) -> None:
+    """StepError when an explicit step at opts.dt amplifies a mode that the motion does not
+    grow: the eigenvalues of the linearized motion (finite differences of the step's own
+    accelerations at the reference run's states) with Re lambda <= 0 must stay inside the
+    integrator's stability region. The message names the eigenvalue, the state and the dt
+    that holds at every state of the run."""
+    n = len(eqs.q)
+    ps, pv = parameters(eqs)
+    ins = list(eqs.q) + list(eqs.qd) + [eqs.t] + list(u) + ps
+    ev = Evaluator(acc, ins)
+    base = np.column_stack([ref.Q, ref.QD, ref.t, np.zeros((len(ref.t), len(u))), np.tile(pv, (len(ref.t), 1))
+                            if ps else np.zeros((len(ref.t), 0))])
+    h = 1e-6 * np.maximum(1.0, np.abs(base[:, :2 * n]))
+    rows = [base]
+    for k in range(2 * n):
+        for sign in (1, -1):
+            X = base.copy()
+            X[:, k] += sign * h[:, k]
+            rows.append(X)
+    V = ev(np.vstack(rows)).reshape(1 + 4 * n, len(ref.t), n)
+    D = np.stack([(V[1 + 2 * k] - V[2 + 2 * k]) / (2 * h[:, k:k + 1]) for k in range(2 * n)], axis=2)  # [state, n, 2n]
+    J = np.zeros((len(ref.t), 2 * n, 2 * n))
+    J[:, :n, n:] = np.eye(n)
+    J[:, n:, :] = D
+    lam = np.linalg.eigvals(J)  # [state, 2n]
+    if not np.all(np.isfinite(lam)):
+        return
+    modes = np.where(lam.real <= 1e-9 * np.abs(lam), lam, 0.0)
+    g = _growth(opts.integrator, modes * opts.dt)
+    if g.max() <= 1 + STABLE_SLACK:
+        return
+    i, j = np.unravel_index(int(np.argmax(g)), g.shape)
+    lo, hi = 0.0, opts.dt  # the largest dt that holds at every state: bisection (growth rises with dt here)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _growth(opts.integrator, modes * mid).max() <= 1 + STABLE_SLACK else (lo, mid)
+    name = {"rk4": "rk4", "euler": "semi-implicit Euler"}[opts.integrator]
+    raise StepError(f"step: {name} at --dt {opts.dt:g} s is unstable for {eqs.model}: the linearized motion's "
+                    f"eigenvalue {modes[i, j].real:.4g}{modes[i, j].imag:+.4g}i 1/s at t = {ref.t[i]:g} s of the reference "
+                    f"run grows by {g[i, j]:.3g} per step; --dt {_floor2(lo):g} s or less holds at every state of the run")
+
+
+def _floor2(x: float) -> float:
+    """x rounded down to two significant digits (a dt to suggest that still holds)."""
+    if x <= 0:
+        return 0.0
+    e = np.floor(np.log10(x)) - 1
+    return float(np.floor(x / 10 ** e) * 10 ** e)
 
 
 def _offset(lo: float, hi: float) -> float:

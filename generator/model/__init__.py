@@ -7,6 +7,7 @@
     joints.py     joints between bodies of any family
     forces.py     applied forces, spring-dampers, actuators (virtual power)
     equations.py  Equations: what kernels and solvers consume
+    urdf.py       from_urdf: a URDF robot as a Model (relative coordinates, explicit joint tree)
     errors.py     ModelError (imported by model, joints and relative alike: no cycle)
 
 Each Model owns a symbol scope (ir.Scope): names are unique per model. The numeric
@@ -16,5 +17,6 @@ Equations, and nothing here imports them.
 from .bodies import Body, Body2D, Body3D, Ground
 from .equations import Equations
 from .model import Model, ModelError
+from .urdf import URDFError, from_urdf
 
-__all__ = ["Equations", "Model", "ModelError", "Body", "Body2D", "Body3D", "Ground"]
+__all__ = ["Equations", "Model", "ModelError", "URDFError", "Body", "Body2D", "Body3D", "Ground", "from_urdf"]

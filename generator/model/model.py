@@ -83,6 +83,9 @@ class Model:
         self._eq_names: set[str] = set()
         self._tang = None
         self._relative = None
+        # explicit joint tree (relative.TreeJoint, parents first; from_urdf sets it): the
+        # recursive kernels read it instead of the bases and points
+        self.joint_tree: tuple | None = None
         self.explicit_coords: dict[Atom, Atom] = {}  # dependent coordinate -> atom in the others
         self.explicit_measures: dict[str, Atom] = {}  # actuator -> its measure in the independent coordinates
         self.explicit_guards: list[tuple[str, Atom, float]] = []  # (what, atom, smallest value allowed)

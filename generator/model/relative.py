@@ -17,6 +17,8 @@ vector is short keeps the expressions short (as the thesis does).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..ir import ZERO, Atom, add, as_atom, mul, sub, time_derivative
@@ -221,6 +223,29 @@ class Relative:
         return names
 
 
+@dataclass(frozen=True)
+class TreeJoint:
+    """One joint of an explicit tree (Model.joint_tree): its frame is the parent joint's
+    frame (the world's when `parent` is None) moved by `r` and turned by `R` (v_parent = R v,
+    numbers), then turned about (revolute) or slid along (prismatic) the unit `axis` by
+    coordinate `q`. `mass`, first moment `h` = mass c and inertia `I` about the frame origin,
+    in its axes: all its link carries (fixed links merged), the model's body `body`.
+    `frames`: (name, R, p) of the frames it carries (its link's, those of links fixed to
+    it), v_joint = R v_frame, origin p in the joint frame: what frame-kinematics serves."""
+    name: str
+    q: Atom
+    parent: int | None
+    kind: str
+    axis: tuple
+    R: tuple
+    r: tuple
+    mass: float
+    h: tuple
+    I: tuple
+    body: str
+    frames: tuple = ()
+
+
 class RelBody(Body):
     def __init__(self, tree: Relative, name: str, base: Base, point: RPoint):
         self.tree = tree
@@ -239,4 +264,4 @@ class RelBody(Body):
         return self.tree.angular_velocity(self.base, self.tree.world, self.base)
 
 
-__all__ = ["Base", "RPoint", "Relative", "RelBody"]
+__all__ = ["Base", "RPoint", "Relative", "RelBody", "TreeJoint"]

@@ -42,7 +42,7 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser("simulate", help="simulate a model (kinematics and inverse dynamics, or forward "
                                                "dynamics) and write CSV and PNG plots")
-    p.add_argument("model", help="a shipped example (e.g. stewart) or a .py file with build()")
+    p.add_argument("model", help="a shipped example (e.g. stewart), a .py file with build() or a .urdf robot")
     p.add_argument("--motion", default=None, help="prescribed motion of examples that offer several "
                                                   "(stewart: heave, yaw, roll, pitch)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="set",
@@ -80,7 +80,7 @@ def _register_device(p) -> None:
     g.add_argument("--device", default=None, metavar="ENV",
                    help="run on this board (an environment of `mbforge firmware`; emulated ones start in QEMU)")
     g.add_argument("--port", default=None, help="the serial port of a real board running the generated firmware")
-    g.add_argument("--target", default=None, choices=("c-float32", "c-double"),
+    g.add_argument("--target", default=None, choices=("c-float32", "c-double", "c-fixed"),
                    help="the device kernel's target (default c-float32)")
     g.add_argument("--dt", type=number(0, 1, "a number of seconds in (0, 1]"), default=None, help="the time step [s]")
     g.add_argument("--integrator", default=None, choices=("auto", *INTEGRATORS),

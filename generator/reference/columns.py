@@ -9,7 +9,7 @@ import numpy as np
 
 def load(spec: str, motion: str | None, options: dict):
     """(model, motion tag): an example (with its motion; the default one when not given)
-    or a .py file."""
+    or a .py or .urdf file."""
     from ..examples import EXAMPLES, default_motion, load_model
 
     model = load_model(spec, motion, options)

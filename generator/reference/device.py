@@ -114,16 +114,6 @@ def _kernels(eqs, opts, target: str, out):
     return folders[target], folders["c-double"], manifest
 
 
-def _start_inputs(m, t0: float, x0: np.ndarray) -> np.ndarray:
-    """The kernel's first input vector (real values): the state, t0 when t is part of it, the
-    held inputs u at 0."""
-    x = list(x0) + ([t0] if m.step["time"] else [])
-    if len(x) != m.step["n_state"]:
-        raise RuntimeError(f"step kernel state of {m.step['n_state']} reals, initial state of {len(x)}")
-    x = list(np.array(x) - m.step_offset())  # the positions as the kernel carries them
-    return np.array(x + [0.0] * (m.n_in - len(x)))
-
-
 def _check_fits(kernel_dir: Path, env: str, m) -> None:
     """The firmware's budget on the board (`mbforge firmware`'s check: ProjectError, one line,
     when kernel and link buffers do not fit its RAM or flash); a note on soft floating point."""
@@ -268,7 +258,7 @@ def run_device(eqs, stem: str, out, env: str, port: str | None, target: str, opt
     dt, every = opts.dt, opts.dt * decim
     try:
         dev_dir, dbl_dir, m = _kernels(eqs, opts, target, out)
-        x = _start_inputs(m, t0, x0)
+        x = np.array(m.step_start(t0, x0))
         x_raw = to_raw(m, x[None, :], "inputs")[0]
         _check_fits(dev_dir, env, m)
         proj = generate_project(dev_dir, out.sub("firmware"))
@@ -337,11 +327,25 @@ def _result(m, stem, env, target, run, timing, device, host, ref, g, gd, traj, t
             "host_same_kernel": _bits(m, run.samples, host["same"]) | {"status": host["same_status"],
                                                                        "failed_step": host["same_failed_step"]},
         },
+        "per_step_error_bound": _per_step_bounds(m),
         "constraint_residual_max": float(np.max(traj.phi_norm)),
         "velocity_residual_max": float(np.max(traj.vel_norm)),
         "energy_drift_max_abs": traj.drift_abs, "energy_drift_of_max_T": traj.drift,
         "coordinates": n,
     }
+
+
+def _per_step_bounds(m) -> dict:
+    """The kernel's own sound bound of one step's rounding (its per-evaluation error bound,
+    largest over each state group's elements; None where the target gives none). A bound
+    on one step from an exact input, not on the trajectory: the divergence over the
+    horizon is measured (divergence)."""
+    out = {"what": "one step's rounding against the exact step at the same input (sound, per step); "
+                   "not a bound on the trajectory"}
+    for g in m.outputs:
+        b = g.error_bound
+        out[g.name] = None if not b or any(v is None for v in b) else float(max(b))
+    return out
 
 
 def _summary(r: dict, csv: Path) -> str:

@@ -1,11 +1,13 @@
 """Small models shared by several test modules, the heading fixture's consistent states,
-a kernel's inputs from named states, and whether a cover's boxes hold given states."""
+a kernel's inputs from named states, whether a cover's boxes hold given states, and the
+recursive kernels of a model against its M(q)-based equations."""
 import importlib.util
 import math
 
 import numpy as np
 
-from mbforge.ir import cos, sin
+from mbforge.ir import Evaluator, cos, sin
+from mbforge.kernels.recursive import aba_kernel, mass_matrix_crba_kernel, rnea_kernel
 from mbforge.model import Model
 
 from . import FIXTURES
@@ -141,3 +143,49 @@ def in_cover(cover, X, syms, slack: float = 0.0) -> np.ndarray:
     for b in range(len(cover)):
         inside |= np.all((X >= cover.lo[b, cols] - slack) & (X <= cover.hi[b, cols] + slack), axis=1)
     return inside
+
+
+def _mass_matrix(eqs, X):
+    """(M, Q) at each row of X = [q, qd, ...] (numpy, from the equations' atoms)."""
+    n = len(eqs.q)
+    ev = Evaluator(list(eqs.M.values()) + list(eqs.Q), list(eqs.q) + list(eqs.qd))
+    vals = ev(X[:, :2 * n])
+    nm = len(eqs.M.entries)
+    out = []
+    for row in vals:
+        M = np.zeros((n, n))
+        for (i, j), v in zip(eqs.M.pattern, row[:nm]):
+            M[i, j] = v
+        out.append((M, row[nm:]))
+    return out
+
+
+def check_recursive(model, samples=6, seed=0, inverse=True):
+    """RNEA's forces equal M qdd - Q, ABA's accelerations solve M qdd = Q + B u and CRBA's
+    matrix is M, at random states (1e-10 relative); (rnea, aba) kernels."""
+    eqs = model.equations()
+    n = len(eqs.q)
+    kr, ka, kc = rnea_kernel(eqs) if inverse else None, aba_kernel(model), mass_matrix_crba_kernel(model)
+    assert kr is None or [p.name for p in kr.inputs] == ["q", "qd", "qdd", "t"]
+    assert [p.name for p in ka.inputs][:3] == ["q", "qd", "t"]
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1.5, 1.5, (samples, 3 * n + 1))
+    U = rng.uniform(-2.0, 2.0, (samples, len(model.actuators)))
+    tau = Evaluator(kr.output_atoms, kr.input_symbols)(X) if inverse else None
+    XA = np.hstack([X[:, :2 * n], X[:, 3 * n:], U]) if model.actuators else np.hstack([X[:, :2 * n], X[:, 3 * n:]])
+    qdd = Evaluator(ka.output_atoms, ka.input_symbols)(XA)
+    B = np.zeros((n, len(model.actuators)))
+    for (i, k), a in eqs.B.entries.items():
+        B[i, k] = a.value
+    Mc = Evaluator(kc.output_atoms, kc.input_symbols)(X[:, :n])
+    for s, (M, Q) in enumerate(_mass_matrix(eqs, X)):
+        crba = np.zeros((n, n))
+        crba[tuple(np.array(kc.outputs[0].pattern).T)] = Mc[s]
+        assert np.allclose(crba, M, rtol=1e-10, atol=1e-10 * np.abs(M).max())
+        if inverse:
+            ref = M @ X[s, 2 * n:3 * n] - Q
+            got = B @ tau[s] if model.actuators else tau[s]
+            assert np.allclose(got, ref, rtol=1e-10, atol=1e-10 * np.abs(ref).max())
+        ref_qdd = np.linalg.solve(M, Q + B @ U[s]) if model.actuators else np.linalg.solve(M, Q)
+        assert np.allclose(qdd[s], ref_qdd, rtol=1e-10, atol=1e-10 * np.abs(ref_qdd).max())
+    return kr, ka

@@ -1,0 +1,155 @@
+"""mbforge.model.from_urdf: what a URDF becomes (coordinates and actuators named after the
+joints, limits as ranges, efforts as actuator input ranges, fixed links merged, the
+gravity option), its recursive kernels against the model's own M(q)-based equations, a
+.urdf wherever a command takes a model (with --set of from_urdf's options), a named
+frame's kinematics (--frame), and one line for every file or frame it cannot take. (tests/test_urdf_pinocchio.py holds the Pinocchio checks.)"""
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mbforge.ir import Evaluator
+from mbforge.kernels.recursive import aba_kernel, rnea_kernel
+from mbforge.manifest import Manifest
+from mbforge.model import URDFError, from_urdf
+
+from helpers import FIXTURES
+from helpers.builds import generate_in_fresh_process
+from helpers.models import check_recursive
+
+BRANCHY = FIXTURES / "urdf" / "branchy.urdf"
+MBFORGE = Path(sys.executable).parent / "mbforge"
+
+
+def test_joints_become_coordinates_actuators_and_ranges():
+    m = from_urdf(BRANCHY, acceleration=7.0)
+    assert m.name == "branchy"
+    assert [q.value.name for q in m.q] == ["trunk", "slide", "elbow", "wrist", "finger"]  # parents first
+    assert [a.name for a in m.actuators] == ["trunk", "slide", "elbow", "wrist", "finger"]
+    r = {q.value.name: (m.ranges[q], m.ranges[qd], m.ranges[qdd]) for q, qd, qdd in zip(m.q, m.qd, m.qdd)}
+    assert r["trunk"] == ((-2.5, 2.5), (-3.0, 3.0), (-7.0, 7.0))
+    assert r["elbow"][0] == (-math.pi, math.pi)  # continuous
+    assert r["finger"][:2] == ((0.0, 0.04), (-0.2, 0.2))
+    assert m.envelope.inputs["slide"] == (-200.0, 200.0)
+    assert [p.ranges for p in aba_kernel(m).inputs if p.name == "u"] == [[(-80.0, 80.0), (-200.0, 200.0),
+                                                                         (-40.0, 40.0), (-10.0, 10.0),
+                                                                         (-20.0, 20.0)]]
+    # one body per moving joint; the fixed tool (0.3 kg) merged into the carriage (0.8 kg), the
+    # camera without <inertial> adds nothing, the base (fixed to the world) is not a body
+    mass = {b.name: b.mass for b in m.bodies}
+    assert mass == pytest.approx({"trunk_link": 2.5, "carriage": 1.1, "forearm": 1.2, "hand": 0.5, "finger": 0.05})
+    assert [j.kind for j in m.joint_tree] == ["revolute", "prismatic", "revolute", "revolute", "prismatic"]
+
+
+def test_recursive_kernels_agree_with_the_models_equations():
+    """The explicit joint tree the recursive kernels read and the bases and points the
+    M(q)-based equations read describe the same robot."""
+    check_recursive(from_urdf(BRANCHY), samples=8, seed=28)
+
+
+def test_gravity_option_scales_the_static_torques():
+    def static(g):
+        k = rnea_kernel(from_urdf(BRANCHY, gravity=(0.0, 0.0, g)))
+        x = np.zeros(len(k.input_symbols))
+        x[:2] = (0.4, 0.1)
+        return Evaluator(k.output_atoms, k.input_symbols)(x[None])[0]
+
+    earth, moon = static(-9.81), static(-1.62)
+    assert np.abs(earth).max() > 1.0
+    assert np.allclose(moon, earth * 1.62 / 9.81, rtol=1e-12)
+
+
+def test_generate_takes_a_urdf_and_its_options(tmp_path):
+    r = subprocess.run([MBFORGE, "generate", BRANCHY, "--kernel", "mass-matrix-crba", "--set", "acceleration=5",
+                        "--out", tmp_path / "m"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    m = Manifest.load(tmp_path / "m")
+    assert [g.name for g in m.outputs] == ["M"] and m.inputs[0].name == "q"
+
+
+def test_generated_files_do_not_depend_on_the_hash_seed(tmp_path):
+    a, b = (generate_in_fresh_process(str(BRANCHY), "forward-dynamics-aba", "c-float32", tmp_path / s, s)
+            for s in ("1", "2"))
+    assert a == b and len(a) == 3
+
+
+def test_frame_kinematics_of_a_named_frame(tmp_path):
+    """A frame fixed to a moving link (the merged tool) and its Jacobian's zero columns."""
+    r = subprocess.run([MBFORGE, "generate", BRANCHY, "--kernel", "frame-kinematics", "--frame", "tool",
+                        "--out", tmp_path / "f"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    m = Manifest.load(tmp_path / "f")
+    assert [g.name for g in m.outputs] == ["p", "R", "J"]
+    # the tool hangs from trunk and slide only: no column of elbow, wrist or finger
+    assert {label.split("/")[1] for label in m.outputs[2].labels} == {"trunk", "slide"}
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--kernel", "frame-kinematics"), "branchy: frame-kinematics needs a frame that moves (--frame NAME), got "
+                                       "None; the model's: trunk_link, carriage, tool, forearm, hand, camera, finger"),
+    (("--kernel", "frame-kinematics", "--frame", "base"), "got 'base'"),
+    (("--kernel", "mass-matrix-crba", "--frame", "tool"), "--frame goes with --kernel frame-kinematics, not "
+                                                          "--kernel mass-matrix-crba"),
+])
+def test_frames_that_cannot_be_had_get_one_line(tmp_path, args, message):
+    r = subprocess.run([MBFORGE, "generate", BRANCHY, *args, "--out", tmp_path / "f"], capture_output=True,
+                       text=True, timeout=300)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and message in lines[0], r.stderr
+
+
+def _robot(joints: str, links=("a", "b"), inertial=True) -> str:
+    body = ('<inertial><mass value="1"/><inertia ixx="0.1" ixy="0" ixz="0" iyy="0.1" iyz="0" izz="0.1"/>'
+            '</inertial>' if inertial else "")
+    return (f'<robot name="r">{"".join(f"<link name={chr(34)}{n}{chr(34)}>{body}</link>" for n in links)}'
+            f"{joints}</robot>")
+
+
+def _joint(name="j", kind="revolute", parent="a", child="b", limit='<limit lower="-1" upper="1" effort="1" '
+           'velocity="1"/>'):
+    return (f'<joint name="{name}" type="{kind}"><parent link="{parent}"/><child link="{child}"/>'
+            f'<axis xyz="0 0 1"/>{limit}</joint>')
+
+
+@pytest.mark.parametrize("text, options, message", [
+    (None, (), "model file {f} does not exist"),
+    ('<robot name="r">\n<link name="a">\n</robot>', (), "URDF file {f}: does not parse at line 3"),
+    (_robot(_joint(kind="planar")), (), "URDF file {f}: joint 'j' is planar: only revolute, continuous, prismatic "
+                                        "and fixed joints are read"),
+    (_robot(_joint(kind="floating")), (), "joint 'j' is floating"),
+    (_robot(_joint() + _joint("k", parent="c"), links=("a", "b", "c")), (),
+     "link 'b' is the child of joints 'j' and 'k': a closed kinematic graph"),
+    (_robot(_joint(), links=("a", "b", "c")), (), "several root links: a, c"),
+    (_robot(_joint(child="zz")), (), "joint 'j' names link 'zz', which is not defined"),
+    (_robot(_joint(), inertial=False), (), "joint 'j' moves no inertia: link 'b' and the links below it have no "
+                                           "<inertial>"),
+    (_robot(_joint(limit='<limit lower="1" upper="-1" effort="1" velocity="1"/>')), (),
+     "joint 'j': limits lower=1.0 upper=-1.0 make no range"),
+    (_robot(_joint(limit="")), (), "joint 'j' (revolute) has no lower/upper <limit>"),
+    (_robot(_joint().replace('name="j" ', "")), (), "not a URDF robot (KeyError: 'name')"),
+    (_robot(_joint()), ("floating=true",), "a floating base is not supported yet"),
+    (_robot(_joint()), ("gravity=9.81",), "gravity must be 3 numbers, got 9.81"),
+    (_robot(_joint()), ("path=x",), "from_urdf() takes no option path (--set); its options: floating, gravity, "
+                                    "acceleration, velocity"),
+])
+def test_what_cannot_be_read_gets_one_line(tmp_path, text, options, message):
+    f = tmp_path / "robot.urdf"
+    if text is not None:
+        f.write_text(text)
+    args = [a for o in options for a in ("--set", o)]
+    r = subprocess.run([MBFORGE, "generate", f, "--kernel", "forward-dynamics-aba", *args, "--out", tmp_path / "o"],
+                       capture_output=True, text=True, timeout=300)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert message.format(f=f) in lines[0]
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_python_call_raises_urdf_errors():
+    with pytest.raises(URDFError, match="URDF file nowhere.urdf does not exist"):
+        from_urdf("nowhere.urdf")
