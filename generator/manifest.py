@@ -283,7 +283,7 @@ class Manifest:
             if g.labels is not None:
                 where = [f"{g.name}[{i},{j}]" for i, j in g.pattern] if g.pattern is not None else \
                     [f"{g.name}[{k}]" for k in range(g.size)]
-                names += [f"{lab} ({w})" for lab, w in zip(g.labels, where)]
+                names += [w if lab == w else f"{lab} ({w})" for lab, w in zip(g.labels, where)]
             elif g.pattern is not None:
                 names += [f"{g.name}[{i},{j}]" for i, j in g.pattern]
             elif len(g.shape) == 1:

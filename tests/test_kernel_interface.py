@@ -96,6 +96,8 @@ def test_reports_name_outputs_by_label(fixed_kernel):
     m = Manifest.load(fixed_kernel)
     names = m.flat_names("outputs")
     assert names[0] == "u_crank_torque (u[0])" and names[1] == "lambda_ground_x (lambda[0])"
+    m.outputs[0].labels = ["u[0]"]  # a label that is the element's place says it once
+    assert m.flat_names("outputs")[0] == "u[0]"
 
 
 def test_plot_titles_name_their_columns():
