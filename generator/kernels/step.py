@@ -451,15 +451,7 @@ def _explicit(eqs: Equations, opts: StepOptions, ref: _Reference) -> Kernel:
         v1 = lin(dt, f(q0, v0, t0), v0)
         q1 = lin(dt, v1, q0)
     else:
-        th = add(t0, _c(dt / 2))
-        k1v, k1a = v0, f(q0, v0, t0)
-        k2v = lin(dt / 2, k1a, v0)
-        k2a = f(lin(dt / 2, k1v, q0), k2v, th)
-        k3v = lin(dt / 2, k2a, v0)
-        k3a = f(lin(dt / 2, k2v, q0), k3v, th)
-        k4v = lin(dt, k3a, v0)
-        k4a = f(lin(dt, k3v, q0), k4v, add(t0, _c(dt)))
-        q1, v1 = _rk4_sum(dt, q0, k1v, k2v, k3v, k4v), _rk4_sum(dt, v0, k1a, k2a, k3a, k4a)
+        q1, v1 = _rk4(f, eqs, dt)
     state = [port("q", eqs, eqs.q), port("qd", eqs, eqs.qd)]
     outs = [OutPort.vector("q", q1, names(eqs.q)), OutPort.vector("qd", v1, names(eqs.qd))]
     name = {"rk4": "classic Runge-Kutta (4 evaluations)", "euler": "semi-implicit (symplectic) Euler"}
@@ -504,17 +496,8 @@ def _rk4_projected(eqs: Equations, opts: StepOptions, ref: _Reference) -> Kernel
     def f(q, v, t):
         return subs(acc, {**dict(zip(eqs.q, q)), **dict(zip(eqs.qd, v)), eqs.t: t})
 
-    lin = _AtomAlgebra.lin
-    q0, v0, t0 = list(eqs.q), list(eqs.qd), eqs.t
-    th, t1 = add(t0, _c(dt / 2)), add(t0, _c(dt))
-    k1v, k1a = v0, f(q0, v0, t0)
-    k2v = lin(dt / 2, k1a, v0)
-    k2a = f(lin(dt / 2, k1v, q0), k2v, th)
-    k3v = lin(dt / 2, k2a, v0)
-    k3a = f(lin(dt / 2, k2v, q0), k3v, th)
-    k4v = lin(dt, k3a, v0)
-    k4a = f(lin(dt, k3v, q0), k4v, t1)
-    q1, v1 = _rk4_sum(dt, q0, k1v, k2v, k3v, k4v), _rk4_sum(dt, v0, k1a, k2a, k3a, k4a)
+    t1 = add(eqs.t, _c(dt))
+    q1, v1 = _rk4(f, eqs, dt)
     # the projection at q+: positions by one Gauss-Newton step, then the velocities there
     at1 = {**dict(zip(eqs.q, q1)), eqs.t: t1}
     corr = F.solve(eqs.phi_q.rmatvec([mul(_c(a), p) for p in eqs.phi]))
@@ -652,6 +635,21 @@ def _shift_positions(eqs: Equations, state: list[InPort], outs: list[OutPort]):
     qp = state[0]
     q_port = InPort("q", d, [(lo - ci, hi - ci) for (lo, hi), ci in zip(qp.ranges, c)])
     return [q_port, *state[1:]], new_outs, c
+
+
+def _rk4(f, eqs: Equations, dt: float) -> tuple[list[Atom], list[Atom]]:
+    """(q+, qd+) of one classic Runge-Kutta step from (eqs.q, eqs.qd, eqs.t) on q'' = f(q, qd, t)."""
+    lin = _AtomAlgebra.lin
+    q0, v0, t0 = list(eqs.q), list(eqs.qd), eqs.t
+    th = add(t0, _c(dt / 2))
+    k1v, k1a = v0, f(q0, v0, t0)
+    k2v = lin(dt / 2, k1a, v0)
+    k2a = f(lin(dt / 2, k1v, q0), k2v, th)
+    k3v = lin(dt / 2, k2a, v0)
+    k3a = f(lin(dt / 2, k2v, q0), k3v, th)
+    k4v = lin(dt, k3a, v0)
+    k4a = f(lin(dt, k3v, q0), k4v, add(t0, _c(dt)))
+    return _rk4_sum(dt, q0, k1v, k2v, k3v, k4v), _rk4_sum(dt, v0, k1a, k2a, k3a, k4a)
 
 
 def _rk4_sum(dt: float, x, k1, k2, k3, k4) -> list[Atom]:
