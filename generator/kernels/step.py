@@ -7,8 +7,11 @@ out, as straight-line code, so a device runs a mechanism's motion one call per s
            closed loops, redundant constraints and singular positions included, because its
            leading matrix M + dt^2/4 alpha Phi_q^T Phi_q stays positive definite whatever the
            rank of Phi_q. State: q, qd, qdd (and t when the model depends on time).
-    rk4    classic Runge-Kutta on M qdd = Q + B u, for models without constraints (trees in
-           relative coordinates). State: q, qd (and t).
+    rk4    classic Runge-Kutta on M qdd = Q + B u for models without constraints (trees in
+           relative coordinates); with constraints, on the accelerations of the augmented
+           Lagrangian (M + a Phi_q^T Phi_q, refined onto Phi_q qdd = gamma), then q and qd
+           projected onto the constraints (_rk4_projected: the explicit choice where the
+           path is smooth; auto keeps ali3p). State: q, qd (and t).
     euler  semi-implicit (symplectic) Euler on the same: qd+ = qd + dt qdd(q, qd),
            q+ = q + dt qd+.
 
