@@ -16,9 +16,7 @@ def cmd_generate(args) -> int:
     stages = Stages(process_age() or 0.0) if args.verbose else None
     mark = stages.mark if stages else (lambda _name: None)
     from .backends import all_option_fields
-    from .examples import load_model, parse_options
     from .ir.graph import gc_paused
-    from .kernels.builders import build_kernel
     from .pipeline import check_prefix, generate, resolve_options
 
     mark("import")
@@ -28,14 +26,7 @@ def cmd_generate(args) -> int:
     given = {name: getattr(args, name) for name in all_option_fields() if getattr(args, name) is not None}
     options = resolve_options(args.target, given, cli=True)
     with gc_paused():  # atoms make no reference cycles: the collector's passes over them find nothing
-        model = load_model(args.model, options=parse_options(args.set))
-        mark("model build")
-        eqs = model.equations()
-        mark("equations")
-        if args.envelope is not None:
-            eqs.envelope = override_envelope(eqs, args.envelope)
-        kernel = build_kernel(eqs, args.kernel, **step_options(args), **frame_option(args))
-        mark("kernel")
+        _eqs, kernel = model_kernel(args, mark)
         plan = generate(kernel, args.target, prefix=args.prefix, options=options, stages=mark)
         out = plan.write(args.out, force=args.force)
         mark("write")
@@ -45,6 +36,38 @@ def cmd_generate(args) -> int:
     if stages:
         stages.report("generate")
     return 0
+
+
+def model_kernel(args, mark=lambda _name: None):
+    """(equations, kernel) from the model and kernel flags of add_model_flags: the one reading
+    of them, shared by generate and hdl so the two cannot drift."""
+    from .examples import load_model, parse_options
+    from .kernels.builders import build_kernel
+
+    model = load_model(args.model, options=parse_options(args.set))
+    mark("model build")
+    eqs = model.equations()
+    mark("equations")
+    if args.envelope is not None:
+        eqs.envelope = override_envelope(eqs, args.envelope)
+    kernel = build_kernel(eqs, args.kernel, **step_options(args), **frame_option(args))
+    mark("kernel")
+    if args.envelope is not None and kernel.envelope is None:  # its builder reads no envelope
+        raise CLIError(f"--envelope {args.envelope}: --kernel {args.kernel} is not built over an operating "
+                       "envelope (it serves the driven motion or the declared ranges)")
+    return eqs, kernel
+
+
+def motion_only(eqs, kernel) -> str | None:
+    """A note when the kernel serves only the tube around the example's driven motion
+    because the model has no operating envelope (none declared, or --set envelope=False):
+    any other state returns status 2, which a user would otherwise learn only on the device."""
+    if eqs.envelope or kernel.envelope is not None or kernel.motion is None or kernel.domain is None:
+        return None
+    return (f"note: {kernel.model} {kernel.name} has no operating envelope: it serves only the "
+            f"{len(kernel.domain)} boxes around the example's driven motion, and any other state returns "
+            "status 2 (out of domain); an operating envelope (Model.operate; the shipped Stewart models declare "
+            "one unless --set envelope=False), narrowed with --envelope FILE.json, makes it serve a workspace")
 
 
 def override_envelope(eqs, path: str):
@@ -62,33 +85,39 @@ def override_envelope(eqs, path: str):
 def _register_generate(sub) -> None:
     from .backends import add_flags, all_option_fields
     from .options import folder
-    from .kernels.builders import BUILDERS
     from .pipeline import TARGETS
     from .targets import TARGETS as INFO
 
     p = sub.add_parser("generate", help="generate a kernel's C, header and manifest")
-    p.add_argument("model", help="a shipped example (e.g. fourbar), a .py file with build() or a .urdf robot")
-    p.add_argument("--kernel", default="equations", choices=sorted(BUILDERS),
-                   help="what the kernel computes (default equations)")
+    add_model_flags(p)
     p.add_argument("--target", default="c-double", choices=TARGETS,
                    help="; ".join(f"{n}: {INFO[n].use}" for n in TARGETS) + " (default c-double)")
     p.add_argument("--prefix", default=None, help="prefix of emitted C symbols (default: model name)")
-    p.add_argument("--envelope", default=None, metavar="FILE.json",
-                   help="operating envelope overriding the model's: {\"quantities\": {name: {\"range\": [lo, hi], "
-                        "\"rate\": [..], \"accel\": [..], \"cells\": n}}, \"inputs\": {actuator: [lo, hi]}}")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="an option of the model's build() (repeatable), e.g. --set motion=yaw")
     fields = all_option_fields()
     add_flags(p, [f for f, _ in fields.values()], applies={n: ts for n, (_, ts) in fields.items()})
-    add_step_flags(p)
-    p.add_argument("--frame", default=None, metavar="NAME",
-                   help="the frame of --kernel frame-kinematics (a URDF link's name)")
     p.add_argument("--out", required=True, type=folder, help="directory for the files and manifest.json")
     p.add_argument("--force", action="store_true",
                    help="write into a non-empty --out that holds no kernel (same-named files replaced)")
     p.add_argument("--verbose", action="store_true",
                    help="print the command's wall time by stage (import, model build, ..., write) to stderr")
     p.set_defaults(func=cmd_generate)
+
+
+def add_model_flags(p) -> None:
+    """The model and kernel flags (read by model_kernel): one definition for generate and hdl."""
+    from .kernels.builders import BUILDERS
+
+    p.add_argument("model", help="a shipped example (e.g. fourbar), a .py file with build() or a .urdf robot")
+    p.add_argument("--kernel", default="equations", choices=sorted(BUILDERS),
+                   help="what the kernel computes (default equations)")
+    p.add_argument("--envelope", default=None, metavar="FILE.json",
+                   help="operating envelope overriding the model's: {\"quantities\": {name: {\"range\": [lo, hi], "
+                        "\"rate\": [..], \"accel\": [..], \"cells\": n}}, \"inputs\": {actuator: [lo, hi]}}")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="an option of the model's build() (repeatable), e.g. --set motion=yaw")
+    p.add_argument("--frame", default=None, metavar="NAME",
+                   help="the frame of --kernel frame-kinematics (a URDF link's name)")
+    add_step_flags(p)
 
 
 STEP_FLAGS = ("dt", "integrator", "iterations", "penalty")

@@ -17,9 +17,7 @@ import numpy as np
 
 
 def _cmd_hdl(args) -> int:
-    from mbforge.examples import load_model, parse_options
     from mbforge.hil import hostlib
-    from mbforge.kernels.builders import build_kernel
     from mbforge.outdir import OutDir
     from mbforge.pipeline import check_prefix, generate, resolve_options
 
@@ -38,19 +36,21 @@ def _cmd_hdl(args) -> int:
     for sub in subs.values():
         sub.check_writable()
     dirs = {name: sub.path for name, sub in subs.items()}
-    from mbforge.cli import step_options
+    from mbforge.cli import model_kernel, motion_only
     from mbforge.errors import CLIError
 
-    eqs = load_model(args.model, options=parse_options(args.set)).equations()
     if args.horizon is not None and args.kernel != "step":
         raise CLIError(f"--horizon goes with --kernel step, not --kernel {args.kernel}")
-    kernel = build_kernel(eqs, args.kernel, **step_options(args))
+    eqs, kernel = model_kernel(args)
     generate(kernel, "verilog", prefix=args.prefix, options=opts).write(subs["rtl"])
     generate(kernel, "hls-c", prefix=args.prefix).write(subs["hls"])
     generate(kernel, "c-fixed", prefix=args.prefix).write(subs["fixed"])
     generate(kernel, "c-double", prefix=args.prefix).write(subs["double"])
     t_gen = time.perf_counter() - t0
     print(f"generated {kernel.model} {kernel.name} ({opts.variant}) in {t_gen:.1f} s -> {out.path}")
+    note = motion_only(eqs, kernel)
+    if note:
+        print(note)
 
     # the vectors simulate() draws: the domain's, then the labelled robustness set
     X = S.with_robustness(dirs["fixed"], S.make_vectors(dirs["fixed"], args.vectors, args.seed))[0]
@@ -125,25 +125,20 @@ def _rtl_fields():
 
 def register(sub) -> None:
     from mbforge.backends import add_flags
-    from mbforge.kernels.builders import BUILDERS
-    from mbforge.cli import add_step_flags
+    from mbforge.cli import add_model_flags
     from mbforge.options import VECTORS_MAX, folder, number, seed, vectors, whole
 
     from .pnr import PNR_CHOICES
     from .sim import SIMULATORS
 
     p = sub.add_parser("hdl", help="generate a kernel's RTL and HLS C, simulate it with cocotb, report synthesis")
-    p.add_argument("model", help="a shipped example (e.g. fourbar), a .py file with build() or a .urdf robot")
-    p.add_argument("--kernel", default="equations", choices=sorted(BUILDERS),
-                   help="what the kernel computes (default equations)")
+    add_model_flags(p)
     p.add_argument("--sim", default="icarus", choices=SIMULATORS, help="the RTL simulator (default icarus)")
     add_flags(p, _rtl_fields())
     p.add_argument("--vectors", type=vectors, default=200,
                    help=f"random vectors, 0 to {VECTORS_MAX} (the motion's come on top; default 200)")
     p.add_argument("--seed", type=seed, default=0, help="seed of the random vectors, >= 0 (default 0)")
     p.add_argument("--prefix", default=None, help="prefix of emitted symbols (default: model name)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="an option of the model's build() (repeatable), e.g. --set motion=yaw")
     p.add_argument("--no-synth", action="store_true", help="skip the yosys report")
     p.add_argument("--ice40", action="store_true", help="run synth_ice40 even on a large design")
     p.add_argument("--pnr", choices=PNR_CHOICES, default=None,
@@ -154,6 +149,5 @@ def register(sub) -> None:
     p.add_argument("--horizon", type=number(0, 60, "a number of seconds"), default=None,
                    help="step kernels: seconds of motion run in the RTL, each step's state fed back (default 1; "
                         "about 100 samples compared)")
-    add_step_flags(p)
     p.add_argument("--out", required=True, type=folder, help="directory for rtl/, hls/, fixed/ and double/")
     p.set_defaults(func=cmd_hdl)
