@@ -4,7 +4,7 @@ Into --out it writes rtl/ (target verilog), hls/ (target hls-c), fixed/ (c-fixed
 bit-exact host model), double/ (c-double, the reference); then it builds the RTL with
 the simulator, runs the cocotb bench (mbforge.hdl.bench), checks the HLS C's C
 simulation against the host model, prints the comparison and the yosys report
-(rtl/synth_report.txt) and, with --pnr, nextpnr-ice40's Fmax and utilisation
+(rtl/synth_report.txt) and, with --pnr, nextpnr's Fmax and utilisation (iCE40, ECP5)
 (rtl/pnr_report.json; mbforge.hdl.pnr). Exit status 0 when everything passed (and the
 design fits the part asked for), 1 otherwise, 2 when a tool is missing or failed.
 """
@@ -142,8 +142,9 @@ def register(sub) -> None:
     p.add_argument("--no-synth", action="store_true", help="skip the yosys report")
     p.add_argument("--ice40", action="store_true", help="run synth_ice40 even on a large design")
     p.add_argument("--pnr", choices=PNR_CHOICES, default=None,
-                   help="place and route with nextpnr-ice40 on an UP5K, an HX8K, or (ice40) the first that fits; "
-                        "prints Fmax and utilisation")
+                   help="place and route with nextpnr-ice40 on an UP5K, an HX8K, or (ice40) the first that fits, or "
+                        "with nextpnr-ecp5 on an ECP5 25K, 45K, 85K, or (ecp5) the first that fits; prints Fmax "
+                        "and utilisation")
     p.add_argument("--pnr-seed", type=whole(0, 2**31 - 1), default=1,
                    help="nextpnr's placement seed, 0 to 2147483647 (default 1: runs repeat)")
     p.add_argument("--horizon", type=number(0, 60, "a number of seconds"), default=None,
