@@ -1,8 +1,9 @@
 """`mbforge hdl MODEL --kernel K --sim icarus|verilator`: generate, simulate, compare, report.
 
-Into --out it writes rtl/ (target verilog), hls/ (target hls-c), fixed/ (c-fixed, the
-bit-exact host model), double/ (c-double, the reference); then it builds the RTL with
-the simulator, runs the cocotb bench (mbforge.hdl.bench), checks the HLS C's C
+Into --out it writes rtl/ (target verilog; with --interface axis its AXI-Stream wrapper
+too), hls/ (target hls-c), fixed/ (c-fixed, the bit-exact host model), double/ (c-double,
+the reference); then it builds the RTL with the simulator, runs the cocotb bench
+(mbforge.hdl.bench; with --interface axis the wrapper's test_axis too), checks the HLS C's C
 simulation against the host model, prints the comparison and the yosys report
 (rtl/synth_report.txt) and, with --pnr, nextpnr's Fmax and utilisation (iCE40, ECP5)
 (rtl/pnr_report.json; mbforge.hdl.pnr). Exit status 0 when everything passed (and the
@@ -22,6 +23,7 @@ def _cmd_hdl(args) -> int:
     from mbforge.pipeline import check_prefix, generate, resolve_options
 
     from . import sim as S
+    from .axis import simulate_axis
     from .pnr import PNR_DEVICE, place_and_route, pnr_text
     from .synth import report_text, synthesize
 
@@ -66,6 +68,10 @@ def _cmd_hdl(args) -> int:
     r = S.simulate(b, dirs["fixed"], dirs["double"], vectors=args.vectors, seed=args.seed)
     print(r.table())
     ok &= r.passed
+    if args.interface == "axis":
+        ar = simulate_axis(dirs["rtl"], args.sim, dirs["fixed"], X, seed=args.seed)
+        print(ar.line())
+        ok &= ar.passed
     hr = _horizon(eqs, args, b, dirs) if kernel.step else None
     if hr is not None:
         ok &= hr.passed
@@ -139,6 +145,10 @@ def register(sub) -> None:
                    help=f"random vectors, 0 to {VECTORS_MAX} (the motion's come on top; default 200)")
     p.add_argument("--seed", type=seed, default=0, help="seed of the random vectors, >= 0 (default 0)")
     p.add_argument("--prefix", default=None, help="prefix of emitted symbols (default: model name)")
+    p.add_argument("--interface", choices=("ap_ctrl_hs", "axis"), default="ap_ctrl_hs",
+                   help="axis: also rtl/<top>_axis.v, an AXI-Stream wrapper (inputs in, then outputs and the status "
+                        "word out, 32-bit beats; docs/kernels.md), simulated with random tvalid gaps and tready "
+                        "stalls against the c-fixed host model (default ap_ctrl_hs: the core alone)")
     p.add_argument("--no-synth", action="store_true", help="skip the yosys report")
     p.add_argument("--ice40", action="store_true", help="run synth_ice40 even on a large design")
     p.add_argument("--pnr", choices=PNR_CHOICES, default=None,
