@@ -17,6 +17,7 @@ def cmd_generate(args) -> int:
     mark = stages.mark if stages else (lambda _name: None)
     from .backends import all_option_fields
     from .ir.graph import gc_paused
+    from .modelflags import model_kernel
     from .pipeline import check_prefix, generate, resolve_options
 
     mark("import")
@@ -38,52 +39,9 @@ def cmd_generate(args) -> int:
     return 0
 
 
-def model_kernel(args, mark=lambda _name: None):
-    """(equations, kernel) from the model and kernel flags of add_model_flags: the one reading
-    of them, shared by generate and hdl so the two cannot drift."""
-    from .examples import load_model, parse_options
-    from .kernels.builders import build_kernel
-
-    model = load_model(args.model, options=parse_options(args.set))
-    mark("model build")
-    eqs = model.equations()
-    mark("equations")
-    if args.envelope is not None:
-        eqs.envelope = override_envelope(eqs, args.envelope)
-    kernel = build_kernel(eqs, args.kernel, **step_options(args), **frame_option(args))
-    mark("kernel")
-    if args.envelope is not None and kernel.envelope is None:  # its builder reads no envelope
-        raise CLIError(f"--envelope {args.envelope}: --kernel {args.kernel} is not built over an operating "
-                       "envelope (it serves the driven motion or the declared ranges)")
-    return eqs, kernel
-
-
-def motion_only(eqs, kernel) -> str | None:
-    """A note when the kernel serves only the tube around the example's driven motion
-    because the model has no operating envelope (none declared, or --set envelope=False):
-    any other state returns status 2, which a user would otherwise learn only on the device."""
-    if eqs.envelope or kernel.envelope is not None or kernel.motion is None or kernel.domain is None:
-        return None
-    return (f"note: {kernel.model} {kernel.name} has no operating envelope: it serves only the "
-            f"{len(kernel.domain)} boxes around the example's driven motion, and any other state returns "
-            "status 2 (out of domain); an operating envelope (Model.operate; the shipped Stewart models declare "
-            "one unless --set envelope=False), narrowed with --envelope FILE.json, makes it serve a workspace")
-
-
-def override_envelope(eqs, path: str):
-    """The model's envelope with the ranges of the --envelope file; ModelError naming the
-    file and key otherwise (the model must declare the quantities it overrides)."""
-    from .model.envelope import load_override
-    from .model.errors import ModelError
-
-    if not eqs.envelope:
-        raise ModelError(f"--envelope {path}: model {eqs.model} declares no operating envelope to override "
-                         "(Model.operate)")
-    return eqs.envelope.override(load_override(path), path, list(eqs.actuator_names))
-
-
 def _register_generate(sub) -> None:
     from .backends import add_flags, all_option_fields
+    from .modelflags import add_model_flags
     from .options import folder
     from .pipeline import TARGETS
     from .targets import TARGETS as INFO
@@ -101,62 +59,6 @@ def _register_generate(sub) -> None:
     p.add_argument("--verbose", action="store_true",
                    help="print the command's wall time by stage (import, model build, ..., write) to stderr")
     p.set_defaults(func=cmd_generate)
-
-
-def add_model_flags(p) -> None:
-    """The model and kernel flags (read by model_kernel): one definition for generate and hdl."""
-    from .kernels.builders import BUILDERS
-
-    p.add_argument("model", help="a shipped example (e.g. fourbar), a .py file with build() or a .urdf robot")
-    p.add_argument("--kernel", default="equations", choices=sorted(BUILDERS),
-                   help="what the kernel computes (default equations)")
-    p.add_argument("--envelope", default=None, metavar="FILE.json",
-                   help="operating envelope overriding the model's: {\"quantities\": {name: {\"range\": [lo, hi], "
-                        "\"rate\": [..], \"accel\": [..], \"cells\": n}}, \"inputs\": {actuator: [lo, hi]}}")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="an option of the model's build() (repeatable), e.g. --set motion=yaw")
-    p.add_argument("--frame", default=None, metavar="NAME",
-                   help="the frame of --kernel frame-kinematics (a URDF link's name)")
-    add_step_flags(p)
-
-
-STEP_FLAGS = ("dt", "integrator", "iterations", "penalty")
-
-
-def add_step_flags(p) -> None:
-    """The step kernel's options (kernels.step.StepOptions), shared by generate and simulate."""
-    from .options import number, whole
-
-    g = p.add_argument_group("step kernel (--kernel step)")
-    g.add_argument("--dt", type=number(0, 1e3, "a time step in seconds > 0"), default=None,
-                   help="the time step [s] (required with --kernel step)")
-    g.add_argument("--integrator", choices=("auto", "ali3p", "rk4", "euler"), default=None,
-                   help="ali3p: index-3 augmented Lagrangian with projections (closed loops; auto's choice "
-                        "with constraints); rk4, euler (semi-implicit): unconstrained models (auto's choice "
-                        "without constraints); see docs/simulation.md")
-    g.add_argument("--iterations", type=whole(1, 50), default=None,
-                   help="ali3p's Newton iterations per step (default: the fewest that converge along the "
-                        "reference run, up to 8)")
-    g.add_argument("--penalty", type=number(1e-2, 1e8, "a ratio from 0.01 to 1e8", closed=True), default=None,
-                   help="ali3p's penalty as the ratio of dt^2/4 alpha Phi_q^T Phi_q to M (default 1e3)")
-
-
-def step_options(args) -> dict:
-    """The step flags given, as build_kernel options; CLIError when given to another kernel."""
-    given = {f: getattr(args, f) for f in STEP_FLAGS if getattr(args, f, None) is not None}
-    if given and args.kernel != "step":
-        flags = ", ".join(f"--{f}" for f in given)
-        raise CLIError(f"{flags} go(es) with --kernel step, not --kernel {args.kernel}")
-    return given
-
-
-def frame_option(args) -> dict:
-    """--frame as the frame-kinematics option; CLIError when given to another kernel."""
-    if args.frame is None:
-        return {}
-    if args.kernel != "frame-kinematics":
-        raise CLIError(f"--frame goes with --kernel frame-kinematics, not --kernel {args.kernel}")
-    return {"frame": args.frame}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

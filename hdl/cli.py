@@ -38,7 +38,7 @@ def _cmd_hdl(args) -> int:
     for sub in subs.values():
         sub.check_writable()
     dirs = {name: sub.path for name, sub in subs.items()}
-    from mbforge.cli import model_kernel, motion_only
+    from mbforge.modelflags import model_kernel, motion_only
     from mbforge.errors import CLIError
 
     if args.horizon is not None and args.kernel != "step":
@@ -131,7 +131,7 @@ def _rtl_fields():
 
 def register(sub) -> None:
     from mbforge.backends import add_flags
-    from mbforge.cli import add_model_flags
+    from mbforge.modelflags import add_model_flags
     from mbforge.options import VECTORS_MAX, folder, number, seed, vectors, whole
 
     from .pnr import PNR_CHOICES
