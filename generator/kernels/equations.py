@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..model.equations import Equations
 from .common import actuators, port
 from .cover import cover_domain, envelope_cover, envelope_record
-from .domain import motion_inputs
+from .domain import motion_in_domain, motion_inputs
 from .kernel import Kernel, OutPort
 
 
@@ -39,7 +39,10 @@ def equations_kernel(eqs: Equations) -> Kernel:
         inputs=[port("q", eqs, eqs.q), port("qd", eqs, eqs.qd), port("t", eqs, [eqs.t])],
         outputs=outputs,
     )
-    k.motion = lambda: motion_inputs(eqs, lambda q, qd, qdd, t: [*q, *qd, t])  # on first use
+    def motion():  # on first use
+        pts = motion_inputs(eqs, lambda q, qd, qdd, t: [*q, *qd, t])
+        return motion_in_domain(k, pts) if eqs.envelope else pts
+    k.motion = motion
     if eqs.envelope:  # consistent states of the envelope (an angle measure's x^2 + y^2 stays away from 0)
         k.envelope = envelope_record(eqs)
         k.domain = lambda: cover_domain(eqs, k, envelope_cover(eqs))  # on first use: c-double needs none

@@ -1,0 +1,78 @@
+"""The model and kernel flags of `mbforge generate` and `mbforge hdl` (the model, --kernel,
+--envelope, --set, --frame and the step flags), defined and read once here so the two
+commands cannot drift (no import of mbforge.cli: hdl's CLI imports this)."""
+from __future__ import annotations
+
+from .errors import CLIError
+
+
+def add_model_flags(p) -> None:
+    """The model and kernel flags (read by model_kernel): one definition for generate and hdl."""
+    from .kernels.builders import BUILDERS
+    from .options import add_step_flags
+
+    p.add_argument("model", help="a shipped example (e.g. fourbar), a .py file with build() or a .urdf robot")
+    p.add_argument("--kernel", default="equations", choices=sorted(BUILDERS),
+                   help="what the kernel computes (default equations)")
+    p.add_argument("--envelope", default=None, metavar="FILE.json",
+                   help="operating envelope overriding the model's: {\"quantities\": {name: {\"range\": [lo, hi], "
+                        "\"rate\": [..], \"accel\": [..], \"cells\": n}}, \"inputs\": {actuator: [lo, hi]}}")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="an option of the model's build() (repeatable), e.g. --set motion=yaw")
+    p.add_argument("--frame", default=None, metavar="NAME",
+                   help="the frame of --kernel frame-kinematics (a URDF link's name)")
+    add_step_flags(p)
+
+
+def model_kernel(args, mark=lambda _name: None):
+    """(equations, kernel) from the model and kernel flags of add_model_flags: the one reading
+    of them, shared by generate and hdl so the two cannot drift."""
+    from .examples import load_model, parse_options
+    from .kernels.builders import build_kernel
+    from .options import step_options
+
+    model = load_model(args.model, options=parse_options(args.set))
+    mark("model build")
+    eqs = model.equations()
+    mark("equations")
+    if args.envelope is not None:
+        eqs.envelope = override_envelope(eqs, args.envelope)
+    kernel = build_kernel(eqs, args.kernel, **step_options(args), **frame_option(args))
+    mark("kernel")
+    if args.envelope is not None and kernel.envelope is None:  # its builder reads no envelope
+        raise CLIError(f"--envelope {args.envelope}: --kernel {args.kernel} is not built over an operating "
+                       "envelope (it serves the driven motion or the declared ranges)")
+    return eqs, kernel
+
+
+def motion_only(eqs, kernel) -> str | None:
+    """A note when the kernel serves only the tube around the example's driven motion
+    because the model has no operating envelope (none declared, or --set envelope=False):
+    any other state returns status 2, which a user would otherwise learn only on the device."""
+    if eqs.envelope or kernel.envelope is not None or kernel.motion is None or kernel.domain is None:
+        return None
+    return (f"note: {kernel.model} {kernel.name} has no operating envelope: it serves only the "
+            f"{len(kernel.domain)} boxes around the example's driven motion, and any other state returns "
+            "status 2 (out of domain); an operating envelope (Model.operate; the shipped Stewart models declare "
+            "one unless --set envelope=False), narrowed with --envelope FILE.json, makes it serve a workspace")
+
+
+def override_envelope(eqs, path: str):
+    """The model's envelope with the ranges of the --envelope file; ModelError naming the
+    file and key otherwise (the model must declare the quantities it overrides)."""
+    from .model.envelope import load_override
+    from .model.errors import ModelError
+
+    if not eqs.envelope:
+        raise ModelError(f"--envelope {path}: model {eqs.model} declares no operating envelope to override "
+                         "(Model.operate)")
+    return eqs.envelope.override(load_override(path), path, list(eqs.actuator_names))
+
+
+def frame_option(args) -> dict:
+    """--frame as the frame-kinematics option; CLIError when given to another kernel."""
+    if args.frame is None:
+        return {}
+    if args.kernel != "frame-kinematics":
+        raise CLIError(f"--frame goes with --kernel frame-kinematics, not --kernel {args.kernel}")
+    return {"frame": args.frame}
