@@ -22,7 +22,7 @@ from_urdf, kernel, C) in c-double and c-float32 against the goal of 5 s. Times a
 seconds of the process and its children (the exporter, the analysis' forked pieces):
 steadier than wall time on a shared machine, and no smaller than it on one core.
 
-    python -m bench.urdf [--robots ur5,panda] [--no-device] [--chain 30] [--json FILE]
+    python -m bench.urdf [--robots ur5,panda] [--no-device] [--no-pinocchio] [--chain 30] [--json FILE]
 """
 from __future__ import annotations
 
@@ -135,7 +135,7 @@ def _pin_native_ns(urdf: Path, model, X: np.ndarray, work: Path) -> dict | str:
     return best
 
 
-def robot_rows(name: str, device: bool) -> dict:
+def robot_rows(name: str, device: bool, pinocchio: bool = True) -> dict:
     """Every figure of one robot (module docstring)."""
     from mbforge.hil import vectors
     from mbforge.kernels.builders import build_kernel
@@ -154,7 +154,7 @@ def robot_rows(name: str, device: bool) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         t0 = cpu_s()
-        funcs, why = pinocchio_functions(tmp, urdf)
+        funcs, why = pinocchio_functions(tmp, urdf) if pinocchio else (None, "not measured (--no-pinocchio)")
         pin = _pin_wrappers(funcs, urdf, model, kernels) if funcs else {}
         pin_c = {k: casadi_c(f, "float", (0,), f.nnz_in(0)) for k, f in pin.items()}
         if pin:
@@ -235,6 +235,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--robots", default="ur5,panda", help=f"of {', '.join(ROBOTS)} (empty: none)")
     ap.add_argument("--no-device", action="store_true", help="skip the emulated Cortex-M4F")
+    ap.add_argument("--no-pinocchio", action="store_true", help="mbforge's figures only (no exporter to compile)")
     ap.add_argument("--chain", default="30", help="joints of the chain whose ABA generation is timed (empty: skip)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
@@ -252,7 +253,7 @@ def main(argv=None) -> int:
     os.environ["MBFORGE_CACHE_DIR"] = "off"  # generation times of a cold start; no cached analysis
     report: dict = {}
     for r in robots:
-        report[r] = robot_rows(r, not args.no_device)
+        report[r] = robot_rows(r, not args.no_device, not args.no_pinocchio)
         _print(r, report[r])
     if chain:
         report["chain"] = {"joints": chain}

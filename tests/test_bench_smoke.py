@@ -31,12 +31,25 @@ def test_arms_bench_scaling_runs():
     assert "forward-dynamics-aba: operations grow as N^" in out
 
 
-@pytest.mark.needs(modules=("pinocchio", "casadi"), dists=("example-robot-data",))
+@pytest.mark.needs(dists=("example-robot-data",))
 def test_urdf_bench_runs(tmp_path):
-    """UR5's three kernels against Pinocchio through CasADi on the host (the device figures
-    are bench.device's machinery, run by test_device_bench_runs) and a 4-joint chain."""
-    out = _run("bench.urdf", "--robots", "ur5", "--no-device", "--chain", "4", "--json", str(tmp_path / "u.json"))
-    assert "mbforge / Pinocchio-CasADi: ops" in out and "4-joint chain (URDF)" in out
+    """mbforge's side of bench.urdf on the UR5 (host figures) and a 4-joint chain's ABA."""
+    out = _run("bench.urdf", "--robots", "ur5", "--no-device", "--no-pinocchio", "--chain", "4",
+               "--json", str(tmp_path / "u.json"))
+    assert "4-joint chain (URDF): forward-dynamics-aba generated (c-float32)" in out
+    rep = json.loads((tmp_path / "u.json").read_text())
+    assert [r["mbforge"]["ops"] > 0 for r in rep["ur5"]["rows"].values()] == [True] * 3
+    assert rep["chain"]["c-double"] > 0 and "not measured (--no-pinocchio)" in out
+
+
+@pytest.mark.needs(modules=("pinocchio", "casadi"), dists=("example-robot-data",))
+def test_urdf_bench_against_pinocchio_runs(tmp_path):
+    """UR5's three kernels against Pinocchio through CasADi and its own C++ on the host (the
+    device figures are bench.device's machinery, run by test_device_bench_runs). About 10 s
+    once bench/pin_export.cpp and pin_time.cpp are compiled (cached; the first compile takes
+    minutes)."""
+    out = _run("bench.urdf", "--robots", "ur5", "--no-device", "--chain", "", "--json", str(tmp_path / "u.json"))
+    assert "mbforge / Pinocchio-CasADi: ops" in out
     rep = json.loads((tmp_path / "u.json").read_text())["ur5"]
     for kname in ("RNEA", "ABA", "CRBA"):
         rows = rep["rows"][kname]
