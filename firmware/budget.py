@@ -6,37 +6,42 @@
   ram    data + bss of the kernel objects
   stack  the kernel function's frame from its .su file (the deepest of the kernel's
          functions when it calls helpers: an upper bound, callees are static)
-and estimates the cycles per call from the manifest's op counts (OP_CYCLES, times a
-factor for software floating point or fixed-point multiplies), so a budget exists
-before any build. `fits(budget)` adds what the mbforge runtime itself takes
+and estimates the cycles per call from the kernel's features (its manifest and its code
+for the core: `features`) and the costs measured on the board's core (targets.op_costs,
+written by bench.op_costs), so a budget exists before any build. `fits(budget)` adds what the mbforge runtime itself takes
 (RUNTIME_FLASH, runtime_ram) and returns the one-line refusal or None.
 `elf_budget(elf, project_dir, env)` reads the built image: its whole flash and RAM, and
 the measured stack frames (.su files PlatformIO leaves beside the objects).
 
 Invariants: nothing here writes into the kernel or project folders (objects go to a
-temporary folder); the estimate depends only on the manifest and the board record; a
+temporary folder); the estimate depends only on the kernel's files and the board record; a
 missing cross compiler is a BudgetError naming it, never a traceback.
 """
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mbforge.manifest import Manifest
 from mbforge.targets import Board
 
-# Cycles per operation on a core with hardware support for the kernel's real type
-# (Cortex-M4F/M7 single precision: add/mul 1, div/sqrt 14; libm calls for the rest).
-# An estimate for planning, not a measurement: `mbforge hil` measures instructions per call.
-OP_CYCLES = {"add": 1, "sub": 1, "mul": 1, "neg": 1, "div": 14, "sqrt": 14, "sincos": 120,
-             "sin": 80, "cos": 80, "atan2": 150, "exp": 100, "log": 100}
-OTHER_OP_CYCLES = 4
-LOAD_STORE_FACTOR = 2.0  # operands and results through memory: straight-line code spills
-SOFT_FLOAT_FACTOR = {"float": 25.0, "double": 50.0}  # libgcc's soft-float routines per op
-FIXED_FACTOR = {True: 3.0, False: 8.0}  # c-fixed: with / without a 32x32->64 multiply (M0)
+# What a call costs: a linear form in features of the kernel (FEATURES), with the
+# instructions per unit of each measured on every emulated core for each real type
+# (targets.op_costs, fitted by bench.op_costs to shipped kernels run in QEMU). The features
+# come from the manifest (inputs, operations by class) and from the kernel's code compiled
+# for the core (the instructions of its body, the calls of libgcc's soft-float routines
+# and libm's sin/cos); one instruction is taken as one cycle.
+FEATURES = ("call", "input", "body", "lin", "mul", "div", "sincos", "soft_add", "soft_mul", "soft_div",
+            "soft_other", "libm")
+OP_CLASS = {"add": "lin", "sub": "lin", "neg": "lin", "mul": "mul", "div": "div", "sqrt": "div",
+            "sincos": "sincos", "sin": "sincos", "cos": "sincos", "atan2": "sincos"}
+SOFT_CLASS = {"add": "soft_add", "sub": "soft_add", "rsub": "soft_add", "mul": "soft_mul", "div": "soft_div"}
+LIBM = {"sin", "cos", "sinf", "cosf", "sqrt", "sqrtf", "atan2", "atan2f", "sincos", "sincosf"}
+
 
 RUNTIME_FLASH = 6 * 1024  # startup, board support, link and server: ~4.5 KB measured, rounded up
 LOOP_OVERHEAD_CYCLES = 150  # interrupt entry/exit and the loop app's bookkeeping per period
@@ -55,7 +60,9 @@ class Budget:
     stack: int | None  # bytes, the kernel call's frame
     ops: int
     cycles: int  # per call
-    measured: bool = False  # cycles from a measurement (else the op-count estimate)
+    measured: bool = False  # cycles from a measurement (else the estimate from the code)
+    body: int = 0  # instructions of the kernel function's compiled body (helpers apart)
+    calls: dict = field(default_factory=dict)  # helper -> calls per kernel call
 
     @property
     def seconds_per_call(self) -> float:
@@ -66,7 +73,8 @@ class Budget:
         return self.board.cpu_hz / (self.cycles + LOOP_OVERHEAD_CYCLES)
 
     def line(self) -> str:
-        how = "measured" if self.measured else f"estimated from {self.ops} ops"
+        how = "measured" if self.measured else \
+            f"estimated: {self.body} instructions of code, {sum(self.calls.values())} helper calls"
         stack = f"{self.stack} B" if self.stack is not None else "?"
         return (f"{self.board.env}: kernel flash {self.flash} B, RAM {self.ram} B, stack {stack}; "
                 f"{self.cycles} cycles/call ({how}) = {self.seconds_per_call * 1e6:.2f} us at "
@@ -86,20 +94,65 @@ def needs_soft_float(real: str, board: Board) -> bool:
     return (real == "float" and kind is None) or (real == "double" and kind != "dp")
 
 
-def has_long_multiply(board: Board) -> bool:
-    return board.cpu not in ("cortex-m0", "cortex-m0plus", "cortex-m1")
+def helper_name(symbol: str, prefix: str) -> str:
+    """A callee as the calibration names it: the kernel's own helpers without the kernel's
+    prefix and GCC's clone suffixes (`fourbar_div.constprop.0` -> `div`), libgcc's as they are."""
+    base = symbol.split(".", 1)[0]
+    return base[len(prefix) + 1:] if base.startswith(prefix + "_") else base
 
 
-def estimate_cycles(m: Manifest, board: Board) -> tuple[int, int]:
-    """(ops, cycles per call) from the manifest's op counts for this board's core."""
-    ops = {k: v for k, v in (m.ops or {}).items() if k != "total"}
-    total = int(m.ops.get("total", sum(ops.values()))) if m.ops else sum(ops.values())
-    cycles = sum(OP_CYCLES.get(k, OTHER_OP_CYCLES) * n for k, n in ops.items()) * LOAD_STORE_FACTOR
-    if m.real == "int32":
-        cycles *= FIXED_FACTOR[has_long_multiply(board)]
-    elif needs_soft_float(m.real, board):
-        cycles *= SOFT_FLOAT_FACTOR[m.real]
-    return total, int(round(cycles)) + 20  # + the call itself
+def code_profile(obj: str | Path, function: str, prefix: str) -> tuple[int, dict[str, int]]:
+    """(instructions of `function`'s body, calls per helper) from the object's disassembly
+    (arm-none-eabi-objdump -dr: a call's target is its relocation)."""
+    proc = subprocess.run([tool("objdump"), "-dr", str(obj)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BudgetError(f"arm-none-eabi-objdump failed: {proc.stderr.strip()}")
+    inside, count, calls = False, 0, {}
+    for line in proc.stdout.splitlines():
+        head = re.match(r"^[0-9a-f]+ <(.+)>:$", line)
+        if head:
+            inside = head.group(1) == function
+        elif inside and re.match(r"^\s+[0-9a-f]+:\t[0-9a-f]{4}", line):
+            count += 1
+        elif inside and ("R_ARM_THM_CALL" in line or "R_ARM_THM_JUMP24" in line):
+            name = helper_name(line.split()[-1], prefix)
+            calls[name] = calls.get(name, 0) + 1
+    return count, dict(sorted(calls.items()))
+
+
+def op_costs(board: Board, real: str) -> dict:
+    """The calibration record (targets.op_costs) of the board's core for this real type."""
+    from mbforge.targets import cost_board
+    from mbforge.targets.op_costs import OP_COSTS
+
+    return OP_COSTS[cost_board(board)][real]
+
+
+def features(m: Manifest, body: int, calls: dict[str, int]) -> dict[str, float]:
+    """FEATURES of a kernel: 1 for the call, its inputs (each checked against its envelope),
+    the instructions of its compiled body, its operations by class (an op of no class counts
+    as four additions), its calls of libgcc's soft-float routines by kind and of libm."""
+    f = dict.fromkeys(FEATURES, 0.0)
+    f.update(call=1.0, input=float(m.n_in), body=float(body))
+    for op, n in (m.ops or {}).items():
+        if op != "total":
+            f[OP_CLASS.get(op, "lin")] += n if op in OP_CLASS else 4 * n
+    for name, n in calls.items():
+        soft = re.fullmatch(r"__aeabi_[fd](\w+)", name)
+        if soft:
+            f[SOFT_CLASS.get(soft.group(1), "soft_other")] += n
+        elif name in LIBM:
+            f["libm"] += n
+    return f
+
+
+def estimate_cycles(m: Manifest, body: int, calls: dict[str, int], board: Board) -> int:
+    """Cycles per call: the measured costs of the board's core (op_costs) times the kernel's
+    features; one instruction taken as one cycle (the emulator counts instructions; a real
+    core adds wait states and multi-cycle loads, branches and divisions)."""
+    rec = op_costs(board, m.real)
+    f = features(m, body, calls)
+    return int(round(sum(rec.get(k, 0.0) * v for k, v in f.items())))
 
 
 def machine_flags(board: Board) -> list[str]:
@@ -148,9 +201,18 @@ def size_of(objects) -> tuple[int, int, int]:
     return text, data, bss
 
 
-def kernel_budget(kernel_dir: str | Path, board: Board, manifest: Manifest | None = None) -> Budget:
+@dataclass
+class Compiled:
+    """The kernel compiled for a core: flash, RAM, the call's stack, and its code profile."""
+    flash: int
+    ram: int
+    stack: int | None
+    body: int
+    calls: dict
+
+
+def compile_kernel(kernel_dir: str | Path, board: Board, m: Manifest) -> Compiled:
     kernel_dir = Path(kernel_dir).resolve()  # the compiler runs in a temporary folder
-    m = manifest or Manifest.load(kernel_dir)
     gcc = tool("gcc")
     with tempfile.TemporaryDirectory(prefix="mbf_budget_") as tmp:
         objects = []
@@ -165,12 +227,22 @@ def kernel_budget(kernel_dir: str | Path, board: Board, manifest: Manifest | Non
             objects.append(obj)
         text, data, bss = size_of(objects)
         stacks = read_stack_usage(Path(tmp).glob("*.su"))
-    ops, cycles = estimate_cycles(m, board)
+        body, calls = 0, {}
+        for obj in objects:
+            n, c = code_profile(obj, m.function, m.prefix)
+            body, calls = body + n, {**calls, **{k: calls.get(k, 0) + v for k, v in c.items()}}
     stack = stacks.get(m.function)
     if stack is not None and len(stacks) > 1:
         stack = sum(stacks.values())  # helpers it may call: a bound, not the exact depth
-    return Budget(board=board, real=m.real, flash=text + data, ram=data + bss, stack=stack,
-                  ops=ops, cycles=cycles)
+    return Compiled(text + data, data + bss, stack, body, calls)
+
+
+def kernel_budget(kernel_dir: str | Path, board: Board, manifest: Manifest | None = None) -> Budget:
+    m = manifest or Manifest.load(Path(kernel_dir).resolve())
+    c = compile_kernel(kernel_dir, board, m)
+    return Budget(board=board, real=m.real, flash=c.flash, ram=c.ram, stack=c.stack,
+                  ops=int((m.ops or {}).get("total", 0)), cycles=estimate_cycles(m, c.body, c.calls, board),
+                  body=c.body, calls=c.calls)
 
 
 def runtime_ram(max_payload: int, rx_buffer: int, stack_bytes: int) -> int:

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import math
 import sys
 
 from mbforge.firmware import budget as B
 from mbforge.firmware.build import BuildError, build
 from mbforge.firmware.project import (APPS, ENVIRONMENTS, RX_BUFFER, STACK_BYTES, ProjectError, generate_project,
-                                      load_manifest, runtime_payload)
+                                      load_manifest, loop_period_ticks, runtime_payload)
 from mbforge.options import OneLineParser, baud, folder, number, parse_args, whole
 from mbforge.targets import BOARDS, Board
 
@@ -57,7 +59,8 @@ def soft_float_note(real: str, env: str) -> str | None:
         return None
     what = "no FPU" if board.fpu is None else f"a single-precision FPU ({board.fpu})"
     return (f"{env} ({board.cpu}) has {what}: this {real} kernel runs in software floating point "
-            f"(correct, ~{B.SOFT_FLOAT_FACTOR[real]:g}x the cycles of hardware floating point); "
+            f"(correct, about {B.op_costs(board, real).get('soft_mul', 0):.0f} instructions per multiply, "
+            f"measured); "
             f"c-fixed is the target for this core")
 
 
@@ -70,9 +73,8 @@ def budgets(kernel_dir: str, boards: list[Board], manifest) -> dict[str, B.Budge
         if key not in by_core:
             by_core[key] = B.kernel_budget(kernel_dir, b, manifest)
         first = by_core[key]
-        ops, cycles = B.estimate_cycles(manifest, b)
-        out[b.env] = B.Budget(board=b, real=first.real, flash=first.flash, ram=first.ram, stack=first.stack,
-                              ops=ops, cycles=cycles)
+        out[b.env] = dataclasses.replace(first, board=b,
+                                         cycles=B.estimate_cycles(manifest, first.body, first.calls, b))
     return out
 
 
@@ -100,13 +102,13 @@ def check_rate(args: argparse.Namespace) -> int | None:
         raise ProjectError(f"--rate must be a whole number of Hz > 0, got {args.rate:g}")
     rate = int(args.rate)
     for b in BOARDS.values():
-        period = round(b.cpu_hz / rate)
+        period = loop_period_ticks(b, rate)
         if not 64 <= period <= 1 << 24:
-            lo, hi = -(-b.cpu_hz // (1 << 24)), b.cpu_hz // 64
+            per_s = b.cpu_hz * b.ticks_per_cycle  # SysTick ticks per second of the board's clock
+            lo, hi = math.ceil(per_s / (1 << 24)), math.floor(per_s / 64)
             raise ProjectError(f"--rate {rate} Hz: a period of {period} SysTick ticks on {b.env} "
-                               f"({b.cpu_hz / 1e6:g} MHz); the loop app needs {lo} to {hi} Hz there")
-    if BOARDS[args.env].cpu == "cortex-m0":
-        raise ProjectError(f"--app loop on {args.env}: a Cortex-M0 has no VTOR to install the loop's handler")
+                               f"({b.cpu_hz / 1e6:g} MHz{', emulated' if b.emulated else ''}); "
+                               f"the loop app needs {lo} to {hi} Hz there")
     return rate
 
 

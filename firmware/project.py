@@ -18,6 +18,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 import posixpath
 from pathlib import Path
 
@@ -119,7 +120,15 @@ def runtime_payload(m: Manifest) -> int:
 
 APPS = ("server", "loop")
 LOOP_TYPE = 0x10  # the loop app's request type (mbforge.hil.loop.LOOP)
-LOOP_REPLY_FIXED = 44  # bytes before the outputs in a LOOP reply
+LOOP_REPLY_FIXED = 52  # bytes before the outputs in a LOOP reply (13 u32: mbforge.hil.loop.LOOP_REPLY)
+LOOP_QUEUE = 16  # closed windows the loop app keeps until the host has read them
+
+
+def loop_period_ticks(board: Board, rate: int) -> int:
+    """The loop app's period in SysTick ticks on `board`: cpu_hz / rate cycles of the board's
+    clock, in ticks of its counter (Board.ticks_per_cycle: under QEMU the ticks of as many
+    instructions, so the emulated loop keeps the time the board would)."""
+    return round(Fraction(board.cpu_hz, rate) * board.ticks_per_cycle)
 MOTION_ROWS_MAX = 256  # motion vectors built into the loop app
 
 
@@ -219,7 +228,11 @@ def plan_project(kernel_dir: str | Path, baud: int | None = None, *, library: bo
             plan[tpl.removesuffix(".j2")] = render(tpl)
         if app == "loop":
             motion = _c_literals(m, kernel_dir)
-            plan["src/main.c"] = render("app/loop.c.j2", motion=motion, motion_rows=len(motion))
+            plan["src/main.c"] = render("app/loop.c.j2", motion=motion, motion_rows=len(motion), queue=LOOP_QUEUE,
+                                        periods=[{"macro": "MBF_BOARD_" + b.env.upper(), "env": b.env,
+                                                  "ticks": loop_period_ticks(b, int(rate)),
+                                                  "per_cycle": str(b.ticks_per_cycle), "vtor": b.has_vtor}
+                                                 for b in (BOARDS[env] for env in ENVIRONMENTS)])
     record = {"generator": FIRMWARE_VERSION, "kernel": m.function, "digest": m.digest,
               "environments": list(ENVIRONMENTS), "files": sorted(plan)}
     plan[RECORD] = (json.dumps(record, indent=1, sort_keys=True) + "\n").encode()

@@ -45,7 +45,7 @@ import time
 import weakref
 from pathlib import Path
 
-from mbforge.targets import BOARDS, EMULATED_BOARDS, Board
+from mbforge.targets import BOARDS, EMULATED_BOARDS, Board, ticks_per_instruction
 
 QEMU = "qemu-system-arm"
 DEFAULT_BOARD = "emulated_f405"
@@ -167,7 +167,7 @@ class Emulator:
 
     @property
     def ticks_per_instruction(self) -> float:
-        return self.cpu_hz * 2**self.icount_shift / 1e9
+        return float(ticks_per_instruction(self.cpu_hz, self.icount_shift))
 
     def command(self, port: int) -> list[str]:
         return qemu_command(self.elf, port, self.icount_shift, self.board, self.monitor_port)

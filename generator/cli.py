@@ -19,6 +19,7 @@ def cmd_generate(args) -> int:
     from .examples import load_model, parse_options
     from .ir.graph import gc_paused
     from .kernels.builders import build_kernel
+    from .options import step_options
     from .pipeline import check_prefix, generate, resolve_options
 
     mark("import")
@@ -61,8 +62,8 @@ def override_envelope(eqs, path: str):
 
 def _register_generate(sub) -> None:
     from .backends import add_flags, all_option_fields
-    from .options import folder
     from .kernels.builders import BUILDERS
+    from .options import add_step_flags, folder
     from .pipeline import TARGETS
     from .targets import TARGETS as INFO
 
@@ -89,36 +90,6 @@ def _register_generate(sub) -> None:
     p.add_argument("--verbose", action="store_true",
                    help="print the command's wall time by stage (import, model build, ..., write) to stderr")
     p.set_defaults(func=cmd_generate)
-
-
-STEP_FLAGS = ("dt", "integrator", "iterations", "penalty")
-
-
-def add_step_flags(p) -> None:
-    """The step kernel's options (kernels.step.StepOptions), shared by generate and simulate."""
-    from .options import number, whole
-
-    g = p.add_argument_group("step kernel (--kernel step)")
-    g.add_argument("--dt", type=number(0, 1e3, "a time step in seconds > 0"), default=None,
-                   help="the time step [s] (required with --kernel step)")
-    g.add_argument("--integrator", choices=("auto", "ali3p", "rk4", "euler"), default=None,
-                   help="ali3p: index-3 augmented Lagrangian with projections (closed loops; auto's choice "
-                        "with constraints); rk4, euler (semi-implicit): unconstrained models (auto's choice "
-                        "without constraints); see docs/simulation.md")
-    g.add_argument("--iterations", type=whole(1, 50), default=None,
-                   help="ali3p's Newton iterations per step (default: the fewest that converge along the "
-                        "reference run, up to 8)")
-    g.add_argument("--penalty", type=number(1e-2, 1e8, "a ratio from 0.01 to 1e8", closed=True), default=None,
-                   help="ali3p's penalty as the ratio of dt^2/4 alpha Phi_q^T Phi_q to M (default 1e3)")
-
-
-def step_options(args) -> dict:
-    """The step flags given, as build_kernel options; CLIError when given to another kernel."""
-    given = {f: getattr(args, f) for f in STEP_FLAGS if getattr(args, f, None) is not None}
-    if given and args.kernel != "step":
-        flags = ", ".join(f"--{f}" for f in given)
-        raise CLIError(f"{flags} go(es) with --kernel step, not --kernel {args.kernel}")
-    return given
 
 
 def frame_option(args) -> dict:

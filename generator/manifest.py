@@ -50,6 +50,9 @@ class Group:
     size: int
     # inputs: declared range per element [[lo, hi], ...]; outputs: None
     range: list[list[float]] | None = None
+    # inputs of a kernel over an operating envelope: the verified cover's enclosure of each
+    # element (the hull of its boxes; range analysis and the check use it); None otherwise
+    enclosure: list[list[float]] | None = None
     # inputs: the range the kernel checks each element against ([[lo, hi], ...]; status 2
     # outside it, see status_codes); None: an older manifest or an output
     envelope: list[list[float]] | None = None
@@ -60,7 +63,8 @@ class Group:
     # error bound per element (reduced-precision targets; None: no finite bound, e.g.
     # downstream of a divisor whose range reaches 0), see ERROR_BOUND_BASIS
     error_bound: list[float | None] | None = None
-    # outputs: what each element is (a coordinate, a constraint, "row/col" of a matrix entry)
+    # what each element is (an input's symbol; an output's coordinate, actuator, constraint,
+    # "row/col" of a matrix entry)
     labels: list[str] | None = None
 
 
@@ -182,7 +186,7 @@ class Manifest:
                 expect = len(g.pattern) if g.pattern is not None else _prod(g.shape)
                 if g.size != expect:
                     raise ManifestError(f"{kind} {g.name!r} has size {g.size}, expected {expect}")
-                for attr in ("range", "envelope", "frac_bits", "error_bound", "labels"):
+                for attr in ("range", "enclosure", "envelope", "frac_bits", "error_bound", "labels"):
                     v = getattr(g, attr)
                     if v is not None and len(v) != g.size:
                         raise ManifestError(f"{kind} {g.name!r}: {attr} has {len(v)} entries, size is {g.size}")
@@ -272,10 +276,15 @@ class Manifest:
         return out
 
     def flat_names(self, kind: str = "outputs") -> list[str]:
-        """A readable name for every flat element, e.g. 'Phi_q[2,3]'."""
+        """A readable name for every flat element, e.g. 'Phi_q[2,3]', led by its label where
+        the group has labels ('u_motor1 (u[0])'): what the reports and messages show."""
         names: list[str] = []
         for g in getattr(self, kind):
-            if g.pattern is not None:
+            if g.labels is not None:
+                where = [f"{g.name}[{i},{j}]" for i, j in g.pattern] if g.pattern is not None else \
+                    [f"{g.name}[{k}]" for k in range(g.size)]
+                names += [w if lab == w else f"{lab} ({w})" for lab, w in zip(g.labels, where)]
+            elif g.pattern is not None:
                 names += [f"{g.name}[{i},{j}]" for i, j in g.pattern]
             elif len(g.shape) == 1:
                 names += [f"{g.name}[{i}]" for i in range(g.size)]

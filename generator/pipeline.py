@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 from pathlib import Path
@@ -150,6 +151,31 @@ def _out_doc(groups) -> list[str]:
     return lines
 
 
+def _element_names(groups) -> list[str]:
+    """A C identifier for every flat element: its label (a coordinate's, an actuator's or a
+    constraint's name), or group_k where the label is no identifier (a matrix entry) or
+    is not unique among the groups (the rows of Phi and gamma)."""
+    labels = [lab for g in groups for lab in (g.labels or [None] * g.size)]
+    seen = Counter(labels)
+    return [lab if lab is not None and is_c_symbol(lab) and seen[lab] == 1 else f"{g.name}_{k}"
+            for g in groups for k, lab in enumerate(g.labels or [None] * g.size)]
+
+
+def _index_defines(macro: str, inputs, outputs) -> list[str]:
+    """#defines of the header: the index of every element in in[] and out[] by name and,
+    for fixed point, its fractional bits (the Q format a caller converts with)."""
+    fixed = any(g.frac_bits is not None for g in inputs + outputs)
+    lines = ["/* in[] and out[] indices by name" + ("; _FRAC: fractional bits of the element's Q format "
+                                                 "(value = word / 2^FRAC)" if fixed else "") + " */"]
+    for side, groups in (("IN", inputs), ("OUT", outputs)):
+        frac = [f for g in groups for f in (g.frac_bits or [None] * g.size)]
+        for k, (name, f) in enumerate(zip(_element_names(groups), frac)):
+            lines.append(f"#define {macro}_{side}_{name} {k}")
+            if f is not None:
+                lines.append(f"#define {macro}_{side}_{name}_FRAC {f}")
+    return lines
+
+
 def _parameters(kernel: Kernel, mode: str) -> Kernel:
     """Model parameters (symbols of kind param) the outputs depend on: folded in as their
     values, or appended as a runtime input port `params` with their declared ranges."""
@@ -230,8 +256,10 @@ def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Opt
     inputs, off = [], 0
     envelope = kernel.input_envelope()
     for p in kernel.inputs:
-        inputs.append(Group(p.name, p.shape, off, len(p.symbols), range=[list(r) for r in p.ranges],
-                            envelope=[list(r) for r in envelope[off:off + len(p.symbols)]]))
+        inputs.append(Group(p.name, p.shape, off, len(p.symbols), range=[list(r) for r in p.declared or p.ranges],
+                            enclosure=None if p.declared is None else [list(r) for r in p.ranges],
+                            envelope=[list(r) for r in envelope[off:off + len(p.symbols)]],
+                            labels=[s.value.name for s in p.symbols]))
         off += len(p.symbols)
     outputs, off = [], 0
     for p in kernel.outputs:
@@ -261,6 +289,7 @@ def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Opt
         n_in=sum(g.size for g in inputs), n_out=sum(g.size for g in outputs),
         description=kernel.description or kernel.name,
         in_doc=_doc(inputs, in_names), out_doc=_out_doc(outputs),
+        defines=_index_defines(function.upper(), inputs, outputs),
         status=[("0", "on success")] + [(code, text) for code, (_, text) in status.items()],
         ops_line=f"{counts['total']} operations ({', '.join(f'{k} {v}' for k, v in counts.items() if k != 'total')}), "
                  f"peak {sched.peak_live} live values",

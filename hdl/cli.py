@@ -38,7 +38,7 @@ def _cmd_hdl(args) -> int:
     for sub in subs.values():
         sub.check_writable()
     dirs = {name: sub.path for name, sub in subs.items()}
-    from mbforge.cli import step_options
+    from mbforge.options import step_options
     from mbforge.errors import CLIError
 
     eqs = load_model(args.model, options=parse_options(args.set)).equations()
@@ -126,7 +126,7 @@ def _rtl_fields():
 def register(sub) -> None:
     from mbforge.backends import add_flags
     from mbforge.kernels.builders import BUILDERS
-    from mbforge.cli import add_step_flags
+    from mbforge.options import add_step_flags
     from mbforge.options import VECTORS_MAX, folder, number, seed, vectors, whole
 
     from .pnr import PNR_CHOICES

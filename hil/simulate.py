@@ -23,6 +23,7 @@ exceeded dt at the board's clock; the device counts them against the budget in t
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,6 +63,31 @@ def decode_sim(payload: bytes, samples: int, n_state: int, dtype) -> tuple[tuple
     return fixed, r["work"].copy(), r["state"].reshape(samples, n_state).copy()
 
 
+PACE_SHARE = 0.25  # a SIM request runs at most this share of the link's reply timeout
+PROBE_STEPS = 512  # steps of the request that measures the device's pace before a horizon
+PROBE_RESEND = 2.0  # seconds before the probe is sent again (it runs up to PROBE_STEPS steps)
+
+
+def _pace(link: Link, x: np.ndarray, decim: int, budget: int) -> float:
+    """Seconds per step of a SIM request on this device and link, from one short request
+    (a pure function of its payload: it changes nothing); LinkError when one sample (decim
+    steps) would not answer within half the link's reply timeout: a horizon sampled that
+    sparsely cannot be streamed from this device."""
+    if not link.timeout:
+        return 0.0
+    k = min(decim, PROBE_STEPS)
+    t0 = time.monotonic()
+    link.request(P.SIM, sim_payload(x, k, k, budget), what=f"SIM of {k} steps (the device's pace)",
+                 resend_every=PROBE_RESEND)
+    pace = (time.monotonic() - t0) / k
+    if decim * pace > link.timeout / 2:
+        raise LinkError(f"one sample every {decim} steps would take about {decim * pace:.3g} s on this device "
+                        f"({pace:.2g} s per step over the link, measured), more than half the link's reply "
+                        f"timeout of {link.timeout:g} s: sample more often (--every: at most every "
+                        f"{max(1, int(link.timeout / 2 / pace))} steps) or run a shorter horizon")
+    return pace
+
+
 def run_horizon(link: Link, x0, steps: int, decim: int, budget: int = 0xFFFFFFFF, progress=None) -> DeviceRun:
     """Run `steps` steps (a multiple of decim) on the device from the raw inputs x0, as few
     SIM requests as its max payload allows, and no request after one in which a step failed
@@ -78,12 +104,21 @@ def run_horizon(link: Link, x0, steps: int, decim: int, budget: int = 0xFFFFFFFF
     per = P.sim_samples_for(info.real, n_state, info.max_payload)
     if per == 0:
         raise LinkError(f"one state of {n_state} reals does not fit the device's max payload {info.max_payload}")
+    pace = _pace(link, x, decim, budget)  # seconds per step on this device and link (measured)
     out, works, done, req = [], [], 0, 0
     status = fail_step = work = worst = overruns = wrapped = 0
     while done < steps:
-        k = min(per, 1 << min(req, 16), (steps - done) // decim)
+        # samples per request: up to the payload, doubling from 1, and no more steps than
+        # answer within a quarter of the link's reply timeout at the pace measured so far
+        in_time = max(1, int(link.timeout * PACE_SHARE / (decim * pace))) if link.timeout else per
+        k = min(per, 1 << min(req, 16), (steps - done) // decim, in_time)
+        t_req = time.monotonic()
+        # sent again only once overdue: the device runs every copy it gets (a request is a
+        # pure function of its payload), so early copies of a long request queue whole runs
         frame = link.request(P.SIM, sim_payload(x, k * decim, decim, budget),
-                             what=f"SIM of steps {done + 1}..{done + k * decim}")
+                             what=f"SIM of steps {done + 1}..{done + k * decim}",
+                             resend_every=min(link.timeout, 0.25 + 2 * k * decim * pace) if link.timeout else None)
+        pace = max(pace, (time.monotonic() - t_req) / (k * decim))
         (st, st_step, over, wrap, w, wst), W, S = decode_sim(frame.payload, k, n_state, dtype)
         if st and not status:
             status, fail_step = st, done + st_step

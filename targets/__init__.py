@@ -4,6 +4,7 @@ runs on. Data only; the stages read it (pipeline: targets; firmware and harness:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,17 @@ class Board:
     def emulated(self) -> bool:
         return self.qemu_machine is not None
 
+    @property
+    def has_vtor(self) -> bool:
+        """Whether the vector table can be moved (VTOR): not on the Cortex-M0."""
+        return self.cpu != "cortex-m0"
+
+    @property
+    def ticks_per_cycle(self) -> Fraction:
+        """SysTick ticks per modelled processor cycle: 1 on a real board; under QEMU, where
+        SysTick counts virtual time, the ticks of one instruction (taken as one cycle)."""
+        return ticks_per_instruction(self.cpu_hz, self.icount_shift) if self.emulated else Fraction(1)
+
     def board_manifest(self) -> dict | None:
         """The PlatformIO board manifest (boards/<pio_board>.json) of the local dev-platform;
         None for a board of the official platform."""
@@ -83,6 +95,12 @@ class Board:
         return {"build": build, "frameworks": [], "name": self.pio_name,
                 "upload": {"maximum_ram_size": self.ram_kb * 1024, "maximum_size": self.flash_kb * 1024},
                 "url": self.pio_url, "vendor": "mbforge"}
+
+
+def ticks_per_instruction(cpu_hz: int, icount_shift: int) -> Fraction:
+    """SysTick ticks per instruction under QEMU -icount shift=S: an instruction takes 2**S ns
+    of virtual time and SysTick counts at cpu_hz (5.376 on the F405 at S = 5)."""
+    return Fraction(cpu_hz * 2**icount_shift, 10**9)
 
 
 def _mps2(image: str, cpu: str, fpu: str | None, cpu_hz: int, what: str, **differ) -> "Board":
@@ -195,3 +213,18 @@ BOARDS: dict[str, Board] = {b.env: b for b in (
           qemu_machine="microbit", qemu_serial=0, icount_shift=8, uart_base=0x40002000),
 )}
 EMULATED_BOARDS: tuple[str, ...] = tuple(env for env, b in BOARDS.items() if b.emulated)
+
+# the Cortex-M0+ runs the M0's instruction set (ARMv6-M): the same code, the same counts
+_SAME_ISA = {"cortex-m0plus": "cortex-m0"}
+
+
+def cost_board(board: Board) -> str:
+    """The emulated board whose measured per-operation costs (targets.op_costs) serve this
+    board: itself, or the emulated twin of its core (same CPU and FPU; the M0+ takes the
+    M0's). Counts are instructions: the ISA decides them, the clock does not."""
+    cpu = _SAME_ISA.get(board.cpu, board.cpu)
+    for env in EMULATED_BOARDS:
+        b = BOARDS[env]
+        if b.cpu == cpu and (b.fpu is None) == (board.fpu is None) and ("sp" in (b.fpu or "")) == ("sp" in (board.fpu or "")):
+            return env
+    raise KeyError(f"no emulated board measures the costs of {board.env}'s core ({board.cpu}, {board.fpu})")

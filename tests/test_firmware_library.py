@@ -109,7 +109,7 @@ def test_the_readme_section_commands_work(tmp_path):
         if "--reference" in line:
             assert "PASS" in proc.stdout
         if "--loop" in line:
-            assert "0 overruns" in proc.stdout and "periods at 1000 Hz" in proc.stdout
+            assert "0 overruns" in proc.stdout and "periods of 1000 us at 1000 Hz" in proc.stdout
         if "--library" in line:
             assert (tmp_path / "out/kernel-lib/library.json").is_file()
 

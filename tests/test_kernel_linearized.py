@@ -51,7 +51,8 @@ def _wide_u(k, names=("u",)):
 
 
 def _check(kernel, hk, lin):
-    X = np.concatenate([lin.q, lin.qd, [lin.t], lin.u])[None]
+    timed = any(p.name == "t" for p in kernel.inputs)  # t only where the outputs depend on it
+    X = np.concatenate([lin.q, lin.qd, [lin.t] if timed else [], lin.u])[None]
     got, status = hk(X)
     assert status[0] == 0
     for name, want in (("A", lin.A), ("B", lin.B), ("C", lin.C)):
@@ -90,7 +91,7 @@ def test_cart_pole_upright_is_the_closed_form(cart_pole_kernel):
     m, k, hk = cart_pole_kernel
     q = np.zeros(6)
     q[5] = math.pi / 2
-    got, _ = hk(np.concatenate([q, np.zeros(6), [0.0], [0.0]])[None])
+    got, _ = hk(np.concatenate([q, np.zeros(6), [0.0]])[None])  # q, qd, u (no t: time-independent)
     A, B = cart_pole_closed_form(True)
     np.testing.assert_allclose(_matrix(k, got[0], "A"), A, rtol=0, atol=1e-12)
     np.testing.assert_allclose(_matrix(k, got[0], "B"), B, rtol=0, atol=1e-12)
@@ -150,7 +151,8 @@ def test_driven_model_gets_motion_vectors():
     d = mbforge.reference.Dynamics(m.equations())
     v = np.array(k.motion[7])
     n = len(m.q)
-    qdd, _ = d.accelerations(v[2 * n], v[:n], v[n:2 * n], v[2 * n + 1:])
+    assert [p.name for p in k.inputs] == ["q", "qd", "u"]  # t dropped: no force depends on it
+    qdd, _ = d.accelerations(0.0, v[:n], v[n:2 * n], v[2 * n:])
     np.testing.assert_allclose(qdd[5], 0.0, atol=1e-8)  # the crank turns at constant speed
 
 
@@ -265,9 +267,9 @@ def test_model_without_actuators():
 
     m = load("pendulum_block")
     k = build_kernel(m.equations(), "linearized-dynamics")
-    assert [p.name for p in k.inputs] == ["q", "qd", "t"] and "B" not in [p.name for p in k.outputs]
+    assert [p.name for p in k.inputs] == ["q", "qd"] and "B" not in [p.name for p in k.outputs]  # no t: time-independent
     lin = mbforge.linearize(m, qd={c: 0.3 for c in mbforge.linearize(m).coordinates})
-    y = Evaluator(k.output_atoms, k.input_symbols)(np.concatenate([lin.q, lin.qd, [lin.t]])[None])[0]
+    y = Evaluator(k.output_atoms, k.input_symbols)(np.concatenate([lin.q, lin.qd])[None])[0]
     A = _matrix(k, y, "A")
     assert np.max(np.abs(lin.A)) > 0.1
     np.testing.assert_allclose(A, lin.A, rtol=0, atol=1e-10 * max(1.0, np.max(np.abs(lin.A))))
@@ -289,7 +291,7 @@ def test_non_holonomic_model():
                       {"lknh_sx": -0.3, "lknh_sth": 0.9}, [-0.6, 0.2])]:
         lin = mbforge.linearize(m, q=q, qd=qd, u=u, coordinates=z)
         assert len(lin.velocities) == 2 and ", ".join(lin.state) in k.description
-        y = ev(np.concatenate([lin.q, lin.qd, [lin.t], lin.u])[None])[0]
+        y = ev(np.concatenate([lin.q, lin.qd, lin.u])[None])[0]
         for name, want in (("A", lin.A), ("B", lin.B)):
             np.testing.assert_allclose(_matrix(k, y, name), want, rtol=0, atol=1e-10 * max(1.0, np.abs(want).max()))
         assert np.max(np.abs(lin.A[:4, :4])) > 0.1

@@ -288,6 +288,7 @@ def test_reduced_kernel_of_a_small_model_equals_the_full_state_kernel():
     assert not eqs.explicit[eqs.q[9]].mask & eqs.q[6].mask  # x3's form has x2 substituted
     k = build_kernel(eqs, "inverse-dynamics-reduced", method="projected")  # as "auto" takes it here
     assert k.info.method == "projected" and len(k.input_symbols) == 3
+    assert k.outputs[0].labels == ["u_crank_torque"]  # the actuator's name, not u[0]
     full = build_kernel(eqs, "inverse-dynamics")
     n = len(eqs.q)
     Xf = np.array(full.motion)

@@ -140,12 +140,34 @@ def test_a_horizon_survives_a_damaged_link_and_a_reset(pendulum):
     assert stats.resets == 1 and stats.retries >= 3 and stats.bad_frames >= 1, stats
 
 
+@pytest.mark.slow
+@pytest.mark.firmware
+def test_a_sample_the_link_cannot_wait_for_is_refused_before_the_run(pendulum):
+    """A horizon sampled so sparsely that one SIM reply (4e6 steps) would outlast the link's
+    reply timeout (1 s here) is refused after one short request measuring the device's pace,
+    with one line saying how often to sample instead."""
+    from mbforge.examples import load_model
+    from mbforge.firmware.qemu import Emulator
+    from mbforge.hil.link import Link
+    from mbforge.hil.simulate import run_horizon
+    from mbforge.kernels.step import initial_state
+
+    out = pendulum["out"]
+    _, x0 = initial_state(load_model("pendulum").equations(), "ali3p")
+    elf = out / "firmware" / ".pio" / "build" / "emulated_f405" / "program.elf"
+    with Emulator(elf) as emu, Link(emu.url, timeout=1.0) as link:
+        link.hello()
+        with pytest.raises(LinkError, match=r"one sample every 4000000 steps would take about .* sample more often"):
+            run_horizon(link, x0.astype(np.float32), 8_000_000, 4_000_000)
+
+
 DEV = ["--device", "emulated_f405", "--dt", "1e-3"]
 
 
 @pytest.mark.parametrize("extra, words", [
     ([*DEV, "--t-end", "1.0005"], "is not a whole number of steps"),
     ([*DEV, "--t-end", "1", "--every", "0.003"], "does not divide the horizon"),
+    ([*DEV, "--t-end", "100000"], "up to 2,000,000 steps"),
     (["--device", "nucleo_f446re", "--dt", "1e-3"], "is not emulated here"),
     (["--dt", "1e-3"], "only with --device"),
 ])

@@ -20,6 +20,8 @@ Invariants of every kernel built here:
   time, checked at consistent configurations (kernels.domain); one factorization serves
   every right-hand side of a kernel; `info.solves` holds the factors and `info.report`
   their reports (pivots, fill, op counts);
+* no input port is one that no output depends on (t of a time-independent model:
+  Kernel.without_unused_inputs; the step kernel takes t exactly when its step depends on it);
 * `motion` holds input vectors along the driven motion (None when there is none), and
   `domain` the tube of boxes around them where the kernel has a driven motion and solves.
 """
@@ -58,4 +60,5 @@ def build_kernel(eqs: Equations, name: str, **options) -> Kernel:
         builder = BUILDERS[name]
     except KeyError:
         raise ValueError(f"no kernel called {name!r}; known: {', '.join(sorted(BUILDERS))}") from None
-    return builder(eqs, **options)
+    k = builder(eqs, **options)
+    return k if name == "step" else k.without_unused_inputs()  # step.py has its own rule for t

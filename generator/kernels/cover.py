@@ -105,7 +105,8 @@ def apply_cover(eqs, kernel, cover: Cover, vectors: int = 256, seed: int = 0) ->
     ports, off = [], 0
     for p in kernel.inputs:
         n = len(p.symbols)
-        ports.append(InPort(p.name, p.symbols, [(float(a), float(b)) for a, b in zip(lo[off:off + n], hi[off:off + n])]))
+        ports.append(InPort(p.name, p.symbols, [(float(a), float(b)) for a, b in zip(lo[off:off + n], hi[off:off + n])],
+                            p.declared or list(p.ranges)))
         off += n
     kernel.inputs = ports
     S = cover.sample(vectors, seed)

@@ -55,7 +55,11 @@ class KernelInfo:
 class InPort:
     name: str
     symbols: list[Atom]
+    # what the kernel's analysis takes for each symbol: the declared range, or the
+    # enclosure a verified cover of the envelope gives (kernels.cover.apply_cover)
     ranges: list[tuple[float, float]]
+    # the declared range of each symbol where `ranges` holds a cover's enclosure instead
+    declared: list[tuple[float, float]] | None = None
 
     @property
     def shape(self) -> list[int]:
@@ -141,6 +145,31 @@ class Kernel:
             for k, box in enumerate(domain):
                 if len(box) != n:
                     raise ExpressionError(f"kernel {self.name}: domain box {k} has {len(box)} ranges for {n} inputs")
+
+    def without_unused_inputs(self) -> "Kernel":
+        """The kernel without the input ports no output depends on (t of a time-independent
+        model): a controller need not pass them, and the device never checks them against a
+        driven motion's range. A port some output reaches is kept whole (the layout of q is
+        the model's); motion and domain lose the dropped columns (lazily)."""
+        reach = 0
+        for a in self.output_atoms:
+            reach |= a.mask
+        keep, cols, off = [], [], 0
+        for p in self.inputs:
+            n = len(p.symbols)
+            if any(s.mask & reach for s in p.symbols):
+                keep.append(p)
+                cols += range(off, off + n)
+            off += n
+        if len(keep) == len(self.inputs):
+            return self
+        motion, domain = self.__dict__["_motion"], self.__dict__["_domain"]
+
+        def pick(rows):
+            return None if rows is None else [[r[c] for c in cols] for r in rows]
+
+        return self.replace(inputs=keep, motion=lambda: pick(motion.get() if isinstance(motion, _Lazy) else motion),
+                            domain=lambda: pick(domain.get() if isinstance(domain, _Lazy) else domain))
 
     def replace(self, **changes) -> "Kernel":
         """dataclasses.replace that leaves a lazy motion or domain unevaluated."""

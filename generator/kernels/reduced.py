@@ -304,9 +304,9 @@ def reduced_inverse_dynamics_kernel(eqs: Equations, samples=None, method: str = 
         else min(cost, key=cost.get)
     F, x, mult_names, what, rhs = tried[chosen]
     uu, mult = shared[chosen][:na], shared[chosen][na:]
-    outputs = [OutPort.vector("u", uu)]
+    outputs = [OutPort.vector("u", uu, red.u_names)]
     if multipliers:
-        outputs.append(OutPort.vector("mu" if chosen == "projected" else "lambda", mult))
+        outputs.append(OutPort.vector("mu" if chosen == "projected" else "lambda", mult, mult_names))
     t_needed = any(a.mask & eqs.t.mask for p in outputs for a in p.atoms)
     inputs = [port("q", eqs, z), port("qd", eqs, zd), port("qdd", eqs, zdd)]
     if t_needed:

@@ -250,6 +250,16 @@ def _write(out, files: dict[str, bytes]) -> list[Path]:
     return [root / name for name in files]
 
 
+def _panels(names: list[str]) -> dict[str, list[int]]:
+    """{panel title: column indices}: the columns after t grouped by family (f1..f6, L1_d..L6_d),
+    each panel titled with the names it holds ("f1 .. f6", never a pattern like "fk")."""
+    families: dict[str, list[int]] = {}
+    for i, n in enumerate(names[1:], start=1):
+        families.setdefault(re.sub(r"\d+", "#", n), []).append(i)
+    return {names[c[0]] if len(c) == 1 else f"{names[c[0]]}, {names[c[1]]}" if len(c) == 2
+            else f"{names[c[0]]} .. {names[c[-1]]}": c for c in families.values()}
+
+
 def _plot(title: str, names: list[str], data: np.ndarray) -> bytes:
     """The PNG: one panel per family of columns (f1..f6 together, L1_d..L6_d together, ...)."""
     import matplotlib
@@ -257,9 +267,7 @@ def _plot(title: str, names: list[str], data: np.ndarray) -> bytes:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    groups: dict[str, list[int]] = {}
-    for i, n in enumerate(names[1:], start=1):
-        groups.setdefault(re.sub(r"\d+", "#", n), []).append(i)
+    groups = _panels(names)
     keys = list(groups)
     ncol = 3 if len(keys) > 4 else min(2, len(keys))
     nrow = -(-len(keys) // ncol)
@@ -273,7 +281,7 @@ def _plot(title: str, names: list[str], data: np.ndarray) -> bytes:
             mid = (lo + hi) / 2
             pad = max(abs(mid) * 0.05, 1e-3)
             ax.set_ylim(mid - pad, mid + pad)
-        ax.set_title(key.replace("#", "k") if len(groups[key]) > 1 else key, fontsize=9)
+        ax.set_title(key, fontsize=9)
         ax.set_xlabel("t [s]", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)

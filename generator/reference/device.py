@@ -42,6 +42,9 @@ def _steps(span: float, dt: float, what: str) -> int:
     return k
 
 
+MAX_STEPS = 2_000_000  # steps of one device run (its host checks run step by step: minutes at this size)
+
+
 def horizon(t0: float, t_end: float, dt: float, every: float | None) -> tuple[int, int]:
     """(steps, steps per sample) of the run from t0 to t_end; CLIError naming what is wrong."""
     from ..errors import CLIError
@@ -49,6 +52,10 @@ def horizon(t0: float, t_end: float, dt: float, every: float | None) -> tuple[in
     if not t_end > t0:
         raise CLIError(f"--t-end {t_end:g}: the run would end before it starts (the model starts at t={t0:g})")
     steps = _steps(t_end - t0, dt, f"the horizon from t={t0:g} to --t-end {t_end:g}")
+    if steps > MAX_STEPS:
+        raise CLIError(f"--t-end {t_end:g}: {steps} steps of --dt {dt:g} s; a device run is checked step by step "
+                       f"on the host (the same kernel, the double step, the reference), up to {MAX_STEPS:,} steps: "
+                       f"a shorter horizon or a longer --dt")
     if every is None:  # the largest divisor of the horizon's steps giving at least SAMPLES_DEFAULT samples
         return steps, max(d for d in range(1, max(1, steps // SAMPLES_DEFAULT) + 1) if steps % d == 0)
     decim = _steps(every, dt, f"--every {every:g}")
