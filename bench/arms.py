@@ -131,11 +131,22 @@ def casadi_c(f, real: str, offs: tuple[int, ...], n_in: int) -> CKernel:
     return CKernel("pinocchio", src, n_in, f.nnz_out(0))
 
 
-def _arm_c(f, real: str, rnea: bool) -> CKernel:
-    """The arm's (q, v, a|tau) functions over mbforge's layout: (q, v, a, t) for RNEA and
-    (q, v, t, tau) for ABA."""
-    n = f.nnz_in(0)
-    return casadi_c(f, real, (0, n, 2 * n) if rnea else (0, n, 2 * n + 1), 3 * n + 1)
+def port_offsets(kernel) -> dict[str, int]:
+    """Where each input port of an mbforge kernel starts in its input vector (the ports a
+    kernel keeps: build_kernel drops those no output depends on, such as t)."""
+    offs, o = {}, 0
+    for p in kernel.inputs:
+        offs[p.name] = o
+        o += len(p.symbols)
+    return offs
+
+
+def _arm_c(f, real: str, kernel) -> CKernel:
+    """The arm's (q, v, a|tau) functions over mbforge's input layout (q, qd, qdd) for RNEA,
+    (q, qd, u) for ABA."""
+    o = port_offsets(kernel)
+    third = o["qdd"] if "qdd" in o else o["u"]
+    return casadi_c(f, real, (o["q"], o["qd"], third), len(kernel.input_symbols))
 
 
 def casadi_ops(f) -> int:
@@ -174,8 +185,8 @@ def arm_rows(device: bool) -> dict:
                                "kernel_f": mbforge_kernel(plan_f, real="float")}
             if pin is not None:
                 f = pin[0] if kname == "RNEA" else pin[1]
-                rows["pinocchio"] = {"ops": casadi_ops(f), "kernel": _arm_c(f, "double", kname == "RNEA"),
-                                     "kernel_f": _arm_c(f, "float", kname == "RNEA")}
+                rows["pinocchio"] = {"ops": casadi_ops(f), "kernel": _arm_c(f, "double", k),
+                                     "kernel_f": _arm_c(f, "float", k)}
             for e, r in rows.items():
                 d = tmp / f"{kname}_{e}"
                 d.mkdir()

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from . import check_json, run
-from .arms import HERE, _agree, _device, casadi_c, casadi_ops, pin_binary, pinocchio_functions
+from .arms import HERE, _agree, _device, casadi_c, casadi_ops, pin_binary, pinocchio_functions, port_offsets
 from .cbuild import mbforge_kernel
 
 ROBOTS = {"ur5": "ur_description/urdf/ur5_robot.urdf", "panda": "panda_description/urdf/panda.urdf"}
@@ -97,23 +97,21 @@ def _pin_wrappers(funcs, urdf: Path, model, kernels) -> dict:
     for kname, f in zip(("RNEA", "ABA", "CRBA"), funcs):
         k = kernels[kname]
         X = ca.SX.sym("x", len(k.input_symbols))
-        q, v = X[:n], X[n:2 * n] if kname != "CRBA" else None
-        if kname == "RNEA":  # (q, qd, qdd, t)
-            y = f(pin_order(q), pin_order(v), pin_order(X[2 * n:3 * n]))
-            y = ca.vertcat(*[y[i] for i in iv])
-        elif kname == "ABA":  # (q, qd, t, u)
-            y = f(pin_order(q), pin_order(v), pin_order(X[2 * n + 1:3 * n + 1]))
-            y = ca.vertcat(*[y[i] for i in iv])
-        else:  # (q) -> the pattern's entries
-            M = f(pin_order(q))
+        o = port_offsets(k)
+        port = {name: pin_order(X[at:at + n]) for name, at in o.items() if name != "t"}
+        if kname == "CRBA":  # q -> the pattern's entries
+            M = f(port["q"])
             y = ca.vertcat(*[M[iv[i], iv[j]] for i, j in k.outputs[0].pattern])
+        else:  # RNEA (q, qd, qdd), ABA (q, qd, u)
+            y = f(port["q"], port["qd"], port["qdd" if kname == "RNEA" else "u"])
+            y = ca.vertcat(*[y[i] for i in iv])
         out[kname] = ca.Function(f"pin_{kname.lower()}", [X], [y], {"cse": True})
     return out
 
 
-def _pin_native_ns(urdf: Path, model, X: np.ndarray, work: Path) -> dict | str:
+def _pin_native_ns(urdf: Path, model, kernel, X: np.ndarray, work: Path) -> dict | str:
     """Pinocchio's own C++ (double, gcc -O2): ns per call of rnea, aba, crba on the rows of X
-    (mbforge's RNEA layout, reordered), or the reason it is not measured."""
+    (inputs of the RNEA `kernel`, reordered), or the reason it is not measured."""
     import pinocchio as pin
 
     exe, why = pin_binary(HERE / "pin_time.cpp", ["-O2", "-DNDEBUG"], "", "Pinocchio's own RNEA, ABA and CRBA")
@@ -123,7 +121,8 @@ def _pin_native_ns(urdf: Path, model, X: np.ndarray, work: Path) -> dict | str:
     pm.saveToText(str(work / "pin_model.txt"))
     n = len(model.q)
     order = np.argsort([pm.joints[pm.getJointId(q.value.name)].idx_v for q in model.q])
-    rows = [np.concatenate([x[:n][order], x[n:2 * n][order], x[2 * n:3 * n][order]]) for x in X]
+    o = port_offsets(kernel)
+    rows = [np.concatenate([x[o[p]:o[p] + n][order] for p in ("q", "qd", "qdd")]) for x in X]
     np.savetxt(work / "states.txt", np.array(rows), fmt="%.17g")
     best: dict = {}
     for _ in range(3):  # best of three runs, as time_ns takes the best of its repeats
@@ -184,7 +183,7 @@ def robot_rows(name: str, device: bool, pinocchio: bool = True) -> dict:
             report["rows"][kname] = {e: {x: v for x, v in r.items() if x not in ("kernel", "kernel_f")}
                                      for e, r in rows.items()}
         if pin:
-            report["pinocchio_cpp_ns"] = _pin_native_ns(urdf, model, states["RNEA"], tmp)
+            report["pinocchio_cpp_ns"] = _pin_native_ns(urdf, model, kernels["RNEA"], states["RNEA"], tmp)
     return report
 
 
