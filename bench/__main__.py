@@ -1,8 +1,8 @@
 """python -m bench: every benchmark against the peers, ratios printed (engine, host C, device, arms,
-the step kernel against MuJoCo), and the whole generate command against its goal."""
+URDF robots, the step kernel against MuJoCo), and the whole generate command against its goal."""
 import sys
 
-from . import arms, command, device, engine, floor, host, idyn, rtl, run, step
+from . import arms, command, device, engine, floor, host, idyn, rtl, run, step, urdf
 
 
 def main(args: list[str]) -> int:
@@ -12,6 +12,7 @@ def main(args: list[str]) -> int:
     code |= floor.main([])
     code |= idyn.main([])
     code |= arms.main([])
+    code |= urdf.main([])
     code |= command.main([])
     code |= step.main([])
     code |= rtl.main(["--pnr"])

@@ -44,41 +44,71 @@ HERE = Path(__file__).resolve().parent
 EXPORT_SRC = HERE / "pin_export.cpp"
 BOOST_DEFS = ["-DBOOST_MPL_LIMIT_LIST_SIZE=30", "-DBOOST_MPL_LIMIT_VECTOR_SIZE=30",
               "-DBOOST_MPL_CFG_NO_PREPROCESSED_HEADERS", "-DBOOST_FUSION_INVOKE_MAX_ARITY=12"]
+EIGEN = Path("/usr/include/eigen3")
 
 
 # ---- Pinocchio through CasADi ------------------------------------------------------------------
-def pinocchio_functions(work: Path):
-    """(rnea, aba) CasADi Functions of Pinocchio's sample manipulator, or (None, reason)."""
+def pinocchio_exporter():
+    """(path of the compiled bench/pin_export.cpp, "") or (None, the reason it is not there)."""
     try:
         import casadi as ca
-        import pinocchio  # noqa: F401  (the wheel ships the C++ headers and libraries used below)
     except ImportError as e:
         return None, f"not measured: {e.name} is not installed (pip install pin casadi)"
     site = Path(ca.__file__).resolve().parent.parent
-    prefix = site / "cmeel.prefix"
-    eigen = Path("/usr/include/eigen3")
-    if not (prefix / "include" / "pinocchio").is_dir() or not eigen.is_dir() or shutil.which("g++") is None:
-        return None, "not measured: needs pin's C++ headers, Eigen (/usr/include/eigen3) and g++"
-    key = hashlib.sha256(EXPORT_SRC.read_bytes() + ca.__version__.encode() + str(prefix).encode()).hexdigest()[:16]
+    return pin_binary(EXPORT_SRC, ["-O1", f"-I{site / 'casadi' / 'include'}", f"-L{site / 'casadi'}", "-lcasadi",
+                                   f"-Wl,-rpath,{site / 'casadi'}"], ca.__version__,
+                      "Pinocchio's RNEA, ABA and CRBA over casadi::SX")
+
+
+def pin_binary(src: Path, flags: list[str], salt: str, what: str):
+    """(path of `src` compiled against the pin wheel's C++ with `flags`, "") or (None, the
+    reason it is not there); compiled once, cached by the digest of the source, flags and
+    `salt` (a version the binary depends on)."""
+    try:
+        import pinocchio  # noqa: F401  (the wheel ships the C++ headers and libraries used below)
+    except ImportError as e:
+        return None, f"not measured: {e.name} is not installed (pip install pin casadi)"
+    prefix = Path(pinocchio.__file__).resolve().parents[4]  # .../site-packages/cmeel.prefix
+    if not (prefix / "include" / "pinocchio").is_dir() or not EIGEN.is_dir() or shutil.which("g++") is None:
+        return None, f"not measured: needs pin's C++ headers, Eigen ({EIGEN}) and g++"
+    key = hashlib.sha256(src.read_bytes() + " ".join(flags).encode() + salt.encode()
+                         + str(prefix).encode()).hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "mbforge-bench" / f"pin-{key}"
-    exe = cache / "pin_export"
+    exe = cache / src.stem
     if not exe.exists():
         cache.mkdir(parents=True, exist_ok=True)
-        cmd = ["g++", "-std=c++17", "-O1", "-w", str(EXPORT_SRC), "-o", str(exe), *BOOST_DEFS, f"-I{eigen}",
-               f"-I{prefix / 'include'}", f"-I{site / 'casadi' / 'include'}", f"-L{site / 'casadi'}", "-lcasadi",
-               f"-L{prefix / 'lib'}", "-lpinocchio_default", f"-Wl,-rpath,{site / 'casadi'}",
-               f"-Wl,-rpath,{prefix / 'lib'}"]
-        print("compiling Pinocchio's RNEA and ABA over casadi::SX (once; a few minutes on a busy machine) ...", flush=True)
-        r = subprocess.run(cmd, capture_output=True, text=True)
+        print(f"compiling {what} (once; a few minutes on a busy machine) ...", flush=True)
+        r = subprocess.run(["g++", "-std=c++17", "-w", str(src), "-o", str(exe) + ".part", *BOOST_DEFS, f"-I{EIGEN}",
+                            f"-I{prefix / 'include'}", f"-L{prefix / 'lib'}", "-lpinocchio_default",
+                            "-lboost_serialization", f"-Wl,-rpath,{prefix / 'lib'}", *flags],
+                           capture_output=True, text=True)
         if r.returncode:
-            return None, f"not measured: the exporter did not compile: {r.stderr.strip().splitlines()[-1:]}"
-    subprocess.run([str(exe), str(work)], check=True)
-    return (ca.Function.load(str(work / "pin_rnea.casadi")), ca.Function.load(str(work / "pin_aba.casadi"))), ""
+            return None, f"not measured: {src.name} did not compile: {r.stderr.strip().splitlines()[-1:]}"
+        os.replace(str(exe) + ".part", exe)
+    return exe, ""
 
 
-def casadi_c(f, real: str, with_t: bool) -> CKernel:
-    """CasADi's C of f behind bench_kernel(in, out), in = mbforge's input layout: (q, v, a,
-    t) for RNEA and (q, v, t, tau) for ABA, so both engines read the same vectors."""
+def pinocchio_functions(work: Path, urdf: Path | None = None):
+    """((rnea, aba, crba) CasADi Functions of Pinocchio's sample manipulator or of `urdf`, "")
+    or (None, the reason they are not there)."""
+    import casadi as ca
+
+    exe, why = pinocchio_exporter()
+    if exe is None:
+        return None, why
+    args = []
+    if urdf:  # Pinocchio's reading of the file, handed over as its text archive
+        import pinocchio as pin
+
+        pin.buildModelFromUrdf(str(urdf)).saveToText(str(work / "pin_model.txt"))
+        args = [str(work / "pin_model.txt")]
+    subprocess.run([str(exe), str(work), *args], check=True)
+    return tuple(ca.Function.load(str(work / f"pin_{k}.casadi")) for k in ("rnea", "aba", "crba")), ""
+
+
+def casadi_c(f, real: str, offs: tuple[int, ...], n_in: int) -> CKernel:
+    """CasADi's C of f behind bench_kernel(in, out), f's inputs read at in + offs (mbforge's
+    input layout, so both engines read the same vectors)."""
     import casadi as ca
 
     name = f.name()
@@ -87,19 +117,36 @@ def casadi_c(f, real: str, with_t: bool) -> CKernel:
         cg.add(f)
         cg.generate(d + "/")
         src = (Path(d) / (name + ".c")).read_text()
-    n = f.nnz_in(0)
     if real == "float":
         # single-precision calls, as mbforge's float32 C makes (after the includes: math.h
         # keeps its own declarations)
         last = max(m.end() for m in re.finditer(r"^#include.*$", src, re.M))
         src = "#define casadi_real float\n" + src[:last] + "\n#define sin sinf\n#define cos cosf\n" + src[last:]
-    offs = (0, n, 2 * n) if with_t else (0, n, 2 * n + 1)  # ABA: t sits between v and tau
+    args = ", ".join(f"in + {o}" for o in offs)
     src += (f"\nint bench_kernel(const casadi_real *in, casadi_real *out) {{\n"
-            f"  const casadi_real *arg[{f.sz_arg()}] = {{in + {offs[0]}, in + {offs[1]}, in + {offs[2]}}};\n"
+            f"  const casadi_real *arg[{f.sz_arg()}] = {{{args}}};\n"
             f"  casadi_real *res[{f.sz_res()}] = {{out}};\n"
             f"  casadi_real w[{max(f.sz_w(), 1)}];\n"
             f"  return {name}(arg, res, 0, w, 0);\n}}\n")
-    return CKernel("pinocchio", src, 3 * n + 1, n)
+    return CKernel("pinocchio", src, n_in, f.nnz_out(0))
+
+
+def port_offsets(kernel) -> dict[str, int]:
+    """Where each input port of an mbforge kernel starts in its input vector (the ports a
+    kernel keeps: build_kernel drops those no output depends on, such as t)."""
+    offs, o = {}, 0
+    for p in kernel.inputs:
+        offs[p.name] = o
+        o += len(p.symbols)
+    return offs
+
+
+def _arm_c(f, real: str, kernel) -> CKernel:
+    """The arm's (q, v, a|tau) functions over mbforge's input layout (q, qd, qdd) for RNEA,
+    (q, qd, u) for ABA."""
+    o = port_offsets(kernel)
+    third = o["qdd"] if "qdd" in o else o["u"]
+    return casadi_c(f, real, (o["q"], o["qd"], third), len(kernel.input_symbols))
 
 
 def casadi_ops(f) -> int:
@@ -135,11 +182,11 @@ def arm_rows(device: bool) -> dict:
             X = vectors.draw(plan_d.manifest, tmp / f"{kname}_k64", 64, seed=1, motion=False)
             ops = plan_d.manifest.ops
             rows["mbforge"] = {"ops": ops["total"] + ops.get("sincos", 0), "kernel": mbforge_kernel(plan_d),
-                               "plan_f": plan_f}
+                               "kernel_f": mbforge_kernel(plan_f, real="float")}
             if pin is not None:
                 f = pin[0] if kname == "RNEA" else pin[1]
-                rows["pinocchio"] = {"ops": casadi_ops(f), "kernel": casadi_c(f, "double", kname == "RNEA"),
-                                     "f": f}
+                rows["pinocchio"] = {"ops": casadi_ops(f), "kernel": _arm_c(f, "double", k),
+                                     "kernel_f": _arm_c(f, "float", k)}
             for e, r in rows.items():
                 d = tmp / f"{kname}_{e}"
                 d.mkdir()
@@ -149,7 +196,7 @@ def arm_rows(device: bool) -> dict:
                 rows["pinocchio"]["max_abs_diff"] = _agree(rows, kname, tmp, X)
             if device:
                 _device(rows, kname, tmp, X[:16].astype(np.float32))
-            report[kname] = {e: {x: v for x, v in r.items() if x not in ("kernel", "plan_f", "f")}
+            report[kname] = {e: {x: v for x, v in r.items() if x not in ("kernel", "kernel_f")}
                              for e, r in rows.items()}
     return {"rows": report, "pinocchio": why}
 
@@ -179,15 +226,14 @@ def _agree(rows, kname, tmp: Path, X: np.ndarray) -> float:
     return float(np.abs(outs[0] - outs[1]).max())
 
 
-def _device(rows, kname, tmp: Path, X: np.ndarray) -> None:
+def _device(rows, kname, tmp: Path, X: np.ndarray, label: str = "arm") -> None:
+    """Flash, stack and emulated M4F instructions of each engine's float32 kernel (kernel_f)."""
     from .device import _kernel_dir, device_instructions, sizes
 
-    kernels = {"mbforge": mbforge_kernel(rows["mbforge"]["plan_f"], real="float")}
-    if "pinocchio" in rows:
-        kernels["pinocchio"] = casadi_c(rows["pinocchio"]["f"], "float", kname == "RNEA")
-    for e, k in kernels.items():
-        base = tmp / f"dev_{kname}_{e}"
-        kdir = _kernel_dir(base / "kernel", f"arm_{kname.lower()}_{e}", k.source, k.n_in, k.n_out)
+    for e, r in rows.items():
+        k = r["kernel_f"]
+        base = tmp / f"dev_{label}_{kname}_{e}"
+        kdir = _kernel_dir(base / "kernel", f"{label}_{kname.lower()}_{e}", k.source, k.n_in, k.n_out)
         (base / "obj").mkdir()
         rows[e].update(sizes(kdir, base / "obj"))
         rows[e].update(device_instructions(kdir, base, X=X))

@@ -31,6 +31,33 @@ def test_arms_bench_scaling_runs():
     assert "forward-dynamics-aba: operations grow as N^" in out
 
 
+@pytest.mark.needs(dists=("example-robot-data",))
+def test_urdf_bench_runs(tmp_path):
+    """mbforge's side of bench.urdf on the UR5 (host figures) and a 4-joint chain's ABA."""
+    out = _run("bench.urdf", "--robots", "ur5", "--no-device", "--no-pinocchio", "--chain", "4",
+               "--json", str(tmp_path / "u.json"))
+    assert "4-joint chain (URDF): forward-dynamics-aba generated (c-float32)" in out
+    rep = json.loads((tmp_path / "u.json").read_text())
+    assert [r["mbforge"]["ops"] > 0 for r in rep["ur5"]["rows"].values()] == [True] * 3
+    assert rep["chain"]["c-double"] > 0 and "not measured (--no-pinocchio)" in out
+
+
+@pytest.mark.needs(modules=("pinocchio", "casadi"), dists=("example-robot-data",))
+def test_urdf_bench_against_pinocchio_runs(tmp_path):
+    """UR5's three kernels against Pinocchio through CasADi and its own C++ on the host (the
+    device figures are bench.device's machinery, run by test_device_bench_runs). About 10 s
+    once bench/pin_export.cpp and pin_time.cpp are compiled (cached; the first compile takes
+    minutes)."""
+    out = _run("bench.urdf", "--robots", "ur5", "--no-device", "--chain", "", "--json", str(tmp_path / "u.json"))
+    assert "mbforge / Pinocchio-CasADi: ops" in out
+    rep = json.loads((tmp_path / "u.json").read_text())["ur5"]
+    for kname in ("RNEA", "ABA", "CRBA"):
+        rows = rep["rows"][kname]
+        assert rows["pinocchio"]["max_abs_diff"] < 1e-9, kname  # the same robot on both sides
+        assert rows["mbforge"]["ops"] > 0 and rows["pinocchio"]["ops"] > 0
+    assert set(rep["pinocchio_cpp_ns"]) == {"RNEA", "ABA", "CRBA"}
+
+
 def test_step_bench_runs():
     out = _run("bench.step", "--cases", "pendulum", "--tol", "1e-3", "--repeat", "1")
     assert "equal accuracy: mbforge ali3p / MuJoCo" in out and "equal dt" in out
@@ -111,6 +138,8 @@ def test_host_figures_refuse_a_kernel_that_returns_early(tmp_path):
     (["bench.engine", "--json", "/nonexistent/x.json"], "--json /nonexistent/x.json: its folder does not exist"),
     (["bench.arms", "--json", "/nonexistent/x.json"], "--json /nonexistent/x.json: its folder does not exist"),
     (["bench.idyn", "--json", "/nonexistent/x.json"], "--json /nonexistent/x.json: its folder does not exist"),
+    (["bench.urdf", "--robots", "ur5,nope"], "--robots: no robot called nope; known: ur5, panda"),
+    (["bench.urdf", "--chain", "x"], "--chain: a number of joints, 2 or more, got 'x'"),
     (["bench.box_scaling", "--json", "/nonexistent/x.json"], "--json /nonexistent/x.json: its folder does not exist"),
     (["bench.box_scaling", "--fractions", "0.5", "0"], "--fractions: each in (0, 1]"),
 ])
