@@ -96,6 +96,8 @@ def kernel_digest(k: Kernel, tape) -> str:
         lines.append(f"domain {k.domain}")
     lines += [f"{i.op} {i.dst} {i.args}" for i in tape.instrs]
     lines.append(f"outputs {tape.outputs}")
+    if tape.feedback:
+        lines.append(f"feedback {tape.feedback}")
     return _sha("\n".join(lines))
 
 

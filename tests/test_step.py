@@ -104,6 +104,23 @@ def test_explicit_integrators_converge_at_their_order(tmp_path, integrator, orde
     assert 2 ** order * 0.6 < ratio < 2 ** order * 1.6, (errs, ratio)
 
 
+def test_fixed_point_state_keeps_its_format_from_step_to_step(tmp_path):
+    """A c-fixed step kernel's state is copied out[] -> in[] as raw words between calls, so
+    each state element's Q format must be the same on both sides. The one-link chain with
+    semi-implicit Euler at 20 ms gave qd Q26 out, Q27 in (the rate doubled every call);
+    now the two formats are tied, and 2 s of fixed-point steps follow the double steps."""
+    args = ("--set", "n=1", "--dt", "0.02", "--integrator", "euler")
+    fx = generate_step(tmp_path, "chain", *args, "--target", "c-fixed", name="fx")
+    db = generate_step(tmp_path, "chain", *args, name="db")
+    m = Manifest.load(fx)
+    ins = [f for g in m.inputs for f in g.frac_bits][:m.step["n_state"]]
+    outs = [f for g in m.outputs for f in g.frac_bits][:m.step["n_state"]]
+    assert ins == outs, (ins, outs)
+    _, q_fx = run_steps(fx, "chain", sets=("n=1",), t_end=2.0, every_s=0.02)
+    _, q_db = run_steps(db, "chain", sets=("n=1",), t_end=2.0, every_s=0.02)
+    assert len(q_db) == 100 and np.abs(q_fx - q_db).max() < 1e-5, np.abs(q_fx - q_db).max()
+
+
 def test_step_kernels_are_deterministic(tmp_path):
     a = generate_step(tmp_path, "pendulum", "--dt", "0.002", "--target", "c-float32", name="a")
     b = generate_step(tmp_path, "pendulum", "--dt", "0.002", "--target", "c-float32", name="b")

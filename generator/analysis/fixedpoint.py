@@ -124,9 +124,13 @@ class _Plan:
     box by box (arrays over the boxes of a BoxRanges). With `like`, its formats are kept
     and only the error bounds are derived again (plan_errors)."""
 
-    def __init__(self, tape: Tape, ranges: Ranges | None, boxes, like: FixedProgram | None, in_err, zero):
+    def __init__(self, tape: Tape, ranges: Ranges | None, boxes, like: FixedProgram | None, in_err, zero,
+                 caps: dict | None = None):
         self.tape, self.ranges, self.boxes, self.like = tape, ranges, boxes, like
-        self.in_bits = list(like.in_bits) if like else [frac_bits_for(iv.mag) for iv in ranges.inputs]
+        # caps: {("in", k) or ("t", d): the most fractional bits it may get} (tie_feedback)
+        self.caps = caps or {}
+        self.in_bits = list(like.in_bits) if like else [min(frac_bits_for(iv.mag), self.caps.get(("in", k), 99))
+                                                        for k, iv in enumerate(ranges.inputs)]
         # bounds are against exact arithmetic at the real (unrounded) inputs: converting one
         # to its format rounds to nearest, half an ulp, an error that propagates like any other
         self.in_err = in_err(self.in_bits)
@@ -168,7 +172,7 @@ class _Plan:
         f = frac_bits_for(m + pre_err + 2.0 ** -60)
         while f > -30 and (m + pre_err + rounding(f)) * 2.0 ** f >= MAXMAG * (1 - 1e-12):
             f -= 1
-        return f
+        return min(f, self.caps.get(("t", d), f))
 
     def set(self, ins, f: int, e, p: dict) -> None:
         d = ins.dst[0]
@@ -307,6 +311,29 @@ PLAN_RULES = Rules({"add": _r_add, "sub": _r_add, "neg": _r_neg, "mul": _r_mul, 
                                      f"({(f'{ins.op} computing {tape.atoms[ins.dst[0]]!r}')[:300]})")
 
 
+FEEDBACK_ROUNDS = 8  # formats only get coarser from round to round: two or three settle them
+
+
+def _out_bits(tape: Tape, s: _Plan, k: int) -> int:
+    o = tape.outputs[k]
+    return frac_bits_for(abs(o[1])) if o[0] == "c" else s.fbits(o)
+
+
+def _tie_feedback(tape: Tape, s: _Plan, caps: dict) -> bool:
+    """Cap both sides of every feedback pair whose formats differ at the coarser of the
+    two (a step kernel's state out[k] is copied to in[k] between calls as it is: the
+    formats must agree, or the next call reads it 2^d off); True if a cap changed."""
+    changed = False
+    for ko, ki in tape.feedback:
+        o, want = tape.outputs[ko], min(_out_bits(tape, s, ko), s.in_bits[ki])
+        for key in (("in", ki), o if o[0] in ("t", "in") else None):
+            if key is not None and caps.get(key, 99) > want and (key[0] == "in" and s.in_bits[key[1]] > want
+                                                                    or key[0] == "t" and s.bits[key[1]] > want):
+                caps[key] = want
+                changed = True
+    return changed
+
+
 def plan_fixed(tape: Tape, ranges: Ranges, boxes=None) -> FixedProgram:
     """Formats and error bounds for the tape over `ranges`. With `boxes` (a BoxRanges
     whose union `ranges` encloses), the errors that steer each format are propagated box
@@ -314,8 +341,17 @@ def plan_fixed(tape: Tape, ranges: Ranges, boxes=None) -> FixedProgram:
     hull's magnitudes and smallest divisors belong to different boxes, and their
     products overstate the errors by orders of magnitude (the Stewart platform's
     elimination); the reported bounds are the largest over the boxes."""
-    s = _Plan(tape, ranges, boxes, None, lambda bits: [half_ulp(f) for f in bits], 0.0)
-    run(tape, PLAN_RULES, s)
+    caps: dict = {}
+    for _ in range(FEEDBACK_ROUNDS):
+        s = _Plan(tape, ranges, boxes, None, lambda bits: [half_ulp(f) for f in bits], 0.0, caps)
+        run(tape, PLAN_RULES, s)
+        if not _tie_feedback(tape, s, caps):
+            break
+    else:
+        k_out, k_in = next((ko, ki) for ko, ki in tape.feedback
+                           if _out_bits(tape, s, ko) != s.in_bits[ki])
+        raise ExpressionError(f"fixed point: output {k_out} (the next value of input {k_in}) gets no format "
+                              f"that input can take ({_out_bits(tape, s, k_out)} and {s.in_bits[k_in]} fractional bits)")
     out_bits, out_err = [], []
     for o in tape.outputs:
         if o[0] == "c":

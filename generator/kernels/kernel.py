@@ -125,6 +125,8 @@ class Kernel:
         from ..lower import lower
         t = lower(self.output_atoms, self.input_symbols)
         bind_hints(t, self.info.enclosures)
+        if self.step:
+            t.feedback = tuple((k, k) for k in range(int(self.step["n_state"])))
         return t
 
     def __post_init__(self):

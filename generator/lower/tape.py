@@ -47,6 +47,9 @@ class Tape:
     # extra sound enclosures of some temps over input boxes, (in_lo, in_hi) -> {temp: (lo, hi)}
     # (analysis.linear: a solve's values from its matrix alone); range analysis intersects them
     hints: object = None
+    # (output position, input position) pairs that hold one value in turn: a step kernel's
+    # state, copied from out[] to in[] between calls, so fixed point gives both one format
+    feedback: tuple = ()
 
     def counts(self) -> dict[str, int]:
         c = Counter(i.op for i in self.instrs)
