@@ -163,7 +163,7 @@ def arm_rows(device: bool) -> dict:
 
     from .host import callgrind_instructions, time_ns
 
-    from mbforge.hil import vectors
+    from mbforge.verify import vectors
 
     model = load("sample_arm")
     kernels = {"RNEA": build_kernel(model.equations(), "inverse-dynamics-rnea"),

@@ -59,7 +59,7 @@ def measure(kernel, tmp: Path, per_call: bool = False) -> dict:
     r = {**c, "ops": m.ops["total"], "n_in": m.n_in, "n_out": m.n_out, "floor": floor,
          "ratio": c["instructions"] / floor, "peak_live": sched.peak_live, "regs": regs}
     if per_call:
-        from mbforge.hil import vectors
+        from mbforge.verify import vectors
 
         X = vectors.to_raw(m, vectors.draw(m, kdir, 16, seed=1))
         r["per_call"] = device_instructions(kdir, tmp, X=X)["instructions_median"]

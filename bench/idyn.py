@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from mbforge.examples import load
-from mbforge.hil.hostlib import load_kernel
+from mbforge.verify.hostlib import load_kernel
 from mbforge.ir import Evaluator
 from mbforge.ir.graph import translate
 from mbforge.kernels.builders import build_kernel

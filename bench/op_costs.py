@@ -54,7 +54,7 @@ def instructions(kdir: Path, env: str, work: Path) -> float:
     from mbforge.firmware.qemu import Emulator
     from mbforge.hil.harness import calibrate
     from mbforge.hil.link import Link
-    from mbforge.hil.vectors import draw_raw
+    from mbforge.verify.vectors import draw_raw
     from mbforge.manifest import Manifest
 
     m = Manifest.load(kdir)
@@ -79,7 +79,7 @@ def measure(jobs: int) -> list[dict]:
         from mbforge.manifest import Manifest
 
         from mbforge.firmware import budget as B
-        from mbforge.hil.vectors import VectorError
+        from mbforge.verify.vectors import VectorError
         from mbforge.targets import BOARDS
 
         def one(job):

@@ -13,7 +13,7 @@ double on the four motions and on random consistent states of the envelope.
 2. Inputs: each motion's platform states in closed form (_stewart.platform_states) on
    `--motion-points` times over [0, T_END], and `--random` consistent states drawn
    uniformly over the envelope (kernels.cover: Cover.sample).
-3. The kernel runs compiled on the host (hil.hostlib, bit-exact with the device C) on the
+3. The kernel runs compiled on the host (verify.hostlib, bit-exact with the device C) on the
    inputs converted to its type (to_raw: fixed-point rounding, or float32); the reference
    is double (ir Evaluator) at the UNROUNDED inputs, so input rounding counts.
 4. Per output: largest error per set, the manifest's bound, bound / observed; status codes.
@@ -166,8 +166,8 @@ from mbforge.analysis.aligned import (aligned_errors, fixed_aligned_errors, fixe
                                       summed_maxima)
 from mbforge.examples import _stewart as S
 from mbforge.examples import load
-from mbforge.hil.hostlib import from_raw, load_kernel, to_raw
-from mbforge.hil.vectors import VectorError
+from mbforge.verify.hostlib import from_raw, load_kernel, to_raw
+from mbforge.verify.vectors import VectorError
 from mbforge.ir import Evaluator
 from mbforge.model.errors import ModelError
 from mbforge.kernels.builders import build_kernel

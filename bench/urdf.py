@@ -136,7 +136,7 @@ def _pin_native_ns(urdf: Path, model, kernel, X: np.ndarray, work: Path) -> dict
 
 def robot_rows(name: str, device: bool, pinocchio: bool = True) -> dict:
     """Every figure of one robot (module docstring)."""
-    from mbforge.hil import vectors
+    from mbforge.verify import vectors
     from mbforge.kernels.builders import build_kernel
     from mbforge.model import from_urdf
     from mbforge.pipeline import generate

@@ -27,7 +27,7 @@ import jinja2
 from mbforge import __version__
 from mbforge.hil import protocol as P
 from mbforge.outdir import OutDir, OutDirError, read_record
-from mbforge.manifest import C_REAL, MANIFEST_NAME, Manifest, ManifestError, load_dir
+from mbforge.manifest import C_REAL, MANIFEST_NAME, REAL_SIZES, Manifest, ManifestError, load_dir
 from mbforge.targets import BOARDS, Board
 
 FIRMWARE_VERSION = f"mbforge-fw {__version__}"
@@ -137,7 +137,7 @@ def _c_literals(m: Manifest, kernel_dir: Path) -> list[str]:
     type: hexadecimal floats (exact), or raw fixed-point integers."""
     import numpy as np
 
-    from mbforge.hil.vectors import VectorError, _companion, to_raw
+    from mbforge.verify.vectors import VectorError, _companion, to_raw
     if not m.motion:
         return []
     try:
@@ -185,16 +185,16 @@ def plan_project(kernel_dir: str | Path, baud: int | None = None, *, library: bo
         "p": P,
         "function": m.function,
         "c_real": C_REAL[m.real],
-        "real_kind": P.REAL_KINDS[m.real],
-        "real_size": P.REAL_SIZES[m.real],
+        "real_kind": P.REAL_CODES[m.real],
+        "real_size": REAL_SIZES[m.real],
         "n_in": m.n_in,
         "n_out": m.n_out,
         "n_state": n_state(m),
         "digest": m.digest,
         "firmware_version": FIRMWARE_VERSION,
         "kernel_headers": [f"kernel/{_kernel_file(h)}" for h in m.headers],
-        "max_payload": max(runtime_payload(m), LOOP_REPLY_FIXED + m.n_out * P.REAL_SIZES[m.real],
-                           m.n_in * P.REAL_SIZES[m.real]) if app == "loop" else runtime_payload(m),
+        "max_payload": max(runtime_payload(m), LOOP_REPLY_FIXED + m.n_out * REAL_SIZES[m.real],
+                           m.n_in * REAL_SIZES[m.real]) if app == "loop" else runtime_payload(m),
         "max_batch": P.max_batch_for(m.real, m.n_in, m.n_out),
         "rx_buffer": RX_BUFFER,
         "baud": int(baud) if baud else None,  # None: each board's monitor_speed is its own

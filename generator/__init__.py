@@ -8,7 +8,9 @@
       -> backend(target)    mbforge.backends   one backend per target
       -> plan of files      mbforge.pipeline   {name: text} + manifest.json, then written
       -> build              mbforge.firmware   PlatformIO projects, QEMU
-      -> verify             mbforge.hil        serial harness against the double reference
+      -> verify             mbforge.verify     vectors, the one comparison, the host library
+           on a board       mbforge.hil        serial link and harness against the double reference
+           in RTL           mbforge.hdl        cocotb benches of the generated Verilog
 """
 __version__ = "0.1.0"
 

@@ -28,7 +28,7 @@ CI runners has a key file each, so entries made elsewhere are misses (recomputed
 the key file is shared too, with the trust that goes with it.
 
 Where: $MBFORGE_CACHE_DIR if set ("off": no cache), else $XDG_CACHE_HOME/mbforge or
-~/.cache/mbforge (the host libraries of mbforge.hil.hostlib live there too).
+~/.cache/mbforge (the host libraries of mbforge.verify.hostlib live there too).
 
 Size: entries of older mbforge versions are never read again, so the folder would only
 grow. Past $MBFORGE_CACHE_MAX_MB (default 1024) of entries, a store removes the least
@@ -158,7 +158,7 @@ def _mac(secret: bytes, kind: str, k: str, arrays: dict) -> str:
 
 def mac(kind: str, k: str, data: bytes) -> str | None:
     """The digest an entry of (kind, k) holding data gets, for a cache user that keeps its
-    own files (hil.hostlib's libraries); None without a cache key."""
+    own files (verify.hostlib's libraries); None without a cache key."""
     secret = _secret()
     return None if secret is None else _mac(secret, kind, k, {"data": np.frombuffer(data, dtype=np.uint8)})
 

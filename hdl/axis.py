@@ -68,7 +68,7 @@ def simulate_axis(rtl_dir: str | Path, sim: str, fixed_dir: str | Path, X: np.nd
                   gap: float = 0.3) -> AxisResult:
     """X (raw int32 vectors) through `<top>_axis` under random tvalid gaps and tready
     stalls (a share `gap` of the cycles each), against the c-fixed host model."""
-    from mbforge.hil import hostlib
+    from mbforge.verify import hostlib
 
     b = S.build(rtl_dir, sim, wrapper=write_axis(rtl_dir))
     X = np.asarray(X, dtype=np.int32)

@@ -11,7 +11,7 @@ at the next rising edge.
 Tests:
 * test_vectors: every vector through the kernel, in order, with the producer pausing
   (ap_start low) on a random share of the cycles in the second half; results must
-  equal the host model's bit for bit (outputs and ap_return; mbforge.hil.compare's
+  equal the host model's bit for bit (outputs and ap_return; mbforge.verify.compare's
   bit_exact), when the job has them. Each output is taken in the cycle its out_<k>_ap_vld
   is high (all with ap_done, or earlier in a pipelined kernel with early outputs). Measured: latency per vector (first cycle ap_start
   is high for a vector -> its ap_done cycle), interval (cycles between accepts while
@@ -35,7 +35,7 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, RisingEdge
 
-from mbforge.hil.compare import bit_exact
+from mbforge.verify.compare import bit_exact
 
 MASK = 0xFFFFFFFF
 

@@ -18,7 +18,7 @@ import numpy as np
 
 
 def _cmd_hdl(args) -> int:
-    from mbforge.hil import hostlib
+    from mbforge.verify import hostlib
     from mbforge.outdir import OutDir
     from mbforge.pipeline import check_prefix, generate, resolve_options
 

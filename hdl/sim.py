@@ -6,8 +6,8 @@
 
 Reads only generated directories and their manifests (no model layer): the `verilog`
 target's (RTL, rtl.json), the `c-fixed` one's (the bit-exact host model, through
-mbforge.hil.hostlib) and optionally a `c-double` one's (the reference). The vectors are
-mbforge.hil.vectors' (the HIL harness's), the measures mbforge.hil.compare's: the RTL's
+mbforge.verify.hostlib) and optionally a `c-double` one's (the reference). The vectors are
+mbforge.verify.vectors' (the HIL harness's), the measures mbforge.verify.compare's: the RTL's
 outputs and ap_return bit for bit against the host model (the bench also asserts it in
 the simulation), and against the double reference within the manifest's error bounds
 (evaluated on the quantised inputs, so the bound is the kernel's own; vectors the RTL
@@ -28,13 +28,12 @@ from pathlib import Path
 
 import numpy as np
 
-from mbforge.hil import hostlib
-from mbforge.hil.compare import CompareError, check_pair, compare
-from mbforge.hil.device import Evaluation
-from mbforge.hil.vectors import (OUT_OF_ENVELOPE, VectorError, draw_raw, for_reference, from_raw, robustness,
-                                 to_raw)
 from mbforge.manifest import Manifest
 from mbforge.outdir import OutDir, OutDirError
+from mbforge.verify import hostlib
+from mbforge.verify.compare import CompareError, check_pair, compare, status_checks
+from mbforge.verify.device import Evaluation
+from mbforge.verify.vectors import VectorError, draw_raw, for_reference, from_raw, robustness, to_raw
 
 SIMULATORS = ("icarus", "verilator")
 BENCH_MODULE = "mbforge.hdl.bench"
@@ -129,7 +128,7 @@ def build(rtl_dir: str | Path, sim: str, build_dir: str | Path | None = None, wr
 
 
 def make_vectors(kernel_dir: str | Path, n: int, seed: int = 0, motion: bool = True) -> np.ndarray:
-    """Raw int32 input vectors of mbforge.hil.vectors: n uniform within the ranges (domain
+    """Raw int32 input vectors of mbforge.verify.vectors: n uniform within the ranges (domain
     boxes), then the motion file's."""
     kernel_dir = Path(kernel_dir)
     try:
@@ -139,7 +138,7 @@ def make_vectors(kernel_dir: str | Path, n: int, seed: int = 0, motion: bool = T
 
 
 def with_robustness(kernel_dir: str | Path, X: np.ndarray):
-    """(X then the robustness set's raw vectors, the set (hil.vectors.Robustness), len(X))."""
+    """(X then the robustness set's raw vectors, the set (verify.vectors.Robustness), len(X))."""
     try:
         rob = robustness(Manifest.load(kernel_dir), kernel_dir)
         R = to_raw(Manifest.load(kernel_dir), rob.X, "inputs")
@@ -226,8 +225,8 @@ class SimResult:
     worst_error_ratio: float | None  # max |rtl - double| / bound over outputs with a bound
     seconds: dict = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
-    # the robustness set's vectors (after the drawn ones) by label: {label: {status: count}}
-    statuses: dict = field(default_factory=dict)
+    # the robustness set's vectors (after the drawn ones) by class: compare.status_checks
+    statuses: list[dict] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -246,8 +245,8 @@ class SimResult:
                  f"  latency {self.latency} cycles, interval {self.interval}",
                  f"  reset in the middle of a computation: {'ok' if self.reset_ok else 'FAILED'}",
                  "  seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in self.seconds.items())]
-        lines += [f"  ap_return, {lab}: " + ", ".join(f"{k}: {v}" for k, v in sorted(c.items()))
-                  for lab, c in self.statuses.items()]
+        lines += [f"  ap_return, {c['label']} (expected {c['expected']}): "
+                  + ", ".join(f"{k}: {v}" for k, v in sorted(c["statuses"].items())) for c in self.statuses]
         lines += [f"  error: {e}" for e in self.errors]
         return "\n".join(lines)
 
@@ -269,7 +268,7 @@ def simulate(b: Build, fixed_dir: str | Path, double_dir: str | Path | None = No
         reference = hostlib.load_kernel(double_dir)
     t0 = time.perf_counter()
     rob, n_nom = None, len(X) if X is not None else 0
-    if X is None:  # drawn in the domain, then the labelled robustness set (hil.vectors)
+    if X is None:  # drawn in the domain, then the labelled robustness set (verify.vectors)
         X, rob, n_nom = with_robustness(fixed_dir, make_vectors(fixed_dir, vectors, seed))
     host = hostlib.load_kernel(fixed_dir).eval(X)
     t_model = time.perf_counter() - t0
@@ -277,21 +276,17 @@ def simulate(b: Build, fixed_dir: str | Path, double_dir: str | Path | None = No
     tv = res.get("test_vectors", {})
     rr = res.get("test_reset_midway")
     dev = _evaluation(tv, len(X))
-    within, worst, exact, statuses = None, None, None, {}
+    within, worst, exact, statuses = None, None, None, []
     if dev is not None:
         # the bound is promised on the drawn vectors only; bit-exactness on all of them
         nom = Evaluation(dev.outputs[:n_nom], dev.status[:n_nom], None)
         c = compare(m, nom, ref=reference.eval(for_reference(mf, fixed_dir, from_raw(m, X[:n_nom], "inputs")))
                     if reference else None)
         exact = compare(m, dev, host=host).host
-        for i, (lab, exp) in enumerate(zip(rob.labels, rob.expected) if rob else ()):
-            st = int(dev.status[n_nom + i])
-            cls = (OUT_OF_ENVELOPE if lab.startswith(OUT_OF_ENVELOPE) else lab) \
-                + f" (expected {' or '.join(map(str, exp))})"
-            statuses.setdefault(cls, {}).setdefault(st, 0)
-            statuses[cls][st] += 1
-            if st not in exp:
-                errors.append(f"vector {n_nom + i} ({lab}): ap_return {st}, expected {' or '.join(map(str, exp))}")
+        if rob:
+            statuses = status_checks(rob.labels, rob.expected, dev.status[n_nom:], range(n_nom, len(X)),
+                                     status_name="ap_return")
+            errors += [f for c in statuses for f in c["failures"]]
         if c.worst_bound_ratio is not None:
             worst = c.worst_bound_ratio
             within = bool(worst <= 1.0)

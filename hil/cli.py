@@ -19,7 +19,6 @@ from pathlib import Path
 
 from mbforge.firmware.qemu import DEFAULT_BOARD, EMULATED_BOARDS, Emulator, EmulatorError, board_of_elf
 from mbforge.hil.harness import HarnessError, run
-from mbforge.hil.hostlib import HostLibError
 from mbforge.hil.link import LinkError
 from mbforge.hil.report import junit_xml, render_html
 from mbforge.hil.rundb import RunDB, RunDBError
@@ -27,6 +26,7 @@ from mbforge.targets import BOARDS
 from mbforge.manifest import MANIFEST_NAME, ManifestError
 from mbforge.options import VECTORS_MAX, OneLineParser, baud, file, number, parse_args, seed, vectors, whole
 from mbforge.outdir import OutDirError, check_file, write_file
+from mbforge.verify.hostlib import HostLibError
 
 
 WINDOW_MAX = 64  # frames in flight: a device's receive ring holds a few

@@ -13,13 +13,13 @@ the error measured is the kernel's, not the input rounding's (vectors.for_refere
 input whose envelope is narrower than one unit of the device's format gets the
 envelope's value, which the double reference accepts).
 
-Statuses: every vector's status must be one its label allows (status_checks): 0 inside
+Statuses: every vector's status must be one its label allows (compare.status_checks): 0 inside
 the domain, 2 out of the envelope, 0 or 1 off-manifold (no error bound there, so those
 vectors, like the out-of-envelope ones, are left out of the error measures and of the
 comparison with the reference's statuses; the host model is compared on all of them).
 
-The vectors come from mbforge.hil.vectors, the device is a device.Device
-(link.LinkDevice) and the measures are mbforge.hil.compare's: error per output group
+The vectors come from mbforge.verify.vectors, the device is a
+mbforge.verify.device.Device (link.LinkDevice) and the measures are mbforge.verify.compare's: error per output group
 against the tolerance (--tol relative to scale, else 1e-5 float, 1e-12 double, the
 manifest's per-element error_bound for int32), status codes equal to the reference's,
 and with host_model the device's raw outputs equal to a host build of the same
@@ -50,16 +50,15 @@ from pathlib import Path
 
 import numpy as np
 
-from mbforge.hil import hostlib
-from mbforge.hil.report import board_clock, board_name, progress_bar, vector_details
-from mbforge.hil.compare import CompareError, GroupResult, compare, compare_groups
-from mbforge.hil.compare import check_pair as _check_pair
-from mbforge.hil.device import Evaluation
 from mbforge.hil.link import TICKS_OVERFLOW, Link, LinkDevice, LinkError, calibrate
+from mbforge.hil.report import board_clock, board_name, progress_bar, vector_details
 from mbforge.hil.rundb import RunDB, RunDBError, add_stats
-from mbforge.hil.vectors import (OFF_MANIFOLD, OUT_OF_ENVELOPE, VectorError, draw, for_reference, from_raw,
-                                 robustness, to_raw)
 from mbforge.manifest import Manifest
+from mbforge.verify import hostlib
+from mbforge.verify.compare import CompareError, GroupResult, compare, compare_groups, status_checks
+from mbforge.verify.compare import check_pair as _check_pair
+from mbforge.verify.device import Evaluation
+from mbforge.verify.vectors import VectorError, draw, for_reference, from_raw, robustness, to_raw
 
 
 class HarnessError(RuntimeError):
@@ -385,7 +384,7 @@ def report_from_db(db: RunDB, S: _Setup | None = None, tol=None) -> Report:
         c.host = compare(m, dev_all, host=S.device_model.eval(S.X_dev[rows])).host
     groups, status_mismatches = c.groups, c.status_mismatches
     host = c.host.to_json() if c.host is not None else None
-    statuses = status_checks(S, rows, dev_all.status)
+    statuses = status_checks([S.labels[r] for r in rows], [S.expected[r] for r in rows], dev_all.status, rows)
     timed = ~overflow & nom  # work per call over the domain's vectors (status 2 returns at once)
     ticks = st["work"][rows][timed].astype(np.int64)
     work = work_all[timed] if unit else ticks
@@ -416,33 +415,7 @@ def report_from_db(db: RunDB, S: _Setup | None = None, tol=None) -> Report:
     return r
 
 
-STATUS_CLASSES = ("domain", "motion", OUT_OF_ENVELOPE, OFF_MANIFOLD)
-
-
-def status_checks(S: _Setup, rows: np.ndarray, status: np.ndarray) -> list[dict]:
-    """Per class of label (STATUS_CLASSES, in order): the vectors, the statuses expected
-    and seen, the first few vectors outside the expectation with their full label."""
-    out = []
-    for cls in STATUS_CLASSES:
-        idx = [i for i, r in enumerate(rows) if S.labels[r].split(":")[0] == cls.split(":")[0]]
-        if not idx:
-            continue
-        seen: dict[str, int] = {}
-        failures = []
-        for i in idx:
-            s_ = int(status[i])
-            seen[str(s_)] = seen.get(str(s_), 0) + 1
-            if s_ not in S.expected[rows[i]]:
-                if len(failures) < 10:
-                    failures.append(f"vector {int(rows[i])} ({S.labels[rows[i]]}): status {s_}")
-        allowed = sorted({e for i in idx for e in S.expected[rows[i]]})
-        text = " or ".join(map(str, allowed)) + (", no bound check" if cls == OFF_MANIFOLD else "")
-        out.append({"label": cls, "vectors": len(idx), "expected": text, "statuses": seen,
-                    "failures": failures, "passed": not failures})
-    return out
-
-
-__all__ = ["run", "load_run", "Report", "GroupResult", "HarnessError", "LinkError", "input_vectors", "status_checks",
+__all__ = ["run", "load_run", "Report", "GroupResult", "HarnessError", "LinkError", "input_vectors",
            "compare_groups", "calibrate", "check_pair"]
 
 

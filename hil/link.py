@@ -42,7 +42,8 @@ import numpy as np
 import serial
 
 from mbforge.hil import protocol as P
-from mbforge.hil.device import Evaluation
+from mbforge.manifest import REAL_DTYPES
+from mbforge.verify.device import Evaluation
 
 HELLO_RESEND = 0.05  # seconds: first resend of HELLO (a booting board drops what it gets)
 CALIB_ITERATIONS = (10_000, 110_000)
@@ -380,7 +381,7 @@ class Link:
 
     def _dtype(self) -> np.dtype:
         info = self.info or self.hello()
-        return np.dtype(P.REAL_DTYPES[info.real])
+        return np.dtype(REAL_DTYPES[info.real])
 
     def encode_inputs(self, x) -> bytes:
         info = self.info or self.hello()

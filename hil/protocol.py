@@ -65,6 +65,7 @@ import zlib
 from dataclasses import dataclass
 
 from mbforge.hil import cobs
+from mbforge.manifest import REAL_SIZES
 
 PROTOCOL_VERSION = 2
 DELIM = 0x00
@@ -91,10 +92,8 @@ HEADER_LEN = HEADER.size  # 5
 CRC_LEN = 4
 OVERHEAD = HEADER_LEN + CRC_LEN  # body bytes besides the payload
 
-REAL_KINDS = {"double": 0, "float": 1, "int32": 2}
-REAL_NAMES = {v: k for k, v in REAL_KINDS.items()}
-REAL_DTYPES = {"double": "<f8", "float": "<f4", "int32": "<i4"}
-REAL_SIZES = {"double": 8, "float": 4, "int32": 4}
+REAL_CODES = {"double": 0, "float": 1, "int32": 2}  # the HELLO's real kind byte (kinds: manifest.REAL_KINDS)
+REAL_NAMES = {v: k for k, v in REAL_CODES.items()}
 COUNTER_NONE, COUNTER_SYSTICK, COUNTER_DWT = 0, 1, 2
 COUNTER_NAMES = {COUNTER_NONE: "none", COUNTER_SYSTICK: "SysTick", COUNTER_DWT: "DWT"}
 
@@ -242,7 +241,7 @@ class Hello:
     def pack(self) -> bytes:
         counter = {v: k for k, v in COUNTER_NAMES.items()}[self.counter]
         fw = self.firmware.encode("ascii")
-        return HELLO_FIXED.pack(self.protocol, REAL_KINDS[self.real], self.n_in, self.n_out, counter,
+        return HELLO_FIXED.pack(self.protocol, REAL_CODES[self.real], self.n_in, self.n_out, counter,
                                 self.counter_hz, self.max_payload, self.rx_buffer,
                                 self.digest.encode("ascii"), self.boot_id, self.max_batch) + \
             bytes([len(fw)]) + fw

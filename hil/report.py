@@ -15,7 +15,7 @@ Invariants:
 - The HTML has no external assets: figures are PNG embedded as base64 data URIs, the
   style sheet is inline. Every <img> carries the class "figure".
 - The vectors of a run are the random ones first, then the manifest's motion vectors in
-  the order of the motion (mbforge.hil.vectors.draw): per_vector["n_random"] splits them.
+  the order of the motion (mbforge.verify.vectors.draw): per_vector["n_random"] splits them.
 - Errors per vector and output group are the largest |device - reference| over the
   group's elements (NaN on either side: null in JSON, counted as non-finite), relative
   errors divide by the group's scale (compare.compare_groups).

@@ -11,7 +11,7 @@ import numpy as np
 
 from mbforge.analysis.aligned import aligned_errors, rounded_operations, summed_maxima
 from mbforge.analysis.floaterror import TRIG_ULPS, U
-from mbforge.hil.hostlib import load_kernel
+from mbforge.verify.hostlib import load_kernel
 from mbforge.ir import Evaluator
 from mbforge.kernels.builders import build_kernel
 from mbforge.lower.tape import Instr, Tape
@@ -71,7 +71,7 @@ def test_fixed_point_kernel_never_above_its_floor_and_the_bound_never_below(tmp_
     from mbforge.analysis.aligned import fixed_aligned_errors, fixed_roundings
     from mbforge.analysis.fixerror import bound_over_boxes, output_errors_boxes
     from mbforge.analysis.ranges import BoxRanges, analyse_domain
-    from mbforge.hil.vectors import from_raw, to_raw
+    from mbforge.verify.vectors import from_raw, to_raw
     from mbforge.manifest import Manifest
 
     k = build_kernel(H.build().equations(), "inverse-dynamics")

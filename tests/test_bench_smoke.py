@@ -116,7 +116,7 @@ def test_host_figures_refuse_a_kernel_that_returns_early(tmp_path):
     from bench import BenchInputError
     from bench.host import callgrind_instructions, time_ns
     from mbforge.examples import load
-    from mbforge.hil import vectors
+    from mbforge.verify import vectors
     from mbforge.kernels.builders import build_kernel
     from mbforge.pipeline import generate
 

@@ -152,10 +152,10 @@ def test_float_outputs_that_vanish_on_consistent_states_pass_within_their_bound(
     is below float32's rounding; each element within the manifest's sound float32 bound
     passes, and an error beyond it still fails."""
     from mbforge.examples import load
-    from mbforge.hil import hostlib
-    from mbforge.hil.compare import compare
-    from mbforge.hil.device import Evaluation
-    from mbforge.hil.vectors import from_raw, to_raw
+    from mbforge.verify import hostlib
+    from mbforge.verify.compare import compare
+    from mbforge.verify.device import Evaluation
+    from mbforge.verify.vectors import from_raw, to_raw
     from mbforge.kernels.builders import build_kernel
     from mbforge.manifest import Manifest
     from mbforge.pipeline import generate

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from mbforge.analysis.intervals import IntervalEvaluator
-from mbforge.hil.hostlib import load_kernel
+from mbforge.verify.hostlib import load_kernel
 from mbforge.ir import Evaluator
 from mbforge.kernels.builders import build_kernel
 from mbforge.pipeline import generate

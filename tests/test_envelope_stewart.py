@@ -167,7 +167,7 @@ def test_a_box_where_the_split_fails_is_cut_until_it_holds(tmp_path, monkeypatch
     The compiled kernel stays within the new bound on random points of the box and on
     consistent states of the cell, against double at the unrounded input."""
     from mbforge.analysis import solve_error
-    from mbforge.hil import hostlib
+    from mbforge.verify import hostlib
     from mbforge.manifest import Manifest
     from mbforge.pipeline import generate
 

@@ -211,7 +211,7 @@ def test_relative_legs_in_closed_form_and_over_the_envelope():
     import tempfile
     from pathlib import Path
 
-    from mbforge.hil.hostlib import from_raw, load_kernel, to_raw
+    from mbforge.verify.hostlib import from_raw, load_kernel, to_raw
     from mbforge.kernels.reduced import reduction
 
     k = build_kernel(eqs, "inverse-dynamics-reduced")

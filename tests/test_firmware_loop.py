@@ -19,7 +19,7 @@ from mbforge.firmware.qemu import Emulator
 from mbforge.hil.cli import main as hil_cli
 from mbforge.hil.link import Link, LinkError
 from mbforge.hil.loop import read_windows, request
-from mbforge.hil.vectors import draw
+from mbforge.verify.vectors import draw
 from mbforge.manifest import Manifest
 from mbforge.targets import BOARDS
 
@@ -94,7 +94,7 @@ def test_a_rate_that_does_not_fit_counts_every_call_as_an_overrun(fourbar):
 
 
 def test_outputs_follow_the_streamed_inputs(fourbar):
-    from mbforge.hil.hostlib import load_kernel
+    from mbforge.verify.hostlib import load_kernel
 
     m = fourbar["m"]
     host = load_kernel(fourbar["kernel"])
@@ -145,7 +145,7 @@ def test_the_loop_app_on_the_an385_sleeps_between_link_bytes_and_counts_alike(tm
     main loop sleeps in WFI there; the cycles per call stay deterministic but for the
     phase of the tick (3.2 ticks an instruction) at which the call starts: within 1 tick."""
     from mbforge.examples import load
-    from mbforge.hil.vectors import to_raw
+    from mbforge.verify.vectors import to_raw
     from mbforge.kernels.builders import build_kernel
     from mbforge.pipeline import generate
 
@@ -168,7 +168,7 @@ def test_the_loop_app_runs_on_the_cortex_m0(tmp_path):
     loop app's handler. c-fixed four-bar kinematics at 100 Hz: every window, no overrun,
     the call's ticks the instructions the HIL server measures (4.096 ticks each)."""
     from mbforge.examples import load
-    from mbforge.hil.vectors import to_raw
+    from mbforge.verify.vectors import to_raw
     from mbforge.kernels.builders import build_kernel
     from mbforge.pipeline import generate
 

@@ -17,7 +17,7 @@ from mbforge.firmware.project import CALIB_MAX_ITERATIONS
 from mbforge.firmware.qemu import Emulator, EmulatorError, board_of_elf, qemu_command
 from mbforge.hil import cobs
 from mbforge.hil import protocol as P
-from mbforge.hil.hostlib import load_kernel
+from mbforge.verify.hostlib import load_kernel
 from mbforge.hil.link import DeviceError, DigestMismatch, Link
 from mbforge.manifest import Manifest
 from mbforge.targets import BOARDS, EMULATED_BOARDS

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from mbforge.examples import load
-from mbforge.hil import hostlib
+from mbforge.verify import hostlib
 from mbforge.ir import Evaluator, ExpressionError, atan2, cos, sin, sqrt, symbol
 from mbforge.lower import lower
 from mbforge.kernels import InPort, Kernel, OutPort

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from mbforge.examples import load_model
-from mbforge.hil import hostlib
-from mbforge.hil.vectors import from_raw, to_raw
+from mbforge.verify import hostlib
+from mbforge.verify.vectors import from_raw, to_raw
 from mbforge.ir import Evaluator
 from mbforge.kernels import cover as C
 from mbforge.kernels.builders import build_kernel

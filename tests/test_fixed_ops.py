@@ -14,7 +14,7 @@ from mbforge.analysis.ranges import analyse_domain
 from mbforge.backends.fixed import ops
 from mbforge.backends.fixed.interp import simulate
 from mbforge.backends.rtl.lower import evaluate
-from mbforge.hil import hostlib
+from mbforge.verify import hostlib
 from mbforge.ir import cos, sin, sqrt, symbol
 from mbforge.kernels import InPort, Kernel, OutPort
 from mbforge.lower import lower

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from mbforge.analysis.floaterror import ATAN2_ERROR
-from mbforge.hil.hostlib import load_kernel
+from mbforge.verify.hostlib import load_kernel
 from mbforge.ir import Evaluator, atan2, symbol
 from mbforge.kernels import InPort, Kernel, OutPort
 from mbforge.manifest import Manifest

@@ -83,8 +83,8 @@ def test_a_generated_kernel_refuses_an_angle_beyond_its_envelope(tmp_path):
     import numpy as np
 
     from mbforge.cli import main as cli
-    from mbforge.hil import hostlib
-    from mbforge.hil.vectors import draw, to_raw
+    from mbforge.verify import hostlib
+    from mbforge.verify.vectors import draw, to_raw
     k, d = tmp_path / "f", tmp_path / "d"
     assert cli(["generate", "fourbar", "--kernel", "kinematics", "--target", "c-float32", "--out", str(k)]) == 0
     assert cli(["generate", "fourbar", "--kernel", "kinematics", "--target", "c-double", "--out", str(d)]) == 0

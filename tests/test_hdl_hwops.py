@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mbforge.examples import load
-from mbforge.hil import hostlib
+from mbforge.verify import hostlib
 from mbforge.backends.rtl.schedule import (LATENCY, MEMORY_MIN, SHARED_INTERVAL, SHARED_LATENCY, default_units,
                                             delay_plan, pipeline, shared, unit_class)
 from mbforge.lower import lower
@@ -30,7 +30,7 @@ def _program(k):
 
 
 def _vectors(m, n, seed, kernel_dir):
-    from mbforge.hil.vectors import draw_raw
+    from mbforge.verify.vectors import draw_raw
 
     rng = np.random.default_rng(seed)
     # within the envelope (the declared box may exceed what the formats hold: refused)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from mbforge.firmware.qemu import Emulator
-from mbforge.hil import hostlib
+from mbforge.verify import hostlib
 from mbforge.hil.cli import main as hil_cli
 from mbforge.manifest import Manifest
 

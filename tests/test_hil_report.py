@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mbforge.hil import hostlib
-from mbforge.hil.compare import DOUBLE_HOST_TOL, bit_exact, compare
+from mbforge.verify import hostlib
+from mbforge.verify.compare import DOUBLE_HOST_TOL, bit_exact, compare
 from mbforge.hil.harness import Report
 from mbforge.hil.report import junit_xml, render_html, vector_details
-from mbforge.hil.vectors import draw, from_raw, to_raw
+from mbforge.verify.vectors import draw, from_raw, to_raw
 from mbforge.manifest import Manifest
 
 FIXTURES = Path(__file__).parent / "fixtures"

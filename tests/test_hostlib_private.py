@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mbforge.hil import hostlib
-from mbforge.hil.hostlib import HostLibError, load_kernel
+from mbforge.verify import hostlib
+from mbforge.verify.hostlib import HostLibError, load_kernel
 
 TOY = Path(__file__).parent / "fixtures" / "toy"
 X = np.array([[1.0, 2.0, 3.0], [-0.5, 0.25, 1.0]], dtype=np.float32)

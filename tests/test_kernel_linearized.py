@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import mbforge
-from mbforge.hil.hostlib import load_kernel
+from mbforge.verify.hostlib import load_kernel
 from mbforge.kernels.builders import KernelError, build_kernel
 from mbforge.model import Model
 from mbforge.pipeline import generate
@@ -175,8 +175,8 @@ def test_bad_coordinate_choice_is_one_clear_error():
 def test_fixed_point_kernel_within_its_error_bounds(cart_pole_kernel, tmp_path):
     """c-fixed (and so hls-c / verilog, bit-exact with it): the manifest's error bound of
     each element holds against the double kernel at the same (quantized) inputs."""
-    from mbforge.hil import hostlib
-    from mbforge.hil.vectors import from_raw, to_raw
+    from mbforge.verify import hostlib
+    from mbforge.verify.vectors import from_raw, to_raw
     from mbforge.manifest import Manifest
 
     m, k, hk = cart_pole_kernel

@@ -198,7 +198,7 @@ def test_symmetric_and_lu_kkt_agree_and_the_cheaper_is_kept():
 @pytest.mark.host
 @pytest.mark.parametrize("kernel", ["forward-dynamics", "inverse-dynamics", "equations"])
 def test_generated_c_matches_the_reference(kernel, tmp_path):
-    from mbforge.hil.hostlib import load_kernel
+    from mbforge.verify.hostlib import load_kernel
 
     eqs = slider_crank()
     # over the declared box: without the domain, the kernel's envelope is that box

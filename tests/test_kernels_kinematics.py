@@ -99,7 +99,7 @@ def test_random_points_of_the_declared_ranges_match_numpy(fourbar):
 
 @pytest.mark.host
 def test_generated_c_matches_the_reference(fourbar, tmp_path):
-    from mbforge.hil.hostlib import load_kernel
+    from mbforge.verify.hostlib import load_kernel
 
     eqs, k = fourbar
     # over the declared box: without the domain, the kernel's envelope is that box (with

@@ -13,7 +13,7 @@ from mbforge.analysis import solve_error
 from mbforge.examples import _stewart as S
 from mbforge.examples import load
 from mbforge.examples import stewart as ST
-from mbforge.hil import hostlib
+from mbforge.verify import hostlib
 from mbforge.ir import Evaluator
 from mbforge.lower import lower
 from mbforge.kernels.builders import build_kernel

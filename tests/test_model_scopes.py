@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from mbforge.hil.hostlib import load_kernel
+from mbforge.verify.hostlib import load_kernel
 from mbforge.ir import Evaluator, atom_count, cos, sin, symbols
 from mbforge.kernels.builders import build_kernel
 from mbforge.model import Model, ModelError

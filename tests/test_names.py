@@ -129,7 +129,7 @@ def test_hil_refuses_a_crafted_manifest_in_one_line(tmp_path, field, value, word
 
 @pytest.mark.parametrize("field,value,words", CRAFTED[:2])
 def test_the_host_library_and_firmware_refuse_a_crafted_function(tmp_path, monkeypatch, field, value, words):
-    from mbforge.hil.hostlib import HostLibError, load_kernel
+    from mbforge.verify.hostlib import HostLibError, load_kernel
 
     monkeypatch.setenv("MBFORGE_CACHE_DIR", str(tmp_path / "cache"))
     k = _crafted(tmp_path, field, value)

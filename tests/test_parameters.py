@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from mbforge.hil.hostlib import load_kernel
+from mbforge.verify.hostlib import load_kernel
 from mbforge.ir import Evaluator, cos, sin
 from mbforge.kernels.builders import build_kernel
 from mbforge.manifest import Manifest

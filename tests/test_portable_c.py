@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from mbforge.examples import load
-from mbforge.hil import hostlib, vectors
+from mbforge.verify import hostlib, vectors
 from mbforge.kernels.builders import build_kernel
 from mbforge.manifest import C_REAL
 from mbforge.pipeline import generate

@@ -8,7 +8,7 @@ import math
 
 from mbforge.analysis.ranges import analyse_boxes, analyse_domain
 from mbforge.examples import load
-from mbforge.hil import hostlib
+from mbforge.verify import hostlib
 from mbforge.ir import Evaluator, ExpressionError, symbol
 from mbforge.kernels import InPort, Kernel, OutPort
 from mbforge.kernels.builders import build_kernel

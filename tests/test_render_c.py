@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from mbforge.examples import load
-from mbforge.hil.hostlib import load_kernel
+from mbforge.verify.hostlib import load_kernel
 from mbforge.ir import Evaluator
 from mbforge.kernels.builders import build_kernel
 from mbforge.pipeline import generate

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from mbforge.examples import load
-from mbforge.hil import hostlib, vectors
+from mbforge.verify import hostlib, vectors
 from mbforge.kernels import InPort, Kernel, OutPort
 from mbforge.kernels.builders import build_kernel
 from mbforge.ir import symbol

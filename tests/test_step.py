@@ -176,8 +176,8 @@ def test_the_suggested_dt_runs_and_the_refused_one_would_diverge(tmp_path):
     """chain (n = 2) at the dt the rk4 refusal suggests (0.15 s) stays bounded over its time
     range; the kernel built past the check at 0.2 s leaves every declared range."""
     from mbforge.examples import load
-    from mbforge.hil.hostlib import load_kernel
-    from mbforge.hil.vectors import to_raw
+    from mbforge.verify.hostlib import load_kernel
+    from mbforge.verify.vectors import to_raw
     from mbforge.kernels import step as S
     from mbforge.pipeline import generate
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mbforge.hil import hostlib
+from mbforge.verify import hostlib
 from mbforge.kernels.recursive import aba_kernel, frame_kinematics_kernel, mass_matrix_crba_kernel, rnea_kernel
 from mbforge.manifest import Manifest
 from mbforge.model import from_urdf

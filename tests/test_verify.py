@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mbforge.hil import hostlib, vectors
-from mbforge.hil.compare import bit_exact, bound_ratio, compare
-from mbforge.hil.device import Device, Evaluation
+from mbforge.verify import hostlib, vectors
+from mbforge.verify.compare import bit_exact, bound_ratio, compare
+from mbforge.verify.device import Device, Evaluation
 from mbforge.manifest import Manifest, ManifestError, load_dir
 from mbforge.pipeline import generate
 
@@ -174,7 +174,7 @@ def test_verification_code_stays_off_the_model_layer():
             bad |= {n for n in _imports(path) if n.startswith("mbforge.hdl")}
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
     # and at run time, in a fresh interpreter (a package __init__ could pull them in)
-    code = ("import sys, mbforge.hdl.sim, mbforge.hdl.synth, mbforge.hil.harness, mbforge.hil.compare;"
+    code = ("import sys, mbforge.hdl.sim, mbforge.hdl.synth, mbforge.hil.harness, mbforge.verify.compare;"
             f"print(sorted(m for m in sys.modules if m.startswith({MODEL_LAYER!r})))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

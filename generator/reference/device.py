@@ -178,8 +178,8 @@ def _split(m, X: np.ndarray) -> dict[str, np.ndarray]:
 def _host_runs(m, dev_dir: Path, dbl_dir: Path, x: np.ndarray, steps: int, decim: int) -> dict:
     """The chain on the host (HostKernel.steps, up to a failed step): the device's kernel
     (its bits) and the c-double one."""
-    from mbforge.hil import hostlib
-    from mbforge.hil.vectors import to_raw
+    from mbforge.verify import hostlib
+    from mbforge.verify.vectors import to_raw
 
     same, same_failed, same_status = hostlib.load_kernel(dev_dir).steps(to_raw(m, x[None, :], "inputs")[0],
                                                                         steps, decim)
@@ -253,9 +253,9 @@ def run_device(eqs, stem: str, out, env: str, port: str | None, target: str, opt
     from mbforge.firmware.build import BuildError
     from mbforge.firmware.project import ProjectError, generate_project
     from mbforge.firmware.qemu import EmulatorError
-    from mbforge.hil.hostlib import HostLibError
+    from mbforge.verify.hostlib import HostLibError
     from mbforge.hil.link import LinkError
-    from mbforge.hil.vectors import from_raw, to_raw
+    from mbforge.verify.vectors import from_raw, to_raw
 
     from ..errors import CLIError
     from ..outdir import OutDirError

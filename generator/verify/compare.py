@@ -24,6 +24,9 @@ vectors whose device status is 0 (a saturated result is outside the bound's prom
 and whose reference is finite (bound_ratio; <= 1 means within the bounds); and
 bit-exactness against the host model (raw bits, status included).
 
+Statuses by class (status_checks): every vector's status must be one its label allows
+(vectors.robustness); the classes are the labels' kinds, STATUS_CLASSES, in that order.
+
 Bit-exact rules: outputs are not compared where both sides return status 2 (an input
 outside the envelope: nothing computed, out[] left as the caller had it); a NaN equals a NaN of any sign and payload (NaN is a class: which bits a
 NaN carries depends on the FPU and the C library, not on the kernel). A c-double kernel
@@ -40,8 +43,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mbforge.hil.vectors import from_raw
 from mbforge.manifest import Manifest
+from mbforge.verify.vectors import OFF_MANIFOLD, OUT_OF_ENVELOPE, from_raw
 
 DEFAULT_TOL = {"float": 1e-5, "double": 1e-12, "int32": 1e-5}
 SCALE_FLOOR = 1e-30
@@ -221,6 +224,35 @@ def host_within_tolerance(m: Manifest, exact: BitExact, Yd, sd, Yh, sh) -> BitEx
     exact.tolerance, exact.max_rel_difference, exact.within_tolerance = DOUBLE_HOST_TOL, worst, ok
     exact.note = DOUBLE_NOTE
     return exact
+
+
+STATUS_CLASSES = ("domain", "motion", OUT_OF_ENVELOPE, OFF_MANIFOLD)  # labels' kinds, reported in this order
+FAILURES_LISTED = 10  # per class
+
+
+def status_checks(labels, expected, status, rows, *, status_name: str = "status") -> list[dict]:
+    """Per class of label (STATUS_CLASSES, in order; a label's kind is its text before
+    ":"): the vectors, the statuses expected and seen, the first few vectors outside the
+    expectation with their full label. labels, expected (the statuses allowed), status:
+    per vector; rows: the vector numbers to report."""
+    rows = list(rows)
+    out = []
+    for cls in STATUS_CLASSES:
+        idx = [i for i, lab in enumerate(labels) if lab.split(":")[0] == cls.split(":")[0]]
+        if not idx:
+            continue
+        seen: dict[str, int] = {}
+        failures = []
+        for i in idx:
+            s_ = int(status[i])
+            seen[str(s_)] = seen.get(str(s_), 0) + 1
+            if s_ not in expected[i] and len(failures) < FAILURES_LISTED:
+                failures.append(f"vector {int(rows[i])} ({labels[i]}): {status_name} {s_}")
+        allowed = sorted({e for i in idx for e in expected[i]})
+        text = " or ".join(map(str, allowed)) + (", no bound check" if cls == OFF_MANIFOLD else "")
+        out.append({"label": cls, "vectors": len(idx), "expected": text, "statuses": seen,
+                    "failures": failures, "passed": not failures})
+    return out
 
 
 @dataclass

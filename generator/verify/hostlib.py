@@ -23,7 +23,7 @@ names (mbforge.manifest checks them) before they reach the batch source or a pat
 Invariants:
 - X and Y are numpy arrays of the kernel's own type (float64, float32 or int32 raw
   fixed point): values pass as raw bits, so results can be compared bit for bit with
-  a device running the same C. `to_raw`/`from_raw` (mbforge.hil.vectors) convert real
+  a device running the same C. `to_raw`/`from_raw` (mbforge.verify.vectors) convert real
   values; to_raw never clips: a value the kernel's format cannot hold raises
   VectorError naming the input and the value; one outside the envelope but inside the
   format is sent as is and the kernel returns status 2 (codes in the header).
@@ -48,9 +48,9 @@ from pathlib import Path
 import numpy as np
 
 from mbforge.cache import cache_root, mac
-from mbforge.hil.device import Evaluation
-from mbforge.hil.vectors import NP_DTYPE, VectorError, from_raw, to_raw  # noqa: F401  (the raw format, re-exported)
 from mbforge.manifest import C_REAL, MANIFEST_NAME, Manifest, ManifestError, load_dir
+from mbforge.verify.device import Evaluation
+from mbforge.verify.vectors import NP_DTYPE, VectorError, from_raw, to_raw  # noqa: F401  (the raw format, re-exported)
 
 CC = os.environ.get("MBFORGE_HOST_CC", "gcc")
 CFLAGS = ["-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno",

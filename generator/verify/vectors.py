@@ -34,10 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
-from mbforge.hil import protocol as P
-from mbforge.manifest import Manifest
+from mbforge.manifest import REAL_DTYPES, Manifest
 
-NP_DTYPE = {k: np.dtype(v) for k, v in P.REAL_DTYPES.items()}
+NP_DTYPE = {k: np.dtype(v) for k, v in REAL_DTYPES.items()}
 
 
 class VectorError(ValueError):
