@@ -130,6 +130,19 @@ def test_every_module_is_read():
     assert "mbforge.model" in graph["mbforge.reference.solvers"]  # runs the package mbforge.model
 
 
+def test_verify_and_hdl_never_import_hil():
+    """mbforge.verify (vectors, comparison, Device, host library) is what hil and hdl share;
+    the serial link (mbforge.hil) is hil's alone: no module of verify or hdl imports it,
+    at module or function level, and the shared modules have one home, verify."""
+    graph = import_graph(repository_folders())
+    shared = {"mbforge.verify." + m for m in ("device", "vectors", "compare", "hostlib")}
+    assert shared <= set(graph) and not {m.replace(".verify.", ".hil.") for m in shared} & set(graph)
+    checked = [m for m in graph if m.startswith(("mbforge.verify", "mbforge.hdl"))]
+    bad = {m: sorted(t for t in graph[m] if t.startswith("mbforge.hil")) for m in checked}
+    assert not {m: t for m, t in bad.items() if t}, f"imports of mbforge.hil: {bad}"
+    assert shared & graph["mbforge.hil.harness"] and shared & graph["mbforge.hdl.sim"]  # both use it
+
+
 def test_the_checker_finds_a_function_level_cycle(tmp_path):
     pkg = tmp_path / "pkg"
     (pkg / "sub").mkdir(parents=True)

@@ -1,9 +1,9 @@
-"""The verification module shared by the HIL harness and the RTL benches (mbforge.hil:
-device, vectors, compare): the same vectors through two real devices (the host library
+"""The verification package shared by the HIL harness and the RTL benches (mbforge.verify:
+device, vectors, compare, hostlib): the same vectors through two real devices (the host library
 and the Icarus RTL; the host library and the emulated board over the socket link) agree
 raw word for raw word on a c-fixed kernel; the comparison sees a single differing bit;
-the vector source keeps to the domain; hdl's sim/bench/synth and hil stay off the
-model layer."""
+the vector source keeps to the domain; statuses are judged by class, once for both;
+verify, hdl's sim/bench/synth and hil stay off the model layer, verify and hdl off hil."""
 import ast
 import json
 import subprocess
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from mbforge.verify import hostlib, vectors
-from mbforge.verify.compare import bit_exact, bound_ratio, compare
+from mbforge.verify.compare import STATUS_CLASSES, bit_exact, bound_ratio, compare, status_checks
 from mbforge.verify.device import Device, Evaluation
 from mbforge.manifest import Manifest, ManifestError, load_dir
 from mbforge.pipeline import generate
@@ -108,6 +108,20 @@ def test_bound_ratio_leaves_out_saturated_vectors_and_unbounded_outputs(tmp_path
     assert c.status_mismatches == 1 and not c.groups[0].passed
 
 
+def test_status_checks_judge_each_class_and_name_the_vector():
+    """The one status judgement of the harness and the RTL benches (hdl.sim): classes in
+    STATUS_CLASSES order, a label's kind before its ':', the allowed statuses per vector."""
+    labels = [vectors.OFF_MANIFOLD, f"{vectors.OUT_OF_ENVELOPE}: q below [0, 1]",
+              f"{vectors.OUT_OF_ENVELOPE}: q NaN", "domain"]
+    checks = status_checks(labels, [(0, 1), (2,), (2,), (0,)], np.array([1, 2, 0, 0]), range(10, 14),
+                           status_name="ap_return")
+    assert [c["label"] for c in checks] == [c for c in STATUS_CLASSES if c != "motion"]
+    dom, env, off = checks
+    assert dom["passed"] and off["passed"] and off["expected"] == "0 or 1, no bound check"
+    assert env == {"label": vectors.OUT_OF_ENVELOPE, "vectors": 2, "expected": "2", "statuses": {"2": 1, "0": 1},
+                   "failures": [f"vector 12 ({vectors.OUT_OF_ENVELOPE}: q NaN): ap_return 0"], "passed": False}
+
+
 def _int32_kernel(path: Path, domain=None) -> Path:
     path.mkdir(exist_ok=True)
     m = {"model": "m", "prefix": "q", "kernel": "k", "function": "q_k", "target": "c-fixed", "real": "int32",
@@ -167,14 +181,20 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_verification_code_stays_off_the_model_layer():
-    checked = sorted((ROOT / "hil").glob("*.py")) + [ROOT / "hdl" / f for f in ("sim.py", "bench.py", "synth.py")]
-    for path in checked:
+    verify = sorted((ROOT / "generator" / "verify").glob("*.py"))
+    hdl = [ROOT / "hdl" / f for f in ("sim.py", "bench.py", "synth.py")]
+    assert len(verify) == 5
+    for path in verify + sorted((ROOT / "hil").glob("*.py")) + hdl:
         bad = {n for n in _imports(path) if n.startswith(MODEL_LAYER)}
-        if path.parent.name == "hil":
+        if path.parent.name in ("hil", "verify"):
             bad |= {n for n in _imports(path) if n.startswith("mbforge.hdl")}
+        if path.parent.name in ("hdl", "verify"):  # the serial link is hil's alone
+            bad |= {n for n in _imports(path) if n.startswith("mbforge.hil")}
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
     # and at run time, in a fresh interpreter (a package __init__ could pull them in)
-    code = ("import sys, mbforge.hdl.sim, mbforge.hdl.synth, mbforge.hil.harness, mbforge.verify.compare;"
+    code = ("import sys, mbforge.hdl.sim, mbforge.hdl.synth, mbforge.verify.hostlib, mbforge.verify.compare;"
+            "print(sorted(m for m in sys.modules if m.startswith('mbforge.hil')));"
+            "import mbforge.hil.harness;"
             f"print(sorted(m for m in sys.modules if m.startswith({MODEL_LAYER!r})))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    assert out.split() == ["[]", "[]"]
