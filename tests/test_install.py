@@ -130,9 +130,9 @@ def outside(tmp_path_factory) -> Path:
 @pytest.mark.slow
 def test_installed_modules_and_data_are_in_the_new_venv(installed, outside):
     code = ("import mbforge, mbforge.targets, mbforge.firmware.offline as o, mbforge.backends.render as r, "
-            "mbforge.hdl, mbforge.hil; "
+            "mbforge.hdl, mbforge.hil, mbforge.verify.hostlib as h; "
             "print(mbforge.__file__); print(mbforge.targets.__file__); print(mbforge.hdl.__file__); "
-            "print(mbforge.hil.__file__); print(r.__file__); print(o.PLATFORM_DIR); "
+            "print(mbforge.hil.__file__); print(h.__file__); print(r.__file__); print(o.PLATFORM_DIR); "
             "print(o.source_checkout()); print(o.default_home())")
     lines = run([installed / "python", "-c", code], cwd=outside, env=clean_env("1")).stdout.splitlines()
     venv = installed.parent

@@ -123,7 +123,7 @@ def _device_bounds(m: Manifest, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndar
     """The envelope as the kernel compares it, in real values: rounded outward to its
     precision, as the generator writes the check (backends.fixed.c.envelope_words: words
     floor(lo 2^f), ceil(hi 2^f) within int32; backends.c: float32 rounded outward). Written
-    again here: the verification code does not import the generator."""
+    again here: mbforge.verify does not import the backends."""
     if m.real == "int32":
         q = np.exp2(frac_bits(m, "inputs").astype(np.float64))
         return (np.maximum(np.floor(lo * q), -2.0**31) / q, np.minimum(np.ceil(hi * q), 2.0**31 - 1) / q)
