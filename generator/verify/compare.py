@@ -48,7 +48,7 @@ from mbforge.verify.vectors import OFF_MANIFOLD, OUT_OF_ENVELOPE, from_raw
 
 DEFAULT_TOL = {"float": 1e-5, "double": 1e-12, "int32": 1e-5}
 SCALE_FLOOR = 1e-30
-MISMATCHES_LISTED = 10
+MISMATCHES_LISTED = 10  # vectors named in a message list
 DOUBLE_HOST_TOL = 1e-12  # double device vs host model, relative to each output group's scale
 DOUBLE_NOTE = ("c-double kernel: the device's libm (newlib) and the host's (glibc) round sin/cos "
                "and other library functions differently in the last bit, so the host model "
@@ -227,7 +227,6 @@ def host_within_tolerance(m: Manifest, exact: BitExact, Yd, sd, Yh, sh) -> BitEx
 
 
 STATUS_CLASSES = ("domain", "motion", OUT_OF_ENVELOPE, OFF_MANIFOLD)  # labels' kinds, reported in this order
-FAILURES_LISTED = 10  # per class
 
 
 def status_checks(labels, expected, status, rows, *, status_name: str = "status") -> list[dict]:
@@ -246,7 +245,7 @@ def status_checks(labels, expected, status, rows, *, status_name: str = "status"
         for i in idx:
             s_ = int(status[i])
             seen[str(s_)] = seen.get(str(s_), 0) + 1
-            if s_ not in expected[i] and len(failures) < FAILURES_LISTED:
+            if s_ not in expected[i] and len(failures) < MISMATCHES_LISTED:  # per class
                 failures.append(f"vector {int(rows[i])} ({labels[i]}): {status_name} {s_}")
         allowed = sorted({e for i in idx for e in expected[i]})
         text = " or ".join(map(str, allowed)) + (", no bound check" if cls == OFF_MANIFOLD else "")
