@@ -1,7 +1,7 @@
 """Backends as a registry: one `Backend` subclass per target, looked up by name.
 
-A backend has a `name` (the target's, from the records in mbforge.targets: the one list of
-target names), a typed `Options` (a frozen dataclass; each field's metadata holds its help
+A backend is the one record of its target: a `name`, the `real` kind of in[] and out[]
+(a record of mbforge.reals), one line of `use` (the --target help), a typed `Options` (a frozen dataclass; each field's metadata holds its help
 text and its choices or bounds), `analyse` (the target's own analyses of the tape:
 float32 error bounds, the fixed-point plan) and `render` (the files). The pipeline does
 the same steps for every target and has no branch on its name.
@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..lower.schedule import schedule
-from ..targets import TARGETS, Target
+from ..reals import Real
+from .context import KernelContext
 
 
 class GenerateError(ValueError):
@@ -142,23 +143,17 @@ STATUS_ENVELOPE = ("input outside its envelope (inputs[].envelope; NaN included)
 
 
 class Backend(ABC):
-    """A target: its options, its analyses, its renderer. Subclasses set `name` (a key of
-    mbforge.targets.TARGETS) and, when they take more options, `Options`."""
+    """A target: its facts, options, analyses and renderer. Subclasses set `name`, `real`,
+    `use` and, when they take more options, `Options`."""
     name: ClassVar[str]
+    real: ClassVar[Real]  # the element type of in[] and out[]
+    use: ClassVar[str]  # what the target is for, one line (`mbforge generate --help`)
     Options: ClassVar[type[Options]] = Options
     # status codes beyond "0: ok": {code: (manifest text, header text)}; every C target
     # checks its inputs against the envelope first (status 2)
     status: ClassVar[dict[str, tuple[str, str]]] = {"2": STATUS_ENVELOPE}
     # the pressure schedule's chain length for this target's core (None: lower.schedule's)
     schedule_chain: ClassVar[int | None] = None
-
-    @property
-    def target(self) -> Target:
-        return TARGETS[self.name]
-
-    @property
-    def real(self) -> str:
-        return self.target.real
 
     def resolve(self, given: Mapping | Options | None = None, *, cli: bool = False) -> Options:
         """The complete options: `given` checked, defaults applied. `cli` words the errors
@@ -206,17 +201,19 @@ class Backend(ABC):
         """The target's analyses of the tape over the input boxes."""
 
     @abstractmethod
-    def render(self, sched, analysis: Analysis, ctx: dict, options: Options) -> Rendered:
-        """The files. ctx: the kernel's names and documentation (see pipeline)."""
+    def render(self, sched, analysis: Analysis, ctx: KernelContext, options: Options) -> Rendered:
+        """The files. ctx: the kernel's names and documentation (pipeline builds it)."""
 
 
 _REGISTRY: dict[str, Backend] = {}
 
 
 def register(cls: type[Backend]) -> type[Backend]:
-    """Class decorator: one instance of cls under its name, which must be a target's."""
-    if cls.name not in TARGETS:
-        raise TypeError(f"backend {cls.__name__}: no target called {cls.name!r} in mbforge.targets")
+    """Class decorator: one instance of cls under its name (the registration order is the
+    targets' order); cls must state its facts."""
+    missing = [a for a in ("name", "real", "use") if not hasattr(cls, a)]
+    if missing:
+        raise TypeError(f"backend {cls.__name__}: no {', '.join(missing)}")
     if cls.name in _REGISTRY:
         raise TypeError(f"two backends for target {cls.name!r}")
     _REGISTRY[cls.name] = cls()

@@ -1,4 +1,4 @@
-"""The shipped backends, one per target of mbforge.targets, registered by name.
+"""The shipped backends, one per target, registered by name in the targets' order.
 
 c-double and c-float32 are C dialects (backends.c); c-fixed, hls-c and verilog print one
 fixed-point plan (analysis.fixedpoint), so they share its analysis and status codes (1:
@@ -14,16 +14,18 @@ from ..analysis.fixerror import bound_over_boxes
 from ..analysis.floaterror import float32_bounds, float32_bounds_boxes, float32_forms_boxes
 from ..analysis.ranges import BoxRanges, analyse_domain
 from ..lower.schedule import best_schedule
+from ..reals import REALS
 from .base import STATUS_ENVELOPE, Analysis, Backend, GenerateError, Options, Rendered, option, register
 from .c import DIALECTS, render_c
+from .context import KernelContext
 from .fixed.c import render_fixed
 from .hls import render_hls
 from .rtl.schedule import DELAY_LINES, MEMORY_MIN
 from .rtl.verilog import render_rtl
 
 
-def _c_files(files: dict[str, str], ctx: dict) -> Rendered:
-    return Rendered(files, [ctx["source"]], [ctx["header"]])
+def _c_files(files: dict[str, str], ctx: KernelContext) -> Rendered:
+    return Rendered(files, [ctx.source], [ctx.header])
 
 
 class CBackend(Backend):
@@ -42,6 +44,8 @@ class CBackend(Backend):
 @register
 class DoubleBackend(CBackend):
     name = "c-double"
+    real = REALS["double"]
+    use = "host reference"
     # longer chains suit the host's 14 allocated registers (gcc -O2 x86-64, Stewart joint
     # kernel, callgrind instructions per call: chain 3: 13,033, 4: 12,883, 6: 12,676, 8: 12,673)
     schedule_chain = 8
@@ -66,6 +70,8 @@ class Float32Options(Options):
 @register
 class Float32Backend(CBackend):
     name = "c-float32"
+    real = REALS["float"]
+    use = "Cortex-M4F / M7 (single-precision FPU), bit-exact with the host build"
     Options = Float32Options
 
     def schedule(self, tape, options):
@@ -99,6 +105,7 @@ class Float32Backend(CBackend):
 
 class FixedBackend(Backend):
     """A printer of the fixed-point plan: Q formats chosen over the domain's boxes."""
+    real = REALS["int32"]
     status = {"1": ("saturated: an intermediate value left its format; outputs computed, "
                     "the error bound does not hold (an input off the consistent states)",
                     "if an intermediate value saturated: outputs computed, their error bound does not hold"),
@@ -122,6 +129,7 @@ class FixedBackend(Backend):
 @register
 class FixedCBackend(FixedBackend):
     name = "c-fixed"
+    use = "cores without an FPU (Cortex-M0/M3): Q formats and error bounds"
 
     def render(self, sched, analysis, ctx, options) -> Rendered:
         return _c_files(render_fixed(sched, analysis.plan, ctx), ctx)
@@ -130,6 +138,7 @@ class FixedCBackend(FixedBackend):
 @register
 class HlsBackend(FixedBackend):
     name = "hls-c"
+    use = "HLS-ready C (Vitis HLS conventions), bit-exact with c-fixed"
 
     def render(self, sched, analysis, ctx, options) -> Rendered:
         return _c_files(render_hls(sched, analysis.plan, ctx), ctx)
@@ -162,6 +171,7 @@ class VerilogOptions(Options):
 @register
 class VerilogBackend(FixedBackend):
     name = "verilog"
+    use = "pipelined or resource-shared RTL, bit-exact with c-fixed"
     Options = VerilogOptions
 
     def render(self, sched, analysis, ctx, options) -> Rendered:
