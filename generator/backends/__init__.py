@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from . import registry  # noqa: F401  (registers the shipped backends)
-from .base import _REGISTRY, Analysis, Backend, GenerateError, OptionError, Options, Rendered, _spell, register
+from .base import _REGISTRY, Analysis, Backend, FixedAnalysis, Float32Analysis, GenerateError, OptionError, Options, Rendered, _spell, register
 
 
 def get_backend(name: str) -> Backend:
@@ -63,5 +63,5 @@ def add_flags(parser: argparse.ArgumentParser, fields, *, applies: Mapping[str, 
                             help=f"{m['help']} ({default}{scope})")
 
 
-__all__ = ["Analysis", "Backend", "GenerateError", "OptionError", "Options", "Rendered", "add_flags",
+__all__ = ["Analysis", "Backend", "FixedAnalysis", "Float32Analysis", "GenerateError", "OptionError", "Options", "Rendered", "add_flags",
            "all_option_fields", "backend_names", "get_backend", "register"]

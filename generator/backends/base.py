@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ..analysis.fixedpoint import FixedProgram, program_from_text, program_text
 from ..lower.schedule import schedule
 from ..reals import Real
 from .context import KernelContext
@@ -98,34 +99,49 @@ def _check(f: dataclasses.Field, v: Any) -> str | None:
 
 @dataclass
 class Analysis:
-    """What a backend's analyses give: `plan` is for its renderer (the fixed-point
-    program, ...); the per-element lists go into the manifest's groups (None: not
-    applicable to the target)."""
-    plan: Any = None
+    """What a target's analyses give (c-double: nothing): the per-element lists go into the
+    manifest's groups (None: not applicable to the target). A subclass per kind of result;
+    `text` and `from_text` keep any of them in the disk cache (pipeline._analyse)."""
     in_frac_bits: list[int] | None = None
     out_frac_bits: list[int] | None = None
     out_error: list[float | None] | None = None
+    kind: ClassVar[str] = "none"
+
+    def plan_text(self) -> str | None:
+        """The renderer's plan as text (None: the analysis has no plan)."""
+        return None
 
     def text(self) -> str | None:
-        """The analysis as text (mbforge.cache keeps it), or None if its plan has no text."""
-        from ..analysis.fixedpoint import FixedProgram, program_text
-
-        if self.plan is not None and not isinstance(self.plan, FixedProgram):
-            return None
+        """The analysis as text (mbforge.cache keeps it), or None if a value has no text."""
         try:
-            plan = None if self.plan is None else program_text(self.plan)
-            return json.dumps({"plan": plan, "in": self.in_frac_bits, "out": self.out_frac_bits,
-                               "error": self.out_error})
+            return json.dumps({"kind": self.kind, "plan": self.plan_text(), "in": self.in_frac_bits,
+                               "out": self.out_frac_bits, "error": self.out_error})
         except (TypeError, ValueError):  # a value JSON does not hold (a numpy integer): not kept
             return None
 
-    @classmethod
-    def from_text(cls, tape, text: str) -> "Analysis":
-        from ..analysis.fixedpoint import program_from_text
-
+    @staticmethod
+    def from_text(tape, text: str) -> Analysis:
+        """The analysis of `tape` that `text` holds; KeyError for a kind of another version."""
         d = json.loads(text)
-        plan = None if d["plan"] is None else program_from_text(tape, d["plan"])
-        return cls(plan, d["in"], d["out"], d["error"])
+        cls = {c.kind: c for c in (Analysis, Float32Analysis, FixedAnalysis)}[d["kind"]]
+        extra = {} if d["plan"] is None else {"plan": program_from_text(tape, d["plan"])}
+        return cls(in_frac_bits=d["in"], out_frac_bits=d["out"], out_error=d["error"], **extra)
+
+
+@dataclass
+class Float32Analysis(Analysis):
+    """c-float32: error bounds against double (None: no finite bound)."""
+    kind: ClassVar[str] = "float32"
+
+
+@dataclass(kw_only=True)
+class FixedAnalysis(Analysis):
+    """The fixed-point targets: the plan their renderers print (Q formats, error bounds)."""
+    plan: FixedProgram
+    kind: ClassVar[str] = "fixed"
+
+    def plan_text(self) -> str:
+        return program_text(self.plan)
 
 
 @dataclass

@@ -15,7 +15,7 @@ from ..analysis.floaterror import float32_bounds, float32_bounds_boxes, float32_
 from ..analysis.ranges import BoxRanges, analyse_domain
 from ..lower.schedule import best_schedule
 from ..reals import REALS
-from .base import STATUS_ENVELOPE, Analysis, Backend, GenerateError, Options, Rendered, option, register
+from .base import STATUS_ENVELOPE, Analysis, Backend, FixedAnalysis, Float32Analysis, GenerateError, Options, Rendered, option, register
 from .c import DIALECTS, render_c
 from .context import KernelContext
 from .fixed.c import render_fixed
@@ -88,7 +88,7 @@ class Float32Backend(CBackend):
         return ["Compile with -ffp-contract=off -fno-math-errno so that every machine rounds alike.",
                 "Error bounds (+-) hold against double at the unrounded input (its rounding to float included)."]
 
-    def analyse(self, tape, boxes) -> Analysis:
+    def analyse(self, tape, boxes) -> Float32Analysis:
         # outputs downstream of a divisor whose range reaches 0 get no finite bound.
         # Box by box (one vectorised pass), the largest over the boxes; with one box, its own
         per_box: list = []
@@ -100,7 +100,7 @@ class Float32Backend(CBackend):
         else:
             vec = BoxRanges.from_list(tape, per_box)
         bounds = [min(a, b) for a, b in zip(bounds, float32_forms_boxes(tape, vec))]
-        return Analysis(out_error=[b if math.isfinite(b) else None for b in bounds])
+        return Float32Analysis(out_error=[b if math.isfinite(b) else None for b in bounds])
 
 
 class FixedBackend(Backend):
@@ -115,7 +115,7 @@ class FixedBackend(Backend):
         return ["value = int32 / 2**frac_bits; formats and error bounds are in manifest.json",
                 "Error bounds (+-) hold against double at the unrounded input (its rounding to the Q format included)."]
 
-    def analyse(self, tape, boxes) -> Analysis:
+    def analyse(self, tape, boxes) -> FixedAnalysis:
         boxes = [list(b) for b in boxes]
         for k, a in enumerate(tape.inputs):  # no Q format holds an unbounded input
             if not all(math.isfinite(float(lo)) and math.isfinite(float(hi)) for lo, hi in (b[k] for b in boxes)):
@@ -123,7 +123,7 @@ class FixedBackend(Backend):
                                     f"{self.name} (fixed point) needs a finite range: declare one on the model")
         per_box: list = []
         fx = bound_over_boxes(tape, analyse_domain(tape, boxes, per_box=per_box), per_box)
-        return Analysis(plan=fx, in_frac_bits=fx.in_bits, out_frac_bits=fx.out_bits, out_error=fx.out_error)
+        return FixedAnalysis(plan=fx, in_frac_bits=fx.in_bits, out_frac_bits=fx.out_bits, out_error=fx.out_error)
 
 
 @register
@@ -131,7 +131,7 @@ class FixedCBackend(FixedBackend):
     name = "c-fixed"
     use = "cores without an FPU (Cortex-M0/M3): Q formats and error bounds"
 
-    def render(self, sched, analysis, ctx, options) -> Rendered:
+    def render(self, sched, analysis: FixedAnalysis, ctx, options) -> Rendered:
         return _c_files(render_fixed(sched, analysis.plan, ctx), ctx)
 
 
@@ -140,7 +140,7 @@ class HlsBackend(FixedBackend):
     name = "hls-c"
     use = "HLS-ready C (Vitis HLS conventions), bit-exact with c-fixed"
 
-    def render(self, sched, analysis, ctx, options) -> Rendered:
+    def render(self, sched, analysis: FixedAnalysis, ctx, options) -> Rendered:
         return _c_files(render_hls(sched, analysis.plan, ctx), ctx)
 
 
@@ -174,6 +174,6 @@ class VerilogBackend(FixedBackend):
     use = "pipelined or resource-shared RTL, bit-exact with c-fixed"
     Options = VerilogOptions
 
-    def render(self, sched, analysis, ctx, options) -> Rendered:
+    def render(self, sched, analysis: FixedAnalysis, ctx, options) -> Rendered:
         files, sources, headers = render_rtl(analysis.plan, sched, ctx, options)
         return Rendered(files, sources, headers)
