@@ -11,19 +11,19 @@ is generated, digested and recorded in the manifest is always the complete, vali
 set (defaults applied); an option another target takes is refused as inapplicable, an
 unknown one as unknown, a bad value with its choices. The command-line flags of
 `mbforge generate` and `mbforge hdl` are built from these fields (`add_flags`), so help
-texts and choices exist once.
+texts and choices exist once (mbforge.optionfields, shared with the kernel builders' options).
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import ClassVar
 
 from ..analysis.fixedpoint import FixedProgram, program_from_text, program_text
 from ..lower.schedule import schedule
+from ..optionfields import OptionFields, check, option, spell
 from ..reals import Real
 from .context import KernelContext
 
@@ -36,23 +36,10 @@ class OptionError(GenerateError):
     """An option that the target does not take, or a value it does not accept."""
 
 
-def option(default: Any, help: str, *, choices: tuple | None = None, kind: type | None = None,
-           minimum: int | None = None, maximum: int | None = None, default_text: str | None = None):
-    """A field of an Options dataclass with what the CLI and validation need to know.
-    `kind` (int), `minimum` and `maximum` check numbers; a None default means "not set"
-    and is always accepted; `default_text` says in the help what None means."""
-    meta = {"help": help, "choices": choices, "kind": kind, "minimum": minimum, "maximum": maximum,
-            "default_text": default_text}
-    return field(default=default, metadata=meta)
-
-
-def _spell(name: str, cli: bool) -> str:
-    return f"--{name.replace('_', '-')}" if cli else f"option {name}"
-
-
 @dataclass(frozen=True)
-class Options:
+class Options(OptionFields):
     """Options every target takes."""
+    error: ClassVar[type[Exception]] = OptionError
     params: str = option("fold", "model parameters as constants (fold) or as a runtime input port `params`",
                          choices=("fold", "runtime"))
     # "pressure": list scheduling for few live values (about 5% faster code, on the host and
@@ -63,38 +50,6 @@ class Options:
     # words): the kernel then never returns 2 and computes on whatever it is given
     input_check: str = option("on", "on: each input compared with its envelope before anything is computed "
                               "(status 2); off: no check", choices=("on", "off"))
-
-    @classmethod
-    def fields(cls) -> tuple[dataclasses.Field, ...]:
-        return dataclasses.fields(cls)
-
-    @classmethod
-    def names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in dataclasses.fields(cls))
-
-    def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    def __post_init__(self):
-        for f in dataclasses.fields(self):
-            err = _check(f, getattr(self, f.name))
-            if err:
-                raise OptionError(f"option {f.name}={getattr(self, f.name)!r}: {err}")
-
-
-def _check(f: dataclasses.Field, v: Any) -> str | None:
-    """Why value v is not acceptable for option f (None if it is)."""
-    m = f.metadata
-    if v is None and f.default is None:
-        return None
-    if m["choices"] is not None and v not in m["choices"]:
-        return f"must be one of {', '.join(map(str, m['choices']))}"
-    lo = m["minimum"]
-    if m["kind"] is int and (not isinstance(v, int) or isinstance(v, bool) or (lo is not None and v < lo)):
-        return "must be a positive integer" if lo == 1 else "must be an integer" + ("" if lo is None else f" >= {lo}")
-    if m["kind"] is int and m["maximum"] is not None and v > m["maximum"]:
-        return f"must be at most {m['maximum']}"
-    return None
 
 
 @dataclass
@@ -187,15 +142,15 @@ class Backend(ABC):
             takers = [b.name for b in _REGISTRY.values() if k in b.Options.names()]
             what = "flags" if cli else "options"
             target = f"--target {self.name}" if cli else f"target {self.name}"
-            known = f"{what} of {self.name}: " + ", ".join(_spell(n, cli).removeprefix("option ") for n in mine)
+            known = f"{what} of {self.name}: " + ", ".join(spell(n, cli).removeprefix("option ") for n in mine)
             if takers:
-                raise OptionError(f"{_spell(k, cli)} does not apply to {target} (only to "
+                raise OptionError(f"{spell(k, cli)} does not apply to {target} (only to "
                                   f"{', '.join(takers)}); {known}")
-            raise OptionError(f"unknown {_spell(k, cli)} for {target}; {known}")
+            raise OptionError(f"unknown {spell(k, cli)} for {target}; {known}")
         for k, v in given.items():
-            err = _check(mine[k], v)
+            err = check(mine[k], v)
             if err:
-                shown = f"{_spell(k, True)} {v}" if cli else f"option {k}={v!r}"
+                shown = f"{spell(k, True)} {v}" if cli else f"option {k}={v!r}"
                 raise OptionError(f"{shown}: {err}")
         return self.Options(**given)
 
