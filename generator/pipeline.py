@@ -3,6 +3,8 @@
     kernel -> options resolved -> parameters -> lower (tape) -> schedule
            -> backend.check -> backend.analyse -> backend.render -> Plan {file name: text} + manifest
 
+The backend renders from a typed context (backends.context.KernelContext, built here: the
+kernel's names and documentation) and its typed analysis (backends.base.Analysis).
 `generate` is pure: the same kernel, target and options give byte-identical files and the
 same digests; `Plan.write` is the separate step that touches the disk. The target's
 backend (backends.get_backend) holds everything that differs between targets; the options
@@ -260,12 +262,11 @@ def _groups(kernel: Kernel, envelope) -> tuple[list[Group], list[Group]]:
 
 
 def _kernel_context(kernel: Kernel, backend: Backend, sched, analysis: Analysis, options: Options, prefix: str,
-                    digest: str, inputs: list[Group], outputs: list[Group], envelope) -> KernelContext:
-    """The kernel's names and documentation that every target's files print."""
+                    digest: str, inputs: list[Group], outputs: list[Group], envelope, status: dict) -> KernelContext:
+    """The kernel's names and documentation that every target's files print (status: the
+    codes beyond 0 the kernel returns, {code: (manifest text, header text)})."""
     function = f"{prefix}_{kernel.name.replace('-', '_')}"
-    # with input_check off the kernel compares nothing and never returns 2
     checked = envelope if options.input_check == "on" else [(-math.inf, math.inf)] * len(envelope)
-    status = [(c, text) for c, (_, text) in backend.status.items() if c != "2" or options.input_check == "on"]
     counts = sched.tape.counts()  # the scheduled tape is the kernel's (lower.schedule)
     in_names = {p.name: " = " + ", ".join(s.value.name for s in p.symbols) for p in kernel.inputs}
     return KernelContext(
@@ -276,7 +277,7 @@ def _kernel_context(kernel: Kernel, backend: Backend, sched, analysis: Analysis,
         description=kernel.description or kernel.name,
         in_doc=_doc(inputs, in_names), out_doc=_out_doc(outputs),
         defines=_index_defines(function.upper(), inputs, outputs),
-        status=[("0", "on success"), *status],
+        status=[("0", "on success")] + [(code, text) for code, (_, text) in status.items()],
         ops_line=f"{counts['total']} operations ({', '.join(f'{k} {v}' for k, v in counts.items() if k != 'total')}), "
                  f"peak {sched.peak_live} live values",
         notes=backend.notes(analysis),
@@ -306,8 +307,9 @@ def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Opt
                 setattr(g, attr, values[g.offset:g.offset + g.size])
     mark("analysis")
 
+    # with input_check off the kernel compares nothing and never returns 2
     status = {c: t for c, t in backend.status.items() if c != "2" or options.input_check == "on"}
-    ctx = _kernel_context(kernel, backend, sched, analysis, options, prefix, digest, inputs, outputs, envelope)
+    ctx = _kernel_context(kernel, backend, sched, analysis, options, prefix, digest, inputs, outputs, envelope, status)
     function = ctx.function
     out = backend.render(sched, analysis, ctx, options)
     mark("render")
