@@ -185,7 +185,8 @@ def _context_names(cls) -> set[str]:
 @pytest.mark.parametrize("template, context", [
     ("c/kernel.c.j2", "CSourceContext"), ("c/kernel.h.j2", "CHeaderContext"),
     ("hls/kernel.c.j2", "HlsSourceContext"), ("hls/kernel.h.j2", "HlsHeaderContext"),
-    ("verilog/head.v.j2", "VerilogHeadContext")])
+    ("verilog/head.v.j2", "VerilogHeadContext"), ("verilog/pipelined.v.j2", "VerilogPipelinedContext"),
+    ("verilog/shared.v.j2", "VerilogSharedContext")])
 def test_render_context_names_what_its_template_reads(template, context):
     # the contract between the pipeline and a template is the context dataclass: every variable the
     # template reads is one of its fields (a typo or a new variable fails here, not in a kernel)

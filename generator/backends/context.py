@@ -7,7 +7,9 @@ dataclasses instead of dicts, so a field a template needs is named, typed and re
     HlsHeaderContext    templates/hls/kernel.h.j2       (hls-c)
     HlsSourceContext    templates/hls/kernel.c.j2
     VerilogContext      what the Verilog printer takes (verilog)
-    VerilogHeadContext  templates/verilog/head.v.j2     (pipelined.v.j2, shared.v.j2 add their body)
+    VerilogHeadContext  templates/verilog/head.v.j2     (ports, functions, the envelope check)
+    VerilogPipelinedContext  templates/verilog/pipelined.v.j2
+    VerilogSharedContext     templates/verilog/shared.v.j2
 
 A template receives `variables()`: the fields, those of a nested context merged in (its
 names are the template's names); jinja2's StrictUndefined still refuses a missing one.
@@ -112,5 +114,31 @@ class VerilogHeadContext(_Context):
     env: str  # the expression true when an input word is outside its envelope
 
 
+@dataclass(frozen=True)
+class VerilogPipelinedContext(_Context):
+    """One vector per cycle: operators in stages, delay lines between them (rtl.schedule)."""
+    head: VerilogHeadContext
+    ops: list[dict]  # per operator: its kind, module, operands and result (render_pipelined)
+    delays: list[dict]  # shift-register delay lines
+    memories: list[dict]  # delay lines as ring buffers in memories
+    pointer_bits: int  # of the memories' shared write pointer
+    L: int  # latency in cycles
+    flags: dict[int, list[str]]  # cycle -> saturation flags that become valid then
+    outputs: list[tuple[str, str]]  # (value, its valid signal) per output
+
+
+@dataclass(frozen=True)
+class VerilogSharedContext(_Context):
+    """A few operator units reused under a cycle counter (rtl.schedule.shared)."""
+    head: VerilogHeadContext
+    pcw: int  # bits of the cycle counter
+    C: int  # cycles of one vector
+    regs: list[str]  # register declarations, 16 a line
+    units: list[dict]  # per unit: its class, module, input multiplexers by cycle
+    writes: list[tuple[int, str]]  # cycle -> register writes
+    flagged: list[tuple[int, str]]  # cycle -> saturation flags
+    outputs: list[str]  # what drives each output
+
+
 __all__ = ["CHeaderContext", "CSourceContext", "HlsHeaderContext", "HlsSourceContext", "KernelContext",
-           "VerilogContext", "VerilogHeadContext"]
+           "VerilogContext", "VerilogHeadContext", "VerilogPipelinedContext", "VerilogSharedContext"]

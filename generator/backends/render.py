@@ -54,7 +54,7 @@ def render_template(name: str, package: str = "mbforge.backends", **ctx) -> str:
     return _env(package).get_template(name).render(**ctx)
 
 
-def render_context(name: str, ctx: _Context, **extra) -> str:
-    """Render `templates/<name>` of mbforge.backends from a render context (context.py);
-    `extra`: values of the template that are no part of the contract (a partial's flags)."""
-    return render_template(name, **ctx.variables(), **extra)
+def render_context(name: str, ctx: _Context) -> str:
+    """Render the kernel template `templates/<name>` of mbforge.backends from its render
+    context (context.py): the context's fields are all the template reads."""
+    return render_template(name, **ctx.variables())

@@ -38,7 +38,8 @@ from ..fixed.c import envelope_words
 from ..fixed.ops import DIV_STAGES, LATENCY, OPS, SQRT_STAGES, HwProgram, trig_constants
 from .schedule import (SHARED_LATENCY, DelayPlan, PipeSchedule, SharedSchedule, _width, default_units, delay_plan,
                        pipeline, shared, unit_class)
-from ..context import KernelContext, VerilogContext, VerilogHeadContext
+from ..context import (KernelContext, VerilogContext, VerilogHeadContext, VerilogPipelinedContext,
+                       VerilogSharedContext)
 from ..render import render_context, render_template
 
 
@@ -190,8 +191,9 @@ def render_pipelined(hp: HwProgram, ps: PipeSchedule, ctx: VerilogContext, top: 
         v = lit(o[1], 32) if o[0] == "c" else tap(o, c)
         # an output computed in cycle c is valid when the vector accepted c cycles ago is
         outputs.append((v, "ap_done" if c == L else "ap_start" if c == 0 else f"vld[{c}]"))
-    return render_context("verilog/pipelined.v.j2", _head(ctx, top, hp, "pipelined"), ops=ops, delays=delays,
-                          memories=memories, pointer_bits=plan.pointer_bits, L=L, flags=flags, outputs=outputs)
+    return render_context("verilog/pipelined.v.j2", VerilogPipelinedContext(
+        _head(ctx, top, hp, "pipelined"), ops=ops, delays=delays, memories=memories, pointer_bits=plan.pointer_bits,
+        L=L, flags=flags, outputs=outputs))
 
 
 # per operator class of the shared variant: the fields a unit's input multiplexer sets
@@ -396,9 +398,10 @@ def render_shared(hp: HwProgram, ss: SharedSchedule, ctx: VerilogContext, top: s
     outputs = []
     for o in hp.outputs:
         outputs.append(lit(o[1], 32) if o[0] == "c" else f"in_{o[1]}" if o[0] == "in" else f"out_{ss.out_of[o]}_r")
-    return render_context("verilog/shared.v.j2", _head(ctx, top, hp, "shared"), pcw=pcw, C=C, regs=regs,
-                          units=units, writes=[(t, " ".join(writes[t])) for t in sorted(writes)],
-                          flagged=[(t, " | ".join(flagged[t])) for t in sorted(flagged)], outputs=outputs)
+    return render_context("verilog/shared.v.j2", VerilogSharedContext(
+        _head(ctx, top, hp, "shared"), pcw=pcw, C=C, regs=regs, units=units,
+        writes=[(t, " ".join(writes[t])) for t in sorted(writes)],
+        flagged=[(t, " | ".join(flagged[t])) for t in sorted(flagged)], outputs=outputs))
 
 
 def render_verilog(hp: HwProgram, ctx: VerilogContext, options) -> tuple[dict[str, str], dict]:
