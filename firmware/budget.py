@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mbforge.manifest import Manifest
+from mbforge.reals import REALS, soft_float
 from mbforge.targets import Board
 
 # What a call costs: a linear form in features of the kernel (FEATURES), with the
@@ -90,8 +91,7 @@ def fpu_kind(board: Board) -> str | None:
 
 def needs_soft_float(real: str, board: Board) -> bool:
     """A float kernel on a core without an FPU, or a double kernel without a double FPU."""
-    kind = fpu_kind(board)
-    return (real == "float" and kind is None) or (real == "double" and kind != "dp")
+    return soft_float(REALS[real], fpu_kind(board))
 
 
 def helper_name(symbol: str, prefix: str) -> str:

@@ -27,7 +27,8 @@ import jinja2
 from mbforge import __version__
 from mbforge.hil import protocol as P
 from mbforge.outdir import OutDir, OutDirError, read_record
-from mbforge.manifest import C_REAL, MANIFEST_NAME, REAL_SIZES, Manifest, ManifestError, load_dir
+from mbforge.reals import REALS
+from mbforge.manifest import MANIFEST_NAME, Manifest, ManifestError, load_dir
 from mbforge.targets import BOARDS, Board
 
 FIRMWARE_VERSION = f"mbforge-fw {__version__}"
@@ -144,7 +145,7 @@ def _c_literals(m: Manifest, kernel_dir: Path) -> list[str]:
         X = _companion(kernel_dir, m.motion, "vectors", "motion").reshape(-1, m.n_in)[:MOTION_ROWS_MAX]
     except (VectorError, ValueError) as e:
         raise ProjectError(f"motion file of {kernel_dir}: {e}") from None
-    if m.real == "int32":
+    if REALS[m.real].fixed:
         R = to_raw(m, X, "inputs")
         return [", ".join("(-2147483647 - 1)" if v == -2**31 else str(int(v)) for v in row) for row in R]
     if m.real == "float":
@@ -169,6 +170,7 @@ def plan_project(kernel_dir: str | Path, baud: int | None = None, *, library: bo
     if len(m.digest) != 64:
         raise ProjectError(f"manifest digest must be 64 hex characters, got {m.digest!r}")
     plan: dict[str, bytes] = {}
+    real = REALS[m.real]
 
     kernel_files = [_kernel_file(f) for f in (*m.sources, *m.headers)]
     for name in [MANIFEST_NAME, *kernel_files]:
@@ -184,17 +186,17 @@ def plan_project(kernel_dir: str | Path, baud: int | None = None, *, library: bo
         "generated": generated,
         "p": P,
         "function": m.function,
-        "c_real": C_REAL[m.real],
-        "real_kind": P.REAL_CODES[m.real],
-        "real_size": REAL_SIZES[m.real],
+        "c_real": real.c_type,
+        "real_kind": real.code,
+        "real_size": real.size,
         "n_in": m.n_in,
         "n_out": m.n_out,
         "n_state": n_state(m),
         "digest": m.digest,
         "firmware_version": FIRMWARE_VERSION,
         "kernel_headers": [f"kernel/{_kernel_file(h)}" for h in m.headers],
-        "max_payload": max(runtime_payload(m), LOOP_REPLY_FIXED + m.n_out * REAL_SIZES[m.real],
-                           m.n_in * REAL_SIZES[m.real]) if app == "loop" else runtime_payload(m),
+        "max_payload": max(runtime_payload(m), LOOP_REPLY_FIXED + m.n_out * real.size,
+                           m.n_in * real.size) if app == "loop" else runtime_payload(m),
         "max_batch": P.max_batch_for(m.real, m.n_in, m.n_out),
         "rx_buffer": RX_BUFFER,
         "baud": int(baud) if baud else None,  # None: each board's monitor_speed is its own

@@ -43,13 +43,13 @@ def _register_generate(sub) -> None:
     from .backends import add_flags, all_option_fields
     from .modelflags import add_model_flags
     from .options import folder
+    from .backends import get_backend
     from .pipeline import TARGETS
-    from .targets import TARGETS as INFO
 
     p = sub.add_parser("generate", help="generate a kernel's C, header and manifest")
     add_model_flags(p)
     p.add_argument("--target", default="c-double", choices=TARGETS,
-                   help="; ".join(f"{n}: {INFO[n].use}" for n in TARGETS) + " (default c-double)")
+                   help="; ".join(f"{n}: {get_backend(n).use}" for n in TARGETS) + " (default c-double)")
     p.add_argument("--prefix", default=None, help="prefix of emitted C symbols (default: model name)")
     fields = all_option_fields()
     add_flags(p, [f for f, _ in fields.values()], applies={n: ts for n, (_, ts) in fields.items()})

@@ -16,8 +16,7 @@ after generation (`check_files`: the firmware generator and `mbforge hil` do). A
 written before `files` existed (None) is still read; it cannot be checked.
 
 `load_dir` is the one way a consumer (firmware project, host library, harness, HDL
-benches) opens a kernel folder. The facts of each real kind live here: `REAL_KINDS`,
-`C_REAL` (its C type), `REAL_DTYPES` (its raw words as numpy reads them) and `REAL_SIZES`.
+benches) opens a kernel folder. The real kinds (`real`) are the records of mbforge.reals.
 """
 from __future__ import annotations
 
@@ -29,13 +28,10 @@ from pathlib import Path
 
 from .names import is_c_symbol, is_file_name
 from .outdir import OutDirError, interrupted, read_path
+from .reals import REAL_KINDS, REALS
 
 FORMAT = "mbforge-kernel/1"
-REAL_KINDS = ("double", "float", "int32")
 MANIFEST_NAME = "manifest.json"
-C_REAL = {"double": "double", "float": "float", "int32": "int32_t"}  # the kernel's C type per real kind
-REAL_DTYPES = {"double": "<f8", "float": "<f4", "int32": "<i4"}  # raw words, little-endian as on the wire
-REAL_SIZES = {k: int(d[2:]) for k, d in REAL_DTYPES.items()}  # bytes per raw word ("<f8" -> 8)
 # what the error bounds hold against (Manifest.error_bound_basis, the header's +- column)
 ERROR_BOUND_BASIS = ("against double at the unrounded input: the rounding of each input to the kernel's "
                      "type is included; proved against exact arithmetic, over the whole domain")
@@ -203,7 +199,7 @@ class Manifest:
                 raise ManifestError(f"manifest files map: {bad[0]!r} has no sha256 (64 lowercase hex digits)")
         if self.step is not None:
             self._check_step()
-        if self.real == "int32":
+        if REALS[self.real].fixed:
             for g in self.inputs + self.outputs:
                 if g.frac_bits is None:
                     raise ManifestError(f"fixed-point kernel: {g.name!r} has no frac_bits")

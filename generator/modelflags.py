@@ -1,6 +1,7 @@
 """The model and kernel flags of `mbforge generate` and `mbforge hdl` (the model, --kernel,
---envelope, --set, --frame and the step flags), defined and read once here so the two
-commands cannot drift (no import of mbforge.cli: hdl's CLI imports this)."""
+--envelope, --set and the kernel builders' options: --method, --frame, --dt, ... from
+kernels.options), defined and read once here so the two commands cannot drift (no import
+of mbforge.cli: hdl's CLI imports this)."""
 from __future__ import annotations
 
 from .errors import CLIError
@@ -9,7 +10,8 @@ from .errors import CLIError
 def add_model_flags(p) -> None:
     """The model and kernel flags (read by model_kernel): one definition for generate and hdl."""
     from .kernels.builders import BUILDERS
-    from .options import add_step_flags
+    from .kernels.options import flag_fields, takers
+    from .optionfields import add_flags
 
     p.add_argument("model", help="a shipped example (e.g. fourbar), a .py file with build() or a .urdf robot")
     p.add_argument("--kernel", default="equations", choices=sorted(BUILDERS),
@@ -19,9 +21,7 @@ def add_model_flags(p) -> None:
                         "\"rate\": [..], \"accel\": [..], \"cells\": n}}, \"inputs\": {actuator: [lo, hi]}}")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="an option of the model's build() (repeatable), e.g. --set motion=yaw")
-    p.add_argument("--frame", default=None, metavar="NAME",
-                   help="the frame of --kernel frame-kinematics (a URDF link's name)")
-    add_step_flags(p)
+    add_flags(p.add_argument_group("kernel options (each for the kernels named)"), flag_fields(), takers())
 
 
 def model_kernel(args, mark=lambda _name: None):
@@ -29,15 +29,15 @@ def model_kernel(args, mark=lambda _name: None):
     of them, shared by generate and hdl so the two cannot drift."""
     from .examples import load_model, parse_options
     from .kernels.builders import build_kernel
-    from .options import step_options
 
+    options = kernel_options(args)  # refused before any work
     model = load_model(args.model, options=parse_options(args.set))
     mark("model build")
     eqs = model.equations()
     mark("equations")
     if args.envelope is not None:
         eqs.envelope = override_envelope(eqs, args.envelope)
-    kernel = build_kernel(eqs, args.kernel, **step_options(args), **frame_option(args))
+    kernel = build_kernel(eqs, args.kernel, options)
     mark("kernel")
     if args.envelope is not None and kernel.envelope is None:  # its builder reads no envelope
         raise CLIError(f"--envelope {args.envelope}: --kernel {args.kernel} is not built over an operating "
@@ -69,10 +69,13 @@ def override_envelope(eqs, path: str):
     return eqs.envelope.override(load_override(path), path, list(eqs.actuator_names))
 
 
-def frame_option(args) -> dict:
-    """--frame as the frame-kinematics option; CLIError when given to another kernel."""
-    if args.frame is None:
-        return {}
-    if args.kernel != "frame-kinematics":
-        raise CLIError(f"--frame goes with --kernel frame-kinematics, not --kernel {args.kernel}")
-    return {"frame": args.frame}
+def kernel_options(args):
+    """The kernel options given as flags, resolved for --kernel (kernels.options): a flag its
+    builder does not take is refused in one line naming the kernels that take it."""
+    from .kernels.options import KernelOptionError, flag_fields, resolve
+
+    given = {f.name: getattr(args, f.name) for f in flag_fields() if getattr(args, f.name, None) is not None}
+    try:
+        return resolve(args.kernel, given, cli=True)
+    except KernelOptionError as e:
+        raise CLIError(str(e)) from None

@@ -85,37 +85,3 @@ seed = whole(0)  # numpy takes any size
 # a UART's rate: what a 32-bit baud register and pyserial take, within what a board's
 # clock divides to (110 baud, the oldest standard rate, up to 16 Mbit/s)
 baud = whole(110, 16_000_000)
-
-
-# ---- the step kernel's flags (generate, hdl; simulate has its own group) -------------------
-
-STEP_FLAGS = ("dt", "integrator", "iterations", "penalty")
-
-
-def add_step_flags(p) -> None:
-    """The step kernel's options (kernels.step.StepOptions), shared by generate and hdl."""
-    g = p.add_argument_group("step kernel (--kernel step)")
-    g.add_argument("--dt", type=number(0, 1e3, "a time step in seconds > 0"), default=None,
-                   help="the time step [s] (required with --kernel step)")
-    g.add_argument("--integrator", choices=("auto", "ali3p", "rk4", "euler"), default=None,
-                   help="ali3p: index-3 augmented Lagrangian with projections (closed loops; auto's choice "
-                        "with constraints); rk4: classic Runge-Kutta (auto's choice without constraints; with "
-                        "constraints on the projected accelerations, then a coordinate projection); euler "
-                        "(semi-implicit): unconstrained models; see docs/kernels.md")
-    g.add_argument("--iterations", type=whole(1, 50), default=None,
-                   help="ali3p's Newton iterations per step (default: the fewest that converge along the "
-                        "reference run, up to 8); rk4 with constraints: refinements of the accelerations")
-    g.add_argument("--penalty", type=number(1e-2, 1e8, "a ratio from 0.01 to 1e8", closed=True), default=None,
-                   help="ali3p's (and constrained rk4's) penalty as the ratio of dt^2/4 alpha Phi_q^T Phi_q "
-                        "to M (default 1e3)")
-
-
-def step_options(args) -> dict:
-    """The step flags given, as build_kernel options; CLIError when given to another kernel."""
-    from .errors import CLIError
-
-    given = {f: getattr(args, f) for f in STEP_FLAGS if getattr(args, f, None) is not None}
-    if given and args.kernel != "step":
-        flags = ", ".join(f"--{f}" for f in given)
-        raise CLIError(f"{flags} go(es) with --kernel step, not --kernel {args.kernel}")
-    return given

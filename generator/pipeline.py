@@ -3,6 +3,8 @@
     kernel -> options resolved -> parameters -> lower (tape) -> schedule
            -> backend.check -> backend.analyse -> backend.render -> Plan {file name: text} + manifest
 
+The backend renders from a typed context (backends.context.KernelContext, built here: the
+kernel's names and documentation) and its typed analysis (backends.base.Analysis).
 `generate` is pure: the same kernel, target and options give byte-identical files and the
 same digests; `Plan.write` is the separate step that touches the disk. The target's
 backend (backends.get_backend) holds everything that differs between targets; the options
@@ -25,6 +27,7 @@ import numpy as np
 from . import __version__, cache
 from .analysis.linear import hints_key
 from .backends import Analysis, Backend, GenerateError, Options, backend_names, get_backend
+from .backends.context import KernelContext
 from .ir import subs, topo
 from .ir.graph import gc_paused
 from .kernels import InPort, Kernel, OutPort
@@ -32,11 +35,8 @@ from .manifest import ERROR_BOUND_BASIS, MANIFEST_NAME, Group, Manifest
 from .manifest import FORMAT as MANIFEST_FORMAT
 from .names import is_c_symbol
 from .outdir import OutDir, OutDirError, read_record
-from .targets import TARGETS as TARGET_INFO
 
 TARGETS = backend_names()
-REAL = {name: t.real for name, t in TARGET_INFO.items()}
-FIXED_TARGETS = tuple(name for name, t in TARGET_INFO.items() if t.fixed)  # one plan, three renderers
 MOTION_NAME = "motion.json"
 DOMAIN_NAME = "domain.json"
 
@@ -244,19 +244,9 @@ def check_prefix(prefix: str, where: str = "--prefix") -> str:
     return prefix
 
 
-def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Options, mark) -> Plan:
-    prefix = check_prefix(prefix) if prefix is not None else check_prefix(kernel.model, "the model name")
-    function = f"{prefix}_{kernel.name.replace('-', '_')}"
-    tape = kernel.tape()
-    sched = backend.schedule(tape, options)
-    mark("lower")
-
-    model_digest = kernel_digest(kernel, tape)
-    resolved = options.as_dict()
-    digest = _sha(json.dumps({"model": model_digest, "target": backend.name, "prefix": prefix,
-                              "options": resolved, "version": __version__}, sort_keys=True))
+def _groups(kernel: Kernel, envelope) -> tuple[list[Group], list[Group]]:
+    """The manifest's input and output groups (offsets into in[] and out[])."""
     inputs, off = [], 0
-    envelope = kernel.input_envelope()
     for p in kernel.inputs:
         inputs.append(Group(p.name, p.shape, off, len(p.symbols), range=[list(r) for r in p.declared or p.ranges],
                             enclosure=None if p.declared is None else [list(r) for r in p.ranges],
@@ -268,23 +258,18 @@ def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Opt
         pat = [list(ij) for ij in p.pattern] if p.pattern is not None else None
         outputs.append(Group(p.name, p.shape, off, len(p.atoms), pattern=pat, labels=p.element_labels()))
         off += len(p.atoms)
+    return inputs, outputs
 
-    backend.check(sched)
-    analysis = _analyse(backend, tape, kernel.domain or [kernel.input_ranges], model_digest)
-    for attr, groups, values in (("frac_bits", inputs, analysis.in_frac_bits),
-                                 ("frac_bits", outputs, analysis.out_frac_bits),
-                                 ("error_bound", outputs, analysis.out_error)):
-        if values is not None:
-            for g in groups:
-                setattr(g, attr, values[g.offset:g.offset + g.size])
-    mark("analysis")
 
-    # with input_check off the kernel compares nothing and never returns 2
+def _kernel_context(kernel: Kernel, backend: Backend, sched, analysis: Analysis, options: Options, prefix: str,
+                    digest: str, inputs: list[Group], outputs: list[Group], envelope, status: dict) -> KernelContext:
+    """The kernel's names and documentation that every target's files print (status: the
+    codes beyond 0 the kernel returns, {code: (manifest text, header text)})."""
+    function = f"{prefix}_{kernel.name.replace('-', '_')}"
     checked = envelope if options.input_check == "on" else [(-math.inf, math.inf)] * len(envelope)
-    status = {c: t for c, t in backend.status.items() if c != "2" or options.input_check == "on"}
-    counts = tape.counts()
+    counts = sched.tape.counts()  # the scheduled tape is the kernel's (lower.schedule)
     in_names = {p.name: " = " + ", ".join(s.value.name for s in p.symbols) for p in kernel.inputs}
-    ctx = dict(
+    return KernelContext(
         version=__version__, model=kernel.model, kernel=kernel.name, digest=digest,
         prefix=prefix, function=function, header=f"{prefix}.h", source=f"{prefix}.c",
         guard=f"{prefix.upper()}_H", macro=function.upper(),
@@ -298,6 +283,34 @@ def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Opt
         notes=backend.notes(analysis),
         envelope=checked,
     )
+
+
+def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Options, mark) -> Plan:
+    prefix = check_prefix(prefix) if prefix is not None else check_prefix(kernel.model, "the model name")
+    tape = kernel.tape()
+    sched = backend.schedule(tape, options)
+    mark("lower")
+
+    model_digest = kernel_digest(kernel, tape)
+    resolved = options.as_dict()
+    digest = _sha(json.dumps({"model": model_digest, "target": backend.name, "prefix": prefix,
+                              "options": resolved, "version": __version__}, sort_keys=True))
+    envelope = kernel.input_envelope()
+    inputs, outputs = _groups(kernel, envelope)
+    backend.check(sched)
+    analysis = _analyse(backend, tape, kernel.domain or [kernel.input_ranges], model_digest)
+    for attr, groups, values in (("frac_bits", inputs, analysis.in_frac_bits),
+                                 ("frac_bits", outputs, analysis.out_frac_bits),
+                                 ("error_bound", outputs, analysis.out_error)):
+        if values is not None:
+            for g in groups:
+                setattr(g, attr, values[g.offset:g.offset + g.size])
+    mark("analysis")
+
+    # with input_check off the kernel compares nothing and never returns 2
+    status = {c: t for c, t in backend.status.items() if c != "2" or options.input_check == "on"}
+    ctx = _kernel_context(kernel, backend, sched, analysis, options, prefix, digest, inputs, outputs, envelope, status)
+    function = ctx.function
     out = backend.render(sched, analysis, ctx, options)
     mark("render")
     files = out.files
@@ -312,10 +325,10 @@ def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Opt
         domain = DOMAIN_NAME
     manifest = Manifest(
         model=kernel.model, prefix=prefix, kernel=kernel.name, function=function,
-        target=backend.name, real=backend.real, digest=digest, model_digest=model_digest,
+        target=backend.name, real=backend.real.name, digest=digest, model_digest=model_digest,
         sources=out.sources, headers=out.headers, inputs=inputs, outputs=outputs,
         status_codes={"0": "ok", **{code: text for code, (text, _) in status.items()}},
-        ops=counts, peak_live=sched.peak_live, options=resolved, motion=motion, domain=domain,
+        ops=tape.counts(), peak_live=sched.peak_live, options=resolved, motion=motion, domain=domain,
         envelope=kernel.envelope, step=kernel.step,
         error_bound_basis=ERROR_BOUND_BASIS if analysis.out_error is not None else None,
     ).with_file_hashes(files)

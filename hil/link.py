@@ -42,7 +42,7 @@ import numpy as np
 import serial
 
 from mbforge.hil import protocol as P
-from mbforge.manifest import REAL_DTYPES
+from mbforge.reals import REALS
 from mbforge.verify.device import Evaluation
 
 HELLO_RESEND = 0.05  # seconds: first resend of HELLO (a booting board drops what it gets)
@@ -381,7 +381,7 @@ class Link:
 
     def _dtype(self) -> np.dtype:
         info = self.info or self.hello()
-        return np.dtype(REAL_DTYPES[info.real])
+        return np.dtype(REALS[info.real].dtype)
 
     def encode_inputs(self, x) -> bytes:
         info = self.info or self.hello()

@@ -33,7 +33,7 @@ import numpy as np
 
 from mbforge.hil import protocol as P
 from mbforge.hil.link import DeviceError, Link, LinkError
-from mbforge.manifest import REAL_DTYPES
+from mbforge.reals import REALS
 
 LOOP = 0x10  # mbforge.firmware.project.LOOP_TYPE
 LOOP_REPLY = struct.Struct("<13I")  # 52 bytes: firmware.project.LOOP_REPLY_FIXED
@@ -83,7 +83,7 @@ def decode(frame: P.Frame) -> LoopWindow:
 
 def request(link: Link, inputs=None) -> LoopWindow:
     payload = b"" if inputs is None else np.ascontiguousarray(
-        inputs, dtype=REAL_DTYPES[(link.info or link.hello()).real]).tobytes()
+        inputs, dtype=REALS[(link.info or link.hello()).real].dtype).tobytes()
     try:
         return decode(link.request(LOOP, payload, what="LOOP"))
     except DeviceError as e:

@@ -65,7 +65,7 @@ import zlib
 from dataclasses import dataclass
 
 from mbforge.hil import cobs
-from mbforge.manifest import REAL_SIZES
+from mbforge.reals import REALS
 
 PROTOCOL_VERSION = 2
 DELIM = 0x00
@@ -92,8 +92,7 @@ HEADER_LEN = HEADER.size  # 5
 CRC_LEN = 4
 OVERHEAD = HEADER_LEN + CRC_LEN  # body bytes besides the payload
 
-REAL_CODES = {"double": 0, "float": 1, "int32": 2}  # the HELLO's real kind byte (kinds: manifest.REAL_KINDS)
-REAL_NAMES = {v: k for k, v in REAL_CODES.items()}
+REAL_NAMES = {r.code: name for name, r in REALS.items()}  # the HELLO's real kind byte (mbforge.reals)
 COUNTER_NONE, COUNTER_SYSTICK, COUNTER_DWT = 0, 1, 2
 COUNTER_NAMES = {COUNTER_NONE: "none", COUNTER_SYSTICK: "SysTick", COUNTER_DWT: "DWT"}
 
@@ -241,7 +240,7 @@ class Hello:
     def pack(self) -> bytes:
         counter = {v: k for k, v in COUNTER_NAMES.items()}[self.counter]
         fw = self.firmware.encode("ascii")
-        return HELLO_FIXED.pack(self.protocol, REAL_CODES[self.real], self.n_in, self.n_out, counter,
+        return HELLO_FIXED.pack(self.protocol, REALS[self.real].code, self.n_in, self.n_out, counter,
                                 self.counter_hz, self.max_payload, self.rx_buffer,
                                 self.digest.encode("ascii"), self.boot_id, self.max_batch) + \
             bytes([len(fw)]) + fw
@@ -257,7 +256,7 @@ MAX_BATCH = 32
 
 def max_batch_for(real: str, n_in: int, n_out: int) -> int:
     """Vectors per EVAL frame: as many as fit BATCH_PAYLOAD (at least 1, at most MAX_BATCH)."""
-    size = REAL_SIZES[real]
+    size = REALS[real].size
     if n_in == 0:
         return 1
     per = max(n_in * size, EVAL_REPLY_FIXED.size + n_out * size)
@@ -268,7 +267,7 @@ def max_payload_for(real: str, n_in: int, n_out: int, firmware_version: str, max
                     n_state: int = 0) -> int:
     """The device's max payload: room for its largest request and reply (with n_state, a
     step kernel's: a SIM request and a reply of at least one sample)."""
-    size = REAL_SIZES[real]
+    size = REALS[real].size
     sim = (n_in * size + SIM_REQUEST_FIXED.size, SIM_REPLY_FIXED.size + sim_sample_len(real, n_state)) \
         if n_state else ()
     return max(max_batch * n_in * size, max_batch * (EVAL_REPLY_FIXED.size + n_out * size),
@@ -277,7 +276,7 @@ def max_payload_for(real: str, n_in: int, n_out: int, firmware_version: str, max
 
 def sim_sample_len(real: str, n_state: int) -> int:
     """Bytes of one SIM sample: the step's work u32, then the state."""
-    return 4 + n_state * REAL_SIZES[real]
+    return 4 + n_state * REALS[real].size
 
 
 def sim_samples_for(real: str, n_state: int, max_payload: int) -> int:

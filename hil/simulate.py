@@ -30,7 +30,7 @@ import numpy as np
 
 from mbforge.hil import protocol as P
 from mbforge.hil.link import Link, LinkError, calibrate
-from mbforge.manifest import REAL_DTYPES
+from mbforge.reals import REALS
 
 
 @dataclass
@@ -94,7 +94,7 @@ def run_horizon(link: Link, x0, steps: int, decim: int, budget: int = 0xFFFFFFFF
     SIM requests as its max payload allows, and no request after one in which a step failed
     (the state after a failed step is no state); progress(done, steps) after each."""
     info = link.info or link.hello()
-    dtype = np.dtype(REAL_DTYPES[info.real])
+    dtype = np.dtype(REALS[info.real].dtype)
     x = np.array(x0, dtype=dtype).reshape(-1)
     n_state = info.n_out
     if x.size != info.n_in or not 0 < n_state <= info.n_in:

@@ -1,27 +1,11 @@
-"""Target and board descriptions: what the pipeline generates for, and what the firmware
-runs on. Data only; the stages read it (pipeline: targets; firmware and harness: boards).
+"""Board descriptions: what the firmware runs on. Data only; the firmware generator, the
+QEMU runner and the harness read it. (A target's facts are its backend class:
+mbforge.backends.registry.)
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-
-
-@dataclass(frozen=True)
-class Target:
-    name: str
-    real: str  # element type of in[] and out[]: double, float or int32 (fixed point)
-    fixed: bool  # built from the fixed-point plan
-    use: str
-
-
-TARGETS: dict[str, Target] = {t.name: t for t in (
-    Target("c-double", "double", False, "host reference"),
-    Target("c-float32", "float", False, "Cortex-M4F / M7 (single-precision FPU), bit-exact with the host build"),
-    Target("c-fixed", "int32", True, "cores without an FPU (Cortex-M0/M3): Q formats and error bounds"),
-    Target("hls-c", "int32", True, "HLS-ready C (Vitis HLS conventions), bit-exact with c-fixed"),
-    Target("verilog", "int32", True, "pipelined or resource-shared RTL, bit-exact with c-fixed"),
-)}
 
 
 @dataclass(frozen=True)

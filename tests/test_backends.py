@@ -20,7 +20,7 @@ from mbforge.ir import ExpressionError, exp, symbol
 from mbforge.kernels import InPort, Kernel, OutPort
 from mbforge.kernels.builders import build_kernel
 from mbforge.pipeline import TARGETS, generate
-from mbforge.targets import TARGETS as TARGET_RECORDS
+from mbforge.reals import REALS
 
 VERILOG_DEFAULTS = {"params": "fold", "schedule": "pressure", "input_check": "on", "variant": "pipelined", "multipliers": 4,
                     "adders": None, "outputs": "early", "delay_lines": "memory", "delay_memory_min": 16}
@@ -32,13 +32,23 @@ def fourbar():
 
 
 def test_one_backend_per_target_record():
-    assert backend_names() == tuple(TARGET_RECORDS) == TARGETS
+    assert backend_names() == TARGETS == ("c-double", "c-float32", "c-fixed", "hls-c", "verilog")
     for name in TARGETS:
         b = get_backend(name)
-        assert isinstance(b, Backend) and b.name == name and b.real == TARGET_RECORDS[name].real
+        assert isinstance(b, Backend) and b.name == name and b.real in REALS.values() and b.use
         assert dataclasses.is_dataclass(b.Options) and issubclass(b.Options, Options)
         # a fixed-point target's backend prints the fixed-point plan and reports saturation
-        assert TARGET_RECORDS[name].fixed == ("1" in b.status)
+        assert b.real.fixed == ("1" in b.status)
+
+
+def test_a_backend_states_its_target_facts():
+    from mbforge.backends.base import _REGISTRY, register
+
+    class NoFacts(Backend):
+        name = "c-nofacts"
+    with pytest.raises(TypeError, match="backend NoFacts: no real, use"):
+        register(NoFacts)
+    assert "c-nofacts" not in _REGISTRY
     with pytest.raises(GenerateError, match=r"unknown target 'c-quad'; known: c-double, c-float32, c-fixed, "
                                             r"hls-c, verilog"):
         get_backend("c-quad")
@@ -116,7 +126,7 @@ def test_every_target_generates(fourbar):
     for t in TARGETS:
         plan = generate(fourbar, t)
         m = plan.manifest
-        assert m.target == t and m.real == TARGET_RECORDS[t].real
+        assert m.target == t and m.real == get_backend(t).real.name
         assert set(m.sources + m.headers) <= set(plan.files)
         assert plan.manifest.digest in plan.files[m.sources[0]]
         # every target checks its inputs against the envelope first (status 2)

@@ -315,3 +315,44 @@ def test_compiled_templates_swapped_in_the_cache_are_not_run(tmp_path):
     rc, err, got = _cli_generate(tmp_path, "got", "fourbar", "kinematics", tmp_path / "cache")
     assert rc == 0 and got == uncached
     assert sorted(line.split()[4] for line in err.splitlines()) == sorted([str(a), str(b)]), err
+
+
+def test_tape_hints_go_into_the_key_field_by_field():
+    # the hints of a kernel's solves are typed (lower.tape.TapeHints, one SolveKey per solve):
+    # every field is in the key by name, and a solve whose pivots differ has another key
+    import dataclasses
+
+    from mbforge.analysis.linear import SolveKey, hints_key
+    from mbforge.lower.tape import TapeHints
+
+    tape = build_kernel(load("stewart").equations(), "inverse-dynamics-reduced", domain_steps=4).tape()
+    assert isinstance(tape.hints, TapeHints)
+    [key] = tape.hints.key()
+    text = hints_key(tape.hints)
+    assert isinstance(key, SolveKey) and all(f"{f.name}=" in text for f in dataclasses.fields(SolveKey))
+    other = dataclasses.replace(key, steps=key.steps[::-1])
+
+    class Other(TapeHints):
+        def __call__(self, in_lo, in_hi):
+            return {}
+
+        def key(self):
+            return (other,)
+    assert hints_key(Other()) != text and hints_key(None) == "none"
+
+
+@pytest.mark.parametrize("target, kind", [("c-double", "Analysis"), ("c-float32", "Float32Analysis"),
+                                          ("c-fixed", "FixedAnalysis")])
+def test_an_analysis_comes_back_from_its_text_as_its_own_type(target, kind):
+    from mbforge import backends
+
+    k = build_kernel(load("fourbar").equations(), "kinematics")
+    plan = generate(k, target)
+    a = plan.analysis
+    assert type(a) is getattr(backends, kind)
+    back = backends.Analysis.from_text(plan.schedule.tape, a.text())
+    assert type(back) is type(a)
+    assert (back.in_frac_bits, back.out_frac_bits, back.out_error) == (a.in_frac_bits, a.out_frac_bits, a.out_error)
+    if kind == "FixedAnalysis":
+        from mbforge.analysis.fixedpoint import program_text
+        assert program_text(back.plan) == program_text(a.plan)

@@ -17,7 +17,7 @@ import pytest
 from mbforge.examples import load
 from mbforge.verify import hostlib, vectors
 from mbforge.kernels.builders import build_kernel
-from mbforge.manifest import C_REAL
+from mbforge.reals import REALS
 from mbforge.pipeline import generate
 
 CROSS, QEMU = "aarch64-linux-gnu-gcc", "qemu-aarch64"
@@ -45,7 +45,7 @@ def _run(cc: list[str], kdir, m, X: np.ndarray, exe) -> tuple[np.ndarray, np.nda
     """(outputs, statuses) of the kernel built by the compiler command `cc` and run (under
     qemu-aarch64 for the cross compiler)."""
     drv = kdir / "driver.c"
-    drv.write_text(DRIVER.format(header=m.headers[0], real=C_REAL[m.real], n_in=m.n_in, n_out=m.n_out,
+    drv.write_text(DRIVER.format(header=m.headers[0], real=REALS[m.real].c_type, n_in=m.n_in, n_out=m.n_out,
                                  function=m.function))
     subprocess.run([*cc, *FLAGS, "-I", str(kdir), str(drv), *(str(kdir / s) for s in m.sources), "-o", str(exe),
                     "-lm"], check=True, capture_output=True)

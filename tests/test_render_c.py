@@ -167,3 +167,34 @@ def test_schedule_option_changes_order_not_results(fourbar, tmp_path):
     assert (a.view(np.uint32) == b.view(np.uint32)).all()
     with pytest.raises(GenerateError, match="schedule='quick'"):
         generate(fourbar, "c-double", options={"schedule": "quick"})
+
+
+def _context_names(cls) -> set[str]:
+    """The template variables a render context gives (a nested context's fields merged in)."""
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    out = set()
+    for f in dataclasses.fields(cls):
+        t = hints[f.name]
+        out |= _context_names(t) if dataclasses.is_dataclass(t) else {f.name}
+    return out
+
+
+@pytest.mark.parametrize("template, context", [
+    ("c/kernel.c.j2", "CSourceContext"), ("c/kernel.h.j2", "CHeaderContext"),
+    ("hls/kernel.c.j2", "HlsSourceContext"), ("hls/kernel.h.j2", "HlsHeaderContext"),
+    ("verilog/head.v.j2", "VerilogHeadContext"), ("verilog/pipelined.v.j2", "VerilogPipelinedContext"),
+    ("verilog/shared.v.j2", "VerilogSharedContext")])
+def test_render_context_names_what_its_template_reads(template, context):
+    # the contract between the pipeline and a template is the context dataclass: every variable the
+    # template reads is one of its fields (a typo or a new variable fails here, not in a kernel)
+    from jinja2 import meta
+
+    from mbforge.backends import context as C
+    from mbforge.backends.render import _env
+
+    env = _env("mbforge.backends")
+    read = meta.find_undeclared_variables(env.parse(env.loader.get_source(env, template)[0]))
+    assert read <= _context_names(getattr(C, context)), read - _context_names(getattr(C, context))

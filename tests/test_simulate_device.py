@@ -14,7 +14,7 @@ import pytest
 from mbforge.hil import protocol as P
 from mbforge.hil.link import LinkError
 from mbforge.hil.simulate import decode_sim, sim_payload, ulp_distance
-from mbforge.manifest import REAL_DTYPES, REAL_SIZES
+from mbforge.reals import REALS
 
 MBFORGE = Path(sys.executable).parent / "mbforge"
 FW = "mbforge-fw test"
@@ -24,11 +24,11 @@ FW = "mbforge-fw test"
 def test_sim_payload_sizes(real, n_in, n_state):
     """The max payload holds a SIM request and a reply of at least one sample (a big state
     grows it), and sim_samples_for counts the samples that fit, no more."""
-    size = REAL_SIZES[real]
+    size = REALS[real].size
     plain = P.max_payload_for(real, n_in, n_state, FW, P.max_batch_for(real, n_in, n_state))
     mp = P.max_payload_for(real, n_in, n_state, FW, P.max_batch_for(real, n_in, n_state), n_state=n_state)
     assert mp >= plain
-    assert mp >= n_in * size + P.SIM_REQUEST_FIXED.size == len(sim_payload(np.zeros(n_in, REAL_DTYPES[real]), 1, 1, 0))
+    assert mp >= n_in * size + P.SIM_REQUEST_FIXED.size == len(sim_payload(np.zeros(n_in, REALS[real].dtype), 1, 1, 0))
     k = P.sim_samples_for(real, n_state, mp)
     assert k >= 1
     assert P.SIM_REPLY_FIXED.size + k * (4 + n_state * size) <= mp < P.SIM_REPLY_FIXED.size + (k + 1) * (4 + n_state * size)

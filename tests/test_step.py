@@ -138,7 +138,7 @@ def test_a_manifest_whose_state_is_not_its_outputs_is_refused(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["pendulum", "--kernel", "step"], "--dt"),
-    (["pendulum", "--kernel", "equations", "--dt", "0.001"], "--dt go(es) with --kernel step"),
+    (["pendulum", "--kernel", "equations", "--dt", "0.001"], "--dt goes with --kernel step, not --kernel equations"),
     (["nfourbar", "--kernel", "step", "--dt", "0.001", "--integrator", "euler"], "use ali3p"),
     (["pendulum", "--kernel", "step", "--dt", "0"], "--dt"),
     (["pendulum", "--kernel", "step", "--dt", "20"], "time range"),

@@ -25,9 +25,12 @@ each temp's enclosure with its hint (analysis.ranges.analyse_boxes).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
+
 import numpy as np
 
 from ..ir import Atom, mul, sub
+from ..lower.tape import TapeHints
 
 __all__ = ["LUEnclosure", "bind_hints", "pad", "param_solve"]
 
@@ -128,14 +131,29 @@ def bind_hints(tape, enclosures) -> None:
         tape.hints = _Joined(hints)
 
 
-def hints_key(hints) -> str:
+def hints_key(hints: TapeHints | None) -> str:
     """What a tape's hints compute from beyond the tape itself (the solves' matrices,
-    pivots and where the tape holds them): a part of the key of an analysis kept in the
-    disk cache (pipeline._analyse), so that no entry serves other hints."""
-    return "none" if hints is None else hints.key()
+    pivots and where the tape holds them), every field of each solve's SolveKey by name:
+    a part of the key of an analysis kept in the disk cache (pipeline._analyse), so that
+    no entry serves other hints."""
+    if hints is None:
+        return "none"
+    return "\n".join("; ".join(f"{f.name}={getattr(k, f.name)!r}" for f in fields(k)) for k in hints.key())
 
 
-class _Joined:
+@dataclass(frozen=True)
+class SolveKey:
+    """What one solve's hints compute from beyond the tape."""
+    n: int  # unknowns
+    entries: tuple  # the matrix's structural entries (i, j)
+    steps: tuple  # the elimination's pivot steps ((rows), (cols))
+    cut: str  # where the tape holds A, b and the solution (_Hints._cut), as text
+    targets: tuple  # the temps the hints enclose and how
+    split_dims: tuple  # the inputs the matrix's entries read (split over halves)
+    tapes: tuple  # the short tapes of the entries (and b)
+
+
+class _Joined(TapeHints):
     """The hints of a tape with several solves (each temp belongs to one)."""
 
     def __init__(self, parts: list):
@@ -147,11 +165,11 @@ class _Joined:
             out.update(h(in_lo, in_hi))
         return out
 
-    def key(self) -> str:
-        return "\n".join(h.key() for h in self.parts)
+    def key(self) -> tuple:
+        return tuple(k for h in self.parts for k in h.key())
 
 
-class _Hints:
+class _Hints(TapeHints):
     """The hint function of one tape: enclosures of the planned temps over boxes."""
 
     def __init__(self, enc: LUEnclosure, tape, targets):
@@ -172,10 +190,13 @@ class _Hints:
         self.cut = self._cut(enc, tape)
         self.enclosed: dict = {}  # box bytes -> (R, G, xc, xr) of the boxes __call__ went through
 
-    def key(self) -> str:
-        """hints_key of one solve: its structure and the short tapes of its entries."""
-        tapes = [[f"{i.op} {i.dst} {i.args}" for i in t.instrs] + [repr(t.outputs)] for t in (self.sub, self.sub_A)]
-        return repr((self.n, self.entries, self.steps, self.cut, self.targets, self.split_dims, tapes))
+    def key(self) -> tuple[SolveKey]:
+        """The solve's structure and the short tapes of its entries."""
+        tapes = tuple(tuple(f"{i.op} {i.dst} {i.args}" for i in t.instrs) + (repr(t.outputs),)
+                      for t in (self.sub, self.sub_A))
+        steps = tuple((tuple(r), tuple(c)) for r, c in self.steps)
+        return (SolveKey(self.n, tuple(self.entries), steps, repr(self.cut), tuple(self.targets),
+                         tuple(self.split_dims), tapes),)
 
     def _cut(self, enc: LUEnclosure, tape):
         """Where the tape holds the solve's data: ([(i, j, operand, sign)] for A's entries,

@@ -718,7 +718,7 @@ def analyse_chunked(tape: Tape, in_lo, in_hi, strict: bool = True, span=None) ->
     span = in_hi.max(0) - in_lo.min(0) if span is None else span
     parts = [slice(j + p.start, j + p.stop) for j in range(0, B, CHUNK)
              for p in parallel.pieces(min(CHUNK, B - j))]
-    enclosed = getattr(tape.hints, "enclosed", None)
+    enclosed = None if tape.hints is None else tape.hints.enclosed
 
     def one(i):
         lo, hi = in_lo[parts[i]], in_hi[parts[i]]

@@ -61,7 +61,7 @@ class SolveCut:
 def find_cut(tape: Tape) -> SolveCut | None:
     """The split of the tape at its one hinted solve, or None (see the module doc)."""
     hints = tape.hints
-    cut = getattr(hints, "cut", None)
+    cut = None if hints is None else hints.cut
     if cut is None:
         return None
     entries, rhs, outputs = cut

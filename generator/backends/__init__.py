@@ -5,7 +5,8 @@
     c.py, fixed/, hls.py, rtl/   their printers; templates/ their jinja2 templates
 
 Importing this package registers the shipped backends; the lookups below read the
-registry that `register` fills.
+registry that `register` fills. A backend class is its target's one record (name, real
+kind, use, options): there is no other list of targets.
 """
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import dataclasses
 from collections.abc import Mapping
 
 from . import registry  # noqa: F401  (registers the shipped backends)
-from .base import _REGISTRY, Analysis, Backend, GenerateError, OptionError, Options, Rendered, _spell, register
-from ..targets import TARGETS
+from .. import optionfields
+from .base import (_REGISTRY, Analysis, Backend, FixedAnalysis, Float32Analysis, GenerateError, OptionError, Options,
+                   Rendered, register)
 
 
 def get_backend(name: str) -> Backend:
@@ -26,8 +28,8 @@ def get_backend(name: str) -> Backend:
 
 
 def backend_names() -> tuple[str, ...]:
-    """Every target with a backend, in the order of mbforge.targets."""
-    return tuple(n for n in TARGETS if n in _REGISTRY)
+    """Every target, in the order the backends were registered (registry.py)."""
+    return tuple(_REGISTRY)
 
 
 def all_option_fields() -> dict[str, tuple[dataclasses.Field, tuple[str, ...]]]:
@@ -47,21 +49,13 @@ def all_option_fields() -> dict[str, tuple[dataclasses.Field, tuple[str, ...]]]:
 
 
 def add_flags(parser: argparse.ArgumentParser, fields, *, applies: Mapping[str, tuple[str, ...]] | None = None) -> None:
-    """One flag per option field, with its help and choices. Flags default to None (not
-    given), so that a caller can tell a given flag from a default and refuse it for a
-    target that does not take it; the help shows the option's own default."""
-    for f in fields:
-        m = f.metadata
-        default = m["default_text"] or f"default {f.default}"
-        if m.get("maximum") is not None:
-            default += f"; {m['minimum']} to {m['maximum']}"
-        scope = ""
-        if applies is not None and len(applies[f.name]) < len(backend_names()):
-            scope = f"; target {', '.join(applies[f.name])} only"
-        parser.add_argument(_spell(f.name, True), dest=f.name, default=None, choices=m["choices"],
-                            type=m["kind"] or str, metavar=None if m["choices"] else "N" if m["kind"] is int else None,
-                            help=f"{m['help']} ({default}{scope})")
+    """One flag per option field (mbforge.optionfields.add_flags); `applies`: the targets
+    that take each option, said in the help of those not every target takes."""
+    scope = None
+    if applies is not None:
+        scope = {n: f"target {', '.join(ts)} only" for n, ts in applies.items() if len(ts) < len(backend_names())}
+    optionfields.add_flags(parser, fields, scope)
 
 
-__all__ = ["Analysis", "Backend", "GenerateError", "OptionError", "Options", "Rendered", "add_flags",
+__all__ = ["Analysis", "Backend", "FixedAnalysis", "Float32Analysis", "GenerateError", "OptionError", "Options", "Rendered", "add_flags",
            "all_option_fields", "backend_names", "get_backend", "register"]

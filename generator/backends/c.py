@@ -32,7 +32,9 @@ import numpy as np
 
 from ..ir.atom import ExpressionError
 from ..lower.schedule import FUSED, Schedule, allocate
-from .render import render_template
+from ..reals import REALS
+from .context import CHeaderContext, CSourceContext, KernelContext
+from .render import render_context, render_template
 
 # What each instruction looks like; {0}, {1} are operands, {p} the prefix.
 _INFIX = {"add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "div": "{0} / {1}", "neg": "-{0}"}
@@ -80,7 +82,7 @@ class CDialect:
 
 class DoubleC(CDialect):
     name = "c-double"
-    real = "double"
+    real = REALS["double"].c_type
     # x86-64 has 16 xmm registers; 14 leave GCC room for constants and the copies that
     # two-operand SSE needs (callgrind on the Stewart joint kernel: 13,629 -> 13,295)
     registers = 14
@@ -103,7 +105,7 @@ class DoubleC(CDialect):
 
 class Float32C(CDialect):
     name = "c-float32"
-    real = "float"
+    real = REALS["float"].c_type
     includes = ("float.h", "math.h", "stdint.h", "string.h")
     support_template = "c/mathf.c.j2"
     reach = 256
@@ -347,11 +349,11 @@ def _hot_first(alloc) -> dict[int, int]:
     return {v: k for k, v in enumerate(sorted(range(alloc.n_spill), key=lambda v: (-uses.get(v, 0), v)))}
 
 
-def render_c(sched: Schedule, dialect: CDialect, ctx: dict, fuse: bool | None = None) -> dict[str, str]:
-    """Files {name: text} for the kernel; ctx has prefix, function, header and doc fields.
+def render_c(sched: Schedule, dialect: CDialect, ctx: KernelContext, fuse: bool | None = None) -> dict[str, str]:
+    """Files {name: text} for the kernel; ctx: its names and documentation (pipeline).
     `fuse`: multiply-accumulates where the dialect has them (default: dialect.fuse)."""
     fuse = dialect.fuse if fuse is None else fuse and dialect.fuse
-    p = ctx["prefix"]
+    p = ctx.prefix
     slot = sched.slot
     tape = sched.tape
 
@@ -477,17 +479,16 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: dict, fuse: bool | None = 
         support = _SINGLE_EVAL
     if dialect.support_template and any(i.op in ("sin", "cos", "sincos", "atan2") for i in tape.instrs):
         support += render_template(dialect.support_template, p=p)
-    checks = envelope_checks(dialect, ctx["envelope"])
+    checks = envelope_checks(dialect, ctx.envelope)
     # float: bit-pattern compares (bit_check), inlined where the kernel does not spill
     if len(checks) > 1 and ((dialect.checks_apart and spills) or dialect.real == "float"):
-        support += "\n".join(["", *_outside_function(f"{ctx['function']}_outside", dialect, ctx["envelope"],
+        support += "\n".join(["", *_outside_function(f"{ctx.function}_outside", dialect, ctx.envelope,
                                                       noinline=dialect.checks_apart and spills)])
-        checks = [checks[0], f"if ({ctx['function']}_outside(in)) return 2;"]
+        checks = [checks[0], f"if ({ctx.function}_outside(in)) return 2;"]
     if dialect.registers:
         support += keep_macro + _gcc_optimize(dialect.gcc_optimize)
 
-    common = dict(ctx, real=dialect.real, target=dialect.name)
-    c_text = render_template("c/kernel.c.j2", **common, includes=list(dialect.includes), support=support,
-                             checks=checks, decls=decls, body=body)
-    h_text = render_template("c/kernel.h.j2", **common)
-    return {ctx["header"]: h_text, ctx["source"]: c_text}
+    head = CHeaderContext(ctx, real=dialect.real, target=dialect.name)
+    source = CSourceContext(head, includes=list(dialect.includes), support=support, checks=checks, decls=decls,
+                            body=body)
+    return {ctx.header: render_context("c/kernel.h.j2", head), ctx.source: render_context("c/kernel.c.j2", source)}

@@ -17,13 +17,14 @@ from ..analysis.fixedpoint import FixedProgram
 from ..lower.schedule import Schedule
 from .fixed.c import envelope_checks, fixed_statements
 from .fixed.ops import trig_constants
-from .render import render_template
+from .context import HlsHeaderContext, HlsSourceContext, KernelContext
+from .render import render_context, render_template
 
 
-def render_hls(sched: Schedule, fx: FixedProgram, ctx: dict) -> dict[str, str]:
-    p = ctx["prefix"]
+def render_hls(sched: Schedule, fx: FixedProgram, ctx: KernelContext) -> dict[str, str]:
+    p = ctx.prefix
     n_in, n_out = len(fx.tape.inputs), len(fx.tape.outputs)
-    top = f"{ctx['function']}_hw"
+    top = f"{ctx.function}_hw"
     decls, body, used = fixed_statements(sched, fx, p, lambda k: f"in_{k}", lambda k: f"*out_{k}")
     params = ", ".join([f"int32_t in_{k}" for k in range(n_in)] + [f"int32_t *out_{k}" for k in range(n_out)])
     call = ", ".join([f"in[{k}]" for k in range(n_in)] + [f"&out[{k}]" for k in range(n_out)])
@@ -34,9 +35,8 @@ def render_hls(sched: Schedule, fx: FixedProgram, ctx: dict) -> dict[str, str]:
     support = render_template("c/fixed.c.j2", p=p, div=False, sqrt=False,
                               trig=trig_constants() if used["trig"] else None)
     ops = render_template("hls/ops.c.j2", p=p, div=used["div"], sqrt=used["sqrt"])
-    common = dict(ctx, top=top, params=params)
-    checks = envelope_checks(ctx["envelope"], fx.in_bits, lambda k: f"in_{k}")
-    c_text = render_template("hls/kernel.c.j2", **common, support=support, ops=ops, pragmas=pragmas,
-                             checks=checks, decls=decls, body=body, call=call)
-    h_text = render_template("hls/kernel.h.j2", **common)
-    return {ctx["header"]: h_text, ctx["source"]: c_text}
+    head = HlsHeaderContext(ctx, top=top, params=params)
+    checks = envelope_checks(ctx.envelope, fx.in_bits, lambda k: f"in_{k}")
+    source = HlsSourceContext(head, support=support, ops=ops, pragmas=pragmas, checks=checks, decls=decls,
+                              body=body, call=call)
+    return {ctx.header: render_context("hls/kernel.h.j2", head), ctx.source: render_context("hls/kernel.c.j2", source)}

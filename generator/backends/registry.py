@@ -1,4 +1,4 @@
-"""The shipped backends, one per target of mbforge.targets, registered by name.
+"""The shipped backends, one per target, registered by name in the targets' order.
 
 c-double and c-float32 are C dialects (backends.c); c-fixed, hls-c and verilog print one
 fixed-point plan (analysis.fixedpoint), so they share its analysis and status codes (1:
@@ -14,16 +14,18 @@ from ..analysis.fixerror import bound_over_boxes
 from ..analysis.floaterror import float32_bounds, float32_bounds_boxes, float32_forms_boxes
 from ..analysis.ranges import BoxRanges, analyse_domain
 from ..lower.schedule import best_schedule
-from .base import STATUS_ENVELOPE, Analysis, Backend, GenerateError, Options, Rendered, option, register
+from ..reals import REALS
+from .base import STATUS_ENVELOPE, Analysis, Backend, FixedAnalysis, Float32Analysis, GenerateError, Options, Rendered, option, register
 from .c import DIALECTS, render_c
+from .context import KernelContext
 from .fixed.c import render_fixed
 from .hls import render_hls
 from .rtl.schedule import DELAY_LINES, MEMORY_MIN
 from .rtl.verilog import render_rtl
 
 
-def _c_files(files: dict[str, str], ctx: dict) -> Rendered:
-    return Rendered(files, [ctx["source"]], [ctx["header"]])
+def _c_files(files: dict[str, str], ctx: KernelContext) -> Rendered:
+    return Rendered(files, [ctx.source], [ctx.header])
 
 
 class CBackend(Backend):
@@ -42,6 +44,8 @@ class CBackend(Backend):
 @register
 class DoubleBackend(CBackend):
     name = "c-double"
+    real = REALS["double"]
+    use = "host reference"
     # longer chains suit the host's 14 allocated registers (gcc -O2 x86-64, Stewart joint
     # kernel, callgrind instructions per call: chain 3: 13,033, 4: 12,883, 6: 12,676, 8: 12,673)
     schedule_chain = 8
@@ -66,6 +70,8 @@ class Float32Options(Options):
 @register
 class Float32Backend(CBackend):
     name = "c-float32"
+    real = REALS["float"]
+    use = "Cortex-M4F / M7 (single-precision FPU), bit-exact with the host build"
     Options = Float32Options
 
     def schedule(self, tape, options):
@@ -82,7 +88,7 @@ class Float32Backend(CBackend):
         return ["Compile with -ffp-contract=off -fno-math-errno so that every machine rounds alike.",
                 "Error bounds (+-) hold against double at the unrounded input (its rounding to float included)."]
 
-    def analyse(self, tape, boxes) -> Analysis:
+    def analyse(self, tape, boxes) -> Float32Analysis:
         # outputs downstream of a divisor whose range reaches 0 get no finite bound.
         # Box by box (one vectorised pass), the largest over the boxes; with one box, its own
         per_box: list = []
@@ -94,11 +100,12 @@ class Float32Backend(CBackend):
         else:
             vec = BoxRanges.from_list(tape, per_box)
         bounds = [min(a, b) for a, b in zip(bounds, float32_forms_boxes(tape, vec))]
-        return Analysis(out_error=[b if math.isfinite(b) else None for b in bounds])
+        return Float32Analysis(out_error=[b if math.isfinite(b) else None for b in bounds])
 
 
 class FixedBackend(Backend):
     """A printer of the fixed-point plan: Q formats chosen over the domain's boxes."""
+    real = REALS["int32"]
     status = {"1": ("saturated: an intermediate value left its format; outputs computed, "
                     "the error bound does not hold (an input off the consistent states)",
                     "if an intermediate value saturated: outputs computed, their error bound does not hold"),
@@ -108,7 +115,7 @@ class FixedBackend(Backend):
         return ["value = int32 / 2**frac_bits; formats and error bounds are in manifest.json",
                 "Error bounds (+-) hold against double at the unrounded input (its rounding to the Q format included)."]
 
-    def analyse(self, tape, boxes) -> Analysis:
+    def analyse(self, tape, boxes) -> FixedAnalysis:
         boxes = [list(b) for b in boxes]
         for k, a in enumerate(tape.inputs):  # no Q format holds an unbounded input
             if not all(math.isfinite(float(lo)) and math.isfinite(float(hi)) for lo, hi in (b[k] for b in boxes)):
@@ -116,22 +123,24 @@ class FixedBackend(Backend):
                                     f"{self.name} (fixed point) needs a finite range: declare one on the model")
         per_box: list = []
         fx = bound_over_boxes(tape, analyse_domain(tape, boxes, per_box=per_box), per_box)
-        return Analysis(plan=fx, in_frac_bits=fx.in_bits, out_frac_bits=fx.out_bits, out_error=fx.out_error)
+        return FixedAnalysis(plan=fx, in_frac_bits=fx.in_bits, out_frac_bits=fx.out_bits, out_error=fx.out_error)
 
 
 @register
 class FixedCBackend(FixedBackend):
     name = "c-fixed"
+    use = "cores without an FPU (Cortex-M0/M3): Q formats and error bounds"
 
-    def render(self, sched, analysis, ctx, options) -> Rendered:
+    def render(self, sched, analysis: FixedAnalysis, ctx, options) -> Rendered:
         return _c_files(render_fixed(sched, analysis.plan, ctx), ctx)
 
 
 @register
 class HlsBackend(FixedBackend):
     name = "hls-c"
+    use = "HLS-ready C (Vitis HLS conventions), bit-exact with c-fixed"
 
-    def render(self, sched, analysis, ctx, options) -> Rendered:
+    def render(self, sched, analysis: FixedAnalysis, ctx, options) -> Rendered:
         return _c_files(render_hls(sched, analysis.plan, ctx), ctx)
 
 
@@ -162,8 +171,9 @@ class VerilogOptions(Options):
 @register
 class VerilogBackend(FixedBackend):
     name = "verilog"
+    use = "pipelined or resource-shared RTL, bit-exact with c-fixed"
     Options = VerilogOptions
 
-    def render(self, sched, analysis, ctx, options) -> Rendered:
+    def render(self, sched, analysis: FixedAnalysis, ctx, options) -> Rendered:
         files, sources, headers = render_rtl(analysis.plan, sched, ctx, options)
         return Rendered(files, sources, headers)

@@ -1,5 +1,6 @@
 """jinja2 environment for the files mbforge writes (StrictUndefined: a missing field is
-an error, never an empty string in generated code)."""
+an error, never an empty string in generated code). The kernel templates are rendered
+from a typed context (backends.context, `render_context`)."""
 from __future__ import annotations
 
 from functools import lru_cache
@@ -8,6 +9,7 @@ import jinja2
 import numpy as np
 
 from .. import cache
+from .context import _Context
 
 
 class _Bytecode(jinja2.BytecodeCache):
@@ -50,3 +52,9 @@ def _env(package: str) -> jinja2.Environment:
 def render_template(name: str, package: str = "mbforge.backends", **ctx) -> str:
     """Render `templates/<name>` of `package` (StrictUndefined)."""
     return _env(package).get_template(name).render(**ctx)
+
+
+def render_context(name: str, ctx: _Context) -> str:
+    """Render the kernel template `templates/<name>` of mbforge.backends from its render
+    context (context.py): the context's fields are all the template reads."""
+    return render_template(name, **ctx.variables())

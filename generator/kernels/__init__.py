@@ -6,6 +6,7 @@ analysis, backends, firmware, harness) sees only the Kernel and, later, its mani
 
     kernel.py      Kernel, InPort, OutPort; KernelInfo (solves, report, derived ranges)
     builders.py    BUILDERS by name and build_kernel (mbforge.kernels.builders)
+    options.py     the builders' typed options (the --method, --dt, ... flags of generate)
     equations.py, kinematics.py, dynamics.py (forward, inverse), reduced.py, linearized.py:
                    one formulation each; common.py what they share (ports, rows, KernelError)
     domain.py      where a kernel runs: the driven motion, its tube of boxes, consistent

@@ -12,6 +12,10 @@
     frame-kinematics          recursive.py   q -> p, R, J of a named frame (option frame=; URDF models)
     step                      step.py        state (q, qd [, qdd, lambda] [, t]), u -> the next state
 
+The options a builder takes are typed in options.py (the flags of `mbforge generate`):
+build_kernel resolves them (`options`) before the builder runs; arguments no flag gives
+(`samples`) pass as keywords.
+
 Invariants of every kernel built here:
 * every input symbol has a declared range (the model's; for an actuator input without a
   declared range, the envelope of the inverse-dynamics forces along the driven motion,
@@ -34,6 +38,7 @@ from .equations import equations_kernel
 from .kernel import Kernel
 from .kinematics import kinematics_kernel
 from .linearized import linearized_dynamics_kernel
+from .options import KernelOptions, resolve
 from .recursive import aba_kernel, frame_kinematics_kernel, mass_matrix_crba_kernel, rnea_kernel
 from .reduced import reduced_inverse_dynamics_kernel
 from .step import step_kernel
@@ -55,10 +60,14 @@ BUILDERS = {
 __all__ = ["BUILDERS", "KernelError", "build_kernel"]
 
 
-def build_kernel(eqs: Equations, name: str, **options) -> Kernel:
+def build_kernel(eqs: Equations, name: str, options: dict | KernelOptions | None = None, **args) -> Kernel:
+    """The kernel `name` of eqs. options: the builder's typed options (kernels.options, a
+    dict or its KernelOptions; defaults applied, KernelOptionError naming a bad one);
+    args: the builder's own keywords, given as they are (they win over options)."""
     try:
         builder = BUILDERS[name]
     except KeyError:
         raise ValueError(f"no kernel called {name!r}; known: {', '.join(sorted(BUILDERS))}") from None
-    k = builder(eqs, **options)
+    typed = resolve(name, options).builder_args() if options is not None else {}
+    k = builder(eqs, **{**typed, **args})
     return k if name == "step" else k.without_unused_inputs()  # step.py has its own rule for t

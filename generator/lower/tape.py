@@ -23,6 +23,7 @@ walk every analysis runs over a tape, are lower/tapeops.py.
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -38,15 +39,32 @@ class Instr:
     args: tuple[tuple, ...]
 
 
+class TapeHints(ABC):
+    """Sound enclosures of some temps over input boxes beyond what the tape's ops give
+    (analysis.linear: a solve's values from its matrix alone); range analysis intersects
+    them. `cut` (where the tape holds its one solve's data: analysis.solve_error) and
+    `enclosed` (the per-box enclosures worked out so far) are None where there are none."""
+    cut: tuple | None = None
+    enclosed: dict | None = None
+
+    @abstractmethod
+    def __call__(self, in_lo, in_hi) -> dict:
+        """{temp: (lo, hi)}: (B,) arrays over the boxes in_lo, in_hi (B, n_in)."""
+
+    @abstractmethod
+    def key(self) -> tuple:
+        """What the hints compute from beyond the tape, as frozen dataclasses (one per
+        solve): their fields go into the key of a cached analysis (analysis.linear.hints_key)."""
+
+
 @dataclass
 class Tape:
     inputs: list[Atom]
     outputs: list[tuple]
     instrs: list[Instr]
     atoms: dict[int, Atom] = field(default_factory=dict)
-    # extra sound enclosures of some temps over input boxes, (in_lo, in_hi) -> {temp: (lo, hi)}
-    # (analysis.linear: a solve's values from its matrix alone); range analysis intersects them
-    hints: object = None
+    # extra sound enclosures of some temps over input boxes (TapeHints); None: the ops' own
+    hints: TapeHints | None = None
     # (output position, input position) pairs that hold one value in turn: a step kernel's
     # state, copied from out[] to in[] between calls, so fixed point gives both one format
     feedback: tuple = ()

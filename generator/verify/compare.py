@@ -46,7 +46,6 @@ import numpy as np
 from mbforge.manifest import Manifest
 from mbforge.verify.vectors import OFF_MANIFOLD, OUT_OF_ENVELOPE, from_raw
 
-DEFAULT_TOL = {"float": 1e-5, "double": 1e-12, "int32": 1e-5}
 SCALE_FLOOR = 1e-30
 MISMATCHES_LISTED = 10  # vectors named in a message list
 DOUBLE_HOST_TOL = 1e-12  # double device vs host model, relative to each output group's scale
@@ -109,7 +108,7 @@ def compare_groups(m: Manifest, Yd: np.ndarray, Yr: np.ndarray, tol: float | Non
             passed = bool(np.all(err <= bound))
             tolerance, kind = float(bound.max(initial=0.0)), "error_bound"
         else:
-            tolerance, kind = (tol if tol is not None else DEFAULT_TOL[m.real]), "relative"
+            tolerance, kind = (tol if tol is not None else REALS[m.real].tolerance), "relative"
             passed = max_abs / scale <= tolerance
             if not passed and tol is None and m.real == "float" and g.error_bound is not None:
                 # an output that is ~0 on consistent states (a constraint residual) has no

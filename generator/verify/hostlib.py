@@ -48,7 +48,8 @@ from pathlib import Path
 import numpy as np
 
 from mbforge.cache import cache_root, mac
-from mbforge.manifest import C_REAL, MANIFEST_NAME, Manifest, ManifestError, load_dir
+from mbforge.reals import REALS
+from mbforge.manifest import MANIFEST_NAME, Manifest, ManifestError, load_dir
 from mbforge.verify.device import Evaluation
 from mbforge.verify.vectors import NP_DTYPE, VectorError, from_raw, to_raw  # noqa: F401  (the raw format, re-exported)
 
@@ -176,7 +177,7 @@ def load_manifest(kernel_dir: str | Path, check_files: bool = False) -> Manifest
 
 def batch_source(m: Manifest) -> str:
     includes = "\n".join(f'#include "{h}"' for h in m.headers)
-    return BATCH_C.format(function=m.function, real=C_REAL[m.real], includes=includes,
+    return BATCH_C.format(function=m.function, real=REALS[m.real].c_type, includes=includes,
                           n_in=m.n_in, n_out=m.n_out)
 
 

@@ -34,9 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
-from mbforge.manifest import REAL_DTYPES, Manifest
+from mbforge.manifest import Manifest
+from mbforge.reals import REALS
 
-NP_DTYPE = {k: np.dtype(v) for k, v in REAL_DTYPES.items()}
+NP_DTYPE = {k: np.dtype(r.dtype) for k, r in REALS.items()}
 
 
 class VectorError(ValueError):

@@ -15,7 +15,9 @@ import math
 from ...analysis.fixedpoint import FixedProgram
 from ...lower.schedule import Schedule
 from ..c import CHECK_COMMENT
-from ..render import render_template
+from ...reals import REALS
+from ..context import CHeaderContext, CSourceContext, KernelContext
+from ..render import render_context, render_template
 from .ops import INT32_MAX, INT32_MIN, OPS, lower_hw, trig_constants
 
 def _lit64(v: int) -> str:
@@ -141,15 +143,13 @@ def envelope_checks(envelope, in_bits, in_ref) -> list[str]:
     return lines
 
 
-def render_fixed(sched: Schedule, fx: FixedProgram, ctx: dict) -> dict[str, str]:
-    p = ctx["prefix"]
+def render_fixed(sched: Schedule, fx: FixedProgram, ctx: KernelContext) -> dict[str, str]:
+    p = ctx.prefix
     decls, body, used = fixed_statements(sched, fx, p, lambda k: f"in[{k}]", lambda k: f"out[{k}]")
     body.append("if (ovf) return 1;")
     support = render_template("c/fixed.c.j2", p=p, div=used["div"], sqrt=used["sqrt"],
                               trig=trig_constants() if used["trig"] else None)
-    common = dict(ctx, real="int32_t", target="c-fixed")
-    checks = envelope_checks(ctx["envelope"], fx.in_bits, lambda k: f"in[{k}]")
-    c_text = render_template("c/kernel.c.j2", **common, includes=[], support=support, checks=checks,
-                             decls=decls, body=body)
-    h_text = render_template("c/kernel.h.j2", **common)
-    return {ctx["header"]: h_text, ctx["source"]: c_text}
+    head = CHeaderContext(ctx, real=REALS["int32"].c_type, target="c-fixed")
+    checks = envelope_checks(ctx.envelope, fx.in_bits, lambda k: f"in[{k}]")
+    source = CSourceContext(head, includes=[], support=support, checks=checks, decls=decls, body=body)
+    return {ctx.header: render_context("c/kernel.h.j2", head), ctx.source: render_context("c/kernel.c.j2", source)}

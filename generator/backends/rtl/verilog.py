@@ -38,7 +38,9 @@ from ..fixed.c import envelope_words
 from ..fixed.ops import DIV_STAGES, LATENCY, OPS, SQRT_STAGES, HwProgram, trig_constants
 from .schedule import (SHARED_LATENCY, DelayPlan, PipeSchedule, SharedSchedule, _width, default_units, delay_plan,
                        pipeline, shared, unit_class)
-from ..render import render_template
+from ..context import (KernelContext, VerilogContext, VerilogHeadContext, VerilogPipelinedContext,
+                       VerilogSharedContext)
+from ..render import render_context, render_template
 
 
 
@@ -59,7 +61,7 @@ def _align(src: str, sh: int) -> str:
     return _rsh(f"sx({src})", -sh)
 
 
-def _ops_file(ctx: dict, top: str, hp: HwProgram, variant: str = "pipelined") -> str:
+def _ops_file(ctx: KernelContext, top: str, hp: HwProgram, variant: str = "pipelined") -> str:
     counts = hp.counts()
     t = trig_constants()
     trig = dict(t, c_lit=lit(t["two_over_pi_q24"], 32), hi_lit=lit(t["pio2_hi_q29"], 32),
@@ -72,8 +74,8 @@ def _ops_file(ctx: dict, top: str, hp: HwProgram, variant: str = "pipelined") ->
                      "xr": _shift_mux("xr", "xw", "sel", [max(-a, 0) for a in am]),
                      "kx": _shift_mux("kw", "p", "sel1", [53 - max(a, 0) for a in am])
                      + _shift_mux("xs", "x1", "sel1", [-max(a, 0) for a in am])}
-    return render_template("verilog/ops.v.j2", version=ctx["version"], top=top, trig_iter=trig_iter,
-                           prefix=ctx["prefix"], lat=LATENCY, lat_shared=SHARED_LATENCY,
+    return render_template("verilog/ops.v.j2", version=ctx.version, top=top, trig_iter=trig_iter,
+                           prefix=ctx.prefix, lat=LATENCY, lat_shared=SHARED_LATENCY,
                            iterative=variant == "shared", div_stages=DIV_STAGES, sqrt_stages=SQRT_STAGES,
                            div=bool(counts.get("div")),
                            sqrt=bool(counts.get("sqrt")), trig=trig if counts.get("tred") else None)
@@ -89,11 +91,11 @@ def _comment(note) -> str:
     return str(note).replace("*/", "* /").replace("\n", " ")[:110]
 
 
-def env_check(ctx: dict) -> str:
+def env_check(env_words) -> str:
     """A Verilog expression, true when an input word is outside its envelope range in
     words (the c-fixed check's bounds, fixed.c.envelope_words); "1'b0" if none can be."""
     terms = []
-    for k, (lw, hw) in enumerate(ctx.get("env_words") or []):
+    for k, (lw, hw) in enumerate(env_words or []):
         if lw is not None:
             terms.append(f"($signed(in_{k}) < {lit(lw, 32)})")
         if hw is not None:
@@ -101,10 +103,11 @@ def env_check(ctx: dict) -> str:
     return " || ".join(terms) or "1'b0"
 
 
-def _head(ctx: dict, top: str, hp: HwProgram, variant: str) -> dict:
+def _head(ctx: VerilogContext, top: str, hp: HwProgram, variant: str) -> VerilogHeadContext:
     """What templates/verilog/head.v.j2 (ports, functions) needs, and the envelope check."""
-    return dict(version=ctx["version"], model=ctx["model"], kernel=ctx["kernel"], digest=ctx["digest"],
-                variant=variant, top=top, n_in=hp.n_in, n_out=len(hp.outputs), env=env_check(ctx))
+    k = ctx.common
+    return VerilogHeadContext(version=k.version, model=k.model, kernel=k.kernel, digest=k.digest, variant=variant,
+                              top=top, n_in=hp.n_in, n_out=len(hp.outputs), env=env_check(ctx.env_words))
 
 
 def _delay_lines(hp: HwProgram, plan: DelayPlan) -> tuple[list[dict], list[dict]]:
@@ -133,7 +136,7 @@ def _delay_lines(hp: HwProgram, plan: DelayPlan) -> tuple[list[dict], list[dict]
     return delays, memories
 
 
-def render_pipelined(hp: HwProgram, ps: PipeSchedule, ctx: dict, top: str, plan: DelayPlan) -> str:
+def render_pipelined(hp: HwProgram, ps: PipeSchedule, ctx: VerilogContext, top: str, plan: DelayPlan) -> str:
     L = ps.latency
 
     def tap(ref, t):
@@ -188,8 +191,9 @@ def render_pipelined(hp: HwProgram, ps: PipeSchedule, ctx: dict, top: str, plan:
         v = lit(o[1], 32) if o[0] == "c" else tap(o, c)
         # an output computed in cycle c is valid when the vector accepted c cycles ago is
         outputs.append((v, "ap_done" if c == L else "ap_start" if c == 0 else f"vld[{c}]"))
-    return render_template("verilog/pipelined.v.j2", **_head(ctx, top, hp, "pipelined"), ops=ops, delays=delays,
-                           memories=memories, pointer_bits=plan.pointer_bits, L=L, flags=flags, outputs=outputs)
+    return render_context("verilog/pipelined.v.j2", VerilogPipelinedContext(
+        _head(ctx, top, hp, "pipelined"), ops=ops, delays=delays, memories=memories, pointer_bits=plan.pointer_bits,
+        L=L, flags=flags, outputs=outputs))
 
 
 # per operator class of the shared variant: the fields a unit's input multiplexer sets
@@ -301,7 +305,7 @@ def _unit_inputs(op, s: list[str]) -> list[tuple[str, str]]:
             ("sha", 0), ("na", "1'b0"), ("ub", "1'b0"), ("lit", 0), ("s", p["sh"])]
 
 
-def render_shared(hp: HwProgram, ss: SharedSchedule, ctx: dict, top: str) -> str:
+def render_shared(hp: HwProgram, ss: SharedSchedule, ctx: VerilogContext, top: str) -> str:
     C = ss.cycles
     pcw = max(1, C.bit_length())
 
@@ -394,16 +398,17 @@ def render_shared(hp: HwProgram, ss: SharedSchedule, ctx: dict, top: str) -> str
     outputs = []
     for o in hp.outputs:
         outputs.append(lit(o[1], 32) if o[0] == "c" else f"in_{o[1]}" if o[0] == "in" else f"out_{ss.out_of[o]}_r")
-    return render_template("verilog/shared.v.j2", **_head(ctx, top, hp, "shared"), pcw=pcw, C=C, regs=regs,
-                           units=units, writes=[(t, " ".join(writes[t])) for t in sorted(writes)],
-                           flagged=[(t, " | ".join(flagged[t])) for t in sorted(flagged)], outputs=outputs)
+    return render_context("verilog/shared.v.j2", VerilogSharedContext(
+        _head(ctx, top, hp, "shared"), pcw=pcw, C=C, regs=regs, units=units,
+        writes=[(t, " ".join(writes[t])) for t in sorted(writes)],
+        flagged=[(t, " | ".join(flagged[t])) for t in sorted(flagged)], outputs=outputs))
 
 
-def render_verilog(hp: HwProgram, ctx: dict, options) -> tuple[dict[str, str], dict]:
+def render_verilog(hp: HwProgram, ctx: VerilogContext, options) -> tuple[dict[str, str], dict]:
     """(files, rtl description) for the kernel; rtl.json holds the description. `options`:
     the verilog backend's resolved Options (variant, multipliers, adders), checked there."""
     o = {"variant": options.variant, "multipliers": options.multipliers, "adders": options.adders}
-    top = f"{ctx['function']}_hw"
+    top = f"{ctx.common.function}_hw"
     counts = hp.counts()
     desc = {"top": top, "variant": o["variant"], "n_in": hp.n_in, "n_out": len(hp.outputs),
             "inputs": [f"in_{k}" for k in range(hp.n_in)], "outputs": [f"out_{k}" for k in range(len(hp.outputs))],
@@ -426,17 +431,16 @@ def render_verilog(hp: HwProgram, ctx: dict, options) -> tuple[dict[str, str], d
         text = render_shared(hp, ss, ctx, top)
         desc.update(latency=ss.cycles + 1, interval=ss.cycles + 2, cycles=ss.cycles, units=units,
                     multipliers=units.get("mul", 0), registers=ss.n_regs)
-    files = {f"{top}.v": text, f"{top}_ops.v": _ops_file(ctx, top, hp, o["variant"]),
+    files = {f"{top}.v": text, f"{top}_ops.v": _ops_file(ctx.common, top, hp, o["variant"]),
              "rtl.json": json.dumps(desc, indent=1, sort_keys=True) + "\n"}
     return files, desc
 
 
-def render_rtl(fx, sched, ctx: dict, options) -> tuple[dict[str, str], list[str], list[str]]:
+def render_rtl(fx, sched, ctx: KernelContext, options) -> tuple[dict[str, str], list[str], list[str]]:
     """The `verilog` target: (files, sources, headers) for the pipeline's manifest."""
     from .lower import lower_hw
 
     hp = lower_hw(fx, order=sched.order)
-    ctx = dict(ctx, env_words=envelope_words(ctx["envelope"], fx.in_bits))
-    files, desc = render_verilog(hp, ctx, options)
+    files, desc = render_verilog(hp, VerilogContext(ctx, envelope_words(ctx.envelope, fx.in_bits)), options)
     top = desc["top"]
     return files, [f"{top}.v", f"{top}_ops.v"], []
