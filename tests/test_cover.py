@@ -1,4 +1,4 @@
-"""Operating envelopes and their verified covers (kernels.cover, analysis.intervals): the
+"""Operating envelopes and their verified covers (domain.cover, analysis.intervals): the
 cover holds every consistent state of the envelope (checked against states computed
 independently, in closed form or by the reference solver, densely), a mechanism that
 cannot serve its envelope is refused with the configuration named, and the envelope is
@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from mbforge.analysis.intervals import IntervalEvaluator
+from mbforge.domain import DomainError
+from mbforge.domain.cover import envelope_cover, time_cover
 from mbforge.examples import fourbar, slidercrank
 from mbforge.ir import cos, sin, sqrt, symbol
 from mbforge.kernels.builders import build_kernel
-from mbforge.kernels.common import KernelError
-from mbforge.kernels.cover import envelope_cover, time_cover
 from mbforge.model import Model, ModelError
 from mbforge.reference.solvers import Kinematics
 
@@ -141,7 +141,7 @@ def _nongrashof_fourbar() -> Model:
 def test_envelope_the_mechanism_cannot_serve_is_refused_naming_where():
     m = _nongrashof_fourbar()
     # the guess must assemble: put C where the loop closes with B = (1, 0)
-    with pytest.raises(KernelError) as e:
+    with pytest.raises(DomainError) as e:
         envelope_cover(m.equations())
     msg = str(e.value)
     assert "stuck4" in msg and "crank=" in msg
@@ -201,12 +201,12 @@ def test_cells_too_wide_for_the_test_are_not_called_singular(monkeypatch):
     the word singular is kept for cells where the mechanism does not assemble or its
     Jacobian is singular (test_envelope_the_mechanism_cannot_serve_is_refused_naming_where)."""
     from mbforge.examples import load
-    from mbforge.kernels import krawczyk as K
+    from mbforge.domain import krawczyk as K
 
     monkeypatch.setattr(K, "MAX_DEPTH", 1)
     eqs = load("fourbar").equations()
     eqs.envelope = eqs.envelope.override({"quantities": {"crank": {"cells": 1}}}, "test", list(eqs.actuator_names))
-    with pytest.raises(KernelError, match=r"^fourbar: the cover of the operating envelope is not verified near "
+    with pytest.raises(DomainError, match=r"^fourbar: the cover of the operating envelope is not verified near "
                                           r"crank=.* after 1 halvings of its cell, though .* regular constraint "
                                           r"Jacobian .*declare more cells") as e:
         envelope_cover(eqs)
