@@ -5,6 +5,7 @@ cannot serve its envelope is refused with the configuration named, and the envel
 declared, overridden and recorded as a user expects."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -120,6 +121,30 @@ def test_forward_dynamics_domain_is_the_cover_and_vectors_are_consistent():
     # the vectors sweep the envelope: the crank angle over most of the turn, speeds too
     th1 = V[:, 5]
     assert th1.min() < 0.5 and th1.max() > 2 * math.pi - 0.5
+
+
+def test_a_kernel_takes_its_domain_as_a_value():
+    """The domain stage gives a frozen Domain, and the kernel built with it is a new one:
+    the kernel it came from keeps its declared ranges and no domain (apply_cover used to
+    set them in place); the builder's own kernel is exactly the bare one with its Domain."""
+    from mbforge.domain.cover import envelope_domain
+    from mbforge.kernels import InPort
+    from mbforge.kernels.common import constraint_rows
+    from mbforge.kernels.dynamics import forward_dynamics_kernel
+
+    eqs = slidercrank.build().equations()
+    k = forward_dynamics_kernel(eqs)  # before build_kernel drops t
+    bare = k.replace(domain=None, motion=None, envelope=None,
+                     inputs=[InPort(p.name, p.symbols, p.declared or p.ranges) for p in k.inputs])
+    d = envelope_domain(eqs, bare.inputs, envelope_cover(eqs, rows=constraint_rows(eqs, kinematic_only=True)[3]))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        d.boxes = None
+    built = bare.with_domain(d)
+    assert bare.domain is None and bare.motion is None and bare.envelope is None
+    assert all(p.declared is None for p in bare.inputs)
+    assert (built.domain, built.motion, built.envelope) == (k.domain, k.motion, k.envelope)
+    assert [(p.ranges, p.declared) for p in built.inputs] == [(p.ranges, p.declared) for p in k.inputs]
+    assert built.inputs[0].ranges != bare.inputs[0].ranges  # the cover's hull, not the declared box
 
 
 def _nongrashof_fourbar() -> Model:
