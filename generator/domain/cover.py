@@ -18,6 +18,7 @@ import functools
 
 import numpy as np
 
+from ..reference.solvers import mobility
 from .base import Domain, DomainError
 from .explicit_cover import explicit_cover
 from .krawczyk import Cover, Param, build_cover, problem
@@ -41,8 +42,6 @@ def envelope_cover(eqs, unknowns=None, rows=None) -> Cover | None:
     unknowns = list(eqs.q) if unknowns is None else list(unknowns)
     rows = list(eqs.kinematic_rows) if rows is None else list(rows)
     if every:  # by rank, not count: a redundant row makes every cell's F_q singular
-        from ..reference.solvers import mobility
-
         mob = mobility(eqs, rows)
         if mob.redundant:
             raise DomainError(f"{eqs.model}: the operating envelope's cover needs independent constraints "
