@@ -57,6 +57,7 @@ def kinematics_kernel(eqs: Equations, samples=None) -> Kernel:
                  OutPort.vector("Phi", eqs.phi, eqs.phi_names)],
         info=KernelInfo(solves={"Phi_q": F}, report=F.report(qd, qdd)),
     )
+
     def row(q, qd_, qdd_, t):
         return [*q, t]
 
