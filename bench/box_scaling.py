@@ -41,7 +41,7 @@ from mbforge.analysis.floaterror import float32_forms_boxes
 from mbforge.analysis.ranges import analyse_chunked
 from mbforge.examples import load
 from mbforge.kernels.builders import build_kernel
-from mbforge.kernels.cover import envelope_cover
+from mbforge.domain.cover import envelope_cover
 from mbforge.kernels.reduced import reduction
 
 from . import check_json, run

@@ -12,7 +12,7 @@ double on the four motions and on random consistent states of the envelope.
    refusal (e.g. a pivot whose range reaches 0 over a box) is reported with its message.
 2. Inputs: each motion's platform states in closed form (_stewart.platform_states) on
    `--motion-points` times over [0, T_END], and `--random` consistent states drawn
-   uniformly over the envelope (kernels.cover: Cover.sample).
+   uniformly over the envelope (domain.cover: Cover.sample).
 3. The kernel runs compiled on the host (verify.hostlib, bit-exact with the device C) on the
    inputs converted to its type (to_raw: fixed-point rounding, or float32); the reference
    is double (ir Evaluator) at the UNROUNDED inputs, so input rounding counts.
@@ -171,7 +171,7 @@ from mbforge.verify.vectors import VectorError
 from mbforge.ir import Evaluator
 from mbforge.model.errors import ModelError
 from mbforge.kernels.builders import build_kernel
-from mbforge.kernels.cover import envelope_cover
+from mbforge.domain.cover import envelope_cover
 from mbforge.kernels.reduced import reduced_inverse_dynamics_kernel, reduction
 from mbforge.manifest import Manifest
 from mbforge.pipeline import generate
@@ -291,7 +291,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cells", action="append", default=[], metavar="NAME=N",
                     help="cells of the envelope along one quantity, e.g. plat_e1=8 (repeatable; after --xyz-cells)")
     ap.add_argument("--domain-steps", type=int, default=None,
-                    help="with --envelope-off: boxes of the tube (default kernels.domain.DOMAIN_STEPS)")
+                    help="with --envelope-off: boxes of the tube (default domain.motion.DOMAIN_STEPS)")
     ap.add_argument("--envelope-off", action="store_true", help="the driven (heave) motion's tube (the model built with envelope=False)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--json", default=None)

@@ -2,6 +2,8 @@
 
     model (Python API)      mbforge.model      coordinates, constraints, bodies, forces
       -> equations (atoms)  mbforge.ir         interned atoms, d/dq, d/dt, subs, evaluator
+      -> reference          mbforge.reference  double-precision solvers: motion, mobility, dynamics
+      -> domain             mbforge.domain     where a kernel runs: verified covers, tubes, samples
       -> kernel             mbforge.kernels    what a device computes, as ports over atoms
       -> tape, schedule     mbforge.lower      one tape, scheduled for registers or depth
       -> analyses           mbforge.analysis   ranges, float and fixed error bounds, Q formats

@@ -1,6 +1,6 @@
 """A disk cache of results that cost a command more than the rest of its work and are
 determined by their inputs: the envelope cover's enclosures and the check of its closed
-forms (kernels.explicit_cover), the driven motion (reference.solvers.Kinematics.motion),
+forms (domain.explicit_cover), the driven motion (reference.solvers.Kinematics.motion),
 a kernel's fixed-point or float32 analysis (pipeline._analyse), the compiled templates
 (backends.render).
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-import mbforge.kernels.explicit_cover as EC
+import mbforge.domain.explicit_cover as EC
+from mbforge.domain import DomainError
+from mbforge.domain.cover import envelope_cover
 from mbforge.examples import load
 from mbforge.kernels.builders import build_kernel
-from mbforge.kernels.common import KernelError
-from mbforge.kernels.cover import envelope_cover
 from mbforge.model import Model
 from mbforge.pipeline import generate
 from mbforge.reference.solvers import Kinematics
@@ -111,7 +111,7 @@ def test_a_wrong_closed_form_is_refused_with_a_warm_cache(tmp_path, monkeypatch)
     monkeypatch.setenv("MBFORGE_CACHE_DIR", str(tmp_path / "cache"))
     envelope_cover(_hyperbola(1.0))
     assert len(list((tmp_path / "cache" / "forms").glob("*.npz"))) == 1
-    with pytest.raises(KernelError, match=r"^hyperbola: the explicit coordinates do not satisfy hyp \(\|residual\| "
+    with pytest.raises(DomainError, match=r"^hyperbola: the explicit coordinates do not satisfy hyp \(\|residual\| "
                                           r"up to .*\) at \d+ consistent states of the operating envelope$"):
         envelope_cover(_hyperbola(1.001))
     assert len(list((tmp_path / "cache" / "forms").glob("*.npz"))) == 1  # a failed check is not kept

@@ -1,10 +1,11 @@
-"""Operating envelopes and their verified covers (kernels.cover, analysis.intervals): the
+"""Operating envelopes and their verified covers (domain.cover, analysis.intervals): the
 cover holds every consistent state of the envelope (checked against states computed
 independently, in closed form or by the reference solver, densely), a mechanism that
 cannot serve its envelope is refused with the configuration named, and the envelope is
 declared, overridden and recorded as a user expects."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -14,11 +15,11 @@ import numpy as np
 import pytest
 
 from mbforge.analysis.intervals import IntervalEvaluator
+from mbforge.domain import DomainError
+from mbforge.domain.cover import envelope_cover, time_cover
 from mbforge.examples import fourbar, slidercrank
 from mbforge.ir import cos, sin, sqrt, symbol
 from mbforge.kernels.builders import build_kernel
-from mbforge.kernels.common import KernelError
-from mbforge.kernels.cover import envelope_cover, time_cover
 from mbforge.model import Model, ModelError
 from mbforge.reference.solvers import Kinematics
 
@@ -122,6 +123,30 @@ def test_forward_dynamics_domain_is_the_cover_and_vectors_are_consistent():
     assert th1.min() < 0.5 and th1.max() > 2 * math.pi - 0.5
 
 
+def test_a_kernel_takes_its_domain_as_a_value():
+    """The domain stage gives a frozen Domain, and the kernel built with it is a new one:
+    the kernel it came from keeps its declared ranges and no domain (apply_cover used to
+    set them in place); the builder's own kernel is exactly the bare one with its Domain."""
+    from mbforge.domain.cover import envelope_domain
+    from mbforge.kernels import InPort
+    from mbforge.kernels.common import constraint_rows
+    from mbforge.kernels.dynamics import forward_dynamics_kernel
+
+    eqs = slidercrank.build().equations()
+    k = forward_dynamics_kernel(eqs)  # before build_kernel drops t
+    bare = k.replace(domain=None, motion=None, envelope=None,
+                     inputs=[InPort(p.name, p.symbols, p.declared or p.ranges) for p in k.inputs])
+    d = envelope_domain(eqs, bare.inputs, envelope_cover(eqs, rows=constraint_rows(eqs, kinematic_only=True)[3]))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        d.boxes = None
+    built = bare.with_domain(d)
+    assert bare.domain is None and bare.motion is None and bare.envelope is None
+    assert all(p.declared is None for p in bare.inputs)
+    assert (built.domain, built.motion, built.envelope) == (k.domain, k.motion, k.envelope)
+    assert [(p.ranges, p.declared) for p in built.inputs] == [(p.ranges, p.declared) for p in k.inputs]
+    assert built.inputs[0].ranges != bare.inputs[0].ranges  # the cover's hull, not the declared box
+
+
 def _nongrashof_fourbar() -> Model:
     """Crank 1, coupler 1.2, rocker 1.3, ground 3: the crank cannot turn fully."""
     from mbforge.model.natural import NaturalBody2D
@@ -141,7 +166,7 @@ def _nongrashof_fourbar() -> Model:
 def test_envelope_the_mechanism_cannot_serve_is_refused_naming_where():
     m = _nongrashof_fourbar()
     # the guess must assemble: put C where the loop closes with B = (1, 0)
-    with pytest.raises(KernelError) as e:
+    with pytest.raises(DomainError) as e:
         envelope_cover(m.equations())
     msg = str(e.value)
     assert "stuck4" in msg and "crank=" in msg
@@ -201,12 +226,12 @@ def test_cells_too_wide_for_the_test_are_not_called_singular(monkeypatch):
     the word singular is kept for cells where the mechanism does not assemble or its
     Jacobian is singular (test_envelope_the_mechanism_cannot_serve_is_refused_naming_where)."""
     from mbforge.examples import load
-    from mbforge.kernels import krawczyk as K
+    from mbforge.domain import krawczyk as K
 
     monkeypatch.setattr(K, "MAX_DEPTH", 1)
     eqs = load("fourbar").equations()
     eqs.envelope = eqs.envelope.override({"quantities": {"crank": {"cells": 1}}}, "test", list(eqs.actuator_names))
-    with pytest.raises(KernelError, match=r"^fourbar: the cover of the operating envelope is not verified near "
+    with pytest.raises(DomainError, match=r"^fourbar: the cover of the operating envelope is not verified near "
                                           r"crank=.* after 1 halvings of its cell, though .* regular constraint "
                                           r"Jacobian .*declare more cells") as e:
         envelope_cover(eqs)

@@ -1,4 +1,4 @@
-"""kernels.cover's interval linear enclosure on a batch where some cells have no finite
+"""domain.krawczyk's interval linear enclosure on a batch where some cells have no finite
 matrix (their Krawczyk test failed, so their position boxes are unbounded): those cells
 fail, an exactly singular one fails, the others keep their enclosures (the batched inverse
 raised on the singular cell and its pseudo-inverse fallback on the NaN ones)."""
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mbforge.kernels.krawczyk import _linear_enclosure
+from mbforge.domain.krawczyk import _linear_enclosure
 
 
 def test_cells_without_a_finite_matrix_fail_and_the_others_hold():

@@ -3,7 +3,7 @@ operating envelope keep float32 within their manifest bounds at every heading.
 
 The model's driven motion sways the heading by +-0.9 rad only; pivots chosen on it would
 divide by 2 x = 2 L cos(heading), which vanishes at +-90 degrees. Here the pivots are
-chosen on consistent states of the whole envelope (kernels.cover) and proved away from
+chosen on consistent states of the whole envelope (domain.cover) and proved away from
 zero over every box of the kernel's domain (interval evaluation); then the float32 C,
 compiled on the host, is compared with double on a dense sweep of consistent states
 (closed form: the tip at L (cos th, sin th)) over every heading, rate and acceleration
@@ -73,7 +73,7 @@ def test_float32_within_its_manifest_bound_at_every_heading(eqs, which, tmp_path
 def test_the_motion_alone_would_divide_by_cos_heading(eqs):
     """What the envelope prevents: pivots chosen on the driven motion's samples only (the
     heading within +-0.9 rad) include one that vanishes at +-90 degrees."""
-    from mbforge.kernels.domain import kernel_samples
+    from mbforge.domain.sampling import kernel_samples
     from mbforge.kernels.dynamics import inverse_dynamics_system
     from mbforge.linalg import factor_lu
 

@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mbforge.domain.cover import envelope_cover
 from mbforge.examples import _stewart as S
 from mbforge.examples import load
 from mbforge.examples import stewart as ST
 from mbforge.ir import Evaluator
 from mbforge.kernels.builders import build_kernel
-from mbforge.kernels.cover import envelope_cover
 from mbforge.kernels.reduced import reduction
 from mbforge.model.frames import quats_from_matrices
 

@@ -181,7 +181,7 @@ def test_relative_legs_in_closed_form_and_over_the_envelope():
     from mbforge.examples.stewart_relative import operating_envelope
     from mbforge.ir import Evaluator
     from mbforge.kernels.builders import build_kernel
-    from mbforge.kernels.cover import envelope_cover
+    from mbforge.domain.cover import envelope_cover
     from mbforge.pipeline import generate
     from helpers.models import in_cover
 

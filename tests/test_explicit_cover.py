@@ -1,4 +1,4 @@
-"""Covers of every coordinate from closed forms (kernels.explicit_cover): the Stewart
+"""Covers of every coordinate from closed forms (domain.explicit_cover): the Stewart
 platform's cover over its operating envelope holds consistent states computed
 independently (the legs from _stewart.leg_state, asin/atan2 frames, not the model's
 closed forms; rates and accelerations by central differences along a path of the
@@ -11,13 +11,13 @@ import time
 import numpy as np
 import pytest
 
+from mbforge.domain import DomainError
+from mbforge.domain import krawczyk as K
+from mbforge.domain.cover import envelope_cover
 from mbforge.examples import _stewart as S
 from mbforge.examples import load
 from mbforge.examples import stewart as ST
-from mbforge.kernels import krawczyk as K
 from mbforge.kernels.builders import build_kernel
-from mbforge.kernels.common import KernelError
-from mbforge.kernels.cover import envelope_cover
 from mbforge.model import Model
 from mbforge.model.frames import quats_from_matrices
 
@@ -154,7 +154,7 @@ def test_unproven_guard_is_refused_by_name(monkeypatch):
     monkeypatch.setattr(ST, "SHEPPERD_MIN", 1.5)  # above every pivot (at most 1)
     monkeypatch.setattr(K, "MAX_DEPTH", 1)
     eqs = load("stewart", envelope=True).equations()
-    with pytest.raises(KernelError, match=r"^stewart: the Shepperd pivot of cyl1 \(e\d\) is not proven >= 1\.5 "
+    with pytest.raises(DomainError, match=r"^stewart: the Shepperd pivot of cyl1 \(e\d\) is not proven >= 1\.5 "
                                           r"over the cell near plat_x=") as err:
         envelope_cover(eqs)
     assert "\n" not in str(err.value)
@@ -173,7 +173,7 @@ def _hyperbola():
 def test_closed_form_undefined_over_a_cell_is_refused_by_name():
     m, a = _hyperbola()
     m.operate(a, range=(-1.0, 1.0), rate=(-1.0, 1.0), accel=(-1.0, 1.0), cells=4)
-    with pytest.raises(KernelError, match=r"^hyperbola: the closed form of b \(position\) divides by a value in "
+    with pytest.raises(DomainError, match=r"^hyperbola: the closed form of b \(position\) divides by a value in "
                                           r"\[.*\] over the cell near a=.*narrow the operating envelope") as err:
         envelope_cover(m.equations())
     assert "\n" not in str(err.value)

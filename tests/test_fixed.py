@@ -158,7 +158,7 @@ def test_a_domain_around_a_path_makes_formats_where_the_box_cannot(tmp_path):
     """x / y over the box y in [-1, 1] divides by 0; along the path y stays near 0.5..0.8,
     and a tube of boxes around that path is enough for formats and sound bounds."""
     from mbforge.hil.harness import input_vectors
-    from mbforge.kernels import covers, tube
+    from mbforge.domain.motion import covers, tube
 
     x, y = symbol("dm_x"), symbol("dm_y")
     port = InPort("v", [x, y], [(-1.0, 1.0), (-1.0, 1.0)])

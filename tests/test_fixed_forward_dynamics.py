@@ -1,7 +1,7 @@
 """Fixed-point forward dynamics of closed loops over their operating envelopes: the
 slider-crank (a full crank turn at 5..60 rpm), the free four-bar (a full turn either way)
 and a five-bar (tests/fixtures/fivebar.py, two cranks). Their c-fixed kernels are checked
-on consistent states drawn uniformly over each envelope (kernels.cover), not on one
+on consistent states drawn uniformly over each envelope (domain.cover), not on one
 motion: every state returns status 0 and every output stays within its manifest bound,
 against double both at the inputs the kernel receives (the int32 words: the bound's
 contract today) and at the real inputs before rounding (issue 13 item 7's contract; the
@@ -12,11 +12,11 @@ consistent states over the link) and its RTL on Icarus.
 import numpy as np
 import pytest
 
+from mbforge.domain import cover as C
 from mbforge.examples import load_model
 from mbforge.verify import hostlib
 from mbforge.verify.vectors import from_raw, to_raw
 from mbforge.ir import Evaluator
-from mbforge.kernels import cover as C
 from mbforge.kernels.builders import build_kernel
 from mbforge.kernels.common import constraint_rows
 from mbforge.manifest import Manifest
@@ -53,7 +53,7 @@ class Case:
         which the cover does not bound, uniform over their envelope ranges), and the
         envelope quantities' samples {name: values}."""
         S = self.cover.sample(n, seed)
-        fb = C.input_fallback(self.eqs, self.kernel)
+        fb = C.input_fallback(self.eqs, self.kernel.inputs)
         rng = np.random.default_rng(seed + 1)
         k = len(next(iter(S.values())))
         X = np.column_stack([S[s] if s in S else rng.uniform(*fb[s], k) for s in self.kernel.input_symbols])

@@ -13,7 +13,7 @@ from mbforge.kernels.kernel import InPort, Kernel
 from mbforge.pipeline import MOTION_NAME, generate
 from mbforge.reference.solvers import Kinematics, _Batched
 
-N = 48  # as the kernels' verification vectors (kernels.domain.MOTION_POINTS)
+N = 48  # as the kernels' verification vectors (domain.motion.MOTION_POINTS)
 
 
 def _times(eqs, n=N):

@@ -123,7 +123,7 @@ def test_every_module_is_read():
     graph = import_graph(repository_folders())
     assert len(graph) > 100 and {"mbforge", "mbforge.cli", "mbforge.hil.harness", "bench.floor"} <= set(graph)
     # edges the checker must see: module level, function level, relative, through a package
-    assert "mbforge.kernels.explicit_cover" in graph["mbforge.kernels.cover"]
+    assert "mbforge.domain.explicit_cover" in graph["mbforge.domain.cover"]
     assert "mbforge.analysis.forms" in graph["mbforge.analysis.solve_error"]  # from .forms import
     assert "mbforge.modelflags" in graph["mbforge.cli"]  # inside cmd_generate
     assert "mbforge.kernels.builders" in graph["mbforge.modelflags"]  # inside model_kernel
@@ -141,6 +141,21 @@ def test_verify_and_hdl_never_import_hil():
     bad = {m: sorted(t for t in graph[m] if t.startswith("mbforge.hil")) for m in checked}
     assert not {m: t for m, t in bad.items() if t}, f"imports of mbforge.hil: {bad}"
     assert shared & graph["mbforge.hil.harness"] and shared & graph["mbforge.hdl.sim"]  # both use it
+
+
+def test_the_domain_stage_never_imports_the_kernels():
+    """mbforge.domain comes before mbforge.kernels (reference -> domain -> kernels): no
+    module of it reaches a kernels module, directly or through others."""
+    graph = import_graph(repository_folders())
+    seen = [m for m in graph if m == "mbforge.domain" or m.startswith("mbforge.domain.")]
+    assert len(seen) > 5
+    todo = list(seen)
+    while todo:
+        for n in graph[todo.pop()]:
+            if n not in seen:
+                seen.append(n)
+                todo.append(n)
+    assert not [m for m in seen if m == "mbforge.kernels" or m.startswith("mbforge.kernels.")]
 
 
 def test_the_checker_finds_a_function_level_cycle(tmp_path):

@@ -7,11 +7,11 @@ import pytest
 
 from mbforge.analysis.linear import param_solve
 from mbforge.analysis.ranges import analyse_boxes
+from mbforge.domain.krawczyk import _linear_enclosure
 from mbforge.examples import load
 from mbforge.ir import Evaluator, symbol
 from mbforge.kernels.builders import build_kernel
 from mbforge.kernels.common import KernelError
-from mbforge.kernels.krawczyk import _linear_enclosure
 from mbforge.lower import lower
 from mbforge.model import ModelError
 
@@ -110,7 +110,7 @@ def test_stewart_pivots_proven_over_the_envelope_only_with_the_hints(stewart_env
     assert (analyse_boxes(plain, boxes[:, :, 0], boxes[:, :, 1], strict=False).fail >= 0).any()
     vec = analyse_boxes(tape, boxes[:, :, 0], boxes[:, :, 1], strict=False)
     assert (vec.fail < 0).all()
-    from mbforge.kernels.cover import envelope_cover
+    from mbforge.domain.cover import envelope_cover
     from mbforge.kernels.reduced import reduction
     red = reduction(eqs)
     S = envelope_cover(eqs, unknowns=red.z, rows=red.psi).sample(20000, seed=5)

@@ -1,7 +1,7 @@
 """Interval evaluation of atoms, vectorised over boxes: for B boxes of the inputs, an
 enclosure [lo, hi] of every output over each box.
 
-This is what the verified covers of kernels.cover evaluate (constraints and their
+This is what the verified covers of domain.cover evaluate (constraints and their
 Jacobians over a cell): one numpy pass over the atom graph in topological order, every
 value an array of B lower and B upper bounds. Sound: each rule encloses the exact range of
 its op over its argument intervals, and every computed bound is rounded outwards by one

@@ -13,7 +13,7 @@ is the pivot, an entry of a pivot row (upper) and, divided by the pivot, a multi
 (lower); b's column gives the eliminated right-hand side (y), and x = A^-1 b the solution.
 Each is enclosed here by the interval argument for linear systems (param_solve: a
 Krawczyk-type test on a preconditioned residual, sound for every matrix and right-hand
-side in the entries' affine forms, which kernels.cover also uses with plain intervals),
+side in the entries' affine forms, which domain.cover also uses with plain intervals),
 without the straight-line code's cancellations. The entries' forms come from range
 analysis of the entries alone (short expressions); the matrix's own values (pivots,
 multipliers, pivot rows) are enclosed over halves of each box as well, along the inputs

@@ -42,7 +42,7 @@ The declared coordinate ranges stay the motions' (tight, test_examples_stewart).
 The envelope is declared by default (build(envelope=False), `--set envelope=False`, gives
 kernels over the driven motion's tube instead). Kernels on all 98 coordinates
 (inverse-dynamics, forward-dynamics, equations) get their domain from the cover of
-kernels.explicit_cover: Krawczyk on the 7 platform coordinates (64 cells), the legs'
+domain.explicit_cover: Krawczyk on the 7 platform coordinates (64 cells), the legs'
 positions, velocities and accelerations enclosed from their closed forms, every Shepperd
 pivot proven >= SHEPPERD_MIN over each cell (Model.explicit_guard). Range analysis cannot
 yet prove the 98 x 98 straight-line LU's pivots away from 0 over those boxes (not even

@@ -21,7 +21,7 @@ Invariants of every kernel built here:
   declared range, the envelope of the inverse-dynamics forces along the driven motion,
   widened, and `info.derived_ranges` names it);
 * linear solves are straight-line atoms (mbforge.linalg) with pivots fixed at generation
-  time, checked at consistent configurations (kernels.domain); one factorization serves
+  time, checked at consistent configurations (domain.sampling); one factorization serves
   every right-hand side of a kernel; `info.solves` holds the factors and `info.report`
   their reports (pivots, fill, op counts);
 * no input port is one that no output depends on (t of a time-independent model:

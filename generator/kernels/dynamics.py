@@ -14,20 +14,20 @@ constraints are the efforts that drive the motion.
 Invariants: every input has a declared range (an actuator input without one gets the
 envelope of the inverse-dynamics forces along the driven motion, widened, and
 `info.derived_ranges` names it); each kernel factors one matrix once, pivots fixed at
-generation time and checked at consistent configurations (kernels.domain).
+generation time and checked at consistent configurations (domain.sampling).
 """
 from __future__ import annotations
 
-import numpy as np
-
+from ..domain.cover import envelope_cover, envelope_domain
+from ..domain.forces import actuator_ranges, dynamics_domain
+from ..domain.motion import driven_domain, motion_states
+from ..domain.sampling import kernel_samples, with_envelope_samples
 from ..ir import ZERO, Sparse, add, neg, sub
 from ..linalg import SingularPivotError, factor_ldlt, factor_lu
 from ..model.equations import Equations
 from .common import (KernelError, LinearSystem, actuator_symbols, actuators, constraint_rows, names, need_inertia,
                      port)
 from .cost import weighted_cost
-from .cover import apply_cover, envelope_cover, with_envelope_samples
-from .domain import actuator_ranges, inverse_forces, kernel_samples, motion_domain, motion_inputs, motion_states
 from .kernel import InPort, Kernel, KernelInfo, OutPort
 
 FORWARD_METHODS = ("auto", "ldlt", "lu")
@@ -99,13 +99,8 @@ def forward_dynamics_kernel(eqs: Equations, samples=None, method: str = "auto") 
         outputs=[OutPort.vector("qdd", qdd, names(eqs.qdd)), OutPort.vector("lambda", lam, lam_names)],
         info=KernelInfo(solves={"KKT": F}, report=F.report(x), derived_ranges=derived, multipliers=lam_names),
     )
-    if motion is not None:
-        times, Q, QD, QDD = motion
-        U = inverse_forces(eqs, A, B, times, Q, QD, QDD) if u else np.zeros((len(times), 0))
-        k.motion = [[float(v) for v in (*Q[i], *QD[i], times[i], *U[i])] for i in range(len(times))]
-    if cover is not None:
-        apply_cover(eqs, k, cover)
-    return k
+    return k.with_domain(envelope_domain(eqs, inputs, cover) if cover is not None
+                         else dynamics_domain(eqs, A, B, motion, bool(u)))
 
 
 def inverse_dynamics_system(eqs: Equations) -> tuple[LinearSystem, list[int]]:
@@ -164,9 +159,5 @@ def inverse_dynamics_kernel(eqs: Equations, samples=None) -> Kernel:
         outputs=[OutPort.vector("u", uu, system.col_names[r:]), OutPort.vector("lambda", lam, lam_names)],
         info=KernelInfo(solves={"G": F}, report=F.report(x), multipliers=lam_names),
     )
-    if cover is not None:
-        apply_cover(eqs, k, cover)
-    else:
-        k.motion = motion_inputs(eqs, lambda q, qd, qdd, t: [*q, *qd, *qdd, t])
-        k.domain = motion_domain(eqs, lambda q, qd, qdd, t: [*q, *qd, *qdd, t])
-    return k
+    return k.with_domain(envelope_domain(eqs, k.inputs, cover) if cover is not None
+                         else driven_domain(eqs, lambda q, qd, qdd, t: [*q, *qd, *qdd, t]))

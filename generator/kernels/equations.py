@@ -6,10 +6,9 @@ Invariant: the outputs are the Equations' own atoms, in the model's row order.
 """
 from __future__ import annotations
 
+from ..domain.cover import equations_domain
 from ..model.equations import Equations
 from .common import actuators, port
-from .cover import cover_domain, envelope_cover, envelope_record
-from .domain import motion_in_domain, motion_inputs
 from .kernel import Kernel, OutPort
 
 
@@ -32,18 +31,7 @@ def equations_kernel(eqs: Equations) -> Kernel:
         if names:
             outputs.append(OutPort.sparse("B", B, qs, names))
             desc += ", actuator directions B (sparse)"
-    k = Kernel(
-        model=eqs.model,
-        name="equations",
-        description=desc + " from q, qd, t",
-        inputs=[port("q", eqs, eqs.q), port("qd", eqs, eqs.qd), port("t", eqs, [eqs.t])],
-        outputs=outputs,
-    )
-    def motion():  # on first use
-        pts = motion_inputs(eqs, lambda q, qd, qdd, t: [*q, *qd, t])
-        return motion_in_domain(k, pts) if eqs.envelope else pts
-    k.motion = motion
-    if eqs.envelope:  # consistent states of the envelope (an angle measure's x^2 + y^2 stays away from 0)
-        k.envelope = envelope_record(eqs)
-        k.domain = lambda: cover_domain(eqs, k, envelope_cover(eqs))  # on first use: c-double needs none
-    return k
+    inputs = [port("q", eqs, eqs.q), port("qd", eqs, eqs.qd), port("t", eqs, [eqs.t])]
+    k = Kernel(model=eqs.model, name="equations", description=desc + " from q, qd, t", inputs=inputs,
+               outputs=outputs)
+    return k.with_domain(equations_domain(eqs, inputs, lambda q, qd, qdd, t: [*q, *qd, t]))

@@ -1,6 +1,9 @@
 """Kernel, InPort, OutPort: what a device computes, as named input and output ports over
 atoms; KernelInfo: what a builder found out on the way, for reports and checks.
 
+A builder gets `domain`, `motion` and `envelope` from the domain stage (mbforge.domain) as
+one Domain value and builds the kernel with it (with_domain: a new Kernel).
+
 Invariants (checked on construction): every input is a symbol, no symbol is an input
 twice, every domain box has one range per flat input. Everything after the kernels stage
 (lower, analysis, backends, firmware, harness) reads the ports, `motion` and `domain`;
@@ -56,7 +59,7 @@ class InPort:
     name: str
     symbols: list[Atom]
     # what the kernel's analysis takes for each symbol: the declared range, or the
-    # enclosure a verified cover of the envelope gives (kernels.cover.apply_cover)
+    # enclosure a verified cover of the envelope gives (Domain.ranges, Kernel.with_domain)
     ranges: list[tuple[float, float]]
     # the declared range of each symbol where `ranges` holds a cover's enclosure instead
     declared: list[tuple[float, float]] | None = None
@@ -172,6 +175,19 @@ class Kernel:
 
         return self.replace(inputs=keep, motion=lambda: pick(motion.get() if isinstance(motion, _Lazy) else motion),
                             domain=lambda: pick(domain.get() if isinstance(domain, _Lazy) else domain))
+
+    def with_domain(self, domain) -> "Kernel":
+        """A copy of the kernel serving `domain` (mbforge.domain.Domain): its boxes, vectors
+        and envelope record, and its ports' ranges the domain's where it gives them (the
+        declared ones kept in InPort.declared)."""
+        inputs = self.inputs
+        if domain.ranges is not None:
+            inputs, off = [], 0
+            for p in self.inputs:
+                n = len(p.symbols)
+                inputs.append(InPort(p.name, p.symbols, list(domain.ranges[off:off + n]), p.declared or list(p.ranges)))
+                off += n
+        return self.replace(inputs=inputs, domain=domain.boxes, motion=domain.motion, envelope=domain.envelope)
 
     def replace(self, **changes) -> "Kernel":
         """dataclasses.replace that leaves a lazy motion or domain unevaluated."""

@@ -10,13 +10,14 @@ solved ones); the position residual Phi is an output, for monitoring.
 """
 from __future__ import annotations
 
+from ..domain.cover import time_domain
+from ..domain.motion import driven_domain
+from ..domain.sampling import kernel_samples
 from ..ir import subs
 from ..linalg import factor_lu
 from ..model.equations import Equations
 from ..reference.solvers import mobility
 from .common import KernelError, names, nh_rows, port, stack_rows
-from .cover import time_cover
-from .domain import DOMAIN_STEPS, kernel_samples, motion_domain, motion_inputs
 from .kernel import Kernel, KernelInfo, OutPort
 
 
@@ -56,9 +57,10 @@ def kinematics_kernel(eqs: Equations, samples=None) -> Kernel:
                  OutPort.vector("Phi", eqs.phi, eqs.phi_names)],
         info=KernelInfo(solves={"Phi_q": F}, report=F.report(qd, qdd)),
     )
-    k.motion = motion_inputs(eqs, lambda q, qd_, qdd_, t: [*q, t])
-    if nh_names:  # velocity constraints do not fix positions: the sampled tube around the motion
-        k.domain = motion_domain(eqs, lambda q, qd_, qdd_, t: [*q, t])
-    else:  # a verified cover of the driven configurations over the time range
-        k.domain = time_cover(eqs, DOMAIN_STEPS).boxes(k.input_symbols, {})
-    return k
+
+    def row(q, qd_, qdd_, t):
+        return [*q, t]
+
+    # velocity constraints do not fix positions: the sampled tube around the motion; else a
+    # verified cover of the driven configurations over the time range
+    return k.with_domain(driven_domain(eqs, row) if nh_names else time_domain(eqs, k.inputs, row))

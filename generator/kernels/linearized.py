@@ -29,20 +29,20 @@ G[dep] = A[:, dep]^-1 d(b - A qd)/dq Tq (A qd = b), so that
 Invariants: the derivatives are mbforge.ir jacobians of the atomized equations (no finite
 differences); every solve is straight-line (mbforge.linalg), the KKT matrix factored once
 for all right-hand sides, Phi_q[:, dep] and A[:, dep] once each, pivots fixed at
-generation time and checked at consistent configurations (kernels.domain), as the
+generation time and checked at consistent configurations (domain.sampling), as the
 forward-dynamics kernel does. Driving constraints are left out when the model has
 actuators and kept otherwise (linearize's drivers="auto"); `drivers=` overrides.
 Outputs are sparse matrices ("A", "B", "C") whose pattern leaves out the structural zeros.
 """
 from __future__ import annotations
 
-import numpy as np
-
+from ..domain.forces import actuator_ranges, dynamics_domain
+from ..domain.motion import motion_states
+from ..domain.sampling import kernel_samples
 from ..ir import ONE, ZERO, Sparse, add, jacobian, mul, neg, subs, symbol
 from ..linalg import SingularPivotError, factor_lu
 from ..model.equations import Equations
 from .common import KernelError, actuator_symbols, actuators, constraint_rows, names, need_inertia, nh_rows, port
-from .domain import actuator_ranges, inverse_forces, kernel_samples, motion_states
 from .kernel import InPort, Kernel, KernelInfo, OutPort
 
 
@@ -248,9 +248,5 @@ def linearized_dynamics_kernel(eqs: Equations, samples=None, coordinates=None, v
         outputs=outputs,
         info=KernelInfo(solves=solves, report=report, derived_ranges=derived, multipliers=lam_names),
     )
-    if motion is not None:  # the states of the driven motion and the forces that drive it, as forward-dynamics
-        times, Q, QD, QDD = motion
-        U = inverse_forces(eqs, A_kin, Bs, times, Q, QD, QDD) if u else np.zeros((len(times), 0))
-        k.motion = [[float(v) for v in (*Q[i], *QD[i], times[i], *U[i])] for i in range(len(times))]
-    return k
+    return k.with_domain(dynamics_domain(eqs, A_kin, Bs, motion, bool(u)))  # as forward dynamics
 

@@ -21,7 +21,7 @@ from ..optionfields import OptionFields, check, option, spell
 from ..options import number, whole
 from ..reference.linearize import DRIVERS
 from .common import KernelError
-from .domain import DOMAIN_STEPS
+from ..domain.motion import DOMAIN_STEPS
 from .dynamics import FORWARD_METHODS
 from .reduced import REDUCED_METHODS
 from .step import INTEGRATORS

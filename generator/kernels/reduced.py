@@ -22,6 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..analysis.linear import LUEnclosure
+from ..domain.cover import envelope_cover, envelope_domain
+from ..domain.explicit_cover import EXPLICIT_TOL
+from ..domain.motion import DOMAIN_STEPS, driven_domain
+from ..domain.sampling import independent_box_samples, kernel_samples, with_envelope_samples
 from ..ir import ZERO, Atom, Evaluator, Sparse, add, diff, mul, neg, sub, subs, symbol
 from ..ir.derive import adjoints
 from ..linalg import Samples, factor_lu
@@ -29,9 +33,6 @@ from ..lower import op_counts
 from ..model.equations import Equations
 from .common import KernelError, LinearSystem, actuators, constraint_rows, names, need_inertia, port, subs_sparse
 from .cost import weighted_cost
-from .cover import apply_cover, envelope_cover, with_envelope_samples
-from .explicit_cover import EXPLICIT_TOL
-from .domain import DOMAIN_STEPS, independent_box_samples, kernel_samples, motion_domain, motion_inputs
 from .kernel import Kernel, KernelInfo, OutPort
 from .rewrite import share_reciprocals
 
@@ -333,12 +334,8 @@ def reduced_inverse_dynamics_kernel(eqs: Equations, samples=None, method: str = 
     def row(q, qd, qdd, t):
         return [*(q[j] for j in zi), *(qd[j] for j in zi), *(qdd[j] for j in zi)] + ([t] if t_needed else [])
 
-    if cover is not None:
-        apply_cover(eqs, k, cover)
-    else:
-        k.motion = motion_inputs(eqs, row)
-        k.domain = motion_domain(eqs, row, domain_steps)
-    return k
+    return k.with_domain(envelope_domain(eqs, inputs, cover) if cover is not None
+                         else driven_domain(eqs, row, domain_steps))
 
 
 def _solve(form: Formulation, samples: Samples):

@@ -48,12 +48,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..domain.forces import actuator_ranges
+from ..domain.sampling import parameters
 from ..ir import ZERO, Atom, Evaluator, ExpressionError, Sparse, add, const, mul, sub, subs, symbol, topo
 from ..ir.subs import subs_shifted
 from ..linalg import Samples, factor_ldlt
 from ..model.equations import Equations
 from .common import KernelError, actuator_symbols, actuators, names, need_inertia, port
-from .domain import actuator_ranges, parameters
 from .kernel import InPort, Kernel, KernelInfo, OutPort
 
 INTEGRATORS = ("ali3p", "rk4", "euler")

@@ -30,7 +30,7 @@ Invariants:
   reported as an error naming the rows and columns, never accepted. The test is only as
   good as the samples: a pivot could touch zero between samples without changing sign.
   The samples are the caller's (kernels use consistent configurations of the mechanism:
-  see kernels.domain); `Samples.box` draws them from declared ranges.
+  see domain.sampling); `Samples.box` draws them from declared ranges.
 * The atoms fix the order of every sum (the order of the elimination steps), so the
   reduced-precision renderings of a solve are reproducible.
 

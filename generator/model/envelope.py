@@ -6,7 +6,7 @@ A quantity is an independent variable theta of the mechanism with a range, a rat
 and an acceleration range; an equation g(q, theta) = 0 ties it to the coordinates (a
 coordinate itself: g = q - theta; a crank angle in natural coordinates:
 xB sin(theta) - yB cos(theta) = 0). With the kinematic constraints, the quantities'
-equations fix the configuration; kernels.cover encloses every consistent state (q, qd,
+equations fix the configuration; domain.cover encloses every consistent state (q, qd,
 qdd) reachable with theta, theta', theta'' anywhere in their ranges. Inputs are the
 actuator forces' ranges. `cells` is how many equal parts the cover starts from along a
 quantity (split further where the enclosure fails).

@@ -175,7 +175,7 @@ class Model:
     def explicit_guard(self, what: str, expr, minimum: float) -> None:
         """Require `expr` (an expression of the independent coordinates, e.g. the pivot a
         closed form divides by) to stay >= minimum wherever the explicit coordinates are
-        used: covers built from the closed forms (kernels.explicit_cover) prove it over each
+        used: covers built from the closed forms (domain.explicit_cover) prove it over each
         cell, or split the cell, or refuse naming `what`."""
         e = self._closed_form(expr, f"explicit guard {what!r}")
         dep = [d for d in self.explicit_coords if e.mask & d.mask]
@@ -190,7 +190,7 @@ class Model:
         the coordinates by `equation(theta)` -> an expression g(q, theta) that is 0 (e.g. a
         crank angle in natural coordinates: lambda th: xB * sin(th) - yB * cos(th)).
         theta sweeps `range` at any rate in `rate` and acceleration in `accel`; kernels
-        serve every consistent state reachable so (kernels.cover). Returns theta."""
+        serve every consistent state reachable so (domain.cover). Returns theta."""
         if isinstance(quantity, Atom):
             if quantity not in self.guess:
                 raise ModelError(f"{self.name}: operate needs a coordinate of this model or a name, got {quantity!r}")

@@ -1,48 +1,50 @@
 """Verified covers of the consistent states a kernel serves: boxes that contain every
 (q, qd, qdd) satisfying the constraints, reached with the independent quantities anywhere
 in the operating envelope (model.envelope), or along a driven motion's time range; and
-what a kernel takes from a cover (its domain, input ranges, verification vectors, pivot
-samples).
+the Domain a kernel gets from a cover (`envelope_domain`: boxes over its inputs, input
+ranges, verification vectors; `cover_domain` the boxes alone). Pivot samples over a
+cover are domain.sampling.with_envelope_samples.
 
-The Krawczyk machinery is kernels.krawczyk. A model whose dependent coordinates are all
+The Krawczyk machinery is domain.krawczyk. A model whose dependent coordinates are all
 explicit (Model.explicit) runs it on its independent coordinates only, the dependent ones
-enclosed from their closed forms per cell (kernels.explicit_cover); others on all of them.
+enclosed from their closed forms per cell (domain.explicit_cover); others on all of them.
 
 Invariants: deterministic (fixed paths, seeded samples); every consistent state of the
 envelope lies in some cell's box (tests check dense samples); cells only ever split.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
-from .common import KernelError
+from ..reference.solvers import mobility
+from .base import Domain, DomainError
 from .explicit_cover import explicit_cover
-from .kernel import InPort
 from .krawczyk import Cover, Param, build_cover, problem
+from .motion import DOMAIN_STEPS, motion_in_domain, motion_inputs
 
 
 def envelope_cover(eqs, unknowns=None, rows=None) -> Cover | None:
     """The cover of the states consistent with the kinematic constraints `rows` (default:
     the kinematic rows) over the model's operating envelope, in the coordinates `unknowns`
     (default: all, from the closed forms of the explicit ones when the model has them:
-    kernels.explicit_cover); None if the model declares no envelope."""
+    domain.explicit_cover); None if the model declares no envelope."""
     env = eqs.envelope
     if not env:
         return None
     if getattr(eqs, "nh", None):
-        raise KernelError(f"{eqs.model}: operating envelopes do not handle non-holonomic constraints yet "
+        raise DomainError(f"{eqs.model}: operating envelopes do not handle non-holonomic constraints yet "
                           f"({', '.join(eqs.nh_names)})")
     if getattr(eqs, "params", None):
-        raise KernelError(f"{eqs.model}: operating envelopes need the parameters folded (params=\"constant\")")
+        raise DomainError(f"{eqs.model}: operating envelopes need the parameters folded (params=\"constant\")")
     every = unknowns is None
     unknowns = list(eqs.q) if unknowns is None else list(unknowns)
     rows = list(eqs.kinematic_rows) if rows is None else list(rows)
     if every:  # by rank, not count: a redundant row makes every cell's F_q singular
-        from ..reference.solvers import mobility
-
         mob = mobility(eqs, rows)
         if mob.redundant:
-            raise KernelError(f"{eqs.model}: the operating envelope's cover needs independent constraints "
+            raise DomainError(f"{eqs.model}: the operating envelope's cover needs independent constraints "
                               f"(Krawczyk's test solves with F_q): {mob.describe()}; leave the redundant ones out")
     params = [Param(q.name, q.theta, q.theta_d, q.theta_dd, q.range, q.rate, q.accel, q.cells)
               for q in env.quantities]
@@ -67,13 +69,20 @@ def time_cover(eqs, cells: int) -> Cover:
     return build_cover(pr, np.array([eqs.guess.get(s, 0.0) for s in eqs.q]))
 
 
-def input_fallback(eqs, kernel) -> dict:
-    """Ranges of a kernel's inputs that a cover does not bound: actuator forces from the
-    envelope's inputs (else the port's range), t from the model's time range, the rest
-    from their ports."""
+def time_domain(eqs, ports, row, cells: int = DOMAIN_STEPS) -> Domain:
+    """The Domain of a fully driven model's kernel whose input vector is row(q, qd, qdd, t):
+    its vectors along the driven motion and the boxes of time_cover over its inputs."""
+    motion = motion_inputs(eqs, row)
+    return Domain(boxes=time_cover(eqs, cells).boxes([s for p in ports for s in p.symbols], {}), motion=motion)
+
+
+def input_fallback(eqs, ports) -> dict:
+    """Ranges of a kernel's inputs (its ports: `symbols`, `ranges`) that a cover does not
+    bound: actuator forces from the envelope's inputs (else the port's range), t from the
+    model's time range, the rest from their ports."""
     env_inputs = {f"u_{a}": r for a, r in eqs.envelope.inputs.items()}
     out = {}
-    for p in kernel.inputs:
+    for p in ports:
         for s, r in zip(p.symbols, p.ranges):
             out[s] = env_inputs.get(s.value.name, eqs.ranges.get(s, r) if s is eqs.t else r)
     return out
@@ -88,56 +97,37 @@ def envelope_record(eqs, cover: Cover | None = None) -> dict:
     return rec
 
 
-def cover_domain(eqs, kernel, cover: Cover) -> list[list[tuple[float, float]]]:
-    """The cover's boxes over the kernel's flat inputs (see input_fallback)."""
-    return cover.boxes(kernel.input_symbols, input_fallback(eqs, kernel))
+def cover_domain(eqs, ports, cover: Cover) -> list[list[tuple[float, float]]]:
+    """The cover's boxes over the flat inputs of a kernel's ports (see input_fallback)."""
+    return cover.boxes([s for p in ports for s in p.symbols], input_fallback(eqs, ports))
 
 
-def apply_cover(eqs, kernel, cover: Cover, vectors: int = 256, seed: int = 0) -> None:
-    """Set the kernel's domain to the cover's boxes over its inputs, its input ports'
-    ranges to the domain's hull (what the kernel accepts is what the envelope reaches),
-    and its verification vectors to consistent states drawn uniformly over the envelope."""
-    fb = input_fallback(eqs, kernel)
-    kernel.domain = cover.boxes(kernel.input_symbols, fb)
-    kernel.envelope = envelope_record(eqs, cover)
-    D = np.asarray(kernel.domain)
+def equations_domain(eqs, ports, row) -> Domain:
+    """The Domain of a kernel of the model's equations, worked out on first use (c-double
+    needs none): vectors along the driven motion, and with an operating envelope the
+    cover's boxes over its inputs (consistent states: an angle measure's x^2 + y^2 stays
+    away from 0) and only the vectors inside them."""
+    motion = functools.partial(motion_inputs, eqs, row)
+    if not eqs.envelope:
+        return Domain(motion=motion)
+    boxes = functools.cache(lambda: cover_domain(eqs, ports, envelope_cover(eqs)))  # one cover for both
+    return Domain(boxes=boxes, motion=lambda: motion_in_domain(boxes(), motion()), envelope=envelope_record(eqs))
+
+
+def envelope_domain(eqs, ports, cover: Cover, vectors: int = 256, seed: int = 0) -> Domain:
+    """The Domain of a kernel with input ports `ports` over the envelope's cover: the
+    cover's boxes over its inputs, its inputs' ranges narrowed to the boxes' hull (what the
+    kernel accepts is what the envelope reaches), and verification vectors: consistent
+    states drawn uniformly over the envelope (inputs the cover does not bound uniform in
+    their fallback ranges)."""
+    fb = input_fallback(eqs, ports)
+    symbols = [s for p in ports for s in p.symbols]
+    boxes = cover.boxes(symbols, fb)
+    D = np.asarray(boxes)
     lo, hi = D[:, :, 0].min(axis=0), D[:, :, 1].max(axis=0)
-    ports, off = [], 0
-    for p in kernel.inputs:
-        n = len(p.symbols)
-        ports.append(InPort(p.name, p.symbols, [(float(a), float(b)) for a, b in zip(lo[off:off + n], hi[off:off + n])],
-                            p.declared or list(p.ranges)))
-        off += n
-    kernel.inputs = ports
     S = cover.sample(vectors, seed)
     m = len(next(iter(S.values()))) if S else 0
     rng = np.random.default_rng(seed + 1)
-    cols = []
-    for s in kernel.input_symbols:
-        cols.append(S[s] if s in S else rng.uniform(*fb[s], m))
-    kernel.motion = [[float(c[i]) for c in cols] for i in range(m)]
-
-
-PIVOT_SAMPLES = 256  # consistent states of the envelope at which pivots are chosen and checked
-
-
-def with_envelope_samples(samples, cover: Cover | None, seed: int = 0):
-    """The pivot samples plus PIVOT_SAMPLES consistent configurations drawn over the
-    envelope (their coordinates, and t where the samples have it): pivots fixed at
-    generation time must serve the whole envelope, not one motion."""
-    from ..linalg import Samples
-
-    if cover is None:
-        return samples
-    S = cover.sample(PIVOT_SAMPLES, seed)
-    n = len(next(iter(S.values())))
-    cols = []
-    for s in samples.inputs:
-        if s in S:
-            cols.append(S[s])
-        else:  # t (or a parameter) the cover does not vary: the samples' own values, cycled
-            k = samples.inputs.index(s)
-            cols.append(np.resize(samples.points[:, k], n))
-    extra = Samples(samples.inputs, np.column_stack(cols) if cols else np.zeros((n, 0)),
-                    f"{n} consistent configurations of the operating envelope")
-    return samples + extra
+    cols = [S[s] if s in S else rng.uniform(*fb[s], m) for s in symbols]
+    return Domain(boxes=boxes, motion=[[float(c[i]) for c in cols] for i in range(m)],
+                  ranges=tuple((float(a), float(b)) for a, b in zip(lo, hi)), envelope=envelope_record(eqs, cover))

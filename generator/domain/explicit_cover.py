@@ -1,5 +1,5 @@
 """Covers of every coordinate of a model whose dependent coordinates are given in closed
-form (Model.explicit): the verified cover of kernels.krawczyk over the independent
+form (Model.explicit): the verified cover of domain.krawczyk over the independent
 coordinates alone (Krawczyk on the constraints among them, e.g. the Stewart platform's 7
 coordinates and its Euler normalisation), then per cell the dependent positions,
 velocities and accelerations enclosed by range analysis of their closed forms and of the
@@ -16,7 +16,7 @@ cover, EXPLICIT_TOL, as the reduced kernel checks its samples). So the forms' en
 over the boxes holds the dependent part, provided the forms are defined over the whole
 box: every divisor's range proven away from 0, every radicand's proven >= 0, and every
 guard the model declares (Model.explicit_guard, e.g. the Stewart's Shepperd pivots)
-proven >= its minimum. A cell where one is not proven is split (kernels.krawczyk.build_cover)
+proven >= its minimum. A cell where one is not proven is split (domain.krawczyk.build_cover)
 and at the depth limit refused, naming the dependent coordinate (or the guard) and the cell.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ from .. import cache
 from ..analysis.ranges import analyse_chunked
 from ..ir import ZERO, Evaluator, add, mul, sub
 from ..lower.tape import lower
-from .common import KernelError
+from .base import DomainError
 from .krawczyk import Cover, Problem, build_cover, problem
 
 ENCLOSED_OPS = {"add", "sub", "neg", "mul", "div", "sqrt", "sin", "cos", "sincos", "atan2"}  # analyse_boxes' rules
@@ -63,7 +63,7 @@ class ExplicitForms:
         pos = {s: k for k, s in enumerate(syms)}
         missing = [s.value.name for s in self.inputs if s not in pos]
         if missing:  # t where the cover does not vary it: callers make it a cell variable
-            raise KernelError(f"{self.model}: the cover does not bound {', '.join(missing)}, which the explicit "
+            raise DomainError(f"{self.model}: the cover does not bound {', '.join(missing)}, which the explicit "
                               "coordinates use")
         cols = [pos[s] for s in self.inputs]
         vec = analyse_chunked(self.tape, L[:, cols], H[:, cols], strict=False)
@@ -104,7 +104,7 @@ class ExplicitForms:
         return ok, lo[:, :self.n], hi[:, :self.n]
 
     def refuse(self, syms, L, H):
-        """KernelError for the first of these cells: which closed form is not proven
+        """DomainError for the first of these cells: which closed form is not proven
         defined there (or which guard falls below its minimum), and where."""
         vec, lo, hi = self._analyse(syms, L[:1], H[:1])
         j = int(self._failures(vec, lo, hi)[0])
@@ -112,19 +112,19 @@ class ExplicitForms:
                           for s in self.inputs[:len(self.inputs) // 3])  # the independent positions
         hint = "narrow the operating envelope to avoid it"
         if j >= len(self.checks) + len(self.guards) or j < 0:
-            raise KernelError(f"{self.model}: the closed forms of the explicit coordinates have no finite enclosure "
+            raise DomainError(f"{self.model}: the closed forms of the explicit coordinates have no finite enclosure "
                               f"over the cell near {where}; {hint}")
         if j >= len(self.checks):
             what, _, minimum = self.guards[j - len(self.checks)]
             g = self.n + j - len(self.checks)
-            raise KernelError(f"{self.model}: {what} is not proven >= {minimum:g} over the cell near {where} (its "
+            raise DomainError(f"{self.model}: {what} is not proven >= {minimum:g} over the cell near {where} (its "
                               f"range [{lo[0, g]:.6g}, {hi[0, g]:.6g}]); {hint}")
         i, o, op = self.checks[j]
         a, b = vec.operand(o)
         which = self._user(i)
         what = (f"divides by a value in [{a[0]:.6g}, {b[0]:.6g}]" if op == "div"
                 else f"takes the square root of a value in [{a[0]:.6g}, {b[0]:.6g}]")
-        raise KernelError(f"{self.model}: the closed form of {which} {what} over the cell near {where}; {hint}")
+        raise DomainError(f"{self.model}: the closed form of {which} {what} over the cell near {where}; {hint}")
 
     def _user(self, i: int) -> str:
         """The first dependent quantity whose closed form reads instruction i's result."""
@@ -181,7 +181,7 @@ def explicit_cover(eqs, rows, extra, extra_names, params) -> Cover | None:
 
 def check_forms(eqs, cover: Cover, others: list[int], count: int = CHECK_SAMPLES) -> None:
     """The closed forms satisfy the rows `others` (positions, Phi_q qd = beta, Phi_q qdd =
-    gamma) at `count` consistent states of the cover; KernelError naming the rows otherwise."""
+    gamma) at `count` consistent states of the cover; DomainError naming the rows otherwise."""
     if not others:
         return
     S = cover.sample(count, seed=11)
@@ -215,7 +215,7 @@ def check_forms(eqs, cover: Cover, others: list[int], count: int = CHECK_SAMPLES
         worst = np.max(np.abs(R[:, k * n:(k + 1) * n]), axis=0)
         bad += [(eqs.phi_names[i] + what, float(w)) for i, w in zip(others, worst) if not w <= tol]
     if bad:
-        raise KernelError(f"{eqs.model}: the explicit coordinates do not satisfy "
+        raise DomainError(f"{eqs.model}: the explicit coordinates do not satisfy "
                           + ", ".join(f"{name} (|residual| up to {w:.3g})" for name, w in bad[:6])
                           + f" at {m} consistent states of the operating envelope")
     cache.store("forms", key, passed=np.ones(1))

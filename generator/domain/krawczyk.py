@@ -1,5 +1,5 @@
 """The verified cover's machinery: boxes that contain every (q, qd, qdd) satisfying a set
-of equations F(q, p) = 0 for every p in a cell (kernels.cover and kernels.explicit_cover
+of equations F(q, p) = 0 for every p in a cell (domain.cover and domain.explicit_cover
 pose the problems).
 
 The problem: unknowns q (n), equations F(q, p) = 0 (n: the constraints a kernel keeps plus
@@ -17,10 +17,10 @@ it. Velocities and accelerations are enclosed by the same argument for linear sy
 from analysis.intervals (outward-rounded numpy); the point parts (Y, q~) need not be
 exact, only the interval terms are. A cell whose test fails is split in two along the
 quantity it is widest in, up to MAX_DEPTH times; a cell that still fails is a singular
-(or unassembled) configuration inside the envelope: KernelError naming the quantities'
+(or unassembled) configuration inside the envelope: DomainError naming the quantities'
 values, the constraints involved, and the envelope that avoids it.
 
-build_cover takes an extension (kernels.explicit_cover: the dependent coordinates enclosed
+build_cover takes an extension (domain.explicit_cover: the dependent coordinates enclosed
 from their closed forms per cell) that may ask for a cell to be split too.
 
 Invariants: deterministic (fixed paths, seeded samples); cells only ever split.
@@ -34,7 +34,7 @@ import numpy as np
 from ..analysis.intervals import IntervalEvaluator, _mul, _out
 from ..analysis.linear import pad, param_solve
 from ..ir import ONE, ZERO, Atom, Evaluator, jacobian, time_derivative
-from .common import KernelError
+from .base import DomainError
 
 MAX_DEPTH = 10  # halvings of a cell before its configuration is called singular
 NEWTON_ITER = 40
@@ -67,7 +67,7 @@ class Problem:
         self.rows, self.row_names, self.params = list(rows), list(row_names), list(params)
         n = len(self.q)
         if len(self.rows) != n:
-            raise KernelError(f"{model}: the envelope gives {len(self.rows)} equations for {n} coordinates "
+            raise DomainError(f"{model}: the envelope gives {len(self.rows)} equations for {n} coordinates "
                               f"({len(self.rows) - len(params) if params else len(self.rows)} constraints and "
                               f"{len(params)} quantities): declare as many independent quantities as the "
                               "mechanism has degrees of freedom")
@@ -156,7 +156,7 @@ class Cover:
     lo: np.ndarray
     hi: np.ndarray
     centres: np.ndarray  # q~ per cell (starting points for samples)
-    explicit: object = None  # kernels.explicit_cover.ExplicitForms: the dependent coordinates' columns
+    explicit: object = None  # domain.explicit_cover.ExplicitForms: the dependent coordinates' columns
 
     def __len__(self) -> int:
         return len(self.lo)
@@ -176,7 +176,7 @@ class Cover:
                 lo, hi = fallback[s]
                 cols.append((np.full(len(self), float(lo)), np.full(len(self), float(hi))))
             else:
-                raise KernelError(f"{self.problem.model}: the operating envelope does not bound the input "
+                raise DomainError(f"{self.problem.model}: the operating envelope does not bound the input "
                                   f"{s.value.name}")
         return [[(float(lo[k]), float(hi[k])) for lo, hi in cols] for k in range(len(self))]
 
@@ -273,7 +273,7 @@ def _columns(pr: Problem, plo, phi, qlo, qhi, qdlo, qdhi, qddlo, qddhi):
 
 def build_cover(pr: Problem, guess: np.ndarray, extension=None) -> Cover:
     """The verified cover of `pr` over its parameters' ranges (see the module's doc).
-    `extension` (kernels.explicit_cover.ExplicitForms): more symbols enclosed per cell
+    `extension` (domain.explicit_cover.ExplicitForms): more symbols enclosed per cell
     from the cell's box (extension.enclose -> ok, lo, hi); a cell it cannot enclose is
     split like one whose test fails, and refused by extension.refuse at the depth limit."""
     k = len(pr.params)
@@ -395,17 +395,17 @@ def _verify(pr: Problem, plo, phi, Qs, ok, PD, PDD):
 
 
 def _singular(pr: Problem, plo, phi, Qs):
-    """KernelError for a cell that no split verifies: where, and which constraints."""
+    """DomainError for a cell that no split verifies: where, and which constraints."""
     p = (plo[0] + phi[0]) / 2
     where = ", ".join(f"{a.name}={v:.6g}" for a, v in zip(pr.params, p))
     _, J = pr.residual(Qs[:1], p[None, :])
     J = J[0]
     if not np.all(np.isfinite(J)) or not np.all(np.isfinite(Qs[0])):
-        raise KernelError(f"{pr.model}: the mechanism does not assemble at {where} (Newton from the neighbouring "
+        raise DomainError(f"{pr.model}: the mechanism does not assemble at {where} (Newton from the neighbouring "
                           "configurations fails): narrow the operating envelope to exclude it")
     U, S, _ = np.linalg.svd(J)
     if _regular(pr, plo[0], phi[0], Qs[0]):
-        raise KernelError(f"{pr.model}: the cover of the operating envelope is not verified near {where} after "
+        raise DomainError(f"{pr.model}: the cover of the operating envelope is not verified near {where} after "
                           f"{MAX_DEPTH} halvings of its cell, though at the cell's centre and corners the mechanism "
                           f"assembles with a regular constraint Jacobian (smallest singular value {S[-1]:.3g} at "
                           "the centre): the interval test needs narrower cells there; declare more cells for the quantities "
@@ -415,7 +415,7 @@ def _singular(pr: Problem, plo, phi, Qs):
     names = ", ".join(pr.row_names[i] for i in rows if abs(U[i, -1]) > 0.1)
     hint = "; ".join(f"{a.name} in [{a.range[0]:.6g}, {v:.6g}) or ({v:.6g}, {a.range[1]:.6g}]"
                      for a, v in zip(pr.params, p) if a.range[0] < v < a.range[1])
-    raise KernelError(f"{pr.model}: singular configuration inside the operating envelope at {where}: the constraint "
+    raise DomainError(f"{pr.model}: singular configuration inside the operating envelope at {where}: the constraint "
                       f"Jacobian's smallest singular value is {S[-1]:.3g} (pivot vanishing among {names}); "
                       f"an envelope that avoids it: {hint or 'a smaller range'}")
 
@@ -456,7 +456,7 @@ def problem(eqs, unknowns, rows, extra, extra_names, params) -> Problem:
         allowed |= eqs.t.mask
     for f, name in zip(F, names):
         if f.mask & ~allowed:
-            raise KernelError(f"{eqs.model}: {name} involves symbols outside the kernel's coordinates "
+            raise DomainError(f"{eqs.model}: {name} involves symbols outside the kernel's coordinates "
                               f"({', '.join(s.value.name for s in unknowns)}) and the envelope's quantities: "
                               "declare the envelope in independent coordinates")
     return Problem(eqs.model, unknowns, [eqs.qd[idx[s]] for s in unknowns], [eqs.qdd[idx[s]] for s in unknowns],
