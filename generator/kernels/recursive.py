@@ -10,11 +10,14 @@ grow as N^2 to N^3 along a chain. These kernels run Featherstone's recursions ov
 links instead, written out as atoms (straight-line, interned, constants folded), so each
 link adds a bounded number of operations whatever its depth.
 
-Each link moves through one Joint: a turn about any axis (revolute) or a slide along it
-(prismatic); the recursions ask it for the link's placement, its motion subspace and the
-force component it transmits. The tree is the model's explicit joint tree when it has one
-(Model.joint_tree: from_urdf, revolute and prismatic joints), else it is read off the
-model's relative trees (model.relative.Relative), revolute joints only:
+Each link moves through one single-coordinate joint kind (model.joint_kinds): a turn
+about any axis (Revolute) or a slide along it (Prismatic); the recursions ask it for the
+link's placement, its motion subspace and the force component it transmits. A joint of
+several coordinates is its steps in series (Spherical: three turns about one point, the
+first two links massless), so every recursion stays one coordinate per link. The tree is
+the model's explicit joint tree when it has one (Model.joint_tree: from_urdf,
+model.tree.JointTree; revolute, prismatic and spherical joints), else it is read off the
+model's relative trees (Model.relative_trees), revolute joints only:
 * a link is a base turned by exactly one coordinate (its angle is the coordinate's
   symbol); bases at a constant angle and fixed bases are constant placements, folded
   into the link above them;
@@ -258,8 +261,9 @@ def _relative_links(model, tree) -> list[Link]:
 
 
 def _explicit_links(model) -> list[Link]:
-    """The links of the model's explicit joint tree (Model.joint_tree, from_urdf), parents
-    first; the model's bodies with inertia must be exactly the tree's."""
+    """The links of the model's explicit joint tree (Model.joint_tree), parents first, one
+    per step of each joint's kind; the model's bodies with inertia must be exactly the
+    tree's."""
     jt = model.joint_tree
     have = sorted(b.name for b in model.bodies if b.has_inertia)
     if have != sorted(j.body for j in jt if j.mass > 0 or np.any(j.I)):

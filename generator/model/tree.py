@@ -59,6 +59,10 @@ class JointTree:
         q = [m.coordinate(c, range=range, vrange=vrange, arange=arange) for c in names]
         base, point = self.rel.joint(kind, name, base, point, q)
         Ic = np.zeros((3, 3)) if inertia is None else np.asarray(inertia, dtype=float)
+        if Ic.shape == (3,):  # principal moments, as Body.set_inertia takes them
+            Ic = np.diag(Ic)
+        if Ic.shape != (3, 3):
+            raise ModelError(f"{m.name}: joint {name!r}: inertia must be 3 numbers or a 3x3 matrix, got {inertia!r}")
         mass, h, I = about_origin(float(mass), com, Ic)
         if mass > 0 or np.any(Ic):
             self.rel.body(name, base, point).set_inertia(mass, com=com, inertia=Ic)
