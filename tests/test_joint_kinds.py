@@ -35,13 +35,13 @@ JOINTS = [
 ]
 
 
-def _model(actuated: bool = True) -> Model:
+def _model(actuated: bool = True, joints=JOINTS, finish: bool = True) -> Model:
     m = Model("balls")
     tree = JointTree(m)
-    for name, kind, parent, origin, R, mass, com, inertia in JOINTS:
+    for name, kind, parent, origin, R, mass, com, inertia in joints:
         tree.joint(name, kind, parent, origin, R, mass, com, inertia, range=(-1.2, 1.2), actuated=actuated)
     m.gravity(G)
-    return tree.finish()
+    return tree.finish() if finish else m
 
 
 def _pinocchio():
@@ -120,6 +120,15 @@ def test_spherical_frame_kinematics_equal_pinocchio():
 def test_tree_of_kinds_matches_the_mass_matrix_kernels():
     """The relative trees the kinds place and the explicit tree give one dynamics."""
     check_recursive(_model(), seed=5)
+
+
+def test_relative_trees_alone_take_spherical_joints():
+    """Without the explicit tree the recursive kernels read the three bases a spherical
+    joint places off the relative trees: the same dynamics."""
+    wrist = ("wrist", Spherical("xyz"), 1) + JOINTS[3][3:]
+    m = _model(joints=JOINTS[:2] + [wrist], finish=False)
+    assert m.joint_tree is None
+    check_recursive(m, seed=7)
 
 
 @pytest.mark.needs(modules=("pinocchio",))
