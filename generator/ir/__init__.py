@@ -18,7 +18,8 @@ from .ops import OPS, Op
 from .derive import derivatives, diff, time_derivative
 from .evaluate import Evaluator, evaluate
 from .graph import flatten, topo
-from .linalg import Sparse, cross, dot, identity, jacobian, matmul, matvec, skew, transpose, vadd, vec, vscale, vsub
+from .linalg import (Sparse, Turn, congruence, cross, dot, folded, folded_mat, folded_vec, identity, is_zero, jacobian,
+                     matmul, matvec, mtv, skew, transpose, vadd, vconst, vec, vscale, vsub)
 from .inspect import dump, to_text
 from .subs import subs, substitute_all
 from .sympy_bridge import from_sympy, to_sympy
@@ -29,5 +30,6 @@ __all__ = [
     "sqrt", "sub", "symbol", "symbols", "tan", "derivatives", "diff", "jacobian",
     "time_derivative", "Evaluator", "evaluate", "flatten", "topo", "dump",
     "to_text", "subs", "substitute_all", "from_sympy", "to_sympy", "Sparse", "cross", "dot", "matmul",
-    "matvec", "skew", "transpose", "vadd", "vec", "vscale", "vsub", "identity",
+    "matvec", "skew", "transpose", "vadd", "vec", "vscale", "vsub", "identity", "vconst", "mtv", "folded",
+    "folded_vec", "folded_mat", "is_zero", "congruence", "Turn",
 ]

@@ -1,14 +1,18 @@
-"""Vectors and matrices of atoms.
+"""Vectors and matrices of atoms: the one vector algebra of mbforge.
 
-Vectors are lists of atoms; small dense matrices are lists of rows. Large matrices
-(Jacobians, mass matrices) are `Sparse`: only structurally nonzero entries are stored, so
-structural zeros never enter the graph or the generated code.
+Vectors are lists of atoms; small dense matrices are lists of rows. Numbers (floats, numpy
+scalars, rows of numpy arrays) are taken as constant atoms, so products with structural
+zeros and ones fold away as the matrices are built. The 3-vector and 3 x 3 helpers
+(cross, skew, congruences R S R^T, Turn) serve the rotations of the coordinate families
+(model.frames) and the spatial algebra of the recursive kernels (kernels.recursive).
+Large matrices (Jacobians, mass matrices) are `Sparse`: only structurally nonzero entries
+are stored, so structural zeros never enter the graph or the generated code.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .atom import ONE, ZERO, Atom, ExpressionError, add, as_atom, mul, neg, sub
+from .atom import ONE, TWO, ZERO, Atom, ExpressionError, add, as_atom, cos, mul, neg, sin, sub
 from .derive import adjoints, derivatives
 from .graph import gc_paused, topo
 
@@ -17,6 +21,30 @@ def vec(*xs) -> list[Atom]:
     if len(xs) == 1 and isinstance(xs[0], (list, tuple)):
         xs = xs[0]
     return [as_atom(x) for x in xs]
+
+
+def vconst(v) -> list[Atom]:
+    """Numbers as constant atoms (atoms kept)."""
+    return [x if isinstance(x, Atom) else as_atom(float(x)) for x in v]
+
+
+def folded(x: float) -> Atom:
+    """A number as a constant atom, ZERO below 1e-15 (round-off of a placement is no term)."""
+    x = float(x)
+    return ZERO if abs(x) < 1e-15 else as_atom(x)
+
+
+def folded_vec(v) -> list[Atom]:
+    return [folded(x) for x in v]
+
+
+def folded_mat(M) -> list[list[Atom]]:
+    return [[folded(x) for x in row] for row in M]
+
+
+def is_zero(v) -> bool:
+    """Every entry is the ZERO atom (a structurally zero vector)."""
+    return all(x is ZERO for x in v)
 
 
 def _same_len(a, b, what: str) -> None:
@@ -71,6 +99,12 @@ def matvec(A, v) -> list[Atom]:
     return [dot(row, v) for row in A]
 
 
+def mtv(A, v) -> list[Atom]:
+    """A^T v."""
+    v = vconst(v)
+    return [dot(vconst(c), v) for c in zip(*A)]
+
+
 def matmul(A, B) -> list[list[Atom]]:
     n = len(B)
     for k, row in enumerate(A):
@@ -78,6 +112,72 @@ def matmul(A, B) -> list[list[Atom]]:
             raise ExpressionError(f"matrix product: row {k} of the left factor has {len(row)} columns, right factor has {n} rows")
     cols = list(zip(*B))
     return [[dot(row, col) for col in cols] for row in A]
+
+
+def congruence(R, S, symmetric: bool = False) -> list[list[Atom]]:
+    """R S R^T; for a symmetric S the upper triangle is computed and mirrored."""
+    RS = matmul(R, S)
+    if not symmetric:
+        return [[dot(RS[i], R[j]) for j in range(3)] for i in range(3)]
+    out = [[ZERO] * 3 for _ in range(3)]
+    for i in range(3):
+        for j in range(i, 3):
+            out[i][j] = out[j][i] = dot(RS[i], R[j])
+    return out
+
+
+class Turn:
+    """R = Rot(e_k, q): a rotation in the plane (i, j) of the two other axes
+    (v_i' = c v_i - s v_j, v_j' = s v_i + c v_j). Congruences R S R^T then use the double
+    angle (C2 = c^2 - s^2, S2 = 2 s c, computed once per turn): the trace of the plane
+    block is invariant, its antisymmetric part too."""
+
+    def __init__(self, k: int, q):
+        self.k, self.i, self.j = k, (k + 1) % 3, (k + 2) % 3
+        self.c, self.s = cos(q), sin(q)
+        self._double = None
+
+    def double(self):
+        if self._double is None:
+            c, s = self.c, self.s
+            self._double = (sub(mul(c, c), mul(s, s)), mul(TWO, mul(s, c)))
+        return self._double
+
+    def vec(self, x, y):
+        c, s = self.c, self.s
+        return sub(mul(c, x), mul(s, y)), add(mul(s, x), mul(c, y))
+
+    def _plane(self, a, b, d):
+        C2, S2 = self.double()
+        half = as_atom(0.5)
+        sm = add(a, d)
+        hd = mul(half, sub(a, d))
+        ai = add(mul(half, sm), sub(mul(hd, C2), mul(b, S2)))
+        return ai, add(mul(hd, S2), mul(b, C2)), sub(sm, ai)
+
+    def sym(self, S):
+        """R S R^T of a symmetric S."""
+        i, j, k = self.i, self.j, self.k
+        out = [[ZERO] * 3 for _ in range(3)]
+        out[k][k] = S[k][k]
+        out[i][i], out[i][j], out[j][j] = self._plane(S[i][i], S[i][j], S[j][j])
+        out[j][i] = out[i][j]
+        out[i][k], out[j][k] = self.vec(S[i][k], S[j][k])
+        out[k][i], out[k][j] = out[i][k], out[j][k]
+        return out
+
+    def gen(self, S):
+        """R S R^T of any S."""
+        i, j, k = self.i, self.j, self.k
+        out = [[ZERO] * 3 for _ in range(3)]
+        out[k][k] = S[k][k]
+        half = as_atom(0.5)
+        ai, b, dj = self._plane(S[i][i], mul(half, add(S[i][j], S[j][i])), S[j][j])
+        t = mul(half, sub(S[i][j], S[j][i]))
+        out[i][i], out[j][j], out[i][j], out[j][i] = ai, dj, add(b, t), sub(b, t)
+        out[i][k], out[j][k] = self.vec(S[i][k], S[j][k])
+        out[k][i], out[k][j] = self.vec(S[k][i], S[k][j])
+        return out
 
 
 def transpose(A) -> list[list[Atom]]:

@@ -10,11 +10,14 @@ grow as N^2 to N^3 along a chain. These kernels run Featherstone's recursions ov
 links instead, written out as atoms (straight-line, interned, constants folded), so each
 link adds a bounded number of operations whatever its depth.
 
-Each link moves through one Joint: a turn about any axis (revolute) or a slide along it
-(prismatic); the recursions ask it for the link's placement, its motion subspace and the
-force component it transmits. The tree is the model's explicit joint tree when it has one
-(Model.joint_tree: from_urdf, revolute and prismatic joints), else it is read off the
-model's relative trees (model.relative.Relative), revolute joints only:
+Each link moves through one single-coordinate joint kind (model.joint_kinds): a turn
+about any axis (Revolute) or a slide along it (Prismatic); the recursions ask it for the
+link's placement, its motion subspace and the force component it transmits. A joint of
+several coordinates is its steps in series (Spherical: three turns about one point, the
+first two links massless), so every recursion stays one coordinate per link. The tree is
+the model's explicit joint tree when it has one (Model.joint_tree: from_urdf,
+model.tree.JointTree; revolute, prismatic and spherical joints), else it is read off the
+model's relative trees (Model.relative_trees), revolute joints only:
 * a link is a base turned by exactly one coordinate (its angle is the coordinate's
   symbol); bases at a constant angle and fixed bases are constant placements, folded
   into the link above them;
@@ -41,203 +44,38 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import ONE, ZERO, Atom, ExpressionError, Sparse, add, as_atom, cos, div, mul, neg, sin, sub, symbol
-from ..model.frames import axis_rotation
+from ..ir import ONE, ZERO, Atom, ExpressionError, Sparse, Turn, add, as_atom, congruence, cross, div, dot, folded, \
+    folded_mat, folded_vec, is_zero, matmul, matvec, mtv, mul, skew, sub, symbol, vadd, vscale, vsub
+from ..model.joint_kinds import Revolute
 from .common import KernelError, names
 from .kernel import InPort, Kernel, OutPort
 
-__all__ = ["Joint", "Link", "OpenTree", "open_tree", "rnea_kernel", "aba_kernel", "mass_matrix_crba_kernel",
+__all__ = ["Link", "OpenTree", "open_tree", "rnea_kernel", "aba_kernel", "mass_matrix_crba_kernel",
            "frame_kinematics_kernel"]
 
 
-# ---- small algebra over atoms (3-vectors, 3x3 lists of rows); zeros fold as built --------------
-def _c(x: float) -> Atom:
-    x = float(x)
-    return ZERO if abs(x) < 1e-15 else as_atom(x)
-
-
-def _vadd(a, b):
-    return [add(x, y) for x, y in zip(a, b)]
-
-
-def _vsub(a, b):
-    return [sub(x, y) for x, y in zip(a, b)]
-
-
-def _scale(s, a):
-    return [mul(s, x) for x in a]
-
-
-def _dot(a, b):
-    s = ZERO
-    for x, y in zip(a, b):
-        s = add(s, mul(x, y))
-    return s
-
-
-def _cross(a, b):
-    return [sub(mul(a[1], b[2]), mul(a[2], b[1])),
-            sub(mul(a[2], b[0]), mul(a[0], b[2])),
-            sub(mul(a[0], b[1]), mul(a[1], b[0]))]
-
-
-def _mv(A, v):
-    return [_dot(r, v) for r in A]
-
-
-def _mtv(A, v):
-    return [_dot([A[0][j], A[1][j], A[2][j]], v) for j in range(3)]
-
-
-def _is_zero(v) -> bool:
-    return all(x is ZERO for x in v)
-
-
-def _rot_sym(R, S):
-    """R S R^T for symmetric S (upper triangle computed, mirrored)."""
-    RS = [[_dot(R[i], [S[0][j], S[1][j], S[2][j]]) for j in range(3)] for i in range(3)]
-    out = [[ZERO] * 3 for _ in range(3)]
-    for i in range(3):
-        for j in range(i, 3):
-            out[i][j] = out[j][i] = _dot(RS[i], R[j])
-    return out
-
-
-def _rot_gen(R, S):
-    """R S R^T."""
-    RS = [[_dot(R[i], [S[0][j], S[1][j], S[2][j]]) for j in range(3)] for i in range(3)]
-    return [[_dot(RS[i], R[j]) for j in range(3)] for i in range(3)]
-
-
-class _Turn:
-    """R = Rot(e_k, q) with no fixed placement: a rotation in the plane (i, j) of the two
-    other axes (v_i' = c v_i - s v_j, v_j' = s v_i + c v_j). Congruences R S R^T then use
-    the double angle (C2 = c^2 - s^2, S2 = 2 s c, shared by the link's three blocks): the
-    trace of the plane block is invariant, its antisymmetric part too."""
-
-    def __init__(self, k: int, q):
-        self.k, self.i, self.j = k, (k + 1) % 3, (k + 2) % 3
-        self.c, self.s = cos(q), sin(q)
-        self._double = None
-
-    def double(self):
-        if self._double is None:
-            c, s = self.c, self.s
-            self._double = (sub(mul(c, c), mul(s, s)), mul(as_atom(2.0), mul(s, c)))
-        return self._double
-
-    def vec(self, x, y):
-        c, s = self.c, self.s
-        return sub(mul(c, x), mul(s, y)), add(mul(s, x), mul(c, y))
-
-    def _plane(self, a, b, d):
-        C2, S2 = self.double()
-        half = as_atom(0.5)
-        sm = add(a, d)
-        hd = mul(half, sub(a, d))
-        ai = add(mul(half, sm), sub(mul(hd, C2), mul(b, S2)))
-        return ai, add(mul(hd, S2), mul(b, C2)), sub(sm, ai)
-
-    def sym(self, S):
-        i, j, k = self.i, self.j, self.k
-        out = [[ZERO] * 3 for _ in range(3)]
-        out[k][k] = S[k][k]
-        out[i][i], out[i][j], out[j][j] = self._plane(S[i][i], S[i][j], S[j][j])
-        out[j][i] = out[i][j]
-        out[i][k], out[j][k] = self.vec(S[i][k], S[j][k])
-        out[k][i], out[k][j] = out[i][k], out[j][k]
-        return out
-
-    def gen(self, S):
-        i, j, k = self.i, self.j, self.k
-        out = [[ZERO] * 3 for _ in range(3)]
-        out[k][k] = S[k][k]
-        half = as_atom(0.5)
-        ai, b, dj = self._plane(S[i][i], mul(half, add(S[i][j], S[j][i])), S[j][j])
-        t = mul(half, sub(S[i][j], S[j][i]))
-        out[i][i], out[j][j], out[i][j], out[j][i] = ai, dj, add(b, t), sub(b, t)
-        out[i][k], out[j][k] = self.vec(S[i][k], S[j][k])
-        out[k][i], out[k][j] = self.vec(S[k][i], S[k][j])
-        return out
-
-
+# ---- the tree -----------------------------------------------------------------------------------
 def _turn(L: "Link", q):
-    """A _Turn when the link's rotation is about a principal axis with no fixed placement."""
+    """A Turn when the link's rotation is about a principal axis with no fixed placement."""
     if not L.joint.revolute or not np.allclose(L.fixed, np.eye(3), atol=1e-15):
         return None
     for k in range(3):
         if np.allclose(L.axis, np.eye(3)[k], atol=1e-15):
-            return _Turn(k, q)
+            return Turn(k, q)
     return None
-
-
-def _hat(r):
-    x, y, z = r
-    return [[ZERO, neg(z), y], [z, ZERO, neg(x)], [neg(y), x, ZERO]]
-
-
-def _mm(A, B):
-    return [[_dot(A[i], [B[0][j], B[1][j], B[2][j]]) for j in range(3)] for i in range(3)]
-
-
-def _const_v(v):
-    return [_c(x) for x in v]
-
-
-def _const_m(M):
-    return [[_c(x) for x in row] for row in M]
-
-
-# ---- the tree -----------------------------------------------------------------------------------
-class Joint:
-    """The one degree of freedom between a link and its parent, in link axes: a turn about
-    the unit `axis` (revolute, any axis) or a slide along it (prismatic). Motion subspace S, as an
-    (angular, linear) pair: (axis, 0) or (0, axis); its constant (no c_J term)."""
-
-    def __init__(self, kind: str, axis):
-        if kind not in ("revolute", "prismatic"):
-            raise KernelError(f"recursive dynamics: no joint kind {kind!r} (revolute, prismatic)")
-        self.kind, self.revolute, self.axis = kind, kind == "revolute", np.asarray(axis, dtype=float)
-
-    def rotation(self, fixed, q) -> list[list[Atom]]:
-        """R with v_parent = R v_link (fixed @ Rot(axis, q), or the constant fixed)."""
-        if not self.revolute:
-            return _const_m(fixed)
-        Rq = axis_rotation(self.axis, q)
-        if np.allclose(fixed, np.eye(3), atol=1e-15):
-            return Rq
-        return _mm(_const_m(fixed), Rq)
-
-    def offset(self, r, fixed, q) -> list[Atom]:
-        """The link origin in the parent link's frame (r, or r + fixed axis q)."""
-        if self.revolute:
-            return _const_v(r)
-        return _vadd(_const_v(r), _scale(q, _const_v(np.asarray(fixed) @ self.axis)))
-
-    def motion(self, s):
-        """S s as (angular, linear)."""
-        a = _scale(s, _const_v(self.axis))
-        return (a, [ZERO] * 3) if self.revolute else ([ZERO] * 3, a)
-
-    def project(self, n, f) -> Atom:
-        """S^T (n, f): the component of a force pair the joint transmits as tau."""
-        return _dot(_const_v(self.axis), n if self.revolute else f)
-
-    def subspace_force(self, A, B, C):
-        """U = I S of a spatial inertia [[A, B], [B^T, C]], as (n, f)."""
-        a = _const_v(self.axis)
-        return (_mv(A, a), _mtv(B, a)) if self.revolute else (_mv(B, a), _mv(C, a))
 
 
 class Link:
     """One joint and what it carries. Frame: the joint's axes at the joint point.
 
-    v_parent = R v_link with R = fixed @ Rot(axis, q) (revolute) or fixed (prismatic); the
-    link origin is `r` in the parent link's frame (the ground's: world axes from the
-    origin), plus fixed @ axis q for a prismatic joint; mass m, first moment h = m c and
-    inertia I about the link origin, all in link axes (numbers)."""
+    `joint`: a single-coordinate joint kind (model.joint_kinds: Revolute, Prismatic; a
+    spherical joint is three links, its turns in series). v_parent = R v_link with
+    R = fixed @ Rot(axis, q) (revolute) or fixed (prismatic); the link origin is `r` in the
+    parent link's frame (the ground's: world axes from the origin), plus fixed @ axis q for
+    a prismatic joint; mass m, first moment h = m c and inertia I about the link origin, all
+    in link axes (numbers)."""
 
-    def __init__(self, j: int, parent: "Link | None", joint: Joint, fixed, base=None, depth=0):
+    def __init__(self, j: int, parent: "Link | None", joint, fixed, base=None, depth=0):
         self.j, self.parent, self.joint, self.fixed, self.base = j, parent, joint, fixed, base
         self.axis = joint.axis
         self.depth = depth if base is None else base.depth
@@ -265,12 +103,12 @@ def open_tree(model) -> OpenTree:
     """The links of a model's explicit joint tree (from_urdf), or else of its relative trees
     (KernelError when it is not an open tree of revolute joints, naming the first thing
     that does not fit)."""
-    from ..model.model import Model, _Context
+    from ..model.model import Model
 
     if not isinstance(model, Model):
         raise KernelError(f"recursive dynamics needs a Model, got {type(model).__name__}")
     name = model.name
-    tree = model._relative
+    tree = model.relative_trees
     if tree is None:
         raise KernelError(f"{name}: recursive dynamics needs a model in relative coordinates (model.relative())")
     if model.phi or model.nh:
@@ -281,7 +119,7 @@ def open_tree(model) -> OpenTree:
         depth_order = _explicit_links(model)
     else:
         depth_order = _relative_links(model, tree)
-    ctx = _Context(model)
+    ctx = model.context()
     act = {}
     for k, a in enumerate(model.actuators):
         d = a.direction(ctx)
@@ -290,7 +128,7 @@ def open_tree(model) -> OpenTree:
                               "coefficient")
         (j, c), = d.items()
         act[k] = (j, float(c.value))
-    g = np.zeros(3) if model._gravity is None else np.asarray(model._gravity, dtype=float)
+    g = np.zeros(3) if model.gravity_vector is None else np.asarray(model.gravity_vector, dtype=float)
     applied = [ZERO] * len(model.q)
     for f in model.forces:  # springs, dampers, applied forces: by virtual power, as Model.equations
         for j, a in f.terms(ctx)[0].items():
@@ -336,7 +174,7 @@ def _relative_links(model, tree) -> list[Link]:
             if any(o.j == j for o in links.values()):
                 raise KernelError(f"{name}: coordinate {model.q[j].value.name!r} turns two bases")
             P, R = link_of(base.parent)
-            L = Link(j, P, Joint("revolute", base.axis), R, base)
+            L = Link(j, P, Revolute(base.axis), R, base)
             links[base] = L
         return L
 
@@ -423,27 +261,32 @@ def _relative_links(model, tree) -> list[Link]:
 
 
 def _explicit_links(model) -> list[Link]:
-    """The links of the model's explicit joint tree (Model.joint_tree, from_urdf), parents
-    first; the model's bodies with inertia must be exactly the tree's."""
+    """The links of the model's explicit joint tree (Model.joint_tree), parents first, one
+    per step of each joint's kind; the model's bodies with inertia must be exactly the
+    tree's."""
     jt = model.joint_tree
     have = sorted(b.name for b in model.bodies if b.has_inertia)
     if have != sorted(j.body for j in jt if j.mass > 0 or np.any(j.I)):
         raise KernelError(f"{model.name}: bodies were added to or changed in the joint tree "
                           f"({', '.join(have)}): the recursive kernels read the tree as built")
     index = {s: j for j, s in enumerate(model.q)}
-    if sorted(index[j.q] for j in jt) != list(range(len(model.q))):
+    if sorted(index[x] for j in jt for x in j.q) != list(range(len(model.q))):
         raise KernelError(f"{model.name}: the joint tree does not turn each coordinate once")
     links: list[Link] = []
+    last: list[Link] = []  # per tree joint: its last link, what carries its body and frames
     for tj in jt:
-        P = None if tj.parent is None else links[tj.parent]
-        L = Link(index[tj.q], P, Joint(tj.kind, tj.axis), np.asarray(tj.R, dtype=float),
-                 depth=0 if P is None else P.depth + 1)
-        L.r, L.m, L.h, L.I = np.asarray(tj.r, dtype=float), float(tj.mass), np.asarray(tj.h, dtype=float), \
-            np.asarray(tj.I, dtype=float)
+        P = None if tj.parent is None else last[tj.parent]
+        fixed, r = np.asarray(tj.R, dtype=float), np.asarray(tj.r, dtype=float)
+        for step, x in zip(tj.joint.steps(), tj.q):  # the later steps of a joint turn about its point
+            L = Link(index[x], P, step, fixed, depth=0 if P is None else P.depth + 1)
+            L.r = r
+            if P is not None:
+                P.children.append(L)
+            links.append(L)
+            P, fixed, r = L, np.eye(3), np.zeros(3)
+        L.m, L.h, L.I = float(tj.mass), np.asarray(tj.h, dtype=float), np.asarray(tj.I, dtype=float)
         L.frames = tj.frames
-        if P is not None:
-            P.children.append(L)
-        links.append(L)
+        last.append(L)
     return links
 
 
@@ -467,14 +310,14 @@ def _port(name, model, syms) -> InPort:
 
 
 def _axis(L: Link):
-    return _const_v(L.axis)
+    return folded_vec(L.axis)
 
 
 def _placements(tree: OpenTree, q):
     """(R, r) per link: v_parent = R v_link, the link origin r in the parent's frame."""
     R, r = {}, {}
     for L in tree.links:
-        R[L] = L.joint.rotation(L.fixed, q[L.j])
+        R[L] = L.joint.placed_rotation(L.fixed, q[L.j])
         r[L] = L.joint.offset(L.r, L.fixed, q[L.j])
     return R, r
 
@@ -489,29 +332,29 @@ def rnea(tree: OpenTree, q, qd, qdd) -> list[Atom]:
     zero3 = [ZERO] * 3
     for L in tree.links:
         J = L.joint
-        R[L] = Rl = J.rotation(L.fixed, q[L.j])
+        R[L] = Rl = J.placed_rotation(L.fixed, q[L.j])
         a = _axis(L)
         if L.parent is None:
-            wp, alp, ap = zero3, zero3, _const_v(-tree.gravity)
+            wp, alp, ap = zero3, zero3, folded_vec(-tree.gravity)
         else:
             P = L.parent
             wp, alp, ap = w[P], al[P], acc[P]
         rq[L] = r = J.offset(L.r, L.fixed, q[L.j])
-        if not _is_zero(r):  # acceleration of the joint point, parent axes
-            ap = _vadd(ap, _vadd(_cross(alp, r), _cross(wp, _cross(wp, r))))
-        acc[L] = _mtv(Rl, ap)
-        wpl = _mtv(Rl, wp)
-        aqd = _scale(qd[L.j], a)
+        if not is_zero(r):  # acceleration of the joint point, parent axes
+            ap = vadd(ap, vadd(cross(alp, r), cross(wp, cross(wp, r))))
+        acc[L] = mtv(Rl, ap)
+        wpl = mtv(Rl, wp)
+        aqd = vscale(qd[L.j], a)
         if J.revolute:
-            w[L] = _vadd(wpl, aqd)
-            al[L] = _vadd(_vadd(_mtv(Rl, alp), _scale(qdd[L.j], a)), _cross(wpl, aqd))
+            w[L] = vadd(wpl, aqd)
+            al[L] = vadd(vadd(mtv(Rl, alp), vscale(qdd[L.j], a)), cross(wpl, aqd))
         else:  # the origin slides: Coriolis 2 w x (a qd) and a qdd
-            w[L], al[L] = wpl, _mtv(Rl, alp)
-            acc[L] = _vadd(acc[L], _vadd(_scale(as_atom(2.0), _cross(wpl, aqd)), _scale(qdd[L.j], a)))
-        h, I, m = _const_v(L.h), _const_m(L.I), _c(L.m)
+            w[L], al[L] = wpl, mtv(Rl, alp)
+            acc[L] = vadd(acc[L], vadd(vscale(as_atom(2.0), cross(wpl, aqd)), vscale(qdd[L.j], a)))
+        h, I, m = folded_vec(L.h), folded_mat(L.I), folded(L.m)
         W, A = w[L], al[L]
-        f[L] = _vadd(_vadd(_scale(m, acc[L]), _cross(A, h)), _cross(W, _cross(W, h)))
-        nm[L] = _vadd(_vadd(_mv(I, A), _cross(W, _mv(I, W))), _cross(h, acc[L]))
+        f[L] = vadd(vadd(vscale(m, acc[L]), cross(A, h)), cross(W, cross(W, h)))
+        nm[L] = vadd(vadd(matvec(I, A), cross(W, matvec(I, W))), cross(h, acc[L]))
     tau = [ZERO] * n
     for L in reversed(tree.links):
         tau[L.j] = L.joint.project(nm[L], f[L])
@@ -519,17 +362,17 @@ def rnea(tree: OpenTree, q, qd, qdd) -> list[Atom]:
         if P is None:
             continue
         np_, fp = _force_to_parent(R[L], rq[L], nm[L], f[L])
-        f[P] = _vadd(f[P], fp)
-        nm[P] = _vadd(nm[P], np_)
+        f[P] = vadd(f[P], fp)
+        nm[P] = vadd(nm[P], np_)
     return tau
 
 
 def _force_to_parent(Rl, r, n, f):
     """A force pair (moment at the link origin, force) in the parent's frame and origin."""
-    fp = _mv(Rl, f)
-    np_ = _mv(Rl, n)
-    if not _is_zero(r):
-        np_ = _vadd(np_, _cross(r, fp))
+    fp = matvec(Rl, f)
+    np_ = matvec(Rl, n)
+    if not is_zero(r):
+        np_ = vadd(np_, cross(r, fp))
     return np_, fp
 
 
@@ -540,14 +383,14 @@ def _inertia_to_parent(L: Link, q, Rl, r, A, B, C, n=None, f=None):
     if T is not None:
         A1, B1, C1 = T.sym(A), T.gen(B), T.sym(C)
     else:
-        A1, B1, C1 = _rot_sym(Rl, A), _rot_gen(Rl, B), _rot_sym(Rl, C)
+        A1, B1, C1 = congruence(Rl, A, symmetric=True), congruence(Rl, B), congruence(Rl, C, symmetric=True)
     if n is not None:
-        fn, ff = _mv(Rl, n), _mv(Rl, f)
-    if not _is_zero(r):
-        H = _hat(r)
-        K = _mm(H, [[B1[k][i] for k in range(3)] for i in range(3)])  # hat(r) B1^T
-        HC = _mm(H, C1)
-        HCH = _mm(HC, H)
+        fn, ff = matvec(Rl, n), matvec(Rl, f)
+    if not is_zero(r):
+        H = skew(r)
+        K = matmul(H, [[B1[k][i] for k in range(3)] for i in range(3)])  # hat(r) B1^T
+        HC = matmul(H, C1)
+        HCH = matmul(HC, H)
         A2 = [[ZERO] * 3 for _ in range(3)]
         for i in range(3):
             for k in range(i, 3):
@@ -555,7 +398,7 @@ def _inertia_to_parent(L: Link, q, Rl, r, A, B, C, n=None, f=None):
         B2 = [[add(B1[i][k], HC[i][k]) for k in range(3)] for i in range(3)]
         A1, B1 = A2, B2
         if n is not None:
-            fn = _vadd(fn, _cross(r, ff))
+            fn = vadd(fn, cross(r, ff))
     if n is None:
         return A1, B1, C1
     return A1, B1, C1, fn, ff
@@ -567,8 +410,8 @@ def _add_inertia(P, X):
 
 def _link_inertia(L: Link):
     """[A, B, C]: the link's spatial inertia at its origin, [n; f] = [[A, B], [B^T, C]] [w; v]."""
-    m, h, I = _c(L.m), _const_v(L.h), _const_m(L.I)
-    return [I, _hat(h), [[m if i == k else ZERO for k in range(3)] for i in range(3)]]
+    m, h, I = folded(L.m), folded_vec(L.h), folded_mat(L.I)
+    return [I, skew(h), [[m if i == k else ZERO for k in range(3)] for i in range(3)]]
 
 
 def aba(tree: OpenTree, q, qd, tau) -> list[Atom]:
@@ -581,31 +424,31 @@ def aba(tree: OpenTree, q, qd, tau) -> list[Atom]:
     R, rq, w, v, cw, cv, IA, pA = {}, {}, {}, {}, {}, {}, {}, {}
     for L in tree.links:  # pass 1: velocities, velocity-product accelerations, bias forces
         J = L.joint
-        R[L] = Rl = J.rotation(L.fixed, q[L.j])
+        R[L] = Rl = J.placed_rotation(L.fixed, q[L.j])
         a = _axis(L)
         rq[L] = r = J.offset(L.r, L.fixed, q[L.j])
         if L.parent is None:
             wp, vp = zero3, zero3
         else:
             wp, vp = w[L.parent], v[L.parent]
-            if not _is_zero(r):
-                vp = _vadd(vp, _cross(wp, r))
-        wpl = _mtv(Rl, wp)
-        v[L] = _mtv(Rl, vp)
-        aqd = _scale(qd[L.j], a)
+            if not is_zero(r):
+                vp = vadd(vp, cross(wp, r))
+        wpl = mtv(Rl, wp)
+        v[L] = mtv(Rl, vp)
+        aqd = vscale(qd[L.j], a)
         if J.revolute:
-            w[L] = _vadd(wpl, aqd)
-            cw[L] = _cross(wpl, aqd)
-            cv[L] = _cross(v[L], aqd)
+            w[L] = vadd(wpl, aqd)
+            cw[L] = cross(wpl, aqd)
+            cv[L] = cross(v[L], aqd)
         else:  # c = v x (0, a qd) = (0, w x a qd)
-            w[L], v[L] = wpl, _vadd(v[L], aqd)
-            cw[L], cv[L] = zero3, _cross(wpl, aqd)
-        m, h, I = _c(L.m), _const_v(L.h), _const_m(L.I)
+            w[L], v[L] = wpl, vadd(v[L], aqd)
+            cw[L], cv[L] = zero3, cross(wpl, aqd)
+        m, h, I = folded(L.m), folded_vec(L.h), folded_mat(L.I)
         IA[L] = _link_inertia(L)
         W, V = w[L], v[L]
-        n0 = _vadd(_mv(I, W), _cross(h, V))
-        f0 = _vadd(_scale(m, V), _cross(W, h))
-        pA[L] = [_vadd(_cross(W, n0), _cross(V, f0)), _cross(W, f0)]
+        n0 = vadd(matvec(I, W), cross(h, V))
+        f0 = vadd(vscale(m, V), cross(W, h))
+        pA[L] = [vadd(cross(W, n0), cross(V, f0)), cross(W, f0)]
     U, invD, uu = {}, {}, {}
     for L in reversed(tree.links):  # pass 2: articulated inertias and bias forces
         J = L.joint
@@ -619,7 +462,7 @@ def aba(tree: OpenTree, q, qd, tau) -> list[Atom]:
         P = L.parent
         if P is None:
             continue
-        Us_n, Us_f = _scale(iD, Un), _scale(iD, Uf)
+        Us_n, Us_f = vscale(iD, Un), vscale(iD, Uf)
         Aa = [[ZERO] * 3 for _ in range(3)]
         Ca = [[ZERO] * 3 for _ in range(3)]
         for i in range(3):
@@ -630,31 +473,31 @@ def aba(tree: OpenTree, q, qd, tau) -> list[Atom]:
         # pa = p + Ia c + U D^-1 u
         c_w, c_v = cw[L], cv[L]
         s = mul(iD, uu[L])
-        pan = _vadd(_vadd(pn, _vadd(_mv(Aa, c_w), _mv(Ba, c_v))), _scale(s, Un))
-        paf = _vadd(_vadd(pf, _vadd(_mtv(Ba, c_w), _mv(Ca, c_v))), _scale(s, Uf))
+        pan = vadd(vadd(pn, vadd(matvec(Aa, c_w), matvec(Ba, c_v))), vscale(s, Un))
+        paf = vadd(vadd(pf, vadd(mtv(Ba, c_w), matvec(Ca, c_v))), vscale(s, Uf))
         A1, B1, C1, fn, ff = _inertia_to_parent(L, q, R[L], rq[L], Aa, Ba, Ca, pan, paf)
         IA[P] = _add_inertia(IA[P], (A1, B1, C1))
-        pA[P] = [_vadd(pA[P][0], fn), _vadd(pA[P][1], ff)]
+        pA[P] = [vadd(pA[P][0], fn), vadd(pA[P][1], ff)]
     qdd = [ZERO] * n
     an, av = {}, {}
     for L in tree.links:  # pass 3: accelerations
         Rl = R[L]
         if L.parent is None:
-            apn, apv = zero3, _const_v(-tree.gravity)
+            apn, apv = zero3, folded_vec(-tree.gravity)
         else:
             apn, apv = an[L.parent], av[L.parent]
             r = rq[L]
-            if not _is_zero(r):
-                apv = _vadd(apv, _cross(apn, r))
-        a1n = _vadd(_mtv(Rl, apn), cw[L]) if L.parent is not None else _mtv(Rl, apn)
-        a1v = _vadd(_mtv(Rl, apv), cv[L]) if L.parent is not None else _mtv(Rl, apv)
+            if not is_zero(r):
+                apv = vadd(apv, cross(apn, r))
+        a1n = vadd(mtv(Rl, apn), cw[L]) if L.parent is not None else mtv(Rl, apn)
+        a1v = vadd(mtv(Rl, apv), cv[L]) if L.parent is not None else mtv(Rl, apv)
         Un, Uf = U[L]
-        x = mul(invD[L], sub(uu[L], add(_dot(Un, a1n), _dot(Uf, a1v))))
+        x = mul(invD[L], sub(uu[L], add(dot(Un, a1n), dot(Uf, a1v))))
         qdd[L.j] = x
         if L.joint.revolute:
-            an[L], av[L] = _vadd(a1n, _scale(x, _axis(L))), a1v
+            an[L], av[L] = vadd(a1n, vscale(x, _axis(L))), a1v
         else:
-            an[L], av[L] = a1n, _vadd(a1v, _scale(x, _axis(L)))
+            an[L], av[L] = a1n, vadd(a1v, vscale(x, _axis(L)))
     return qdd
 
 
@@ -682,7 +525,7 @@ def crba(tree: OpenTree, q) -> dict[tuple[int, int], Atom]:
 def _actuated_tau(tree: OpenTree, u) -> list[Atom]:
     tau = [ZERO] * len(tree.model.q)
     for k, (j, c) in tree.act.items():
-        tau[j] = add(tau[j], mul(_c(c), u[k]))
+        tau[j] = add(tau[j], mul(folded(c), u[k]))
     return tau
 
 
@@ -694,10 +537,11 @@ def _u_ranges(model, u, act_names):
 
 def _joints(tree: OpenTree) -> str:
     """'6 revolute joints', or '9 joints (7 revolute, 2 prismatic)'."""
-    kinds = [L.joint.kind for L in tree.links]
+    jt = tree.model.joint_tree
+    kinds = [j.kind for j in jt] if jt is not None else [L.joint.name for L in tree.links]
     if all(k == "revolute" for k in kinds):
         return f"{len(kinds)} revolute joints"
-    counts = ", ".join(f"{kinds.count(k)} {k}" for k in ("revolute", "prismatic") if k in kinds)
+    counts = ", ".join(f"{kinds.count(k)} {k}" for k in ("revolute", "prismatic", "spherical") if k in kinds)
     return f"{len(kinds)} joints ({counts})"
 
 
@@ -717,7 +561,7 @@ def rnea_kernel(src) -> Kernel:
                               f"({len(tree.act)} actuators for {n} coordinates)")
         out = [ZERO] * n
         for j, ((k, c),) in cols.items():
-            out[k] = tau[j] if c == 1.0 else div(tau[j], _c(c))
+            out[k] = tau[j] if c == 1.0 else div(tau[j], folded(c))
         port = OutPort.vector("u", out, [f"u_{a}" for a in tree.act_names])
     else:
         port = OutPort.vector("tau", tau, [f"tau_{s}" for s in names(model.q)])
@@ -779,19 +623,19 @@ def frame_kinematics(tree: OpenTree, q, L: Link, Rf, pf):
     while X is not None:
         path.append(X)
         X = X.parent
-    Rw, pw = _const_m(np.eye(3)), [ZERO] * 3
+    Rw, pw = folded_mat(np.eye(3)), [ZERO] * 3
     joints = []  # (link, its axis and its origin in the world)
     for X in reversed(path):
-        pw = _vadd(pw, _mv(Rw, X.joint.offset(X.r, X.fixed, q[X.j])))
-        Rw = _mm(Rw, X.joint.rotation(X.fixed, q[X.j]))
-        joints.append((X, _mv(Rw, _axis(X)), pw))
-    p = _vadd(pw, _mv(Rw, _const_v(pf)))
+        pw = vadd(pw, matvec(Rw, X.joint.offset(X.r, X.fixed, q[X.j])))
+        Rw = matmul(Rw, X.joint.placed_rotation(X.fixed, q[X.j]))
+        joints.append((X, matvec(Rw, _axis(X)), pw))
+    p = vadd(pw, matvec(Rw, folded_vec(pf)))
     J = {}
     for X, a, o in joints:
-        cols = (_cross(a, _vsub(p, o)), a) if X.joint.revolute else (a, [ZERO] * 3)
+        cols = (cross(a, vsub(p, o)), a) if X.joint.revolute else (a, [ZERO] * 3)
         for row, x in enumerate(cols[0] + cols[1]):
             J[(row, X.j)] = x
-    return p, _mm(Rw, _const_m(Rf)), J
+    return p, matmul(Rw, folded_mat(Rf)), J
 
 
 def frame_kinematics_kernel(src, frame: str | None = None) -> Kernel:

@@ -5,6 +5,9 @@
     natural.py    natural coordinates: basic points, unit vectors, their bodies and joints
     relative.py   relative coordinates: trees of bases and points, the kinematic operators
     joints.py     joints between bodies of any family
+    joint_kinds.py  joint kinds of trees (revolute, prismatic, spherical): what relative
+                  coordinates, explicit trees and the recursive kernels move a frame by
+    tree.py       JointTree: a model built joint by joint (explicit joint tree)
     forces.py     applied forces, spring-dampers, actuators (virtual power)
     equations.py  Equations: what kernels and solvers consume
     urdf.py       from_urdf: a URDF robot as a Model (relative coordinates, explicit joint tree)

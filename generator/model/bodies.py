@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import ZERO, Atom, add, as_atom, cross, dot, mul, neg, sub, time_derivative, vec
-from .frames import euler_L, euler_rotation, mtv, mv, rot2, vconst
+from ..ir import ZERO, Atom, add, as_atom, cross, dot, matvec, mtv, mul, neg, sub, time_derivative, vconst, vec
+from .frames import euler_L, euler_rotation, rot2
 
 
 class BodyError(ValueError):
@@ -97,7 +97,7 @@ class Body:
         return p
 
     def vector(self, local) -> list[Atom]:
-        return mv(self.rotation(), local)
+        return matvec(self.rotation(), local)
 
     def rotation(self):
         if self._rotation is None:
@@ -156,8 +156,8 @@ class Body:
             else:
                 Ic = [[as_atom(float(x)) for x in r] for r in I]
                 _add_gram(M, W, W, lambda k, l: Ic[k][l] if Ic[k][l] is not ZERO else None)
-                Iw = mv(Ic, w)
-                rhs = [neg(add(x, y)) for x, y in zip(mv(Ic, a0), cross(w, Iw))]
+                Iw = matvec(Ic, w)
+                rhs = [neg(add(x, y)) for x, y in zip(matvec(Ic, a0), cross(w, Iw))]
                 _add_jtv(Q, W, rhs)
                 T = add(T, mul(as_atom(0.5), dot(w, Iw)))
         return M, Q, T, V
@@ -241,7 +241,7 @@ class Body2D(Body):
 
     def _point(self, local):
         A = self.rotation()
-        return [add(self.r[k], x) for k, x in enumerate(mv(A, local))]
+        return [add(self.r[k], x) for k, x in enumerate(matvec(A, local))]
 
     def _angular_velocity(self):
         return [time_derivative(self.theta, self.model._tangents())]
@@ -269,12 +269,12 @@ class Body3D(Body):
         return euler_rotation(self.e)
 
     def _point(self, local):
-        return [add(self.r[k], x) for k, x in enumerate(mv(self.rotation(), local))]
+        return [add(self.r[k], x) for k, x in enumerate(matvec(self.rotation(), local))]
 
     def _angular_velocity(self):
         ed = time_derivative(self.e, self.model._tangents())
         L = euler_L(self.e)
-        return [mul(as_atom(2.0), x) for x in mv(L, ed)]
+        return [mul(as_atom(2.0), x) for x in matvec(L, ed)]
 
     def inertial_force(self, ctx, M: dict, Q: dict) -> dict[int, Atom]:
         """M qdd - Q of this body in Newton-Euler form when its coordinates are its own
@@ -297,10 +297,10 @@ class Body3D(Body):
         if np.any(I != 0):
             L = euler_L(self.e)
             two = as_atom(2.0)
-            w = [mul(two, x) for x in mv(L, [ctx.qd[i] for i in j[3:]])]
-            al = [mul(two, x) for x in mv(L, [ctx.qdd[i] for i in j[3:]])]
+            w = [mul(two, x) for x in matvec(L, [ctx.qd[i] for i in j[3:]])]
+            al = [mul(two, x) for x in matvec(L, [ctx.qdd[i] for i in j[3:]])]
             Ic = [[as_atom(float(x)) for x in r] for r in I]
-            tau = [add(x, y) for x, y in zip(mv(Ic, al), cross(w, mv(Ic, w)))]
+            tau = [add(x, y) for x, y in zip(matvec(Ic, al), cross(w, matvec(Ic, w)))]
             for k, x in enumerate(mtv(L, tau)):
                 if x is not ZERO:
                     out[j[3 + k]] = mul(two, x)

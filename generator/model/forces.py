@@ -13,8 +13,7 @@ direction matrix, so that M qdd + Phi_q^T lambda = Q + B u.
 """
 from __future__ import annotations
 
-from ..ir import ZERO, Atom, add, as_atom, dot, mul, neg, sqrt, sub, time_derivative
-from .frames import mtv, vconst
+from ..ir import ZERO, Atom, add, as_atom, dot, mtv, mul, neg, sqrt, sub, time_derivative, vconst
 
 
 class ForceElement:

@@ -1,8 +1,8 @@
-"""Rotations and small dense algebra over atoms, shared by the coordinate families.
+"""Rotations over atoms shared by the coordinate families and the joint kinds, and the
+numeric (numpy) helpers that set models up.
 
-Matrices are lists of rows of atoms, vectors lists of atoms (as in mbforge.ir.linalg).
-Constant inputs (floats, numpy arrays) are turned into constant atoms, so products with
-structural zeros and ones fold away when the matrices are built.
+Matrices are lists of rows of atoms, vectors lists of atoms; the algebra on them is
+mbforge.ir.linalg's (the one vector algebra: vconst, matvec, mtv, matmul, ...).
 """
 from __future__ import annotations
 
@@ -10,37 +10,7 @@ import math
 
 import numpy as np
 
-from ..ir import ONE, TWO, ZERO, Atom, add, as_atom, cos, dot, mul, neg, sin, skew, sub, vec
-
-
-def vconst(v) -> list[Atom]:
-    return [x if isinstance(x, Atom) else as_atom(float(x)) for x in v]
-
-
-def mv(A, v) -> list[Atom]:
-    """A v for a dense matrix of atoms (or numbers) and a vector."""
-    v = vconst(v)
-    return [dot(vconst(row), v) for row in A]
-
-
-def mtv(A, v) -> list[Atom]:
-    """A^T v."""
-    v = vconst(v)
-    cols = list(zip(*A))
-    return [dot(vconst(c), v) for c in cols]
-
-
-def mm(A, B) -> list[list[Atom]]:
-    cols = [vconst(c) for c in zip(*B)]
-    return [[dot(vconst(r), c) for c in cols] for r in A]
-
-
-def mt(A) -> list[list[Atom]]:
-    return [list(r) for r in zip(*A)]
-
-
-def identity(n: int) -> list[list[Atom]]:
-    return [[ONE if i == j else ZERO for j in range(n)] for i in range(n)]
+from ..ir import ONE, TWO, ZERO, Atom, add, as_atom, cos, mul, neg, sin, skew, sub, vconst, vec
 
 
 def axis_rotation(axis, angle) -> list[list[Atom]]:
@@ -171,6 +141,6 @@ def perpendiculars(a) -> tuple[np.ndarray, np.ndarray]:
     return b, c
 
 
-__all__ = ["vconst", "mv", "mtv", "mm", "mt", "identity", "axis_rotation", "rot2", "euler_rotation",
+__all__ = ["axis_rotation", "rot2", "euler_rotation",
            "euler_L", "perp2", "cross2", "vee", "quat_from_matrix", "quats_from_matrices", "rotation_np",
            "perpendiculars"]

@@ -403,6 +403,21 @@ class Model:
             self._relative = Relative(self)
         return self._relative
 
+    @property
+    def relative_trees(self) -> Relative | None:
+        """The relative trees when the model has them (relative() was called), else None."""
+        return self._relative
+
+    @property
+    def gravity_vector(self) -> list[float] | None:
+        """The uniform gravity (world components), None when none was set."""
+        return self._gravity
+
+    def context(self) -> _Context:
+        """What actuators and force elements read to give their generalized forces
+        (Actuator.direction, Force.terms)."""
+        return _Context(self)
+
     # ---- joints (any coordinate family) -----------------------------------------------
     def revolute2d(self, b1, p1, b2, p2, name):
         return _joints.revolute2d(self, b1, p1, b2, p2, name)

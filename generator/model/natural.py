@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import ZERO, add, as_atom, dot, mul, neg, sub, time_derivative, vec
+from ..ir import ZERO, add, as_atom, dot, matmul, mul, neg, sub, time_derivative, transpose, vconst, vec
 from .bodies import Body, BodyError
 from .errors import check_name
-from .frames import cross2, mm, mt, perp2, vconst, vee
+from .frames import cross2, perp2, vee
 
 
 class Point:
@@ -108,8 +108,8 @@ class _Linear(Body):
         if self.Xbar.shape[1] < self.dim:
             raise BodyError(f"body {self.name!r}: its points and vectors span fewer than {self.dim} "
                             "directions, so it has no rotation matrix")
-        X = mt(self.basis)  # dim x k, columns = basis vectors
-        return mm(X, self.K.tolist())
+        X = transpose(self.basis)  # dim x k, columns = basis vectors
+        return matmul(X, self.K.tolist())
 
     def inertia_terms(self, ctx):
         """Constant mass matrix from the second moments; gravity; no velocity terms."""
@@ -243,7 +243,7 @@ class NaturalBody3D(_Linear):
     def _angular_velocity(self):
         R = self.rotation()
         Rd = time_derivative(R, self.model._tangents())
-        return vee(mm(mt(R), Rd))
+        return vee(matmul(transpose(R), Rd))
 
 
 # ---- joints that are not a shared point or vector ------------------------------------------

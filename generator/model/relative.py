@@ -21,10 +21,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir import ZERO, Atom, add, as_atom, mul, sub, time_derivative
+from ..ir import ZERO, Atom, add, as_atom, identity, matmul, matvec, mul, sub, time_derivative, transpose, vconst
 from .bodies import Body
 from .errors import ModelError, check_name
-from .frames import axis_rotation, identity, mm, mt, mv, vconst, vee
+from .frames import axis_rotation, vee
+from .joint_kinds import JointKind
 
 
 class Base:
@@ -93,6 +94,11 @@ class Relative:
         angle = as_atom(angle)
         return Base(self._name(name), parent, axis_rotation(axis, angle), axis, angle)
 
+    def joint(self, kind: JointKind, name: str, base: Base, point: RPoint, q) -> tuple[Base, RPoint]:
+        """The frame a joint of `kind` moves by its coordinates q from (base, point): the
+        bases and points it needs, named after `name` (joint_kinds.JointKind.place)."""
+        return kind.place(self, name, base, point, list(q))
+
     def fixed_base(self, name: str, parent: Base, R) -> Base:
         """A base at a constant orientation: v_parent = R v_base (R a rotation matrix)."""
         R = np.asarray(R, dtype=float)
@@ -113,7 +119,7 @@ class Relative:
         R = self._up.get(key)
         if R is None:
             above = self._to_ancestor(b.parent, anc)
-            R = b.R if above is None else mm(above, b.R)
+            R = b.R if above is None else matmul(above, b.R)
             self._up[key] = R
         return R
 
@@ -128,9 +134,9 @@ class Relative:
             if Rb is None:
                 R = Ra if Ra is not None else identity(3)
             elif Ra is None:
-                R = mt(Rb)
+                R = transpose(Rb)
             else:
-                R = mm(mt(Rb), Ra)
+                R = matmul(transpose(Rb), Ra)
             self._rot[key] = R
         return R
 
@@ -138,7 +144,7 @@ class Relative:
         """Components in base b of a vector given in base a."""
         if a is b:
             return list(v)
-        return mv(self.rotation(a, b), v)
+        return matvec(self.rotation(a, b), v)
 
     def position(self, p: RPoint, r: RPoint, base: Base):
         """The vector from p to r, in `base`."""
@@ -212,7 +218,7 @@ class Relative:
         check_name(self.model, "orientation loop", name)
         R = self.rotation(a, b)
         if R0 is not None:
-            R = mm(R, np.asarray(R0, dtype=float).T.tolist())
+            R = matmul(R, np.asarray(R0, dtype=float).T.tolist())
         names = []
         for k, e in enumerate(vee(R)):
             if e.is_const:
@@ -227,16 +233,16 @@ class Relative:
 class TreeJoint:
     """One joint of an explicit tree (Model.joint_tree): its frame is the parent joint's
     frame (the world's when `parent` is None) moved by `r` and turned by `R` (v_parent = R v,
-    numbers), then turned about (revolute) or slid along (prismatic) the unit `axis` by
-    coordinate `q`. `mass`, first moment `h` = mass c and inertia `I` about the frame origin,
-    in its axes: all its link carries (fixed links merged), the model's body `body`.
-    `frames`: (name, R, p) of the frames it carries (its link's, those of links fixed to
-    it), v_joint = R v_frame, origin p in the joint frame: what frame-kinematics serves."""
+    numbers), then moved by its `joint` (a joint_kinds.JointKind) through its coordinates
+    `q` (a tuple, joint.dof atoms). `mass`, first moment `h` = mass c and inertia `I` about
+    the frame origin, in its axes: all its link carries (fixed links merged), the model's
+    body `body`. `frames`: (name, R, p) of the frames it carries (its link's, those of links
+    fixed to it), v_joint = R v_frame, origin p in the joint frame: what frame-kinematics
+    serves."""
     name: str
-    q: Atom
+    q: tuple
     parent: int | None
-    kind: str
-    axis: tuple
+    joint: JointKind
     R: tuple
     r: tuple
     mass: float
@@ -244,6 +250,10 @@ class TreeJoint:
     I: tuple
     body: str
     frames: tuple = ()
+
+    @property
+    def kind(self) -> str:
+        return self.joint.name
 
 
 class RelBody(Body):
@@ -258,7 +268,7 @@ class RelBody(Body):
 
     def _point(self, local):
         o = self.tree.position(self.tree.origin, self.origin, self.tree.world)
-        return [add(x, y) for x, y in zip(o, mv(self.rotation(), local))]
+        return [add(x, y) for x, y in zip(o, matvec(self.rotation(), local))]
 
     def _angular_velocity(self):
         return self.tree.angular_velocity(self.base, self.tree.world, self.base)

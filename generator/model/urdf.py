@@ -27,10 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..ir import as_atom, mul
 from .errors import ModelError
 from .model import Model
+from .joint_kinds import Prismatic, Revolute
 from .relative import TreeJoint
+from .tree import about_origin
 
 MOVING = ("revolute", "continuous", "prismatic")
 
@@ -109,11 +110,6 @@ def _inertial(path: Path, link):
     return m, T[:3, 3].copy(), R @ I @ R.T
 
 
-def _about_origin(m, c, Ic):
-    """(m, h = m c, inertia about the frame origin)."""
-    return m, m * c, Ic + m * (float(c @ c) * np.eye(3) - np.outer(c, c))
-
-
 def _limits(path: Path, j, velocity: float):
     """(range, velocity range, effort or None) of a moving joint."""
     lim = j.limit
@@ -178,7 +174,7 @@ def from_urdf(path, /, floating: bool = False, gravity=(0.0, 0.0, -9.81), accele
         if k is None or lm == 0 and not np.any(Ic):
             continue
         R, p = T[:3, :3], T[:3, 3]
-        _, h, I = _about_origin(lm, R @ c + p, R @ Ic @ R.T)
+        _, h, I = about_origin(lm, R @ c + p, R @ Ic @ R.T)
         acc = carried[k]
         acc[0] += lm
         acc[1] += h
@@ -196,9 +192,9 @@ def from_urdf(path, /, floating: bool = False, gravity=(0.0, 0.0, -9.81), accele
         if lm > 0 or np.any(I):
             c = h / lm if lm > 0 else np.zeros(3)
             t.body(jd["link"], base, point).set_inertia(lm, com=c, inertia=I, at=(0.0, 0.0, 0.0))
-        tree.append(TreeJoint(jd["name"], jd["q"], jd["parent"], jd["kind"], tuple(jd["axis"]),
-                              tuple(map(tuple, jd["R"])), tuple(jd["r"]), float(lm), tuple(h),
-                              tuple(map(tuple, I)), jd["link"], tuple(frames[k])))
+        tree.append(TreeJoint(jd["name"], (jd["q"],), jd["parent"], jd["joint"], tuple(map(tuple, jd["R"])),
+                              tuple(jd["r"]), float(lm), tuple(h), tuple(map(tuple, I)), jd["link"],
+                              tuple(frames[k])))
         m.actuator(jd["name"], jd["q"])
         if jd["effort"] is not None:
             m.operate_input(jd["name"], (-jd["effort"], jd["effort"]))
@@ -225,17 +221,14 @@ def _place(path, m, t, j, frame, carrier, joints, acceleration, velocity) -> Non
     axis = np.array([1.0, 0.0, 0.0]) if j.axis is None else np.asarray(j.axis, dtype=float)
     if not (np.all(np.isfinite(axis)) and np.linalg.norm(axis) > 0):
         raise URDFError(f"URDF file {path}: joint {j.name!r} has a zero axis")
-    axis = axis / np.linalg.norm(axis)
+    kind = Prismatic(axis) if j.type == "prismatic" else Revolute(axis)
     rng, vrng, effort = _limits(path, j, velocity)
     q = m.coordinate(_ident(j.name), guess=0.0 if rng[0] <= 0.0 <= rng[1] else 0.5 * (rng[0] + rng[1]),
                      range=rng, vrange=vrng, arange=(-float(acceleration), float(acceleration)))
-    if j.type == "prismatic":
-        point = t.point(f"{_ident(j.name)}_slide", point, [mul(q, as_atom(float(x))) for x in axis], base)
-    else:
-        base = t.base(f"{_ident(j.name)}_axes", base, axis, q)
+    base, point = t.joint(kind, _ident(j.name), base, point, [q])
     P = T @ O
-    joints.append(dict(name=_ident(j.name), q=q, parent=k, kind="prismatic" if j.type == "prismatic" else "revolute",
-                       axis=axis, R=P[:3, :3], r=P[:3, 3], link=_ident(j.child), frame=(base, point), effort=effort))
+    joints.append(dict(name=_ident(j.name), q=q, parent=k, joint=kind, R=P[:3, :3], r=P[:3, 3], link=_ident(j.child),
+                       frame=(base, point), effort=effort))
     frame[j.child] = (base, point)
     carrier[j.child] = (len(joints) - 1, np.eye(4))
 

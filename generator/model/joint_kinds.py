@@ -1,0 +1,170 @@
+"""Joint kinds: how a joint's coordinates move its frame against its parent's.
+
+    Revolute(axis)      1 coordinate: a turn by q about the unit axis
+    Prismatic(axis)     1 coordinate: a slide by q along it
+    Spherical(axes)     3 coordinates: three successive turns about the frame's own axes
+                        (default "zyx": R = Rz(q0) Ry(q1) Rx(q2), Pinocchio's
+                        JointModelSphericalZYX; singular where q1 = +-pi/2)
+
+Each kind gives, from its coordinates (atoms), the rotation R (v_parent = R v_joint) and
+the translation of its frame, and its motion subspace S(q) (columns (angular, linear), joint
+axes). One definition serves every user: relative coordinates build their bases and points
+from it (`place`), explicit trees store it (relative.TreeJoint, tree.py, urdf.py), and the
+recursive kernels run over its one-coordinate `steps`: a spherical joint is its three turns
+in series about one point, so the O(N) recursions never see more than one coordinate per
+link. The single-coordinate kinds also give what those recursions ask of a link (its
+placement after a constant one, the force component it transmits, I S).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import ZERO, Atom, as_atom, dot, folded_mat, folded_vec, matmul, matvec, mtv, mul, vadd, vscale
+from .errors import ModelError
+from .frames import axis_rotation
+
+_AXES = {"x": (1.0, 0.0, 0.0), "y": (0.0, 1.0, 0.0), "z": (0.0, 0.0, 1.0)}
+
+
+def _unit(axis, what: str) -> np.ndarray:
+    a = np.asarray(axis, dtype=float)
+    if a.shape != (3,) or not np.all(np.isfinite(a)) or not np.linalg.norm(a) > 0:
+        raise ModelError(f"{what} axis must be 3 finite numbers, not all zero; got {axis!r}")
+    n = np.linalg.norm(a)
+    # an axis already unit (a base's) is kept as it is: dividing again can move its last bits
+    return a if abs(n - 1.0) <= 4e-16 else a / n
+
+
+class JointKind:
+    """The interface: `name`, `dof`, `steps()`, `rotation(q)`, `translation(q)`, `subspace(q)`,
+    `place(rel, name, base, point, q)`. q: the joint's coordinates (atoms), `dof` of them."""
+
+    name = ""
+    dof = 0
+
+    def steps(self) -> list["JointKind"]:
+        """Single-coordinate kinds whose series is this joint (one per coordinate, in order)."""
+        return [self]
+
+    def rotation(self, q) -> list[list[Atom]]:
+        R = None
+        for s, x in zip(self.steps(), q):
+            Rs = s.rotation([x])
+            R = Rs if R is None else matmul(R, Rs)
+        return R
+
+    def translation(self, q) -> list[Atom]:
+        return [ZERO] * 3
+
+    def subspace(self, q) -> list[tuple[list[Atom], list[Atom]]]:
+        """S(q): joint-frame velocity (angular, linear) per unit rate of each coordinate."""
+        cols = []
+        for k, (s, x) in enumerate(zip(self.steps(), q)):
+            w, v = s.motion(as_atom(1.0))
+            for s2, x2 in zip(self.steps()[k + 1:], q[k + 1:]):  # into the later steps' axes
+                Rs = s2.rotation([x2])
+                w, v = mtv(Rs, w), mtv(Rs, v)
+            cols.append((w, v))
+        return cols
+
+    def place(self, rel, name: str, base, point, q):
+        """(base, point) of the joint frame in relative coordinates, from the parent's."""
+        for s, x, nm in zip(self.steps(), q, self.coordinate_names(name)):
+            base, point = s.place(rel, nm, base, point, [x])
+        return base, point
+
+    def coordinate_names(self, name: str) -> list[str]:
+        """The names of a joint's coordinates (its own name for a single one)."""
+        return [name]
+
+
+class _Single(JointKind):
+    """One coordinate along a unit axis; what the recursions ask of a link's joint."""
+
+    dof = 1
+    revolute = False
+
+    def __init__(self, axis):
+        self.axis = _unit(axis, f"{self.name} joint")
+
+    def __repr__(self):
+        return f"{type(self).__name__}({tuple(float(x) for x in self.axis)})"
+
+    def placed_rotation(self, fixed, q) -> list[list[Atom]]:
+        """R with v_parent = R v_link: fixed @ Rot(axis, q), or the constant fixed."""
+        if not self.revolute:
+            return folded_mat(fixed)
+        Rq = axis_rotation(self.axis, q)
+        if np.allclose(fixed, np.eye(3), atol=1e-15):
+            return Rq
+        return matmul(folded_mat(fixed), Rq)
+
+    def offset(self, r, fixed, q) -> list[Atom]:
+        """The link origin in the parent link's frame: r, or r + fixed axis q."""
+        if self.revolute:
+            return folded_vec(r)
+        return vadd(folded_vec(r), vscale(q, folded_vec(np.asarray(fixed) @ self.axis)))
+
+    def motion(self, s):
+        """S s as (angular, linear)."""
+        a = vscale(s, folded_vec(self.axis))
+        return (a, [ZERO] * 3) if self.revolute else ([ZERO] * 3, a)
+
+    def project(self, n, f) -> Atom:
+        """S^T (n, f): the component of a force pair the joint transmits as its tau."""
+        return dot(folded_vec(self.axis), n if self.revolute else f)
+
+    def subspace_force(self, A, B, C):
+        """U = I S of a spatial inertia [[A, B], [B^T, C]], as (n, f)."""
+        a = folded_vec(self.axis)
+        return (matvec(A, a), mtv(B, a)) if self.revolute else (matvec(B, a), matvec(C, a))
+
+
+class Revolute(_Single):
+    name = "revolute"
+    revolute = True
+
+    def rotation(self, q) -> list[list[Atom]]:
+        return axis_rotation(self.axis, q[0])
+
+    def place(self, rel, name, base, point, q):
+        return rel.base(f"{name}_axes", base, self.axis, q[0]), point
+
+
+class Prismatic(_Single):
+    name = "prismatic"
+
+    def rotation(self, q) -> list[list[Atom]]:
+        return folded_mat(np.eye(3))
+
+    def translation(self, q) -> list[Atom]:
+        return [mul(q[0], as_atom(float(x))) for x in self.axis]
+
+    def place(self, rel, name, base, point, q):
+        return base, rel.point(f"{name}_slide", point, self.translation(q), base)
+
+
+class Spherical(JointKind):
+    """Three turns in series about the joint frame's axes named by `axes` (each turn about
+    the axis of the frame the previous turns left): coordinates (q0, q1, q2)."""
+
+    name = "spherical"
+    dof = 3
+
+    def __init__(self, axes: str = "zyx"):
+        if len(axes) != 3 or any(a not in _AXES for a in axes) or axes[0] == axes[1] or axes[1] == axes[2]:
+            raise ModelError(f"spherical joint axes must be three of x, y, z, no two in a row alike; got {axes!r}")
+        self.axes = axes
+        self._steps = [Revolute(_AXES[a]) for a in axes]
+
+    def __repr__(self):
+        return f"Spherical({self.axes!r})"
+
+    def steps(self):
+        return list(self._steps)
+
+    def coordinate_names(self, name: str) -> list[str]:
+        return [f"{name}_{a}" for a in self.axes]
+
+
+__all__ = ["JointKind", "Revolute", "Prismatic", "Spherical"]
