@@ -104,6 +104,9 @@ class Analysis:
     in_frac_bits: list[int] | None = None
     out_frac_bits: list[int] | None = None
     out_error: list[float | None] | None = None
+    # max |value| of each output over the domain (its enclosure; None: unbounded), against
+    # which analysis.boundnotes judges out_error
+    out_magnitude: list[float | None] | None = None
 
     def text(self) -> str | None:
         """The analysis as text (mbforge.cache keeps it), or None if its plan has no text."""
@@ -114,7 +117,7 @@ class Analysis:
         try:
             plan = None if self.plan is None else program_text(self.plan)
             return json.dumps({"plan": plan, "in": self.in_frac_bits, "out": self.out_frac_bits,
-                               "error": self.out_error})
+                               "error": self.out_error, "magnitude": self.out_magnitude})
         except (TypeError, ValueError):  # a value JSON does not hold (a numpy integer): not kept
             return None
 
@@ -124,7 +127,7 @@ class Analysis:
 
         d = json.loads(text)
         plan = None if d["plan"] is None else program_from_text(tape, d["plan"])
-        return cls(plan, d["in"], d["out"], d["error"])
+        return cls(plan, d["in"], d["out"], d["error"], d["magnitude"])
 
 
 @dataclass
