@@ -22,9 +22,9 @@ import math
 
 import numpy as np
 
-from ..ir import atan2
-from ..model import Model
-from ..model.natural import NaturalBody3D, Point, point, unit_vector
+from mbforge.ir import atan2
+from mbforge.model import Model
+from mbforge.model.natural import NaturalBody3D, Point, point, unit_vector
 
 BASE_R, PLATFORM_R = 0.2, 0.05
 UPPER_L, UPPER_M = 0.3, 0.3
