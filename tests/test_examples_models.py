@@ -16,12 +16,12 @@ W = 10 * 2 * math.pi / 60
 def test_examples_by_name():
     assert set(EXAMPLES) == {"fourbar", "slidercrank", "pendulum_block", "slidercrank_disc", "stewart",
                              "stewart_relative", "sample_arm", "spatial_chain", "bricard", "pendulum", "nfourbar", "chain",
-                             "andrews", "governor"}
+                             "andrews", "governor", "delta"}
     for name in EXAMPLES:
         assert load(name).name == name
     assert motions("stewart") == ("heave", "yaw", "roll", "pitch") == motions("stewart_relative")
     assert motions("fourbar") == ()
-    with pytest.raises(KeyError, match="no example called 'nope'; known: andrews, bricard, chain, fourbar"):
+    with pytest.raises(KeyError, match="no example called 'nope'; known: andrews, bricard, chain, delta, fourbar"):
         load("nope")
     with pytest.raises(TypeError, match="example 'slidercrank' takes no option motion"):
         load("slidercrank", motion="yaw")
