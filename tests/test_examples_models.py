@@ -289,7 +289,7 @@ def test_load_model_by_name_and_by_file(tmp_path):
     from mbforge.examples import ModelFileError, load_model
 
     assert load_model("stewart", "yaw").name == "stewart"
-    with pytest.raises(ModelFileError, match="no example called 'nope' and not a .py or .urdf file; examples: andrews, bricard, chain, fourbar"):
+    with pytest.raises(ModelFileError, match="no example called 'nope' and not a .py or .urdf file; examples: andrews, bricard, chain, delta, fourbar"):
         load_model("nope")
     f = tmp_path / "mine.py"
     f.write_text("from mbforge.examples import fourbar\n\ndef build():\n    return fourbar.build()\n")
