@@ -28,10 +28,13 @@ def cmd_generate(args) -> int:
     options = resolve_options(args.target, given, cli=True)
     with gc_paused():  # atoms make no reference cycles: the collector's passes over them find nothing
         _eqs, kernel = model_kernel(args, mark)
-        plan = generate(kernel, args.target, prefix=args.prefix, options=options, stages=mark)
+        plan = generate(kernel, args.target, prefix=args.prefix, options=options, stages=mark,
+                        require_bounds=args.require_bounds)
         out = plan.write(args.out, force=args.force)
         mark("write")
     m = plan.manifest
+    if plan.bound_warning:
+        print(f"mbforge generate: warning: {m.function} ({m.target}): {plan.bound_warning}", file=sys.stderr)
     print(f"{m.function} ({m.target}): {m.n_in} inputs, {m.n_out} outputs, "
           f"{m.ops['total']} operations, peak {m.peak_live} live -> {out}")
     if stages:
@@ -56,6 +59,9 @@ def _register_generate(sub) -> None:
     p.add_argument("--out", required=True, type=folder, help="directory for the files and manifest.json")
     p.add_argument("--force", action="store_true",
                    help="write into a non-empty --out that holds no kernel (same-named files replaced)")
+    p.add_argument("--require-bounds", action="store_true",
+                   help="refuse (write nothing) a kernel with an output whose error bound is missing or at least "
+                        "its largest magnitude (c-float32 and the fixed-point targets; otherwise a warning)")
     p.add_argument("--verbose", action="store_true",
                    help="print the command's wall time by stage (import, model build, ..., write) to stderr")
     p.set_defaults(func=cmd_generate)

@@ -25,10 +25,11 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__, cache
+from .analysis.boundnotes import bound_summary
 from .analysis.linear import hints_key
 from .backends import Analysis, Backend, GenerateError, Options, backend_names, get_backend
 from .backends.context import KernelContext
-from .ir import subs, topo
+from .ir import Evaluator, subs, topo
 from .ir.graph import gc_paused
 from .kernels import InPort, Kernel, OutPort
 from .manifest import ERROR_BOUND_BASIS, MANIFEST_NAME, Group, Manifest
@@ -51,6 +52,8 @@ class Plan:
     # study the kernel further, as the benches do); not written
     analysis: Any = field(default=None, repr=False, compare=False)
     schedule: Any = field(default=None, repr=False, compare=False)
+    # analysis.boundnotes' line on the outputs without a useful error bound (None: all useful)
+    bound_warning: str | None = field(default=None, compare=False)
 
     def write(self, out_dir: str | Path | OutDir, force: bool = False) -> Path:
         """Write the files and manifest.json into out_dir through mbforge.outdir: all or
@@ -178,6 +181,18 @@ def _index_defines(macro: str, inputs, outputs) -> list[str]:
     return lines
 
 
+def _magnitudes(kernel: Kernel, vectors, analysis: Analysis) -> list[float | None] | None:
+    """What analysis.boundnotes judges each output's error bound against: its largest |value|
+    in double at the kernel's test vectors (consistent states over the envelope or along the
+    motion: the enclosure of a value behind a solve can be 10^4 times wider), else the
+    enclosure's. None where the target has no bounds."""
+    if analysis.out_error is None or not vectors:
+        return analysis.out_magnitude
+    with np.errstate(invalid="ignore"):
+        y = np.abs(Evaluator(kernel.output_atoms, kernel.input_symbols)(np.array(vectors, dtype=float)))
+    return [float(v) if math.isfinite(v) else None for v in np.nanmax(np.where(np.isnan(y), -np.inf, y), axis=0)]
+
+
 def _parameters(kernel: Kernel, mode: str) -> Kernel:
     """Model parameters (symbols of kind param) the outputs depend on: folded in as their
     values, or appended as a runtime input port `params` with their declared ranges."""
@@ -219,14 +234,19 @@ def resolve_options(target: str, options: dict | Options | None = None, *, cli: 
 
 
 def generate(kernel: Kernel, target: str, prefix: str | None = None, options: dict | Options | None = None,
-             stages=None) -> Plan:
+             stages=None, require_bounds: bool = False) -> Plan:
     """The plan of files for `kernel` on `target`. stages: called with the name of each step
-    as it ends ("lower", "analysis", "render", "motion"), to time them (progress.Stages.mark)."""
+    as it ends ("lower", "analysis", "render", "motion"), to time them (progress.Stages.mark).
+    require_bounds: GenerateError when an output's error bound is missing or useless
+    (analysis.boundnotes) instead of `Plan.bound_warning`."""
     backend = get_backend(target)
     opts = backend.resolve(options)
     with gc_paused():
         kernel = _parameters(kernel, opts.params)
-        return _generate(kernel, backend, prefix, opts, stages or (lambda _name: None))
+        plan = _generate(kernel, backend, prefix, opts, stages or (lambda _name: None))
+    if require_bounds and plan.bound_warning:
+        raise GenerateError(f"{plan.manifest.function} ({target}): {plan.bound_warning} (--require-bounds)")
+    return plan
 
 
 # C guarantees 63 significant characters of an identifier; the prefix also names files
@@ -262,9 +282,11 @@ def _groups(kernel: Kernel, envelope) -> tuple[list[Group], list[Group]]:
 
 
 def _kernel_context(kernel: Kernel, backend: Backend, sched, analysis: Analysis, options: Options, prefix: str,
-                    digest: str, inputs: list[Group], outputs: list[Group], envelope, status: dict) -> KernelContext:
+                    digest: str, inputs: list[Group], outputs: list[Group], envelope, status: dict,
+                    weak: str | None) -> KernelContext:
     """The kernel's names and documentation that every target's files print (status: the
-    codes beyond 0 the kernel returns, {code: (manifest text, header text)})."""
+    codes beyond 0 the kernel returns, {code: (manifest text, header text)}; weak: the line
+    on outputs without a useful error bound, analysis.boundnotes)."""
     function = f"{prefix}_{kernel.name.replace('-', '_')}"
     checked = envelope if options.input_check == "on" else [(-math.inf, math.inf)] * len(envelope)
     counts = sched.tape.counts()  # the scheduled tape is the kernel's (lower.schedule)
@@ -280,7 +302,7 @@ def _kernel_context(kernel: Kernel, backend: Backend, sched, analysis: Analysis,
         status=[("0", "on success")] + [(code, text) for code, (_, text) in status.items()],
         ops_line=f"{counts['total']} operations ({', '.join(f'{k} {v}' for k, v in counts.items() if k != 'total')}), "
                  f"peak {sched.peak_live} live values",
-        notes=backend.notes(analysis),
+        notes=backend.notes(analysis) + ([f"Error bounds: {weak}."] if weak else []),
         envelope=checked,
     )
 
@@ -306,17 +328,20 @@ def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Opt
             for g in groups:
                 setattr(g, attr, values[g.offset:g.offset + g.size])
     mark("analysis")
+    vectors = kernel.motion  # a lazy kernel computes them here
+    mark("motion")
+    weak = bound_summary([lab for g in outputs for lab in g.labels], analysis.out_error,
+                         _magnitudes(kernel, vectors, analysis))
 
     # with input_check off the kernel compares nothing and never returns 2
     status = {c: t for c, t in backend.status.items() if c != "2" or options.input_check == "on"}
-    ctx = _kernel_context(kernel, backend, sched, analysis, options, prefix, digest, inputs, outputs, envelope, status)
+    ctx = _kernel_context(kernel, backend, sched, analysis, options, prefix, digest, inputs, outputs, envelope,
+                          status, weak)
     function = ctx.function
     out = backend.render(sched, analysis, ctx, options)
     mark("render")
     files = out.files
     motion = domain = None
-    vectors = kernel.motion  # a lazy kernel computes them here
-    mark("motion")
     if vectors:
         files[MOTION_NAME] = json.dumps({"kernel": function, "vectors": vectors}) + "\n"
         motion = MOTION_NAME
@@ -333,4 +358,4 @@ def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Opt
         error_bound_basis=ERROR_BOUND_BASIS if analysis.out_error is not None else None,
     ).with_file_hashes(files)
     manifest.check()
-    return Plan(files, manifest, analysis, sched)
+    return Plan(files, manifest, analysis, sched, weak)

@@ -16,12 +16,12 @@ W = 10 * 2 * math.pi / 60
 def test_examples_by_name():
     assert set(EXAMPLES) == {"fourbar", "slidercrank", "pendulum_block", "slidercrank_disc", "stewart",
                              "stewart_relative", "sample_arm", "spatial_chain", "bricard", "pendulum", "nfourbar", "chain",
-                             "andrews", "governor"}
+                             "andrews", "governor", "delta"}
     for name in EXAMPLES:
         assert load(name).name == name
     assert motions("stewart") == ("heave", "yaw", "roll", "pitch") == motions("stewart_relative")
     assert motions("fourbar") == ()
-    with pytest.raises(KeyError, match="no example called 'nope'; known: andrews, bricard, chain, fourbar"):
+    with pytest.raises(KeyError, match="no example called 'nope'; known: andrews, bricard, chain, delta, fourbar"):
         load("nope")
     with pytest.raises(TypeError, match="example 'slidercrank' takes no option motion"):
         load("slidercrank", motion="yaw")
@@ -289,7 +289,7 @@ def test_load_model_by_name_and_by_file(tmp_path):
     from mbforge.examples import ModelFileError, load_model
 
     assert load_model("stewart", "yaw").name == "stewart"
-    with pytest.raises(ModelFileError, match="no example called 'nope' and not a .py or .urdf file; examples: andrews, bricard, chain, fourbar"):
+    with pytest.raises(ModelFileError, match="no example called 'nope' and not a .py or .urdf file; examples: andrews, bricard, chain, delta, fourbar"):
         load_model("nope")
     f = tmp_path / "mine.py"
     f.write_text("from mbforge.examples import fourbar\n\ndef build():\n    return fourbar.build()\n")

@@ -1,4 +1,5 @@
 """Interning, canonical forms and folding of atoms (pure IR, no tools)."""
+import math
 import os
 import subprocess
 import sys
@@ -154,3 +155,14 @@ def test_sine_and_cosine_of_an_atan2_angle_are_its_ratios():
     assert np.max(np.abs(got - want)) < 1e-12
     assert math.isclose(float(np.ravel(Evaluator([sin(a)], [y, x])(np.array([[-1e-3, -5.0]])))[0]),
                         math.sin(math.atan2(-1e-3, -5.0)))
+
+
+def test_math_functions_take_numbers():
+    # closed forms written once for numbers and expressions alike (issue 33: sqrt(2.0) raised)
+    from mbforge.ir import cos, exp, log, sin, sqrt, tan
+
+    for fn, x in ((sqrt, 2.0), (sin, 0.3), (cos, 1), (tan, 0.2), (exp, 1.5), (log, 3.0)):
+        a = fn(x)
+        assert a.op == "const" and a.value == getattr(math, fn.__name__)(x)
+    with pytest.raises(ExpressionError, match="sqrt of a negative constant"):
+        sqrt(-1.0)

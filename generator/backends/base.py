@@ -60,6 +60,9 @@ class Analysis:
     in_frac_bits: list[int] | None = None
     out_frac_bits: list[int] | None = None
     out_error: list[float | None] | None = None
+    # max |value| of each output over the domain (its enclosure; None: unbounded), against
+    # which analysis.boundnotes judges out_error
+    out_magnitude: list[float | None] | None = None
     kind: ClassVar[str] = "none"
 
     def plan_text(self) -> str | None:
@@ -70,7 +73,7 @@ class Analysis:
         """The analysis as text (mbforge.cache keeps it), or None if a value has no text."""
         try:
             return json.dumps({"kind": self.kind, "plan": self.plan_text(), "in": self.in_frac_bits,
-                               "out": self.out_frac_bits, "error": self.out_error})
+                               "out": self.out_frac_bits, "error": self.out_error, "magnitude": self.out_magnitude})
         except (TypeError, ValueError):  # a value JSON does not hold (a numpy integer): not kept
             return None
 
@@ -80,7 +83,8 @@ class Analysis:
         d = json.loads(text)
         cls = {c.kind: c for c in (Analysis, Float32Analysis, FixedAnalysis)}[d["kind"]]
         extra = {} if d["plan"] is None else {"plan": program_from_text(tape, d["plan"])}
-        return cls(in_frac_bits=d["in"], out_frac_bits=d["out"], out_error=d["error"], **extra)
+        return cls(in_frac_bits=d["in"], out_frac_bits=d["out"], out_error=d["error"],
+                   out_magnitude=d["magnitude"], **extra)
 
 
 @dataclass

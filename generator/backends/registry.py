@@ -24,6 +24,12 @@ from .rtl.schedule import DELAY_LINES, MEMORY_MIN
 from .rtl.verilog import render_rtl
 
 
+def output_magnitudes(tape, hull) -> list[float | None]:
+    """max |value| of each output over the domain's enclosure (None where it is unbounded)."""
+    mags = [hull.of(o).mag for o in tape.outputs]
+    return [m if math.isfinite(m) else None for m in mags]
+
+
 def _c_files(files: dict[str, str], ctx: KernelContext) -> Rendered:
     return Rendered(files, [ctx.source], [ctx.header])
 
@@ -100,7 +106,8 @@ class Float32Backend(CBackend):
         else:
             vec = BoxRanges.from_list(tape, per_box)
         bounds = [min(a, b) for a, b in zip(bounds, float32_forms_boxes(tape, vec))]
-        return Float32Analysis(out_error=[b if math.isfinite(b) else None for b in bounds])
+        return Float32Analysis(out_error=[b if math.isfinite(b) else None for b in bounds],
+                               out_magnitude=output_magnitudes(tape, hull))
 
 
 class FixedBackend(Backend):
@@ -122,8 +129,10 @@ class FixedBackend(Backend):
                 raise GenerateError(f"input {getattr(a.value, 'name', a)}: its range is unbounded; target "
                                     f"{self.name} (fixed point) needs a finite range: declare one on the model")
         per_box: list = []
-        fx = bound_over_boxes(tape, analyse_domain(tape, boxes, per_box=per_box), per_box)
-        return FixedAnalysis(plan=fx, in_frac_bits=fx.in_bits, out_frac_bits=fx.out_bits, out_error=fx.out_error)
+        hull = analyse_domain(tape, boxes, per_box=per_box)
+        fx = bound_over_boxes(tape, hull, per_box)
+        return FixedAnalysis(plan=fx, in_frac_bits=fx.in_bits, out_frac_bits=fx.out_bits, out_error=fx.out_error,
+                             out_magnitude=output_magnitudes(tape, hull))
 
 
 @register

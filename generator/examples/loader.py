@@ -45,6 +45,7 @@ EXAMPLES = {
     "pendulum": "mbforge.examples.pendulum",
     "nfourbar": "mbforge.examples.nfourbar",
     "chain": "mbforge.examples.chain",
+    "delta": "mbforge.examples.delta",
 }
 
 

@@ -536,7 +536,8 @@ def power(a: Atom, n: int) -> Atom:
     return _intern("pow", (a,), n, n)
 
 
-def sqrt(a: Atom) -> Atom:
+def sqrt(a: Atom | float) -> Atom:
+    a = as_atom(a)  # a number folds to a constant, as in closed forms that serve both
     if a.op == "const":
         if a.value < 0.0:
             raise ExpressionError(f"sqrt of a negative constant: sqrt({a.value!r})")
@@ -550,7 +551,8 @@ def _polar(a: Atom) -> tuple[Atom, Atom]:
     return y, sqrt(add(mul(x, x), mul(y, y)))
 
 
-def sin(a: Atom) -> Atom:
+def sin(a: Atom | float) -> Atom:
+    a = as_atom(a)
     if a.op == "const":
         return const(math.sin(a.value))
     if a.op == "neg":
@@ -561,7 +563,8 @@ def sin(a: Atom) -> Atom:
     return _intern("sin", (a,))
 
 
-def cos(a: Atom) -> Atom:
+def cos(a: Atom | float) -> Atom:
+    a = as_atom(a)
     if a.op == "const":
         return const(math.cos(a.value))
     if a.op == "neg":
@@ -572,7 +575,8 @@ def cos(a: Atom) -> Atom:
     return _intern("cos", (a,))
 
 
-def tan(a: Atom) -> Atom:
+def tan(a: Atom | float) -> Atom:
+    a = as_atom(a)
     if a.op == "const":
         return const(math.tan(a.value))
     if a.op == "neg":
@@ -587,7 +591,8 @@ def atan2(y: Atom, x: Atom) -> Atom:
     return _intern("atan2", (y, x))
 
 
-def exp(a: Atom) -> Atom:
+def exp(a: Atom | float) -> Atom:
+    a = as_atom(a)
     if a.op == "const":
         if a.value > 709.0:
             raise ExpressionError(f"exp({a.value!r}) overflows double precision")
@@ -595,7 +600,8 @@ def exp(a: Atom) -> Atom:
     return _intern("exp", (a,))
 
 
-def log(a: Atom) -> Atom:
+def log(a: Atom | float) -> Atom:
+    a = as_atom(a)
     if a.op == "const":
         if a.value <= 0.0:
             raise ExpressionError(f"log of a non-positive constant: log({a.value!r})")
@@ -603,7 +609,8 @@ def log(a: Atom) -> Atom:
     return _intern("log", (a,))
 
 
-def abs_(a: Atom) -> Atom:
+def abs_(a: Atom | float) -> Atom:
+    a = as_atom(a)
     if a.op == "const":
         return const(abs(a.value))
     if a.op == "neg":

@@ -85,7 +85,8 @@ class _Linear(Body):
         self.r0 = list(r0)
         self.x0 = np.asarray(xbar0, dtype=float)
         self.basis = [list(v) for v in basis]
-        Xb = np.array(basis_local, dtype=float).T  # dim x k
+        # dim x k; k = 0 for a point mass (no direction: only the point itself is on the body)
+        Xb = np.array(basis_local, dtype=float).reshape(len(basis_local), len(self.x0)).T
         self.Xbar = Xb
         self.K = np.linalg.pinv(Xb)
         self._span = Xb @ self.K  # projector onto the span of the basis
@@ -201,6 +202,8 @@ class NaturalBody3D(_Linear):
     Up to three independent elements form the basis (point differences from the origin,
     then unit vectors); the body adds constant lengths and constant dot products between
     them, and expresses every further element as a fixed combination of the basis.
+    A single point and no vector is a point mass (`set_inertia(mass)`, no rotational
+    inertia: a platform that only translates, a lumped load); it has no rotation.
     """
 
     def __init__(self, model, name: str, points, vectors=()):
@@ -221,7 +224,7 @@ class NaturalBody3D(_Linear):
                 basis.append(e)
             else:
                 extra.append(e)
-        if not basis:
+        if not basis and elems:
             raise BodyError(f"body {name!r}: its points and vectors span no direction")
         self._setup(list(p0.r), x0, [b[1] for b in basis], [b[2] for b in basis])
         self.dim = 3

@@ -1,0 +1,83 @@
+"""A delta robot (issue 33), in natural coordinates: the recommended family for a spatial
+closed loop, since shared points make the spherical joints and the mass matrix is constant.
+
+Three upper arms of 0.3 m and 0.3 kg (uniform rods) hinged on a base of radius 0.2 m at
+0, 120 and 240 degrees, each turning about the tangent of the base circle; forearms as
+uniform rods of 0.8 m and 0.1 kg with spherical joints at both ends; a translating
+platform of radius 0.05 m, 0.2 kg plus a 0.5 kg load, as a point mass (its attachment
+points are expressions of its centre: it does not turn). Gravity -z.
+
+Coordinates: the elbows E1..E3 (x, y, z each) and the platform centre P (px, py, pz): 12
+coordinates, 9 constraints (per arm: its length and its hinge, |E - A| = 0.3 and
+(E - A).t = 0; per forearm: |B - E| = 0.8), 3 degrees of freedom. Each motor's measure is
+its arm's angle below the base plane, atan2(-(E - A)_z, (E - A).u) (u: the arm's outward
+radial direction). The operating envelope is the platform's box (x, y within +-0.2 m, z
+from -0.85 to -0.65 m, speeds up to 2 m/s, accelerations up to 20 m/s^2 per axis).
+
+    build() -> Model
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mbforge.ir import atan2
+from mbforge.model import Model
+from mbforge.model.natural import NaturalBody3D, Point, point, unit_vector
+
+BASE_R, PLATFORM_R = 0.2, 0.05
+UPPER_L, UPPER_M = 0.3, 0.3
+FORE_L, FORE_M = 0.8, 0.1
+PLATFORM_M = 0.2 + 0.5
+HOME = (0.0, 0.0, -0.75)
+WORKSPACE = {"px": (-0.2, 0.2), "py": (-0.2, 0.2), "pz": (-0.85, -0.65)}
+SPEED, ACCEL, TORQUE = 2.0, 20.0, 10.0
+ANGLES = (0.0, 2 * math.pi / 3, 4 * math.pi / 3)
+
+
+def arm_frame(k: int):
+    """The pivot A, the outward radial direction u and the hinge axis t of arm k."""
+    c, s = math.cos(ANGLES[k]), math.sin(ANGLES[k])
+    return np.array([BASE_R * c, BASE_R * s, 0.0]), np.array([c, s, 0.0]), np.array([-s, c, 0.0])
+
+
+def elbow_at(k: int, p) -> np.ndarray:
+    """The elbow of arm k with the platform centre at p (the arm below the base plane)."""
+    A, u, _ = arm_frame(k)
+    b = np.asarray(p, float) + PLATFORM_R * u - A  # attachment point relative to the pivot
+    # E - A = L (cos th u - sin th z); |b - (E - A)| = FORE_L: a cos th + c sin th = d
+    a, c = 2 * UPPER_L * (b @ u), -2 * UPPER_L * b[2]
+    d = b @ b + UPPER_L ** 2 - FORE_L ** 2
+    th = math.atan2(c, a) - math.acos(d / math.hypot(a, c))  # the elbow outward (the other root: inward)
+    return A + UPPER_L * (math.cos(th) * u - math.sin(th) * np.array([0.0, 0.0, 1.0]))
+
+
+def build() -> Model:
+    m = Model("delta")
+    rate, acc = (-SPEED, SPEED), (-ACCEL, ACCEL)
+    P = point(m, "P", HOME, range=[WORKSPACE[c] for c in ("px", "py", "pz")], vrange=rate, arange=acc)
+    for k in range(3):
+        A, u, t = arm_frame(k)
+        E0 = elbow_at(k, HOME)
+        E = point(m, f"E{k + 1}", E0, range=[(A[i] - 0.31, A[i] + 0.31) for i in range(3)],
+                  vrange=(-6.0, 6.0), arange=(-200.0, 200.0))
+        hinge = unit_vector(m, f"hinge{k + 1}", t, fixed=True)
+        pivot = Point(f"A{k + 1}", A.tolist())
+        rod = UPPER_M * UPPER_L ** 2 / 12
+        NaturalBody3D(m, f"upper{k + 1}", [(pivot, (0, 0, 0)), (E, (UPPER_L, 0, 0))], [(hinge, (0, 1, 0))]) \
+            .set_inertia(UPPER_M, com=(UPPER_L / 2, 0, 0), inertia=(0.0, rod, rod))
+        B = Point(f"B{k + 1}", [P[i] + PLATFORM_R * u[i] for i in range(3)])  # on the platform
+        rod = FORE_M * FORE_L ** 2 / 12
+        NaturalBody3D(m, f"fore{k + 1}", [(E, (0, 0, 0)), (B, (FORE_L, 0, 0))]) \
+            .set_inertia(FORE_M, com=(FORE_L / 2, 0, 0), inertia=(0.0, rod, rod))
+        arm = [E[i] - float(A[i]) for i in range(3)]
+        radial = arm[0] * float(u[0]) + arm[1] * float(u[1])
+        m.actuator(f"motor{k + 1}", atan2(-arm[2], radial))
+        m.operate_input(f"motor{k + 1}", (-TORQUE, TORQUE))
+    NaturalBody3D(m, "platform", [(P, (0, 0, 0))]).set_inertia(PLATFORM_M)
+    m.gravity((0.0, 0.0, -9.81))
+    for c, q in zip(("x", "y", "z"), P):
+        lo, hi = WORKSPACE[f"p{c}"]
+        m.operate(q, range=(lo, hi), rate=rate, accel=acc)
+    return m
