@@ -68,6 +68,20 @@ def code_digest() -> str:
     return h.hexdigest()
 
 
+@lru_cache(maxsize=None)
+def version() -> str:
+    """This mbforge: its release and the digest of its source (an editable install changes
+    the second alone). Analysis workers and cache entries are compared by it."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as release
+
+    try:
+        rel = release("mbforge")
+    except PackageNotFoundError:  # pragma: no cover (the sources run without an install)
+        rel = "(not installed)"
+    return f"{rel} (source {code_digest()[:12]})"
+
+
 def key(*parts) -> str:
     """A key from strings, bytes and numpy arrays (their dtype, shape and bytes)."""
     h = hashlib.sha256(code_digest().encode())
