@@ -53,7 +53,7 @@ def cluster():
     """A local cluster of 2 worker processes, named to parallel as a scheduler."""
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c, \
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c, \
             Client(c, set_as_default=False) as client:
         yield c, client
 
@@ -171,7 +171,7 @@ def _pretend_another_version():
 def test_workers_of_another_mbforge_are_one_line(cluster, monkeypatch):
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as c, \
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0") as c, \
             Client(c, set_as_default=False) as client:
         client.run(_pretend_another_version)
         with pytest.raises(parallel.SchedulerError, match=r"^scheduler tcp://\S+: worker tcp://\S+ runs mbforge "

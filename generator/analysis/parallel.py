@@ -27,7 +27,8 @@ from ..errors import CLIError
 PIECES = 2  # a pass of this many boxes or more is cut in PIECES
 MIN_BOXES = 64  # ... when each piece gets at least this many (a pass has a fixed cost)
 LOCAL_WORK = 2_000_000  # box-instructions: a local cluster starts in ~3 s, about this much analysis
-CONNECT_TIMEOUT = 5  # s to reach a named scheduler and find a worker there
+CONNECT_TIMEOUT = 5  # s to reach a named scheduler
+WORKER_TIMEOUT = 30  # s for its first worker (a cluster just started: workers import numpy, scipy)
 
 _address: str | None = None  # generate --scheduler
 _client = None  # the distributed.Client of this command, made on first use
@@ -153,7 +154,7 @@ def _connect():
     address = scheduler()
     if address is None:
         cluster = LocalCluster(n_workers=jobs(), threads_per_worker=1, processes=True,
-                               dashboard_address=None, silence_logs=logging.ERROR)
+                               dashboard_address=":0", silence_logs=logging.ERROR)
         _client = Client(cluster, set_as_default=False)
     else:
         try:
@@ -179,9 +180,9 @@ def _check_workers(client, address: str) -> None:
     from ..cache import version
 
     try:
-        client.wait_for_workers(1, timeout=CONNECT_TIMEOUT)
+        client.wait_for_workers(1, timeout=WORKER_TIMEOUT)
     except (OSError, TimeoutError) as e:
-        raise SchedulerError(f"scheduler {address}: no worker joined within {CONNECT_TIMEOUT} s ({_why(e)})") from None
+        raise SchedulerError(f"scheduler {address}: no worker joined within {WORKER_TIMEOUT} s ({_why(e)})") from None
     theirs = client.run(_worker_version, on_error="return")
     for worker, v in sorted(theirs.items()):
         if v != version():
