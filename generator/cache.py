@@ -72,15 +72,10 @@ def code_digest() -> str:
 @lru_cache(maxsize=None)
 def version() -> str:
     """This mbforge: its release and the digest of its source (an editable install changes
-    the second alone). Analysis workers and cache entries are compared by it."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as release
+    the second alone). Analysis workers and cached pieces are compared by it."""
+    from . import __version__
 
-    try:
-        rel = release("mbforge")
-    except PackageNotFoundError:  # pragma: no cover (the sources run without an install)
-        rel = "(not installed)"
-    return f"{rel} (source {code_digest()[:12]})"
+    return f"{__version__} (source {code_digest()[:12]})"
 
 
 def key(*parts) -> str:

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__, cache
-from .analysis.linear import hints_key
+from .analysis.piececache import hints_key
 from .backends import Analysis, Backend, GenerateError, Options, backend_names, get_backend
 from .ir import subs, topo
 from .ir.graph import gc_paused

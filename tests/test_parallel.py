@@ -6,6 +6,7 @@ scheduler out of reach or workers of another mbforge are one line."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -193,3 +194,21 @@ def test_an_unreachable_scheduler_is_one_line(tmp_path, how):
     assert line.startswith(f"mbforge generate: error: scheduler {address}: cannot be reached (") and line.endswith(
         "); a local cluster is used only when no scheduler is named (--scheduler, $MBFORGE_DASK_SCHEDULER)"), line
     assert not (tmp_path / "k").exists()
+
+
+@pytest.mark.slow
+def test_progress_shows_pieces_done_and_time_left(boxes, on_cluster, monkeypatch):
+    """On a terminal, a pass on a cluster that lasts past 2 s draws its pieces done / total
+    and the estimated time left on stderr."""
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+    err = Terminal()
+    monkeypatch.setattr(sys, "stderr", err)
+    monkeypatch.setenv("MBFORGE_CACHE_DIR", "off")
+    tape, lo, hi = boxes
+    parallel.run(_slow_pieces(tape, lo, hi, 3), 2)
+    text = err.getvalue()
+    assert "analysis pieces" in text and "2/2" in text and re.search(r"<\d\d:\d\d", text), text

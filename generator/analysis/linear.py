@@ -128,13 +128,6 @@ def bind_hints(tape, enclosures) -> None:
         tape.hints = _Joined(hints)
 
 
-def hints_key(hints) -> str:
-    """What a tape's hints compute from beyond the tape itself (the solves' matrices,
-    pivots and where the tape holds them): a part of the key of an analysis kept in the
-    disk cache (pipeline._analyse), so that no entry serves other hints."""
-    return "none" if hints is None else hints.key()
-
-
 class _Joined:
     """The hints of a tape with several solves (each temp belongs to one)."""
 
@@ -173,7 +166,7 @@ class _Hints:
         self.enclosed: dict = {}  # box bytes -> (R, G, xc, xr) of the boxes __call__ went through
 
     def key(self) -> str:
-        """hints_key of one solve: its structure and the short tapes of its entries."""
+        """piececache.hints_key of one solve: its structure and the short tapes of its entries."""
         tapes = [[f"{i.op} {i.dst} {i.args}" for i in t.instrs] + [repr(t.outputs)] for t in (self.sub, self.sub_A)]
         return repr((self.n, self.entries, self.steps, self.cut, self.targets, self.split_dims, tapes))
 

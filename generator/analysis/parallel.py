@@ -26,7 +26,7 @@ from ..errors import CLIError
 
 PIECES = 2  # a pass of this many boxes or more is cut in PIECES
 MIN_BOXES = 64  # ... when each piece gets at least this many (a pass has a fixed cost)
-LOCAL_WORK = 2_000_000  # box-instructions: a local cluster starts in ~3 s, about this much analysis
+LOCAL_WORK = 2_000_000  # box-instructions: below, an error pass takes less than a local cluster's start-up (~3 s)
 CONNECT_TIMEOUT = 5  # s to reach a named scheduler
 WORKER_TIMEOUT = 30  # s for its first worker (a cluster just started: workers import numpy, scipy)
 
@@ -139,7 +139,7 @@ def _result(fut, i: int, n: int):
         raise CLIError(f"analysis: piece {i + 1} of {n} was running on every worker that died for it "
                        f"({e.args[1] if len(e.args) > 1 else e}); MBFORGE_JOBS=1 runs the pieces "
                        "one after the other, in this process, with less memory") from None
-    except (ImportError, AttributeError) as e:  # a worker without mbforge or with another one
+    except ImportError as e:  # a worker without mbforge (or one that cannot load it)
         raise SchedulerError(f"analysis: a worker cannot run mbforge's pieces ({type(e).__name__}: {e}): "
                              "install the same mbforge on every worker") from None
 

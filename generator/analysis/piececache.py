@@ -22,10 +22,15 @@ FIELDS = ("data", "version")
 MISS = object()  # load's answer when there is no usable entry (None is a result)
 
 
+def hints_key(hints) -> str:
+    """What a tape's hints (analysis.linear) compute from beyond the tape itself (the
+    solves' matrices, pivots and where the tape holds them): a part of the key of an
+    analysis or of a piece kept in the disk cache, so that no entry serves other hints."""
+    return "none" if hints is None else hints.key()
+
+
 def tape_digest(tape) -> str:
     """SHA-256 of what an analysis reads from a tape."""
-    from .linear import hints_key
-
     lines = [f"{i.op} {i.dst} {i.args}" for i in tape.instrs]
     lines += [f"inputs {len(tape.inputs)}", f"outputs {tape.outputs}", f"feedback {tape.feedback}",
               f"hints {hints_key(tape.hints)}"]
