@@ -8,7 +8,7 @@ LocalCluster on the machine's cores: its start-up included) and on an existing c
 empty cache folder (nothing reused), and every kernel folder must hold the same bytes.
 
     python -m bench.cluster_timing [--targets c-fixed,c-float32] [--workers 1,2] [--model stewart]
-        [--kernel inverse-dynamics-reduced] [--keep DIR] [--json FILE]
+        [--kernel inverse-dynamics-reduced] [--no-one-process] [--keep DIR] [--json FILE]
 
 Exit status 0 when every configuration wrote the same files, else 1. The machine may be
 shared: each figure is printed with the 1-minute load average at its end; quote them with it.
@@ -43,9 +43,10 @@ def _files(d: Path) -> dict:
     return {p.name: p.read_bytes() for p in sorted(d.iterdir())}
 
 
-def _configs(workers: list[int]):
+def _configs(workers: list[int], one_process: bool):
     """(name, MBFORGE_JOBS or None, workers of an existing cluster or None)."""
-    yield "one process (MBFORGE_JOBS=1)", "1", None
+    if one_process:
+        yield "one process (MBFORGE_JOBS=1)", "1", None
     yield "no configuration (local cluster on the cores)", None, None
     for w in workers:
         yield f"--scheduler, {w} worker{'s' * (w > 1)}", None, w
@@ -57,6 +58,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--workers", default="1,2")
     ap.add_argument("--model", default="stewart")
     ap.add_argument("--kernel", default="inverse-dynamics-reduced")
+    ap.add_argument("--no-one-process", action="store_true", help="leave out the MBFORGE_JOBS=1 run")
     ap.add_argument("--keep", type=Path, default=None, help="keep the kernel folders here (TARGET-CONFIG)")
     ap.add_argument("--json", type=Path, default=None)
     a = ap.parse_args(argv)
@@ -66,7 +68,7 @@ def main(argv: list[str]) -> int:
     rows, same = [], True
     for target in a.targets.split(","):
         first = None
-        for i, (name, jobs, workers) in enumerate(_configs([int(w) for w in a.workers.split(",")])):
+        for i, (name, jobs, workers) in enumerate(_configs([int(w) for w in a.workers.split(",")], not a.no_one_process)):
             env = {k: v for k, v in os.environ.items() if k not in ("MBFORGE_JOBS", "MBFORGE_DASK_SCHEDULER")}
             env["MBFORGE_CACHE_DIR"] = tempfile.mkdtemp(prefix="mbforge-cluster-timing-cache-")
             if jobs:
