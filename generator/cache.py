@@ -1,13 +1,14 @@
 """A disk cache of results that cost a command more than the rest of its work and are
 determined by their inputs: the envelope cover's enclosures and the check of its closed
 forms (domain.explicit_cover), the driven motion (reference.solvers.Kinematics.motion),
-a kernel's fixed-point or float32 analysis (pipeline._analyse), the compiled templates
-(backends.render).
+a kernel's fixed-point or float32 analysis (pipeline._analyse) and its pieces
+(analysis.piececache), the compiled templates (backends.render).
 
 Entries are keyed by a SHA-256 of everything the result depends on, the digest of
 mbforge's own source included (a changed analysis never reads an old entry), and
-stored as .npz (no pickle) written to a temporary file and renamed, so a killed run
-leaves no half-written entry. A cache folder that cannot be written is skipped: the
+stored as .npz (no pickle, but for the finished pieces of analysis.piececache: a pickle
+read only once the entry's HMAC below is checked) written to a temporary file and renamed,
+so a killed run leaves no half-written entry. A cache folder that cannot be written is skipped: the
 cache changes how long a command takes, never its output.
 
 What an entry is for: besides its arrays, each entry holds its kind, its full key and an
@@ -66,6 +67,15 @@ def code_digest() -> str:
     for p in sorted(root.rglob("*.py")):
         h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()
+
+
+@lru_cache(maxsize=None)
+def version() -> str:
+    """This mbforge: its release and the digest of its source (an editable install changes
+    the second alone). Analysis workers and cached pieces are compared by it."""
+    from . import __version__
+
+    return f"{__version__} (source {code_digest()[:12]})"
 
 
 def key(*parts) -> str:

@@ -64,6 +64,9 @@ def _register_generate(sub) -> None:
                         "its largest magnitude (c-float32 and the fixed-point targets; otherwise a warning)")
     p.add_argument("--verbose", action="store_true",
                    help="print the command's wall time by stage (import, model build, ..., write) to stderr")
+    p.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="run the envelope analysis on the dask.distributed cluster of this scheduler, e.g. "
+                        "tcp://host:8786 (default $MBFORGE_DASK_SCHEDULER, else this machine: docs/cluster.md)")
     p.set_defaults(func=cmd_generate)
 
 
@@ -114,9 +117,11 @@ def _main(argv: list[str] | None) -> int:
     # SIGTERM and SIGHUP stop a command as Ctrl-C does, once (hil installs its own while it runs)
     before = _stop_on_signals() if threading.current_thread() is threading.main_thread() else {}
     try:
-        from .analysis.parallel import jobs
+        from .analysis import parallel
 
-        jobs()  # a bad $MBFORGE_JOBS is refused up front, whether or not this run would fork
+        parallel.jobs()  # a bad $MBFORGE_JOBS is refused up front, whether or not this run needs workers
+        if args.command == "generate":
+            parallel.use_scheduler(args.scheduler)  # a named scheduler is reached before any work
         return args.func(args) or 0
     except (CLIError, ModelError, ExpressionError, ManifestError, GenerateError, AssemblyError, DynamicsError,
             OutDirError) as e:
@@ -129,6 +134,9 @@ def _main(argv: list[str] | None) -> int:
         before = {}  # the later signals stay ignored until the process ends: a second Ctrl-C
         return 128 + signum  # a few ms after the first would otherwise kill it by the signal
     finally:
+        from .analysis import parallel
+
+        parallel.close()  # the local cluster's workers end with the command
         for s, h in before.items():
             signal.signal(s, h)
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from . import __version__, cache
 from .analysis.boundnotes import bound_summary
-from .analysis.linear import hints_key
+from .analysis.piececache import hints_key
 from .backends import Analysis, Backend, GenerateError, Options, backend_names, get_backend
 from .backends.context import KernelContext
 from .ir import Evaluator, subs, topo

@@ -165,3 +165,12 @@ def test_box_scaling_bounds_stay_above_the_floor(tmp_path):
     assert [row["fraction"] for row in rows] == [0.5, 0.125]
     assert all(row["bound_over_floor_min"] >= 1.0 for row in rows)
     assert rows[1]["bound_over_floor_max"] < rows[0]["bound_over_floor_max"]
+
+
+def test_cluster_timing_bench_runs(tmp_path):
+    """bench.cluster_timing on the four-bar: every configuration (one process, the local
+    default, an existing cluster of one worker) writes the same bytes (its exit status)."""
+    out = _run("bench.cluster_timing", "--model", "fourbar", "--kernel", "kinematics", "--targets", "c-fixed",
+               "--workers", "1", "--json", str(tmp_path / "t.json"))
+    rows = json.loads((tmp_path / "t.json").read_text())
+    assert len(rows) == 3 and all(r["same_bytes"] for r in rows), out

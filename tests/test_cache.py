@@ -322,7 +322,8 @@ def test_tape_hints_go_into_the_key_field_by_field():
     # every field is in the key by name, and a solve whose pivots differ has another key
     import dataclasses
 
-    from mbforge.analysis.linear import SolveKey, hints_key
+    from mbforge.analysis.linear import SolveKey
+    from mbforge.analysis.piececache import hints_key
     from mbforge.lower.tape import TapeHints
 
     tape = build_kernel(load("stewart").equations(), "inverse-dynamics-reduced", domain_steps=4).tape()

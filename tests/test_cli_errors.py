@@ -234,7 +234,8 @@ def test_ctrl_c_during_simulate_is_one_line(tmp_path):
 
 def _generate_in_pieces(tmp_path, pieces: int):
     """`generate` of the Stewart reduced kernel in c-fixed with MBFORGE_JOBS=2, once at
-    least `pieces` of its analysis run in forked children: (process, their pids, --out)."""
+    least `pieces` worker processes of its local cluster (analysis.parallel) run: (process,
+    their pids, --out)."""
     import time
 
     env = dict(os.environ, MBFORGE_CACHE_DIR=str(tmp_path / "cache"), MBFORGE_JOBS="2")
@@ -245,7 +246,8 @@ def _generate_in_pieces(tmp_path, pieces: int):
     children: list[int] = []
     for _ in range(3600):
         try:
-            children = [int(x) for x in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
+            children = [int(x) for x in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+                        if b"spawn_main" in Path(f"/proc/{x}/cmdline").read_bytes()]  # not the resource tracker
         except OSError:
             children = []
         if len(children) >= pieces or proc.poll() is not None:
@@ -256,21 +258,21 @@ def _generate_in_pieces(tmp_path, pieces: int):
 
 
 def _assert_pieces_ended(children: list[int]) -> None:
-    """No piece's process still runs mbforge within 10 s of the command's end."""
+    """No worker process is left running within 10 s of the command's end."""
     import time
 
     deadline = time.monotonic() + 10
     while any(Path(f"/proc/{c}").exists() for c in children) and time.monotonic() < deadline:
         time.sleep(0.1)
     alive = [c for c in children if Path(f"/proc/{c}").exists()
-             and "mbforge" in Path(f"/proc/{c}/cmdline").read_bytes().decode(errors="replace")]
+             and Path(f"/proc/{c}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
     assert not alive, f"pieces still running after the command ended: {alive}"
 
 
-@pytest.mark.slow  # about 10 s: the Stewart envelope in pieces
+@pytest.mark.slow  # about 15 s: the Stewart envelope until its local cluster starts
 def test_sigterm_while_pieces_run_in_children_is_one_line_and_ends_them(tmp_path):
-    """SIGTERM to `generate` while its analysis runs pieces in forked children
-    (analysis.parallel): one line, exit 143, nothing written, and no child outlives it."""
+    """SIGTERM to `generate` while its analysis runs on a local cluster (analysis.parallel):
+    one line, exit 143, nothing written, and no worker process outlives it."""
     import signal
 
     proc, children, out = _generate_in_pieces(tmp_path, 1)
@@ -295,25 +297,21 @@ def test_a_bad_mbforge_jobs_is_one_line_before_anything_runs(tmp_path, monkeypat
     assert not out.exists()
 
 
-@pytest.mark.slow  # about 10 s
-def test_a_piece_killed_for_want_of_memory_is_one_line_not_a_hang(tmp_path):
-    """A piece of the analysis killed as the out-of-memory killer kills (SIGKILL): one line
-    naming it and what to do, exit 2, nothing written, the other piece ended. With a pool
-    of workers this waited forever (seen on a c-float32 analysis that ran out of memory)."""
+@pytest.mark.slow  # the whole Stewart c-fixed analysis: a minute or more
+def test_a_worker_killed_mid_run_loses_nothing(tmp_path):
+    """A worker process of the local cluster killed as the out-of-memory killer kills
+    (SIGKILL): its pieces run again on the other, the command ends well and no worker is
+    left. (The fork pool once ended the command here; a pool of workers once waited
+    forever.) That the bounds are the clean run's: tests/test_parallel.py."""
     import signal
 
     proc, children, out = _generate_in_pieces(tmp_path, 2)
     os.kill(children[-1], signal.SIGKILL)
     try:
-        _, err = proc.communicate(timeout=120)
+        _, err = proc.communicate(timeout=900)
     except subprocess.TimeoutExpired:
         proc.kill()
-        raise AssertionError(f"no exit 120 s after a piece was killed: {proc.communicate()[1][-2000:]}")
-    assert proc.returncode == 2, err
-    lines = err.strip().splitlines()
-    assert "Traceback" not in err and len(lines) == 1, err
-    assert re.fullmatch(r"mbforge generate: error: analysis: piece \d of \d ended without a result \(killed by "
-                        r"SIGKILL, most likely by the system for want of memory\); MBFORGE_JOBS=1 runs the pieces "
-                        r"one after the other, with less memory", lines[0]), lines[0]
-    assert not out.exists()
+        raise AssertionError(f"no exit 900 s after a worker was killed: {proc.communicate()[1][-2000:]}")
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    assert (out / "manifest.json").is_file()
     _assert_pieces_ended(children)

@@ -1,15 +1,23 @@
 """analysis.parallel: the pieces of a box-wise pass depend on the number of boxes alone, and
-running them in forked children gives the same arrays, bit for bit, as running them in the
-process (MBFORGE_JOBS=1): what is generated does not depend on the machine's cores."""
+running them as tasks on a dask.distributed cluster gives the same arrays, bit for bit, as
+running them in the process (MBFORGE_JOBS=1), whatever the workers, a worker killed
+mid-run included; finished pieces are reused from the cache (analysis.piececache); a
+scheduler out of reach or workers of another mbforge are one line."""
 from __future__ import annotations
 
 import os
+import re
 import signal
+import subprocess
+import sys
+import threading
+import time
 
 import numpy as np
 import pytest
 
-from mbforge.analysis import parallel
+from mbforge import cache
+from mbforge.analysis import parallel, piececache
 from mbforge.analysis.fixerror import bound_over_boxes
 from mbforge.errors import CLIError
 from mbforge.analysis.ranges import analyse_chunked, analyse_domain
@@ -41,54 +49,166 @@ def boxes():
     return tape, lo2, hi2
 
 
-def _run(monkeypatch, jobs, fn):
-    monkeypatch.setenv("MBFORGE_JOBS", jobs)
-    return fn()
+@pytest.fixture(scope="module")
+def cluster():
+    """A local cluster of 2 worker processes, named to parallel as a scheduler."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c, \
+            Client(c, set_as_default=False) as client:
+        yield c, client
 
 
-def test_forked_pieces_equal_in_process(monkeypatch, boxes):
-    tape, lo, hi = boxes
-    one = _run(monkeypatch, "1", lambda: analyse_chunked(tape, lo, hi))
-    two = _run(monkeypatch, "2", lambda: analyse_chunked(tape, lo, hi))
-    assert len(parallel.pieces(lo.shape[0])) > 1
-    assert one.tape is tape and two.tape is tape
-    assert np.array_equal(one.fail, two.fail)
+@pytest.fixture
+def on_cluster(cluster, monkeypatch):
+    c, client = cluster
+    monkeypatch.delenv("MBFORGE_DASK_SCHEDULER", raising=False)
+    parallel.use_scheduler(c.scheduler_address)
+    yield client
+    parallel.use_scheduler(None)
+
+
+def _same(one, two):
+    assert one.tape is two.tape and np.array_equal(one.fail, two.fail)
     for t in one.lo:
         assert np.array_equal(one.lo[t], two.lo[t]) and np.array_equal(one.hi[t], two.hi[t])
 
 
-def test_fixed_point_bounds_equal_in_process(monkeypatch, boxes):
+@pytest.mark.slow  # a cluster's start-up: 5 to 15 s
+def test_pieces_on_a_cluster_equal_in_process(monkeypatch, boxes, on_cluster):
+    tape, lo, hi = boxes
+    assert len(parallel.pieces(lo.shape[0])) > 1
+    on = analyse_chunked(tape, lo, hi)
+    parallel.use_scheduler(None)
+    monkeypatch.setenv("MBFORGE_JOBS", "1")
+    _same(analyse_chunked(tape, lo, hi), on)
+
+
+@pytest.mark.slow
+def test_fixed_point_bounds_on_a_cluster_equal_in_process(monkeypatch, boxes, on_cluster):
     tape, lo, hi = boxes
     domain = [list(zip(l_, h_)) for l_, h_ in zip(lo[:130], hi[:130])]
 
     def bounds():
         per: list = []
         return bound_over_boxes(tape, analyse_domain(tape, domain, per_box=per), per).out_error
-    one, two = _run(monkeypatch, "1", bounds), _run(monkeypatch, "2", bounds)
-    assert one == two and all(np.isfinite(one))
+    on = bounds()
+    parallel.use_scheduler(None)
+    monkeypatch.setenv("MBFORGE_JOBS", "1")
+    assert bounds() == on and all(np.isfinite(on))
 
 
-def _piece(i):
-    if i == 2:
-        os.kill(os.getpid(), signal.SIGKILL)  # as the out-of-memory killer ends a process
-    if i == 3:
-        raise ValueError("piece 3 refused")
-    if i == 4:
-        os._exit(3)  # ends without writing its result
-    return np.full(3, float(i))
+def _slow_pieces(tape, lo, hi, seconds):
+    """A piece function over halves of the boxes that takes `seconds` first (time to kill its worker)."""
+    from mbforge.analysis.ranges import analyse_boxes
+
+    half = lo.shape[0] // 2
+    cut = [slice(0, half), slice(half, lo.shape[0])]
+
+    def piece(i):
+        time.sleep(seconds)
+        got = analyse_boxes(tape, lo[cut[i]], hi[cut[i]], True, hi.max(0) - lo.min(0))
+        return np.concatenate([got.lo[t] for t in sorted(got.lo)] + [got.hi[t] for t in sorted(got.hi)])
+    return piece
 
 
-def test_a_killed_piece_is_reported_not_waited_for(monkeypatch):
-    """A piece's process killed (the OOM killer's SIGKILL) once made the pool wait forever."""
-    monkeypatch.setenv("MBFORGE_JOBS", "2")
-    got = parallel.run(_piece, 2)
-    assert [g.tolist() for g in got] == [[0.0] * 3, [1.0] * 3]
-    with pytest.raises(CLIError, match=r"piece 3 of 3 ended without a result \(killed by SIGKILL, most likely"):
-        parallel.run(_piece, 3)
-    with pytest.raises(ValueError, match="piece 3 refused"):
-        parallel.run(lambda i: _piece(3 if i else 0), 2)
-    with pytest.raises(CLIError, match=r"piece 2 of 2 ended without a result \(exit status 3\); MBFORGE_JOBS=1 runs "
-                                       r"the pieces one after the other, in this process"):
-        parallel.run(lambda i: _piece(i * 4), 2)
-    with pytest.raises(ChildProcessError):  # every piece's process was waited for
-        os.waitpid(-1, os.WNOHANG)
+@pytest.mark.slow
+def test_a_killed_worker_loses_nothing(boxes, on_cluster, monkeypatch):
+    """A worker process SIGKILLed while it runs a piece: the scheduler runs the piece again
+    elsewhere and the result is the clean run's."""
+    monkeypatch.setenv("MBFORGE_CACHE_DIR", "off")
+    tape, lo, hi = boxes
+    clean = [_slow_pieces(tape, lo, hi, 0)(i) for i in range(2)]
+    pids = on_cluster.run(os.getpid)
+    got: dict = {}
+    t = threading.Thread(target=lambda: got.update(out=parallel.run(_slow_pieces(tape, lo, hi, 4), 2)))
+    t.start()
+    deadline = time.monotonic() + 60
+    while not any(on_cluster.processing().values()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    busy = [w for w, tasks in on_cluster.processing().items() if tasks]
+    assert busy, "no piece started"
+    time.sleep(1)
+    os.kill(pids[busy[0]], signal.SIGKILL)
+    t.join(180)
+    assert not t.is_alive() and "out" in got
+    assert all(np.array_equal(a, b) for a, b in zip(got["out"], clean))
+
+
+@pytest.mark.slow
+def test_a_restarted_run_reuses_the_finished_pieces(boxes, on_cluster, monkeypatch, tmp_path):
+    monkeypatch.setenv("MBFORGE_CACHE_DIR", str(tmp_path / "cache"))
+    tape, lo, hi = boxes
+    fn = _slow_pieces(tape, lo, hi, 0)
+    first = parallel.run(fn, 2, key=lambda i: piececache.key("test", tape, str(i)))
+    assert len(list((tmp_path / "cache" / piececache.KIND).glob("*.npz"))) == 2
+
+    def refuse(i):
+        raise AssertionError(f"piece {i} ran again")
+    again = parallel.run(refuse, 2, key=lambda i: piececache.key("test", tape, str(i)))
+    assert all(np.array_equal(a, b) for a, b in zip(first, again))
+
+
+def test_a_piece_of_another_mbforge_is_named_and_computed_again(boxes, monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("MBFORGE_CACHE_DIR", str(tmp_path / "cache"))
+    tape = boxes[0]
+    k = piececache.key("test", tape, "0")
+    piececache.store(k, np.arange(3.0))
+    assert np.array_equal(piececache.load(k), np.arange(3.0)) and capsys.readouterr().err == ""
+    cache.store(piececache.KIND, k, data=np.frombuffer(b"x", np.uint8), version=np.array("0.0.1 (source 0123456789ab)"))
+    assert piececache.load(k) is piececache.MISS
+    [line] = capsys.readouterr().err.splitlines()
+    assert line == (f"mbforge: warning: cache entry {tmp_path / 'cache' / piececache.KIND / (k + '.npz')} was written "
+                    f"by mbforge 0.0.1 (source 0123456789ab), not this {cache.version()}: not used, computed again")
+
+
+def _pretend_another_version():
+    import mbforge.cache
+
+    mbforge.cache.version = lambda: "0.0.1 (source 0123456789ab)"
+
+
+@pytest.mark.slow
+def test_workers_of_another_mbforge_are_one_line(cluster, monkeypatch):
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0") as c, \
+            Client(c, set_as_default=False) as client:
+        client.run(_pretend_another_version)
+        with pytest.raises(parallel.SchedulerError, match=r"^scheduler tcp://\S+: worker tcp://\S+ runs mbforge "
+                           r"0\.0\.1 \(source 0123456789ab\), this command \S+ \(source \w+\): install the same "
+                           r"mbforge on every worker$"):
+            parallel.use_scheduler(c.scheduler_address)
+    parallel.use_scheduler(None)
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_an_unreachable_scheduler_is_one_line(tmp_path, how):
+    address = "tcp://127.0.0.1:9"  # discard: nothing listens
+    env = dict(os.environ, MBFORGE_DASK_SCHEDULER=address) if how == "env" else dict(os.environ)
+    args = ["--scheduler", address] if how == "flag" else []
+    r = subprocess.run([sys.executable, "-m", "mbforge.cli", "generate", "fourbar", "--target", "c-fixed", *args,
+                        "--out", str(tmp_path / "k")], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    [line] = r.stderr.splitlines()
+    assert line.startswith(f"mbforge generate: error: scheduler {address}: cannot be reached (") and line.endswith(
+        "); a local cluster is used only when no scheduler is named (--scheduler, $MBFORGE_DASK_SCHEDULER)"), line
+    assert not (tmp_path / "k").exists()
+
+
+@pytest.mark.slow
+def test_progress_shows_pieces_done_and_time_left(boxes, on_cluster, monkeypatch):
+    """On a terminal, a pass on a cluster that lasts past 2 s draws its pieces done / total
+    and the estimated time left on stderr."""
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+    err = Terminal()
+    monkeypatch.setattr(sys, "stderr", err)
+    monkeypatch.setenv("MBFORGE_CACHE_DIR", "off")
+    tape, lo, hi = boxes
+    parallel.run(_slow_pieces(tape, lo, hi, 3), 2)
+    text = err.getvalue()
+    assert "analysis pieces" in text and "2/2" in text and re.search(r"<\d\d:\d\d", text), text

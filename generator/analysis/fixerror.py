@@ -26,7 +26,7 @@ import numpy as np
 
 from ..lower.tape import Tape
 from ..lower.tapeops import TAPE_OPS, Rules, run
-from . import parallel, solve_error
+from . import parallel, piececache, solve_error
 from .fixedpoint import TRIG_ERROR, FixedProgram, const_bits, half_ulp, plan_errors, plan_fixed
 from .forms import VForm, quotient_factors, sqrt_form, trig_forms, vmerge, vscale
 from .ranges import CHUNK, BoxRanges, BoxView, Ranges, analyse_chunked, refine, split_box
@@ -286,7 +286,11 @@ def _box_errors(fx: FixedProgram, vec: BoxRanges, tight: bool, failed: list | No
         def one(i):
             f: list = []
             return _box_errors(fx, vec.take(np.arange(vec.n_boxes)[parts[i]]), tight, f), f
-        done = parallel.run(one, len(parts))
+        def key(i):
+            return piececache.key(f"fixed {solve_error.SPLIT_AT_SOLVE}", fx.tape, repr((fx.in_bits, sorted(fx.temp_bits.items()), fx.out_bits, fx.instrs,
+                                                          fx.in_error, sorted(fx.temp_error.items()), tight)),
+                                  *piececache.ranges_parts(vec.take(np.arange(vec.n_boxes)[parts[i]])))
+        done = parallel.run(one, len(parts), vec.n_boxes * len(fx.instrs), key)
         if failed is not None:
             failed.extend(x for _, f in done for x in f)
         return np.vstack([E for E, _ in done])

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..lower.tape import Tape
 from ..lower.tapeops import TAPE_OPS, Rules, run
-from . import parallel, solve_error
+from . import parallel, piececache, solve_error
 from .forms import VForm, quotient_factors, sqrt_form, trig_forms, vmerge, vscale
 from .ranges import BoxRanges, Ranges
 from .solve_error import find_cut, refine_for_solve, solve_errors_boxes, split_failed
@@ -160,8 +160,9 @@ def float32_forms_boxes(tape: Tape, vec) -> list[float]:
             return np.stack([np.minimum(a, b) for a, b in zip(whole, split)], 1), split_failed(split, cut)
 
         def bounds(v):  # boxes where the split fails are cut, as for fixed point; pieces on the cores
-            parts = parallel.pieces(v.n_boxes)
-            done = parallel.run(lambda i: piece(v.take(np.arange(v.n_boxes)[parts[i]])), len(parts))
+            parts = [np.arange(v.n_boxes)[p] for p in parallel.pieces(v.n_boxes)]
+            done = parallel.run(lambda i: piece(v.take(parts[i])), len(parts), v.n_boxes * len(tape.instrs),
+                                lambda i: piececache.key(f"float32-forms {solve_error.SPLIT_AT_SOLVE}", tape, *piececache.ranges_parts(v.take(parts[i]))))
             return np.vstack([E for E, _ in done]), np.concatenate([f for _, f in done])
         _, E = refine_for_solve(tape, vec, bounds)
         per = list(E.T)

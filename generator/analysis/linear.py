@@ -25,7 +25,7 @@ each temp's enclosure with its hint (analysis.ranges.analyse_boxes).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -129,16 +129,6 @@ def bind_hints(tape, enclosures) -> None:
         tape.hints = hints[0]
     elif hints:
         tape.hints = _Joined(hints)
-
-
-def hints_key(hints: TapeHints | None) -> str:
-    """What a tape's hints compute from beyond the tape itself (the solves' matrices,
-    pivots and where the tape holds them), every field of each solve's SolveKey by name:
-    a part of the key of an analysis kept in the disk cache (pipeline._analyse), so that
-    no entry serves other hints."""
-    if hints is None:
-        return "none"
-    return "\n".join("; ".join(f"{f.name}={getattr(k, f.name)!r}" for f in fields(k)) for k in hints.key())
 
 
 @dataclass(frozen=True)

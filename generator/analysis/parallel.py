@@ -1,26 +1,42 @@
-"""Independent pieces of a box-wise analysis on the machine's cores.
+"""Independent pieces of a box-wise analysis, run on dask.distributed.
 
 The boxes of a domain are analysed independently, but not alone: a pass over a chunk of
 boxes keeps the error-form terms that matter most over the whole chunk, so how boxes are
 grouped changes the (sound) bounds a little. The pieces therefore depend on the number of
-boxes alone, never on the core count: every machine groups them alike and generates the
-same bytes, and a machine with one core runs the same pieces one after the other.
+boxes alone, never on the workers: every machine and cluster groups them alike, results
+come back in piece order whatever order they finish in, and the same bytes are generated.
 
-The pieces run in forked children (POSIX fork: they inherit the tape and everything
-analysed so far, nothing is pickled on the way in); only arrays come back.
-MBFORGE_JOBS=1 keeps everything in the process.
+Where the pieces run: on the cluster of the scheduler named by `generate --scheduler` or
+$MBFORGE_DASK_SCHEDULER (its workers must run this same mbforge: checked on connecting and
+by every task); else, when a pass is small (below LOCAL_WORK box-instructions, where a
+cluster's start-up would cost more than the work), in this process; else on a LocalCluster
+of jobs() worker processes, started on first use and kept for the command. A piece is a
+task carrying its inputs (cloudpickle of the function and what it closes over). A worker
+that dies has its pieces run again by the scheduler (distributed's allowed-failures); a
+piece with a cache key (analysis.piececache) is stored as it finishes, so a run interrupted
+and started again runs only the pieces it lacks. Progress (pieces done, time left) on stderr.
 """
 from __future__ import annotations
 
+import atexit
+import logging
 import os
-import signal
 
 from ..errors import CLIError
 
 PIECES = 2  # a pass of this many boxes or more is cut in PIECES
 MIN_BOXES = 64  # ... when each piece gets at least this many (a pass has a fixed cost)
+LOCAL_WORK = 2_000_000  # box-instructions: below, an error pass takes less than a local cluster's start-up (~3 s)
+CONNECT_TIMEOUT = 5  # s to reach a named scheduler
+WORKER_TIMEOUT = 30  # s for its first worker (a cluster just started: workers import numpy, scipy)
 
-_CHILD = False  # pieces inside a piece run in that child, one after the other
+_address: str | None = None  # generate --scheduler
+_client = None  # the distributed.Client of this command, made on first use
+_in_task = False  # pieces inside a piece run in that task, one after the other
+
+
+class SchedulerError(CLIError):
+    """A named scheduler that cannot be used (unreachable, no workers, another mbforge)."""
 
 
 def pieces(n: int) -> list[slice]:
@@ -31,7 +47,7 @@ def pieces(n: int) -> list[slice]:
 
 
 def jobs() -> int:
-    """Processes to use: $MBFORGE_JOBS (a whole number >= 1), else the cores this process may run on."""
+    """Local worker processes: $MBFORGE_JOBS (a whole number >= 1), else the cores this process may run on."""
     env = os.environ.get("MBFORGE_JOBS", "").strip()
     if env:
         if not env.isdigit() or int(env) < 1:
@@ -43,102 +59,154 @@ def jobs() -> int:
         return os.cpu_count() or 1
 
 
-def _child_start(parent: int):
-    """A piece's process ends with its parent, however that ends (Linux: the parent's
-    death signals it), and leaves stop signals to the parent, which ends it."""
-    import ctypes
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    for s in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(s, signal.SIG_DFL)
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # pragma: no cover (not Linux)
-        pass
-    if os.getppid() != parent:  # the parent died before the line above
-        os._exit(1)
+def scheduler() -> str | None:
+    """The scheduler named by --scheduler, else by $MBFORGE_DASK_SCHEDULER, else None (local)."""
+    return _address or os.environ.get("MBFORGE_DASK_SCHEDULER", "").strip() or None
 
 
-def run(fn, n: int) -> list:
-    """[fn(0), ..., fn(n - 1)], each in a forked child when there is more than one piece
-    and more than one core (at most jobs() at once); fn's results must pickle. A piece
-    that raises raises here; a piece whose process ends without a result (killed: the
-    system's out-of-memory killer sends SIGKILL) is reported in one line, where a pool
-    of workers would wait for it forever; stopping the parent stops the pieces."""
-    global _CHILD
-    workers = min(n, jobs())
-    if workers < 2 or _CHILD or not hasattr(os, "fork"):
+def use_scheduler(address: str | None) -> None:
+    """Run the pieces on the cluster of `address` (None: $MBFORGE_DASK_SCHEDULER, else
+    locally); a named scheduler is reached now, so a bad address fails before any work."""
+    global _address
+    close()
+    _address = address or None
+    if scheduler():
+        _connect()
+
+
+def run(fn, n: int, work: int = 0, key=None) -> list:
+    """[fn(0), ..., fn(n - 1)]: in this process for one piece, inside a piece, or for small
+    local work (`work`: the pass's boxes x instructions), else as tasks on the cluster.
+    key(i): piece i's analysis.piececache key (pieces on a cluster are cached)."""
+    address = scheduler()
+    if n < 2 or _in_task or (address is None and (jobs() < 2 or work < LOCAL_WORK)):
         return [fn(i) for i in range(n)]
-    import pickle
-    import selectors
+    from . import piececache
 
-    out: list = [None] * n
-    todo = list(range(n))
-    running: dict = {}  # pid -> (piece, read end, chunks read)
-    sel = selectors.DefaultSelector()
-    parent = os.getpid()
-    try:
-        while todo or running:
-            while todo and len(running) < workers:
-                i = todo.pop(0)
-                r, w = os.pipe()
-                pid = os.fork()
-                if pid == 0:  # the piece: its result (or its exception) down the pipe, then _exit
-                    code = 1
-                    try:
-                        os.close(r)
-                        _child_start(parent)
-                        _CHILD = True
-                        try:
-                            payload = pickle.dumps((True, fn(i)), pickle.HIGHEST_PROTOCOL)
-                        except BaseException as e:  # noqa: BLE001 (handed to the parent)
-                            try:
-                                payload = pickle.dumps((False, e), pickle.HIGHEST_PROTOCOL)
-                            except Exception:  # an exception that does not pickle: its text
-                                payload = pickle.dumps((False, RuntimeError(f"{type(e).__name__}: {e}")))
-                        with os.fdopen(w, "wb") as f:
-                            f.write(payload)
-                        code = 0
-                    finally:
-                        os._exit(code)
-                os.close(w)
-                running[pid] = (i, r, [])
-                sel.register(r, selectors.EVENT_READ, pid)
-            for key, _ in sel.select():
-                pid = key.data
-                i, r, chunks = running[pid]
-                data = os.read(r, 1 << 20)
-                if data:
-                    chunks.append(data)
-                    continue
-                sel.unregister(r)
-                os.close(r)
-                del running[pid]
-                _, status = os.waitpid(pid, 0)
-                code = os.waitstatus_to_exitcode(status)
-                if not chunks or code != 0:
-                    raise CLIError(f"analysis: piece {i + 1} of {n} ended without a result ({_ended(code)}); "
-                                   "MBFORGE_JOBS=1 runs the pieces one after the other, "
-                                   + ("with less memory" if code == -signal.SIGKILL else "in this process"))
-                ok, value = pickle.loads(b"".join(chunks))
-                if not ok:
-                    raise value
-                out[i] = value
-    finally:
-        for pid, (_, r, _) in running.items():  # stopped or failed: no piece outlives the parent
-            try:
-                os.kill(pid, signal.SIGTERM)
-                os.waitpid(pid, 0)
-            except OSError:
-                pass
-            os.close(r)
-        sel.close()
+    out: list = [piececache.MISS] * n
+    keys = [key(i) for i in range(n)] if key is not None else None
+    if keys:
+        out = [piececache.load(k) for k in keys]
+    todo = [i for i in range(n) if out[i] is piececache.MISS]
+    if todo:
+        _submit(fn, n, todo, out, keys)
     return out
 
 
-def _ended(code: int) -> str:
-    """How a piece's process ended, from os.waitstatus_to_exitcode (-N: signal N)."""
-    if code >= 0:
-        return f"exit status {code}"
-    name = signal.Signals(-code).name
-    return f"killed by {name}" + (", most likely by the system for want of memory" if name == "SIGKILL" else "")
+def _submit(fn, n: int, todo: list, out: list, keys) -> None:
+    """Pieces `todo` as tasks, each result into out[i] (and the cache) as it comes."""
+    from distributed import as_completed
+
+    from ..cache import version
+    from ..progress import progress_bar
+    from . import piececache
+
+    client = _connect()
+    futures = {client.submit(_task, fn, i, version(), pure=False): i for i in todo}
+    try:
+        with progress_bar(n, "analysis pieces", "piece") as update:
+            done = n - len(todo)
+            update(done)
+            for fut in as_completed(futures, loop=client.loop):
+                i = futures[fut]
+                out[i] = _result(fut, i, n)
+                if keys:
+                    piececache.store(keys[i], out[i])
+                done += 1
+                update(done)
+    finally:
+        client.cancel(list(futures))
+
+
+def _task(fn, i: int, version: str):
+    """Piece i on a worker, which must run the mbforge that sent it."""
+    global _in_task
+    from ..cache import version as mine
+
+    if mine() != version:
+        raise SchedulerError(f"analysis: worker runs mbforge {mine()}, this command {version}: "
+                             "install the same mbforge on every worker")
+    _in_task = True
+    return fn(i)
+
+
+def _result(fut, i: int, n: int):
+    from distributed import KilledWorker
+
+    try:
+        return fut.result()
+    except KilledWorker as e:
+        raise CLIError(f"analysis: piece {i + 1} of {n} was running on every worker that died for it "
+                       f"({e.args[1] if len(e.args) > 1 else e}); MBFORGE_JOBS=1 runs the pieces "
+                       "one after the other, in this process, with less memory") from None
+    except ImportError as e:  # a worker without mbforge (or one that cannot load it)
+        raise SchedulerError(f"analysis: a worker cannot run mbforge's pieces ({type(e).__name__}: {e}): "
+                             "install the same mbforge on every worker") from None
+
+
+def _connect():
+    """The command's Client: the named scheduler's (checked) or a new LocalCluster's."""
+    global _client
+    if _client is not None:
+        return _client
+    from distributed import Client, LocalCluster
+
+    address = scheduler()
+    if address is None:
+        cluster = LocalCluster(n_workers=jobs(), threads_per_worker=1, processes=True,
+                               dashboard_address=":0", silence_logs=logging.ERROR)
+        _client = Client(cluster, set_as_default=False)
+    else:
+        try:
+            _client = Client(address, timeout=CONNECT_TIMEOUT, set_as_default=False)
+        except (OSError, TimeoutError, ValueError) as e:
+            raise SchedulerError(f"scheduler {address}: cannot be reached ({_why(e)}); a local cluster is used "
+                                 "only when no scheduler is named (--scheduler, $MBFORGE_DASK_SCHEDULER)") from None
+        try:
+            _check_workers(_client, address)
+        except BaseException:
+            close()
+            raise
+    atexit.register(close)
+    return _client
+
+
+def _why(e: BaseException) -> str:
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
+def _check_workers(client, address: str) -> None:
+    """At least one worker, and every worker runs this mbforge (one line naming one that does not)."""
+    from ..cache import version
+
+    try:
+        client.wait_for_workers(1, timeout=WORKER_TIMEOUT)
+    except (OSError, TimeoutError) as e:
+        raise SchedulerError(f"scheduler {address}: no worker joined within {WORKER_TIMEOUT} s ({_why(e)})") from None
+    theirs = client.run(_worker_version, on_error="return")
+    for worker, v in sorted(theirs.items()):
+        if v != version():
+            what = f"cannot load mbforge ({_why(v)})" if isinstance(v, BaseException) else f"runs mbforge {v}"
+            raise SchedulerError(f"scheduler {address}: worker {worker} {what}, this command {version()}: "
+                                 "install the same mbforge on every worker")
+
+
+def _worker_version() -> str:
+    from ..cache import version
+
+    return version()
+
+
+def close() -> None:
+    """Close the command's Client (and its LocalCluster, if it made one)."""
+    global _client
+    c, _client = _client, None
+    if c is None:
+        return
+    cluster = c.cluster
+    try:
+        c.close()
+        if cluster is not None:
+            cluster.close()
+    except Exception:  # noqa: BLE001 - closing at the end of a command: nothing left to save
+        pass

@@ -712,7 +712,7 @@ CHUNK = 1024  # boxes per pass: bounds the memory of the live affine forms
 
 def analyse_chunked(tape: Tape, in_lo, in_hi, strict: bool = True, span=None) -> BoxRanges:
     """analyse_boxes, CHUNK boxes at a time, the pieces of each on the cores (analysis.parallel)."""
-    from . import parallel
+    from . import parallel, piececache
 
     B = in_lo.shape[0]
     span = in_hi.max(0) - in_lo.min(0) if span is None else span
@@ -727,7 +727,10 @@ def analyse_chunked(tape: Tape, in_lo, in_hi, strict: bool = True, span=None) ->
         keys = [lo[b].tobytes() + hi[b].tobytes() for b in range(lo.shape[0])] if enclosed is not None else []
         return replace(got, tape=None), {k: enclosed[k] for k in keys if k in enclosed}
 
-    done = parallel.run(one, len(parts))
+    def key(i):
+        return piececache.key("ranges", tape, in_lo[parts[i]], in_hi[parts[i]], str(strict), np.asarray(span))
+
+    done = parallel.run(one, len(parts), B * len(tape.instrs), key)
     for _, enc in done:
         if enclosed is not None:
             enclosed.update(enc)

@@ -54,7 +54,7 @@ class TapeHints(ABC):
     @abstractmethod
     def key(self) -> tuple:
         """What the hints compute from beyond the tape, as frozen dataclasses (one per
-        solve): their fields go into the key of a cached analysis (analysis.linear.hints_key)."""
+        solve): their fields go into the key of a cached analysis (analysis.piececache.hints_key)."""
 
 
 @dataclass
