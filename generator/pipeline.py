@@ -190,7 +190,8 @@ def _magnitudes(kernel: Kernel, vectors, analysis: Analysis) -> list[float | Non
         return analysis.out_magnitude
     with np.errstate(invalid="ignore"):
         y = np.abs(Evaluator(kernel.output_atoms, kernel.input_symbols)(np.array(vectors, dtype=float)))
-    return [float(v) if math.isfinite(v) else None for v in np.nanmax(np.where(np.isnan(y), -np.inf, y), axis=0)]
+    peak = np.where(np.isnan(y), -np.inf, y).max(axis=0)  # NaN or inf at every vector: None
+    return [float(v) if math.isfinite(v) else None for v in peak]
 
 
 def _parameters(kernel: Kernel, mode: str) -> Kernel:

@@ -212,3 +212,20 @@ def test_progress_shows_pieces_done_and_time_left(boxes, on_cluster, monkeypatch
     parallel.run(_slow_pieces(tape, lo, hi, 3), 2)
     text = err.getvalue()
     assert "analysis pieces" in text and "2/2" in text and re.search(r"<\d\d:\d\d", text), text
+
+
+@pytest.mark.slow
+def test_small_local_work_stays_in_process_until_the_local_cluster_runs(monkeypatch):
+    """No configuration: a small pass does not start a cluster; once a large one has
+    started it, passes of any size run there (its start-up is paid)."""
+    monkeypatch.delenv("MBFORGE_DASK_SCHEDULER", raising=False)
+    monkeypatch.setenv("MBFORGE_JOBS", "2")
+    monkeypatch.setenv("MBFORGE_CACHE_DIR", "off")
+    parallel.use_scheduler(None)
+    me = os.getpid()
+    try:
+        assert parallel.run(lambda i: os.getpid(), 2, work=1) == [me, me] and parallel._client is None
+        assert me not in parallel.run(lambda i: os.getpid(), 2, work=parallel.LOCAL_WORK)
+        assert me not in parallel.run(lambda i: os.getpid(), 2, work=1)
+    finally:
+        parallel.close()

@@ -76,10 +76,12 @@ def use_scheduler(address: str | None) -> None:
 
 def run(fn, n: int, work: int = 0, key=None) -> list:
     """[fn(0), ..., fn(n - 1)]: in this process for one piece, inside a piece, or for small
-    local work (`work`: the pass's boxes x instructions), else as tasks on the cluster.
+    local work before the local cluster has started (`work`: the pass's boxes x
+    instructions), else as tasks on the cluster.
     key(i): piece i's analysis.piececache key (pieces on a cluster are cached)."""
     address = scheduler()
-    if n < 2 or _in_task or (address is None and (jobs() < 2 or work < LOCAL_WORK)):
+    small = work < LOCAL_WORK and _client is None  # once a cluster runs, its start-up is paid
+    if n < 2 or _in_task or (address is None and (jobs() < 2 or small)):
         return [fn(i) for i in range(n)]
     from . import piececache
 

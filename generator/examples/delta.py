@@ -7,7 +7,7 @@ uniform rods of 0.8 m and 0.1 kg with spherical joints at both ends; a translati
 platform of radius 0.05 m, 0.2 kg plus a 0.5 kg load, as a point mass (its attachment
 points are expressions of its centre: it does not turn). Gravity -z.
 
-Coordinates: the elbows E1..E3 (x, y, z each) and the platform centre P (px, py, pz): 12
+Coordinates: the platform centre P (P_x, P_y, P_z) and the elbows E1..E3 (E1_x, ...): 12
 coordinates, 9 constraints (per arm: its length and its hinge, |E - A| = 0.3 and
 (E - A).t = 0; per forearm: |B - E| = 0.8), 3 degrees of freedom. Each motor's measure is
 its arm's angle below the base plane, atan2(-(E - A)_z, (E - A).u) (u: the arm's outward
@@ -43,7 +43,8 @@ def arm_frame(k: int):
 
 
 def elbow_at(k: int, p) -> np.ndarray:
-    """The elbow of arm k with the platform centre at p (the arm below the base plane)."""
+    """The elbow of arm k with the platform centre at p, on the outward branch (the guesses;
+    over the workspace the arms turn from 17 degrees above the base plane to 60 below)."""
     A, u, _ = arm_frame(k)
     b = np.asarray(p, float) + PLATFORM_R * u - A  # attachment point relative to the pivot
     # E - A = L (cos th u - sin th z); |b - (E - A)| = FORE_L: a cos th + c sin th = d
