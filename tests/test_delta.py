@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from mbforge.examples import load
-from mbforge.hil import hostlib
-from mbforge.hil.vectors import from_raw, to_raw
+from mbforge.verify import hostlib
+from mbforge.verify.vectors import from_raw, to_raw
 from mbforge.kernels.builders import build_kernel
 from mbforge.model import Model, ModelError
 from mbforge.model.natural import NaturalBody3D, point
