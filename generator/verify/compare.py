@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mbforge.manifest import Manifest
+from mbforge.reals import REALS
 from mbforge.verify.vectors import OFF_MANIFOLD, OUT_OF_ENVELOPE, from_raw
 
 SCALE_FLOOR = 1e-30
