@@ -246,7 +246,9 @@ def _generate_in_pieces(tmp_path, pieces: int):
     children: list[int] = []
     for _ in range(3600):
         try:
-            children = [int(x) for x in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+            # the nannies start their workers from dask's own thread: every thread's children
+            kids = [x for t in Path(f"/proc/{proc.pid}/task").iterdir() for x in (t / "children").read_text().split()]
+            children = [int(x) for x in kids
                         if b"spawn_main" in Path(f"/proc/{x}/cmdline").read_bytes()]  # not the resource tracker
         except OSError:
             children = []
@@ -255,6 +257,15 @@ def _generate_in_pieces(tmp_path, pieces: int):
         time.sleep(0.05)
     assert len(children) >= pieces, f"no pieces in children before the end: {proc.communicate()}"
     return proc, children, out
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _assert_pieces_ended(children: list[int]) -> None:
@@ -305,7 +316,14 @@ def test_a_worker_killed_mid_run_loses_nothing(tmp_path):
     forever.) That the bounds are the clean run's: tests/test_parallel.py."""
     import signal
 
+    import time
+
     proc, children, out = _generate_in_pieces(tmp_path, 2)
+    # once the worker runs pieces (5 s of CPU: more than its start-up), not while its nanny starts it
+    for _ in range(3000):
+        if proc.poll() is not None or _cpu_seconds(children[-1]) > 5.0:
+            break
+        time.sleep(0.1)
     os.kill(children[-1], signal.SIGKILL)
     try:
         _, err = proc.communicate(timeout=900)

@@ -13,7 +13,7 @@ import pytest
 from mbforge.cli import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
-STAGES = ["import", "model build", "equations", "kernel", "lower", "analysis", "render", "motion", "write", "total"]
+STAGES = ["import", "model build", "equations", "kernel", "lower", "analysis", "motion", "render", "write", "total"]
 
 
 def _generate(out: Path, *extra: str) -> subprocess.CompletedProcess:

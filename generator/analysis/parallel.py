@@ -21,6 +21,8 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import sys
+import warnings
 
 from ..errors import CLIError
 
@@ -104,7 +106,11 @@ def _submit(fn, n: int, todo: list, out: list, keys) -> None:
     from . import piececache
 
     client = _connect()
-    futures = {client.submit(_task, fn, i, version(), pure=False): i for i in todo}
+    with warnings.catch_warnings():
+        # each task carries its pass's tape and boxes (tens of MB for the Stewart): dask warns of it
+        # on stderr, a line the user can do nothing about (sending them once is left for later)
+        warnings.filterwarnings("ignore", message="Sending large graph")
+        futures = {client.submit(_task, fn, i, version(), pure=False): i for i in todo}
     try:
         with progress_bar(n, "analysis pieces", "piece") as update:
             done = n - len(todo)
@@ -155,8 +161,12 @@ def _connect():
 
     address = scheduler()
     if address is None:
-        cluster = LocalCluster(n_workers=jobs(), threads_per_worker=1, processes=True,
-                               dashboard_address=":0", silence_logs=logging.ERROR)
+        try:
+            cluster = LocalCluster(n_workers=jobs(), threads_per_worker=1, processes=True,
+                                   dashboard_address=":0", silence_logs=logging.ERROR)
+        except (OSError, RuntimeError, TimeoutError) as e:  # a worker process that died as it started
+            raise CLIError(f"analysis: the local cluster of {jobs()} workers did not start ({_why(e)}); "
+                           "MBFORGE_JOBS=1 runs the pieces in this process") from None
         _client = Client(cluster, set_as_default=False)
     else:
         try:
@@ -204,6 +214,7 @@ def close() -> None:
     global _client
     c, _client = _client, None
     if c is None:
+        _close_unfinished()
         return
     cluster = c.cluster
     try:
@@ -212,3 +223,17 @@ def close() -> None:
             cluster.close()
     except Exception:  # noqa: BLE001 - closing at the end of a command: nothing left to save
         pass
+
+
+def _close_unfinished() -> None:
+    """A local cluster interrupted while it started (no Client yet): closed here, quietly, and
+    kept from dask's own exit hook, which would print a traceback of the half-started cluster."""
+    spec = sys.modules.get("distributed.deploy.spec")
+    if spec is None:
+        return
+    for cluster in list(spec.SpecCluster._instances):
+        try:
+            cluster.close(timeout=10)
+        except Exception:  # noqa: BLE001 - a cluster that never started: its processes end with ours
+            pass
+        cluster.shutdown_on_close = False
