@@ -155,6 +155,18 @@ def run_command(args: argparse.Namespace) -> int:
     except OutDirError as e:
         print(f"mbforge hil: error: {e}", file=sys.stderr)
         return 2
+    report = _run_stoppable(args, run_db)
+    if isinstance(report, int):
+        return report
+    if args.emulate and not report.device.get("board"):  # the ELF's board, as Emulator chose it
+        report.device["board"] = args.board or board_of_elf(args.emulate) or DEFAULT_BOARD
+    print(report.table())
+    print(f"run kept in {report.run.get('path')}")
+    return _write_reports(args, report)
+
+
+def _run_stoppable(args: argparse.Namespace, run_db):
+    """The run's report, or the exit status when a signal or an error ended it (said on stderr)."""
     where = args.resume or run_db
     ours = args.resume is not None or not Path(where).exists()  # else the error is that it exists
     handlers = {s: signal.signal(s, _stop) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
@@ -165,11 +177,11 @@ def run_command(args: argparse.Namespace) -> int:
                 emu = stack.enter_context(Emulator(args.emulate, board=args.board))
                 port = emu.url
             try:
-                report = run(port, args.kernel, args.reference, vectors=args.vectors, seed=args.seed,
-                             tol=args.tol, host_model=args.host_model, timeout=args.timeout,
-                             window=args.window, batch=args.batch,
-                             baudrate=args.baud or (BOARDS[args.board].baud if args.board else 115200),
-                             run_db=run_db, resume=args.resume)
+                return run(port, args.kernel, args.reference, vectors=args.vectors, seed=args.seed,
+                           tol=args.tol, host_model=args.host_model, timeout=args.timeout,
+                           window=args.window, batch=args.batch,
+                           baudrate=args.baud or (BOARDS[args.board].baud if args.board else 115200),
+                           run_db=run_db, resume=args.resume)
             except (HarnessError, LinkError) as e:  # a dead emulator says why, in the same line
                 dead = emu.exit_note() if emu is not None else ""
                 if dead:
@@ -190,10 +202,10 @@ def run_command(args: argparse.Namespace) -> int:
     finally:
         for s, h in handlers.items():
             signal.signal(s, h)
-    if args.emulate and not report.device.get("board"):  # the ELF's board, as Emulator chose it
-        report.device["board"] = args.board or board_of_elf(args.emulate) or DEFAULT_BOARD
-    print(report.table())
-    print(f"run kept in {report.run.get('path')}")
+
+
+def _write_reports(args: argparse.Namespace, report) -> int:
+    """Write the asked-for report files; the exit status of the run."""
     result = report.to_json()
     texts = {"json": lambda: json.dumps(result, indent=1, sort_keys=True) + "\n",
              "html": lambda: render_html(result), "junit": lambda: junit_xml(result)}

@@ -221,68 +221,83 @@ def _figures(result: dict) -> list[tuple[str, str]]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     nr = int(pv.get("n_random", 0))
-    outs = result.get("outputs") or {}
-    figs = []
     groups = list(pv["groups"].items())
-    # histograms of log10 relative error, random and motion vectors stacked
+    figs = [("Error histograms per output group",
+             _img(_png(_histograms(plt, groups, nr, result.get("outputs") or {})), "error histograms"))]
+    nm = int(pv.get("n_motion", 0))
+    if nm:
+        figs.append(("Error along the motion", _img(_png(_motion_errors(plt, groups, nr, nm)), "error along the motion")))
+    work = pv.get("work")
+    if work:
+        unit = (result.get("work_per_call") or {}).get("unit", "work")
+        figs.append(("Work per vector", _img(_png(_work_per_vector(plt, work, nr, unit)), "work per vector")))
+    return figs
+
+
+def _histograms(plt, groups: list, nr: int, outs: dict):
+    """Histograms of log10 relative error per group, random and motion vectors stacked."""
     cols = min(3, len(groups))
     rows = math.ceil(len(groups) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.0 * rows), squeeze=False)
     for ax, (name, g) in zip(axes.flat, groups):
-        rel = _arr(g["rel_error"])
-        fin = np.isfinite(rel) & (rel > 0)  # exact (0) and non-finite ones are counted in the title
-        lg = np.log10(rel[fin])
-        kinds = np.arange(len(rel))[fin] < nr
-        data = [lg[kinds], lg[~kinds]]
-        lo, hi = (float(lg.min()), float(lg.max())) if lg.size else (-20.0, 0.0)
-        tol = (outs.get(name) or {}).get("tolerance")
-        rel_tol = tol if (outs.get(name) or {}).get("tolerance_kind", "relative") == "relative" else None
-        if rel_tol:
-            lo, hi = min(lo, math.log10(rel_tol)), max(hi, math.log10(rel_tol))
-        bins = np.linspace(lo - 0.5, hi + 0.5, HIST_BINS)
-        ax.hist(data, bins=bins, stacked=True, label=["random", "motion"], color=["#4c78a8", "#f58518"])
-        if rel_tol:
-            ax.axvline(math.log10(rel_tol), color="#d62728", ls="--", label="tolerance")
-        nonfin, exact = int(np.count_nonzero(~np.isfinite(rel))), int(np.count_nonzero(rel == 0))
-        extra = [f"{exact} exact"] * bool(exact) + [f"{nonfin} non-finite"] * bool(nonfin)
-        ax.set_title(name + (f" ({', '.join(extra)})" if extra else ""), fontsize=10)
-        ax.set_xlabel("log10 relative error")
-        ax.set_ylabel("vectors")
-        ax.legend(fontsize=7)
+        _histogram(ax, name, _arr(g["rel_error"]), nr, outs.get(name) or {})
     for ax in list(axes.flat)[len(groups):]:
         ax.axis("off")
     fig.tight_layout()
-    figs.append(("Error histograms per output group", _img(_png(fig), "error histograms")))
-    # error along the motion
-    nm = int(pv.get("n_motion", 0))
-    if nm:
-        fig, ax = plt.subplots(figsize=(9, 3.2))
-        for name, g in groups:
-            rel = _arr(g["rel_error"])[nr:]
-            exact = int(np.count_nonzero(rel == 0))
-            ax.semilogy(np.arange(nm), np.where(rel > 0, rel, np.nan), lw=1, marker="." if nm < 200 else None,
-                        label=name + (f" ({exact} exact: gaps)" if exact else ""))
-        ax.set_xlabel("motion vector (in the order of the motion)")
-        ax.set_ylabel("relative error")
-        ax.legend(fontsize=7, ncol=min(4, len(groups)))
-        ax.grid(alpha=0.3)
-        figs.append(("Error along the motion", _img(_png(fig), "error along the motion")))
-    # work per call
-    work = pv.get("work")
-    if work:
-        w = np.array(work, dtype=np.float64)
-        w[w < 0] = np.nan
-        fig, ax = plt.subplots(figsize=(9, 2.8))
-        idx = np.arange(len(w))
-        ax.plot(idx[:nr], w[:nr], ".", ms=2, label="random", color="#4c78a8")
-        ax.plot(idx[nr:], w[nr:], ".", ms=2, label="motion", color="#f58518")
-        unit = (result.get("work_per_call") or {}).get("unit", "work")
-        ax.set_xlabel("vector")
-        ax.set_ylabel(unit)
-        ax.legend(fontsize=7)
-        ax.grid(alpha=0.3)
-        figs.append(("Work per vector", _img(_png(fig), "work per vector")))
-    return figs
+    return fig
+
+
+def _histogram(ax, name: str, rel, nr: int, out: dict) -> None:
+    """One group's histogram, with its relative tolerance as a dashed line."""
+    fin = np.isfinite(rel) & (rel > 0)  # exact (0) and non-finite ones are counted in the title
+    lg = np.log10(rel[fin])
+    kinds = np.arange(len(rel))[fin] < nr
+    data = [lg[kinds], lg[~kinds]]
+    lo, hi = (float(lg.min()), float(lg.max())) if lg.size else (-20.0, 0.0)
+    tol = out.get("tolerance")
+    rel_tol = tol if out.get("tolerance_kind", "relative") == "relative" else None
+    if rel_tol:
+        lo, hi = min(lo, math.log10(rel_tol)), max(hi, math.log10(rel_tol))
+    bins = np.linspace(lo - 0.5, hi + 0.5, HIST_BINS)
+    ax.hist(data, bins=bins, stacked=True, label=["random", "motion"], color=["#4c78a8", "#f58518"])
+    if rel_tol:
+        ax.axvline(math.log10(rel_tol), color="#d62728", ls="--", label="tolerance")
+    nonfin, exact = int(np.count_nonzero(~np.isfinite(rel))), int(np.count_nonzero(rel == 0))
+    extra = [f"{exact} exact"] * bool(exact) + [f"{nonfin} non-finite"] * bool(nonfin)
+    ax.set_title(name + (f" ({', '.join(extra)})" if extra else ""), fontsize=10)
+    ax.set_xlabel("log10 relative error")
+    ax.set_ylabel("vectors")
+    ax.legend(fontsize=7)
+
+
+def _motion_errors(plt, groups: list, nr: int, nm: int):
+    """Relative error of each group along the motion vectors."""
+    fig, ax = plt.subplots(figsize=(9, 3.2))
+    for name, g in groups:
+        rel = _arr(g["rel_error"])[nr:]
+        exact = int(np.count_nonzero(rel == 0))
+        ax.semilogy(np.arange(nm), np.where(rel > 0, rel, np.nan), lw=1, marker="." if nm < 200 else None,
+                    label=name + (f" ({exact} exact: gaps)" if exact else ""))
+    ax.set_xlabel("motion vector (in the order of the motion)")
+    ax.set_ylabel("relative error")
+    ax.legend(fontsize=7, ncol=min(4, len(groups)))
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def _work_per_vector(plt, work: list, nr: int, unit: str):
+    """Work per call of each vector; negative (unmeasured) ones are left out."""
+    w = np.array(work, dtype=np.float64)
+    w[w < 0] = np.nan
+    fig, ax = plt.subplots(figsize=(9, 2.8))
+    idx = np.arange(len(w))
+    ax.plot(idx[:nr], w[:nr], ".", ms=2, label="random", color="#4c78a8")
+    ax.plot(idx[nr:], w[nr:], ".", ms=2, label="motion", color="#f58518")
+    ax.set_xlabel("vector")
+    ax.set_ylabel(unit)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    return fig
 
 
 # ---- HTML --------------------------------------------------------------------------------

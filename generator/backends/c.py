@@ -353,27 +353,54 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: KernelContext, fuse: bool 
     """Files {name: text} for the kernel; ctx: its names and documentation (pipeline).
     `fuse`: multiply-accumulates where the dialect has them (default: dialect.fuse)."""
     fuse = dialect.fuse if fuse is None else fuse and dialect.fuse
-    p = ctx.prefix
-    slot = sched.slot
-    tape = sched.tape
+    em = _Emitter(dialect, sched.slot, ctx.prefix)
+    body = [f"{em.elem('out', k)} = {em.opnd(o)};" for k, o in sched.direct]
+    keep_macro = ""
+    if dialect.registers:
+        alloc = allocate(sched, dialect.registers, constants=dialect.constants, fuse=fuse)
+        # outputs read back (kept by the empty asm, as spill slots are, or read as volatile)
+        reread = {st[2][1] for st in alloc.steps if st[0] == "ld" and st[2][0] == "out"}
+        keep = f"{ctx.prefix.upper()}_KEEP" if dialect.spill_barrier and (alloc.n_spill or reread) else None
+        body += _allocated_body(sched, alloc, em, keep, reread)
+        n_vars, n_spill, spills = alloc.used, alloc.n_spill, alloc.n_spill > 0
+        keep_macro = _register_macros(ctx.prefix.upper(), dialect, alloc, keep)
+    else:
+        body += _slot_body(sched, em)
+        n_vars, n_spill, spills, keep = sched.n_slots, 0, True, None  # without an allocation: spills unknown
+    decls = _declarations(dialect, n_vars, len(sched.tape.inputs), len(sched.tape.outputs), n_spill, keep)
+    support, checks = _support_and_checks(sched, dialect, ctx, spills)
+    if dialect.registers:
+        support += keep_macro + _gcc_optimize(dialect.gcc_optimize)
+    head = CHeaderContext(ctx, real=dialect.real, target=dialect.name)
+    source = CSourceContext(head, includes=list(dialect.includes), support=support, checks=checks, decls=decls,
+                            body=body)
+    return {ctx.header: render_context("c/kernel.h.j2", head), ctx.source: render_context("c/kernel.c.j2", source)}
 
-    r = dialect.reach
-    n_in, n_out = len(tape.inputs), len(tape.outputs)
 
-    def elem(array: str, k: int) -> str:
+class _Emitter:
+    """How one kernel spells array elements, operands and instructions in C."""
+
+    def __init__(self, dialect: CDialect, slot, p: str):
+        self.dialect, self.slot, self.p, self.r = dialect, slot, p, dialect.reach
+
+    def elem(self, array: str, k: int) -> str:
+        """Element k of in/out/m, through its window pointer beyond the reach."""
+        r = self.r
         m = k // r if r else 0
         return f"{array}{m}[{k - m * r}]" if m else f"{array}[{k}]"
 
-    def opnd(a: tuple) -> str:
+    def opnd(self, a: tuple) -> str:
         kind, v = a
         if kind == "t":
-            return f"w{slot[v]}"
+            return f"w{self.slot[v]}"
         if kind == "in":
-            return elem("in", v)
-        lit = dialect.literal(v)
+            return self.elem("in", v)
+        lit = self.dialect.literal(v)
         return f"({lit})" if lit.startswith("-") else lit
 
-    def statement(ins, args: list[str], dst: list[str]) -> list[str]:
+    def statement(self, ins, args: list[str], dst: list[str]) -> list[str]:
+        """The C statements of one instruction on operand texts `args` into variables `dst`."""
+        dialect, p = self.dialect, self.p
         if ins.op == "sincos":
             s, c = dst
             if "sincos" in dialect.functions:
@@ -389,78 +416,83 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: KernelContext, fuse: bool 
         rhs = _INFIX[ins.op].format(*args) if ins.op in _INFIX else dialect.call(ins.op, args, p)
         return [f"{dst[0]} = {rhs};"]
 
-    body: list[str] = []
-    keep_macro = ""
-    spills = True  # without an allocation: unknown
-    keep, n_spill = None, 0
-    for k, o in sched.direct:
-        body.append(f"{elem('out', k)} = {opnd(o)};")
-    decls = []
-    if dialect.registers:
-        alloc = allocate(sched, dialect.registers, constants=dialect.constants, fuse=fuse)
-        # outputs read back (kept by the empty asm, as spill slots are, or read as volatile)
-        reread = {st[2][1] for st in alloc.steps if st[0] == "ld" and st[2][0] == "out"}
-        keep = f"{p.upper()}_KEEP" if dialect.spill_barrier and (alloc.n_spill or reread) else None
-        spill, n_spill = _hot_first(alloc), alloc.n_spill
-        for step in alloc.steps:
-            if step[0] == "ld":
-                _, reg, (kind, v) = step
-                if kind == "out" and keep:
-                    src = elem("out", v)
-                elif kind == "out":  # volatile: GCC would forward the stored value and keep it live
-                    src = f"*(volatile {dialect.real} *)&{elem('out', v)}"
-                elif kind == "c":
-                    body.append(f"w{reg} = {opnd((kind, v))}; {p.upper()}_REG(w{reg});")
-                    continue
-                else:
-                    src = elem("in", v) if kind == "in" else elem("m", spill[v])
-                body.append(f"w{reg} = {src};")
-            elif step[0] == "st":
-                slot_ref = elem("m", spill[step[1]])
-                body.append(f"{slot_ref} = w{step[2]};" + (f" {keep}({slot_ref});" if keep else ""))
-            else:
-                _, ins, operands, dst = step
-                args = [f"w{v}" if kind == "r" else opnd((kind, v)) for kind, v in operands]
-                body.extend(statement(ins, args, [f"w{r}" for r in dst]))
-                for d, reg in zip(ins.dst, dst):
-                    for k in sched.stores.get(d, ()):
-                        o = elem("out", k)
-                        body.append(f"{o} = w{reg};" + (f" {keep}({o});" if keep and k in reread else ""))
-        n_vars = alloc.used
-        spills = alloc.n_spill > 0
-        if keep:
-            # x86 arithmetic reads an operand from memory: a reload read once folds into it
-            # (a volatile load never does). The empty asm says the slot may have changed, so
-            # GCC cannot forward the stored value instead (Stewart joint kernel: 13,614 ->
-            # 12,883 instructions per call)
-            keep_macro = "\n".join(["", "#if defined(__GNUC__)", f'#define {keep}(x) __asm__("" : "+m"(x))',
-                                     "#else", f"#define {keep}(x) ((void)0)", "#endif", ""])
-        if dialect.constants:
-            # a constant loaded into a variable stays there: the empty asm hides its value,
-            # so GCC neither folds it back into each use nor loads it again (the constraint
-            # is the architecture's floating-point register class; elsewhere, no hint)
-            # (AArch64 defines __ARM_FP too, but its class is "w": "t" does not compile there)
-            reg = f"{p.upper()}_REG"
-            keep_macro += "\n".join([
-                "", f"#if {_ARM32_FP}", f'#define {reg}(x) __asm__("" : "+t"(x))',
-                "#elif defined(__GNUC__) && defined(__aarch64__)", f'#define {reg}(x) __asm__("" : "+w"(x))',
-                "#elif defined(__GNUC__) && defined(__SSE_MATH__)",  # floats in SSE registers (not x87)
-                f'#define {reg}(x) __asm__("" : "+x"(x))', "#else", f"#define {reg}(x) ((void)0)", "#endif", ""])
-        if any(st[0] == "op" and st[1].op in FUSED for st in alloc.steps):
-            keep_macro += _fused_macros(p.upper())
-        if alloc.n_spill:
-            decls.append(f"{'' if keep else 'volatile '}{dialect.real} m[{alloc.n_spill}];")
-    else:
-        for ins in sched.order:
-            body.extend(statement(ins, [opnd(a) for a in ins.args], [f"w{slot[d]}" for d in ins.dst]))
-            for d in ins.dst:
-                for k in sched.stores.get(d, ()):
-                    body.append(f"{elem('out', k)} = w{slot[d]};")
-        n_vars = sched.n_slots
 
+def _slot_body(sched: Schedule, em: _Emitter) -> list[str]:
+    """The body with one variable per schedule slot (no allocation)."""
+    body: list[str] = []
+    for ins in sched.order:
+        body.extend(em.statement(ins, [em.opnd(a) for a in ins.args], [f"w{sched.slot[d]}" for d in ins.dst]))
+        for d in ins.dst:
+            for k in sched.stores.get(d, ()):
+                body.append(f"{em.elem('out', k)} = w{sched.slot[d]};")
+    return body
+
+
+def _allocated_body(sched: Schedule, alloc, em: _Emitter, keep: str | None, reread: set) -> list[str]:
+    """The body through the register allocation: its loads, stores and operations in order."""
+    body: list[str] = []
+    spill, elem, P = _hot_first(alloc), em.elem, em.p.upper()
+    for step in alloc.steps:
+        if step[0] == "ld":
+            _, reg, (kind, v) = step
+            if kind == "out" and keep:
+                src = elem("out", v)
+            elif kind == "out":  # volatile: GCC would forward the stored value and keep it live
+                src = f"*(volatile {em.dialect.real} *)&{elem('out', v)}"
+            elif kind == "c":
+                body.append(f"w{reg} = {em.opnd((kind, v))}; {P}_REG(w{reg});")
+                continue
+            else:
+                src = elem("in", v) if kind == "in" else elem("m", spill[v])
+            body.append(f"w{reg} = {src};")
+        elif step[0] == "st":
+            slot_ref = elem("m", spill[step[1]])
+            body.append(f"{slot_ref} = w{step[2]};" + (f" {keep}({slot_ref});" if keep else ""))
+        else:
+            _, ins, operands, dst = step
+            args = [f"w{v}" if kind == "r" else em.opnd((kind, v)) for kind, v in operands]
+            body.extend(em.statement(ins, args, [f"w{r}" for r in dst]))
+            for d, reg in zip(ins.dst, dst):
+                for k in sched.stores.get(d, ()):
+                    o = elem("out", k)
+                    body.append(f"{o} = w{reg};" + (f" {keep}({o});" if keep and k in reread else ""))
+    return body
+
+
+def _register_macros(P: str, dialect: CDialect, alloc, keep: str | None) -> str:
+    """The KEEP, REG and fused-operation macros the allocated body uses."""
+    text = ""
+    if keep:
+        # x86 arithmetic reads an operand from memory: a reload read once folds into it
+        # (a volatile load never does). The empty asm says the slot may have changed, so
+        # GCC cannot forward the stored value instead (Stewart joint kernel: 13,614 ->
+        # 12,883 instructions per call)
+        text = "\n".join(["", "#if defined(__GNUC__)", f'#define {keep}(x) __asm__("" : "+m"(x))',
+                           "#else", f"#define {keep}(x) ((void)0)", "#endif", ""])
+    if dialect.constants:
+        # a constant loaded into a variable stays there: the empty asm hides its value,
+        # so GCC neither folds it back into each use nor loads it again (the constraint
+        # is the architecture's floating-point register class; elsewhere, no hint)
+        # (AArch64 defines __ARM_FP too, but its class is "w": "t" does not compile there)
+        reg = f"{P}_REG"
+        text += "\n".join([
+            "", f"#if {_ARM32_FP}", f'#define {reg}(x) __asm__("" : "+t"(x))',
+            "#elif defined(__GNUC__) && defined(__aarch64__)", f'#define {reg}(x) __asm__("" : "+w"(x))',
+            "#elif defined(__GNUC__) && defined(__SSE_MATH__)",  # floats in SSE registers (not x87)
+            f'#define {reg}(x) __asm__("" : "+x"(x))', "#else", f"#define {reg}(x) ((void)0)", "#endif", ""])
+    if any(st[0] == "op" and st[1].op in FUSED for st in alloc.steps):
+        text += _fused_macros(P)
+    return text
+
+
+def _declarations(dialect: CDialect, n_vars: int, n_in: int, n_out: int, n_spill: int,
+                  keep: str | None) -> list[str]:
+    """The variables w0.., twelve a line, the spill slots m[], then the window pointers beyond the reach."""
     names = [f"w{i}" for i in range(n_vars)]
-    for i in range(0, len(names), 12):
-        decls.insert(i // 12, f"{dialect.real} {', '.join(names[i:i + 12])};")
+    decls = [f"{dialect.real} {', '.join(names[i:i + 12])};" for i in range(0, len(names), 12)]
+    if n_spill:
+        decls.append(f"{'' if keep else 'volatile '}{dialect.real} m[{n_spill}];")
+    r = dialect.reach
     windows = []
     if r:
         windows = [("const ", "in", m) for m in range(1, (n_in - 1) // r + 1)]
@@ -473,22 +505,20 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: KernelContext, fuse: bool 
         decls.append("#if defined(__GNUC__)  /* window bases stay in registers (see mbforge.backends.c) */")
         decls.extend(f'__asm__("" : "+r"({array}{m}));' for _, array, m in windows)
         decls.append("#endif")
+    return decls
 
+
+def _support_and_checks(sched: Schedule, dialect: CDialect, ctx: KernelContext, spills: bool):
+    """The support code before the kernel (math, checks apart) and the kernel's envelope checks."""
     support = ""
     if dialect.real == "float":
         support = _SINGLE_EVAL
-    if dialect.support_template and any(i.op in ("sin", "cos", "sincos", "atan2") for i in tape.instrs):
-        support += render_template(dialect.support_template, p=p)
+    if dialect.support_template and any(i.op in ("sin", "cos", "sincos", "atan2") for i in sched.tape.instrs):
+        support += render_template(dialect.support_template, p=ctx.prefix)
     checks = envelope_checks(dialect, ctx.envelope)
     # float: bit-pattern compares (bit_check), inlined where the kernel does not spill
     if len(checks) > 1 and ((dialect.checks_apart and spills) or dialect.real == "float"):
         support += "\n".join(["", *_outside_function(f"{ctx.function}_outside", dialect, ctx.envelope,
-                                                      noinline=dialect.checks_apart and spills)])
+                                                       noinline=dialect.checks_apart and spills)])
         checks = [checks[0], f"if ({ctx.function}_outside(in)) return 2;"]
-    if dialect.registers:
-        support += keep_macro + _gcc_optimize(dialect.gcc_optimize)
-
-    head = CHeaderContext(ctx, real=dialect.real, target=dialect.name)
-    source = CSourceContext(head, includes=list(dialect.includes), support=support, checks=checks, decls=decls,
-                            body=body)
-    return {ctx.header: render_context("c/kernel.h.j2", head), ctx.source: render_context("c/kernel.c.j2", source)}
+    return support, checks

@@ -36,66 +36,20 @@ def fixed_statements(sched: Schedule, fx: FixedProgram, p: str, in_ref, out_ref)
     hp = lower_hw(fx, order=sched.order)
     slot = sched.slot
     temp_of = {ref: t for t, ref in hp.temps.items()}
-    helper = {k: f"{p}_{o.c_helper}" for k, o in OPS.items()}
-    rsh, sat = f"{p}_rsh", helper["add"]
-
-    def var(ref) -> str:
-        return f"w{slot[temp_of[ref]]}" if ref[0] == "h" else in_ref(ref[1])
-
-    def wide(x: str, shift: int) -> str:
-        """x as int64 multiplied by 2^shift (rounded if shift < 0)"""
-        if shift == 0:
-            return x
-        if shift > 0:
-            return f"{x} * ((int64_t)1 << {shift})"
-        return f"{rsh}({x}, {-shift})"
-
-    def add(op) -> str:
-        pr = op.p
-        if pr.get("form") == "neg":
-            return f"{p}_neg({var(op.srcs[0])}, &ovf)"
-        terms = [wide(f"(int64_t){var(s_)}", sh) for s_, sh in zip(op.srcs, pr["sh"])]
-        if "lit_at" in pr:  # a sub's literal second is written with its own sign
-            terms.insert(pr["lit_at"], _lit64(-pr["lit"] if pr["form"] == "sub" and pr["lit_at"] == 1 else pr["lit"]))
-        sign = " - " if pr["form"] == "sub" else " + "
-        return f"{sat}({rsh}({sign.join(terms)}, {pr['s']}), &ovf)"
-
-    def mul(op) -> str:
-        if "lit" in op.p:
-            prod = f"(int64_t){var(op.srcs[0])} * INT32_C({op.p['lit']})"
-        else:
-            prod = f"(int64_t){var(op.srcs[0])} * {var(op.srcs[1])}"
-        return f"{sat}({rsh}({prod}, {op.p['s']}), &ovf)"
-
-    def div(op) -> str:
-        pr = op.p
-        if "nlit" in pr:
-            n, k = _lit64(pr["lit"]), pr["lk"]
-            if k:
-                n = f"{n} * ((int64_t)1 << {k})" if k > 0 else f"{rsh}({n}, {-k})"
-            return f"{helper['div']}({n}, {var(op.srcs[0])}, &ovf)"
-        return f"{helper['div']}({wide(f'(int64_t){var(op.srcs[0])}', pr['k'])}, {var(op.srcs[1])}, &ovf)"
-
-    def sqrt(op) -> str:
-        return f"{helper['sqrt']}({wide(f'(int64_t){var(op.srcs[0])}', op.p['k'])}, &ovf)"
-
-    def tsel(op) -> str:
-        return f"{sat}({rsh}({'ts' if op.p['which'] == 'sin' else 'tc'}, {op.p['sh']}), &ovf)"
-
-    value = {"add": add, "mul": mul, "div": div, "sqrt": sqrt, "tsel": tsel}
-
+    ex = _FixedExprs(p, lambda ref: f"w{slot[temp_of[ref]]}" if ref[0] == "h" else in_ref(ref[1]))
+    value = {"add": ex.add, "mul": ex.mul, "div": ex.div, "sqrt": ex.sqrt, "tsel": ex.tsel}
     body: list[str] = []
     for k, o in sched.direct:
         if o[0] == "c":
             body.append(f"{out_ref(k)} = INT32_C({round(o[1] * 2.0 ** fx.out_bits[k])});")
         else:
-            body.append(f"{out_ref(k)} = {var(('in', o[1]))};")  # direct: an input or a constant
+            body.append(f"{out_ref(k)} = {ex.var(('in', o[1]))};")  # direct: an input or a constant
     stores: list[int] = []  # temps whose stores are due (a sincos stores after both results)
     for i, op in enumerate(hp.ops):
         if "of" in op.p:
             continue
         if op.kind == "tred":
-            body.append(f"{helper['tred']}({var(op.srcs[0])}, {29 - op.p['sh']}, &ts, &tc);")
+            body.append(f"{ex.helper['tred']}({ex.var(op.srcs[0])}, {29 - op.p['sh']}, &ts, &tc);")
         else:
             t = temp_of[("h", op.id, 0)]
             body.append(f"w{slot[t]} = {value[op.kind](op)};")
@@ -116,6 +70,57 @@ def fixed_statements(sched: Schedule, fx: FixedProgram, p: str, in_ref, out_ref)
     if used["trig"]:
         decls.append("int32_t ts, tc;")
     return decls, body, used
+
+
+class _FixedExprs:
+    """The C expression of each op kind (add, mul, div, sqrt, tsel) through the kernel's helpers;
+    var(ref) spells an operand."""
+
+    def __init__(self, p: str, var):
+        self.p, self.var = p, var
+        self.helper = {k: f"{p}_{o.c_helper}" for k, o in OPS.items()}
+        self.rsh, self.sat = f"{p}_rsh", self.helper["add"]
+
+    def wide(self, x: str, shift: int) -> str:
+        """x as int64 multiplied by 2^shift (rounded if shift < 0)"""
+        if shift == 0:
+            return x
+        if shift > 0:
+            return f"{x} * ((int64_t)1 << {shift})"
+        return f"{self.rsh}({x}, {-shift})"
+
+    def add(self, op) -> str:
+        pr, var = op.p, self.var
+        if pr.get("form") == "neg":
+            return f"{self.p}_neg({var(op.srcs[0])}, &ovf)"
+        terms = [self.wide(f"(int64_t){var(s_)}", sh) for s_, sh in zip(op.srcs, pr["sh"])]
+        if "lit_at" in pr:  # a sub's literal second is written with its own sign
+            terms.insert(pr["lit_at"], _lit64(-pr["lit"] if pr["form"] == "sub" and pr["lit_at"] == 1 else pr["lit"]))
+        sign = " - " if pr["form"] == "sub" else " + "
+        return f"{self.sat}({self.rsh}({sign.join(terms)}, {pr['s']}), &ovf)"
+
+    def mul(self, op) -> str:
+        var = self.var
+        if "lit" in op.p:
+            prod = f"(int64_t){var(op.srcs[0])} * INT32_C({op.p['lit']})"
+        else:
+            prod = f"(int64_t){var(op.srcs[0])} * {var(op.srcs[1])}"
+        return f"{self.sat}({self.rsh}({prod}, {op.p['s']}), &ovf)"
+
+    def div(self, op) -> str:
+        pr, var = op.p, self.var
+        if "nlit" in pr:
+            n, k = _lit64(pr["lit"]), pr["lk"]
+            if k:
+                n = f"{n} * ((int64_t)1 << {k})" if k > 0 else f"{self.rsh}({n}, {-k})"
+            return f"{self.helper['div']}({n}, {var(op.srcs[0])}, &ovf)"
+        return f"{self.helper['div']}({self.wide(f'(int64_t){var(op.srcs[0])}', pr['k'])}, {var(op.srcs[1])}, &ovf)"
+
+    def sqrt(self, op) -> str:
+        return f"{self.helper['sqrt']}({self.wide(f'(int64_t){self.var(op.srcs[0])}', op.p['k'])}, &ovf)"
+
+    def tsel(self, op) -> str:
+        return f"{self.sat}({self.rsh}({'ts' if op.p['which'] == 'sin' else 'tc'}, {op.p['sh']}), &ovf)"
 
 
 def envelope_words(envelope: list[tuple[float, float]], in_bits: list[int]) -> list[tuple[int | None, int | None]]:

@@ -247,14 +247,31 @@ def default_units(hp: HwProgram, multipliers: int, adders: int | None = None) ->
 
 def shared(hp: HwProgram, units: dict[str, int], lat: dict | None = None,
            interval: dict | None = None) -> SharedSchedule:
+    """Schedule hp on `units` shared operators and pool the registers its values wait in."""
     lat = dict(SHARED_LATENCY, **(lat or {}))
     interval = dict(SHARED_INTERVAL, **(interval or {}))
-    free_at: dict[tuple, int] = {}  # (class, unit) -> first cycle it takes an operation
-    n = len(hp.ops)
     for op in hp.ops:
         if units.get(unit_class(op.kind), 0) < 1:
             raise ValueError(f"no unit for {op.kind} operations")
     readers = _readers(hp)
+    issue, unit = _list_schedule(hp, units, lat, interval, readers)
+    ready = {("h", op.id, j): issue[op.id] + lat[op.kind] for op in hp.ops for j in range(op.nres)}
+    ready.update({("in", k): 0 for k in range(hp.n_in)})
+    cycles = max([r + 1 for r in ready.values()] + [1])
+
+    out_of: dict[tuple, int] = {}
+    for k, o in enumerate(hp.outputs):
+        if o[0] == "h" and o not in out_of:
+            out_of[o] = k
+    reg_of, n_regs = _pool_registers(hp, readers, issue, unit, ready, out_of)
+    return SharedSchedule(dict(units), issue, unit, cycles, ready, reg_of, out_of, n_regs, lat)
+
+
+def _list_schedule(hp: HwProgram, units: dict[str, int], lat: dict, interval: dict,
+                   readers: dict) -> tuple[list[int], list[int]]:
+    """(issue cycle, unit) of each operation: each cycle, the ready ones in id order on the free units."""
+    free_at: dict[tuple, int] = {}  # (class, unit) -> first cycle it takes an operation
+    n = len(hp.ops)
     waiting = [len({s for s in op.srcs if s[0] == "h"}) for op in hp.ops]
     est = [0] * n
     issue = [-1] * n
@@ -288,15 +305,12 @@ def shared(hp: HwProgram, units: dict[str, int], lat: dict | None = None,
                     if waiting[rd] == 0:
                         heapq.heappush(pending, (max(est[rd], t + 1), rd))
         t += 1
-    ready = {("h", op.id, j): issue[op.id] + lat[op.kind] for op in hp.ops for j in range(op.nres)}
-    ready.update({("in", k): 0 for k in range(hp.n_in)})
-    cycles = max([r + 1 for r in ready.values()] + [1])
+    return issue, unit
 
-    out_of: dict[tuple, int] = {}
-    for k, o in enumerate(hp.outputs):
-        if o[0] == "h" and o not in out_of:
-            out_of[o] = k
-    # pool registers for values read after the cycle they appear (outputs excepted)
+
+def _pool_registers(hp: HwProgram, readers: dict, issue: list[int], unit: list[int], ready: dict,
+                    out_of: dict) -> tuple[dict[tuple, int], int]:
+    """Pool registers for values read after the cycle they appear (outputs excepted): (reg_of, n_regs)."""
     intervals = []
     for op in hp.ops:
         for j in range(op.nres):
@@ -330,7 +344,7 @@ def shared(hp: HwProgram, units: dict[str, int], lat: dict | None = None,
         ports.setdefault(pick, set()).update(mine)
         reg_of[ref] = pick
         heapq.heappush(busy, (e, pick))
-    return SharedSchedule(dict(units), issue, unit, cycles, ready, reg_of, out_of, n_regs, lat)
+    return reg_of, n_regs
 
 
 # delay_lines=memory: a segment of a delay line this long or longer is a ring buffer in a

@@ -306,25 +306,9 @@ def _unit_inputs(op, s: list[str]) -> list[tuple[str, str]]:
 
 
 def render_shared(hp: HwProgram, ss: SharedSchedule, ctx: VerilogContext, top: str) -> str:
+    """The shared-operator module: each unit's issue table and datapath, the register writes."""
     C = ss.cycles
     pcw = max(1, C.bit_length())
-
-    def bus(ref):
-        op = hp.ops[ref[1]]
-        u = f"{unit_class(op.kind)}{ss.unit[op.id]}"
-        return f"{u}_q" if ref[2] == 0 else f"{u}_q{ref[2]}"
-
-    def src_expr(ref, t):
-        s = ss.source(ref, t)
-        if s[0] == "in":
-            return f"in_{s[1]}"
-        if s[0] == "bus":
-            return bus(s[1])
-        if s[0] == "out":
-            return f"out_{s[1]}_r"
-        narrow = hp.ops[ref[1]].widths[ref[2]] < 32  # 2-bit quadrants sit in 32-bit registers
-        return f"r{s[1]}[1:0]" if narrow else f"r{s[1]}"
-
     names = [f"r{i}" for i in range(ss.n_regs)]
     regs = [", ".join(names[i:i + 16]) for i in range(0, len(names), 16)]
     computed = sorted({k for r, k in ss.out_of.items()})
@@ -333,68 +317,8 @@ def render_shared(hp: HwProgram, ss: SharedSchedule, ctx: VerilogContext, top: s
     by_unit: dict[tuple, list] = {}
     for op in hp.ops:
         by_unit.setdefault((unit_class(op.kind), ss.unit[op.id]), []).append(op)
-    units = []
-    for c in ss.units:
-        for u in range(ss.units[c]):
-            n = f"{c}{u}"
-            issued = _balance(c, [(ss.issue[op.id], op.id, _unit_inputs(op, [src_expr(r, ss.issue[op.id]) for r in op.srcs]))
-                               for op in by_unit.get((c, u), [])])
-            lits = [v for _, _, a in issued for f, v in a if f == "lit"]
-            litw = max([_sbits(v) for v in lits] + [1])
-            shifts = [f for f, w in UNIT_FIELDS[c] if w == 0]
-            amounts = {f: sorted({v for _, _, a in issued for g, v in a if g == f} or {0}) for f in shifts}
-            width = {f: max(1, (len(v) - 1).bit_length()) for f, v in amounts.items()}
-            cases = []
-            for t, i, a in issued:
-                a = [(f, f"{width[f]}'d{amounts[f].index(v)}" if f in shifts else lit(v, litw) if f == "lit" else v)
-                     for f, v in a]
-                cases.append((t, " ".join(f"{n}_{f} = {v};" for f, v in a), i))
-            sx, am = f"sx({n}_a)", {f: amounts.get(f, [0]) for f in ("s", "sha", "shb", "k")}
-            # exact widths: |a|, |b| < 2^31 shifted left by at most la, lb; |lit| < 2^(litw - 1);
-            # the rounding add and a left shift by up to ls after it
-            la, lb, ls = (max(0, -min(am[f])) for f in ("sha", "shb", "s"))
-            wx = max(32 + la, 32 + lb, litw) + 2
-            wy = max(wx, max(am["s"])) + 1 + ls
-            # the product register drops the bits below the smallest rounding shift's half
-            pd = max(min(am["s"]) - 1, 0) if c == "mul" else 0
-            ex = {"mul": _shift_mux(f"{n}_y", f"{n}_p", f"{n}_s1", [a - pd for a in am["s"]],
-                                    min(64, 65 - pd + max(0, pd - min(am["s"])))),
-                  "add": [f"wire [1:0]  {n}_k = {n}_qd + {{1'b0, {n}_w}};",
-                          f"wire [31:0] {n}_ae = ({n}_tq & {n}_k[0]) ? {n}_b : {n}_a;",
-                          f"wire        {n}_ne = {n}_tq ? {n}_k[1] : {n}_na;"]
-                  + _shift_mux(f"{n}_ta", f"sx({n}_ae)", f"{n}_sha", am["sha"], 32 + la)
-                  + _shift_mux(f"{n}_tbs", f"sx({n}_b)", f"{n}_shb", am["shb"], 32 + lb)
-                  + [f"wire signed [{31 + lb}:0] {n}_tb = {n}_ub ? {n}_tbs : {32 + lb}'sd0;",
-                     f"wire signed [{wx - 1}:0] {n}_x = ({n}_ne ? -{n}_ta : {n}_ta) + ({n}_nb ? -{n}_tb : {n}_tb) "
-                     f"+ $signed({n}_lit);",
-                     # the sum is registered before its rounding shift and saturation: two short
-                     # cycles (schedule.SHARED_LATENCY) instead of one long one
-                     f"reg  signed [{wx - 1}:0] {n}_xr;",
-                     f"reg  [{width.get('s', 1) - 1}:0] {n}_s1;",
-                     f"always @(posedge ap_clk) begin {n}_xr <= {n}_x; {n}_s1 <= {n}_s; end"]
-                  + _shift_mux(f"{n}_y", f"{n}_xr", f"{n}_s1", am["s"], min(wy, 64)),
-                  "div": _shift_mux(f"{n}_an", sx, f"{n}_k", am["k"]),
-                  "sqrt": _shift_mux(f"{n}_n", sx, f"{n}_k", am["k"])}.get(c, [])
-            units.append({"n": n, "cls": c, "module": OPS[c].verilog and OPS[c].verilog + "_iter", "cases": cases, "ex": ex,
-                          "pd": pd,
-                          "fields": [(f, litw if f == "lit" else width.get(f, w), f in _SIGNED)
-                                     for f, w in UNIT_FIELDS[c]],
-                          "kw": max(op.p["kw"] for op in by_unit[(c, u)]) if c == "tred" else None})
-
-    # results into registers, overflow flags
-    writes: dict[int, list[str]] = {}
-    flagged: dict[int, list[str]] = {}
-    for op in hp.ops:
-        for j in range(op.nres):
-            ref = ("h", op.id, j)
-            r = ss.ready[ref]
-            if ref in ss.out_of:  # one register per value, shared by the outputs that are it
-                writes.setdefault(r, []).append(f"out_{ss.out_of[ref]}_r <= {bus(ref)};")
-            elif ref in ss.reg_of:
-                v = bus(ref) if op.widths[j] == 32 else f"{{30'd0, {bus(ref)}}}"
-                writes.setdefault(r, []).append(f"r{ss.reg_of[ref]} <= {v};")
-        if op.flag:
-            flagged.setdefault(ss.ready[("h", op.id, 0)], []).append(f"{unit_class(op.kind)}{ss.unit[op.id]}_o")
+    units = [_shared_unit(hp, ss, c, u, by_unit) for c in ss.units for u in range(ss.units[c])]
+    writes, flagged = _shared_writes(hp, ss)
     outputs = []
     for o in hp.outputs:
         outputs.append(lit(o[1], 32) if o[0] == "c" else f"in_{o[1]}" if o[0] == "in" else f"out_{ss.out_of[o]}_r")
@@ -402,6 +326,100 @@ def render_shared(hp: HwProgram, ss: SharedSchedule, ctx: VerilogContext, top: s
         _head(ctx, top, hp, "shared"), pcw=pcw, C=C, regs=regs, units=units,
         writes=[(t, " ".join(writes[t])) for t in sorted(writes)],
         flagged=[(t, " | ".join(flagged[t])) for t in sorted(flagged)], outputs=outputs))
+
+
+def _bus(hp: HwProgram, ss: SharedSchedule, ref) -> str:
+    """The output wire of the unit that computes ref."""
+    op = hp.ops[ref[1]]
+    u = f"{unit_class(op.kind)}{ss.unit[op.id]}"
+    return f"{u}_q" if ref[2] == 0 else f"{u}_q{ref[2]}"
+
+
+def _src_expr(hp: HwProgram, ss: SharedSchedule, ref, t: int) -> str:
+    """Where an operand is read at cycle t: an input, a unit's bus, an output or a pooled register."""
+    s = ss.source(ref, t)
+    if s[0] == "in":
+        return f"in_{s[1]}"
+    if s[0] == "bus":
+        return _bus(hp, ss, s[1])
+    if s[0] == "out":
+        return f"out_{s[1]}_r"
+    narrow = hp.ops[ref[1]].widths[ref[2]] < 32  # 2-bit quadrants sit in 32-bit registers
+    return f"r{s[1]}[1:0]" if narrow else f"r{s[1]}"
+
+
+def _shared_unit(hp: HwProgram, ss: SharedSchedule, c: str, u: int, by_unit: dict) -> dict:
+    """One unit's template values: its field settings per issue cycle and its datapath."""
+    n = f"{c}{u}"
+    issued = _balance(c, [(ss.issue[op.id], op.id,
+                           _unit_inputs(op, [_src_expr(hp, ss, r, ss.issue[op.id]) for r in op.srcs]))
+                          for op in by_unit.get((c, u), [])])
+    lits = [v for _, _, a in issued for f, v in a if f == "lit"]
+    litw = max([_sbits(v) for v in lits] + [1])
+    shifts = [f for f, w in UNIT_FIELDS[c] if w == 0]
+    amounts = {f: sorted({v for _, _, a in issued for g, v in a if g == f} or {0}) for f in shifts}
+    width = {f: max(1, (len(v) - 1).bit_length()) for f, v in amounts.items()}
+    cases = []
+    for t, i, a in issued:
+        a = [(f, f"{width[f]}'d{amounts[f].index(v)}" if f in shifts else lit(v, litw) if f == "lit" else v)
+             for f, v in a]
+        cases.append((t, " ".join(f"{n}_{f} = {v};" for f, v in a), i))
+    am = {f: amounts.get(f, [0]) for f in ("s", "sha", "shb", "k")}
+    ex, pd = _unit_datapath(c, n, am, width, litw)
+    return {"n": n, "cls": c, "module": OPS[c].verilog and OPS[c].verilog + "_iter", "cases": cases, "ex": ex,
+            "pd": pd,
+            "fields": [(f, litw if f == "lit" else width.get(f, w), f in _SIGNED)
+                       for f, w in UNIT_FIELDS[c]],
+            "kw": max(op.p["kw"] for op in by_unit[(c, u)]) if c == "tred" else None}
+
+
+def _unit_datapath(c: str, n: str, am: dict, width: dict, litw: int) -> tuple[list[str], int]:
+    """(Verilog lines after unit n's operand fields, the product's dropped low bits) for class c."""
+    sx = f"sx({n}_a)"
+    # exact widths: |a|, |b| < 2^31 shifted left by at most la, lb; |lit| < 2^(litw - 1);
+    # the rounding add and a left shift by up to ls after it
+    la, lb, ls = (max(0, -min(am[f])) for f in ("sha", "shb", "s"))
+    wx = max(32 + la, 32 + lb, litw) + 2
+    wy = max(wx, max(am["s"])) + 1 + ls
+    # the product register drops the bits below the smallest rounding shift's half
+    pd = max(min(am["s"]) - 1, 0) if c == "mul" else 0
+    ex = {"mul": _shift_mux(f"{n}_y", f"{n}_p", f"{n}_s1", [a - pd for a in am["s"]],
+                            min(64, 65 - pd + max(0, pd - min(am["s"])))),
+          "add": [f"wire [1:0]  {n}_k = {n}_qd + {{1'b0, {n}_w}};",
+                  f"wire [31:0] {n}_ae = ({n}_tq & {n}_k[0]) ? {n}_b : {n}_a;",
+                  f"wire        {n}_ne = {n}_tq ? {n}_k[1] : {n}_na;"]
+          + _shift_mux(f"{n}_ta", f"sx({n}_ae)", f"{n}_sha", am["sha"], 32 + la)
+          + _shift_mux(f"{n}_tbs", f"sx({n}_b)", f"{n}_shb", am["shb"], 32 + lb)
+          + [f"wire signed [{31 + lb}:0] {n}_tb = {n}_ub ? {n}_tbs : {32 + lb}'sd0;",
+             f"wire signed [{wx - 1}:0] {n}_x = ({n}_ne ? -{n}_ta : {n}_ta) + ({n}_nb ? -{n}_tb : {n}_tb) "
+             f"+ $signed({n}_lit);",
+             # the sum is registered before its rounding shift and saturation: two short
+             # cycles (schedule.SHARED_LATENCY) instead of one long one
+             f"reg  signed [{wx - 1}:0] {n}_xr;",
+             f"reg  [{width.get('s', 1) - 1}:0] {n}_s1;",
+             f"always @(posedge ap_clk) begin {n}_xr <= {n}_x; {n}_s1 <= {n}_s; end"]
+          + _shift_mux(f"{n}_y", f"{n}_xr", f"{n}_s1", am["s"], min(wy, 64)),
+          "div": _shift_mux(f"{n}_an", sx, f"{n}_k", am["k"]),
+          "sqrt": _shift_mux(f"{n}_n", sx, f"{n}_k", am["k"])}.get(c, [])
+    return ex, pd
+
+
+def _shared_writes(hp: HwProgram, ss: SharedSchedule) -> tuple[dict[int, list[str]], dict[int, list[str]]]:
+    """Per cycle: the results that go into registers, and the units whose overflow flag counts."""
+    writes: dict[int, list[str]] = {}
+    flagged: dict[int, list[str]] = {}
+    for op in hp.ops:
+        for j in range(op.nres):
+            ref = ("h", op.id, j)
+            r = ss.ready[ref]
+            if ref in ss.out_of:  # one register per value, shared by the outputs that are it
+                writes.setdefault(r, []).append(f"out_{ss.out_of[ref]}_r <= {_bus(hp, ss, ref)};")
+            elif ref in ss.reg_of:
+                v = _bus(hp, ss, ref) if op.widths[j] == 32 else f"{{30'd0, {_bus(hp, ss, ref)}}}"
+                writes.setdefault(r, []).append(f"r{ss.reg_of[ref]} <= {v};")
+        if op.flag:
+            flagged.setdefault(ss.ready[("h", op.id, 0)], []).append(f"{unit_class(op.kind)}{ss.unit[op.id]}_o")
+    return writes, flagged
 
 
 def render_verilog(hp: HwProgram, ctx: VerilogContext, options) -> tuple[dict[str, str], dict]:
