@@ -33,6 +33,36 @@ from .kernel import InPort, Kernel, KernelInfo, OutPort
 FORWARD_METHODS = ("auto", "ldlt", "lu")
 
 
+def kkt_matrix(M: Sparse, A: Sparse) -> Sparse:
+    """K = [M A^T; A 0], the matrix of [qdd; lambda] in the forward dynamics."""
+    n = M.shape[0]
+    entries = dict(M.entries)
+    for (i, j), a in A.entries.items():
+        entries[(n + i, j)] = a
+        entries[(j, n + i)] = a
+    return Sparse((n + A.shape[0], n + A.shape[0]), entries)
+
+
+def _forward_factor(K: Sparse, rhs, samples, method: str, row_names, col_names, label):
+    """(factor, solution) of K x = rhs by `method`; with "auto" the cheaper of LDL^T and LU
+    (divisions weighted), LDL^T on a tie."""
+    tried = {}
+    if method in ("auto", "ldlt"):
+        try:
+            F = factor_ldlt(K, samples, names=col_names, label=label, definite=False)
+            tried["ldlt"] = (F, F.solve(rhs))
+        except SingularPivotError:
+            if method == "ldlt":
+                raise
+    if method in ("auto", "lu"):
+        F = factor_lu(K, samples, row_names=row_names, col_names=col_names, label=label)
+        tried["lu"] = (F, F.solve(rhs))
+    if len(tried) == 2:
+        cost = {k: weighted_cost(x_) for k, (_, x_) in tried.items()}
+        return tried["ldlt"] if cost["ldlt"] <= cost["lu"] else tried["lu"]
+    return next(iter(tried.values()))
+
+
 def forward_dynamics_kernel(eqs: Equations, samples=None, method: str = "auto") -> Kernel:
     """qdd and the multipliers lambda from q, qd, t and the actuator inputs u:
     [M A^T; A 0] [qdd; lambda] = [Q + B u; gamma], A the kinematic and non-holonomic rows.
@@ -49,14 +79,9 @@ def forward_dynamics_kernel(eqs: Equations, samples=None, method: str = "auto") 
         raise KernelError(f"forward-dynamics: method {method!r} is not auto, ldlt or lu")
     n = len(eqs.q)
     A, gamma, cnames, rows = constraint_rows(eqs, kinematic_only=True)
-    r = A.shape[0]
     act_names, B = actuators(eqs)
     u = actuator_symbols(eqs, act_names)
-    entries = dict(eqs.M.entries)
-    for (i, j), a in A.entries.items():
-        entries[(n + i, j)] = a
-        entries[(j, n + i)] = a
-    K = Sparse((n + r, n + r), entries)
+    K = kkt_matrix(eqs.M, A)
     qnames = names(eqs.q)
     lam_names = [f"lambda_{c}" for c in cnames]
     row_names = [f"motion of {q}" for q in qnames] + cnames
@@ -64,25 +89,9 @@ def forward_dynamics_kernel(eqs: Equations, samples=None, method: str = "auto") 
     cover = envelope_cover(eqs, rows=rows)
     if samples is None:
         samples = with_envelope_samples(kernel_samples(eqs, rows, "kinematic constraint"), cover)
-    label = f"{eqs.model} KKT [M A^T; A 0]"
     Bu = B.matvec(u) if u else [ZERO] * n
     rhs = [add(q_, f) for q_, f in zip(eqs.Q, Bu)] + list(gamma)
-    tried = {}
-    if method in ("auto", "ldlt"):
-        try:
-            F = factor_ldlt(K, samples, names=col_names, label=label, definite=False)
-            tried["ldlt"] = (F, F.solve(rhs))
-        except SingularPivotError:
-            if method == "ldlt":
-                raise
-    if method in ("auto", "lu"):
-        F = factor_lu(K, samples, row_names=row_names, col_names=col_names, label=label)
-        tried["lu"] = (F, F.solve(rhs))
-    if len(tried) == 2:  # the cheaper (divisions weighted), LDL^T on a tie
-        cost = {k: weighted_cost(x_) for k, (_, x_) in tried.items()}
-        F, x = tried["ldlt"] if cost["ldlt"] <= cost["lu"] else tried["lu"]
-    else:
-        F, x = next(iter(tried.values()))
+    F, x = _forward_factor(K, rhs, samples, method, row_names, col_names, f"{eqs.model} KKT [M A^T; A 0]")
     qdd, lam = x[:n], x[n:]
     motion = motion_states(eqs)
     uranges, derived = actuator_ranges(eqs, u, A, B, motion)

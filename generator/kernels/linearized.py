@@ -36,6 +36,8 @@ Outputs are sparse matrices ("A", "B", "C") whose pattern leaves out the structu
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..domain.forces import actuator_ranges, dynamics_domain
 from ..domain.motion import motion_states
 from ..domain.sampling import kernel_samples
@@ -43,6 +45,7 @@ from ..ir import ONE, ZERO, Sparse, add, jacobian, mul, neg, subs, symbol
 from ..linalg import SingularPivotError, factor_lu
 from ..model.equations import Equations
 from .common import KernelError, actuator_symbols, actuators, constraint_rows, names, need_inertia, nh_rows, port
+from .dynamics import kkt_matrix
 from .kernel import InPort, Kernel, KernelInfo, OutPort
 
 
@@ -113,26 +116,43 @@ def _choice(eqs: Equations, drivers: str, coordinates, velocities):
             [qn.index(v[:-2]) for v in lin.velocities])
 
 
-def linearized_dynamics_kernel(eqs: Equations, samples=None, coordinates=None, velocities=None,
-                               drivers: str = "auto") -> Kernel:
-    """A, B (and C for the model's outputs) of the forward dynamics in independent
-    coordinates (chosen at generation time, or named by `coordinates` / `velocities`) from
-    the full consistent state q, qd, t and the actuator inputs u."""
-    need_inertia(eqs, "linearized-dynamics")
-    if isinstance(coordinates, str):
-        coordinates = [c for c in coordinates.split(",") if c]
-    if isinstance(velocities, str):
-        velocities = [v for v in velocities.split(",") if v]
-    drop, ip, iv = _choice(eqs, drivers, coordinates, velocities)
+@dataclass
+class _Setup:
+    """What every step of the kernel reads: the constraint rows kept, the actuators and the
+    split of coordinates (ip, dp) and velocities (iv, dv) into independent and dependent."""
+    eqs: Equations
+    A: Sparse
+    gamma: list
+    cnames: list[str]
+    m: int  # holonomic rows (the first m of A)
+    beta: list
+    act_names: list[str]
+    Bs: Sparse
+    u: list
+    ip: list[int]
+    iv: list[int]
+    dp: list[int]
+    dv: list[int]
+    samples: object
+
+    @property
+    def n(self) -> int:
+        return len(self.eqs.q)
+
+    @property
+    def qn(self) -> list[str]:
+        return names(self.eqs.q)
+
+
+def _setup(eqs: Equations, drop: bool, ip, iv, samples) -> _Setup:
+    """The constraint rows (kinematic only when the drivers are dropped), the actuators and the
+    dependent coordinates and velocities; KernelError when the constraints are redundant."""
     n = len(eqs.q)
-    q, qd = list(eqs.q), list(eqs.qd)
     A, gamma, cnames, rows = constraint_rows(eqs, kinematic_only=drop)
-    nA = A.shape[0]
-    m = len(rows)  # holonomic rows (the first m of A)
+    nA, m = A.shape[0], len(rows)
     beta = [eqs.beta[i] for i in rows] + nh_rows(eqs)[1]
     act_names, Bs = actuators(eqs)
     u = actuator_symbols(eqs, act_names)
-    qn = names(q)
     dp = [j for j in range(n) if j not in ip]
     dv = [j for j in range(n) if j not in iv]
     if len(dp) != m or len(dv) != nA:
@@ -141,20 +161,25 @@ def linearized_dynamics_kernel(eqs: Equations, samples=None, coordinates=None, v
                           "the constraints are redundant (leave the redundant ones out of the model)")
     if samples is None:
         samples = kernel_samples(eqs, rows, "kinematic constraint" if drop else "constraint")
+    return _Setup(eqs, A, gamma, cnames, m, beta, act_names, Bs, u, ip, iv, dp, dv, samples)
 
-    # forward dynamics: K [qdd; lambda] = [Q + B u; gamma]
-    entries = dict(eqs.M.entries)
-    for (i, j), a in A.entries.items():
-        entries[(n + i, j)] = a
-        entries[(j, n + i)] = a
-    K = Sparse((n + nA, n + nA), entries)
-    lam_names = [f"lambda_{c}" for c in cnames]
-    Bu = Bs.matvec(u) if u else [ZERO] * n
-    FK = factor_lu(K, samples, row_names=[f"motion of {s}" for s in qn] + cnames,
-                   col_names=[f"{s}_dd" for s in qn] + lam_names, label=f"{eqs.model} KKT [M A^T; A 0]")
-    x = FK.solve([add(a, b) for a, b in zip(eqs.Q, Bu)] + list(gamma))
 
-    # the residual F with placeholders for qdd and lambda, differentiated, then the solution put in
+def _forward_solve(s: _Setup):
+    """(factor of K, [qdd; lambda], multiplier names, B u) of K [qdd; lambda] = [Q + B u; gamma]."""
+    eqs, n, qn = s.eqs, s.n, s.qn
+    K = kkt_matrix(eqs.M, s.A)
+    lam_names = [f"lambda_{c}" for c in s.cnames]
+    Bu = s.Bs.matvec(s.u) if s.u else [ZERO] * n
+    FK = factor_lu(K, s.samples, row_names=[f"motion of {x}" for x in qn] + s.cnames,
+                   col_names=[f"{x}_dd" for x in qn] + lam_names, label=f"{eqs.model} KKT [M A^T; A 0]")
+    x = FK.solve([add(a, b) for a, b in zip(eqs.Q, Bu)] + list(s.gamma))
+    return FK, x, lam_names, Bu
+
+
+def _residual_jacobian(s: _Setup, Bu, x):
+    """jac(fs, xs): dense d fs / d xs with the solution x put in for qdd and lambda, and the
+    residual F with placeholders for qdd and lambda, whose jacobians f_q, f_qd derive from."""
+    eqs, n, A, nA = s.eqs, s.n, s.A, s.A.shape[0]
     lam_s = [symbol(f"linearized_lambda_{k}", "input") for k in range(nA)]
     qdd_s = list(eqs.qdd)
     Mq = eqs.M.matvec(qdd_s)
@@ -163,7 +188,7 @@ def linearized_dynamics_kernel(eqs: Equations, samples=None, coordinates=None, v
         At_l[j] = add(At_l[j], mul(a, lam_s[i]))
     Aq = A.matvec(qdd_s)
     resid = ([add(add(Mq[i], At_l[i]), neg(add(eqs.Q[i], Bu[i]))) for i in range(n)]
-             + [add(Aq[r], neg(gamma[r])) for r in range(nA)])
+             + [add(Aq[r], neg(s.gamma[r])) for r in range(nA)])
     put = dict(zip(qdd_s + lam_s, x))
 
     def jac(fs, xs):
@@ -171,71 +196,94 @@ def linearized_dynamics_kernel(eqs: Equations, samples=None, coordinates=None, v
         vals = subs(J.values(), put)
         return _dense(Sparse(J.shape, dict(zip(J.pattern, vals))))
 
-    Fq, Fqd = jac(resid, q), jac(resid, qd)
+    return jac, resid
 
-    # position map Tq = dq/dz, velocity map V = dqd/dw, G = dqd/dz at fixed w
-    Ad = _dense(A)
-    nz, nw = len(ip), len(iv)
-    Tq = [[ZERO] * nz for _ in range(n)]
+
+def _negated_columns(Ad, rows: int, cols) -> list[list]:
+    """-A[:rows, cols] as a dense list of rows."""
+    return [[neg(Ad[i][j]) if Ad[i][j] is not ZERO else ZERO for j in cols] for i in range(rows)]
+
+
+def _position_map(s: _Setup, Ad):
+    """(Tq = dq/dz, factor of Phi_q[:, dependent] or None): Tq[dep] = -Phi_q[:, dep]^-1 Phi_q[:, z]."""
+    n, m, qn, ip, dp = s.n, s.m, s.qn, s.ip, s.dp
+    Tq = [[ZERO] * len(ip) for _ in range(n)]
     for k, j in enumerate(ip):
         Tq[j][k] = ONE
-    if dp:
-        P = Sparse((m, m), {(i, k): Ad[i][j] for i in range(m) for k, j in enumerate(dp) if Ad[i][j] is not ZERO})
-        FP = _factor_map(P, samples, cnames[:m], [qn[j] for j in dp], f"{eqs.model} Phi_q[:, dependent]",
-                         [qn[j] for j in ip], "coordinates")
-        S = _solve_columns(FP, [[neg(Ad[i][j]) if Ad[i][j] is not ZERO else ZERO for j in ip] for i in range(m)])
-        for k, j in enumerate(dp):
-            Tq[j] = S[k]
+    if not dp:
+        return Tq, None
+    P = Sparse((m, m), {(i, k): Ad[i][j] for i in range(m) for k, j in enumerate(dp) if Ad[i][j] is not ZERO})
+    FP = _factor_map(P, s.samples, s.cnames[:m], [qn[j] for j in dp], f"{s.eqs.model} Phi_q[:, dependent]",
+                     [qn[j] for j in ip], "coordinates")
+    S = _solve_columns(FP, _negated_columns(Ad, m, ip))
+    for k, j in enumerate(dp):
+        Tq[j] = S[k]
+    return Tq, FP
+
+
+def _velocity_maps(s: _Setup, Ad, Tq, jac):
+    """(V = dqd/dw, G = dqd/dz at fixed w, factor of A[:, dependent velocities] or None)."""
+    eqs, n, nA, qn, iv, dv = s.eqs, s.n, s.A.shape[0], s.qn, s.iv, s.dv
+    nz, nw = len(s.ip), len(iv)
     V = [[ZERO] * nw for _ in range(n)]
     for k, j in enumerate(iv):
         V[j][k] = ONE
     G = [[ZERO] * nz for _ in range(n)]
-    solves = {"KKT": FK}
-    if dv:
-        Av = Sparse((nA, nA), {(i, k): Ad[i][j] for i in range(nA) for k, j in enumerate(dv)
-                                if Ad[i][j] is not ZERO})
-        FV = _factor_map(Av, samples, cnames, [f"{qn[j]}_d" for j in dv],
-                         f"{eqs.model} A[:, dependent velocities]", [f"{qn[j]}_d" for j in iv], "velocities")
-        solves["velocities"] = FV
-        S = _solve_columns(FV, [[neg(Ad[i][j]) if Ad[i][j] is not ZERO else ZERO for j in iv] for i in range(nA)])
-        Aqd = A.matvec(qd)
-        Dq = jac([add(b, neg(a)) for b, a in zip(beta, Aqd)], q)
-        S2 = _solve_columns(FV, _matmul(Dq, Tq, n, nz))
-        for k, j in enumerate(dv):
-            V[j] = S[k]
-            G[j] = S2[k]
-    if dp:
-        solves["positions"] = FP
+    if not dv:
+        return V, G, None
+    Av = Sparse((nA, nA), {(i, k): Ad[i][j] for i in range(nA) for k, j in enumerate(dv) if Ad[i][j] is not ZERO})
+    FV = _factor_map(Av, s.samples, s.cnames, [f"{qn[j]}_d" for j in dv],
+                     f"{eqs.model} A[:, dependent velocities]", [f"{qn[j]}_d" for j in iv], "velocities")
+    S = _solve_columns(FV, _negated_columns(Ad, nA, iv))
+    Aqd = s.A.matvec(list(eqs.qd))
+    Dq = jac([add(b, neg(a)) for b, a in zip(s.beta, Aqd)], list(eqs.q))
+    S2 = _solve_columns(FV, _matmul(Dq, Tq, n, nz))
+    for k, j in enumerate(dv):
+        V[j] = S[k]
+        G[j] = S2[k]
+    return V, G, FV
 
-    # f_q Tq + f_qd G, f_qd V, f_u: one KKT solve per column
+
+def _state_matrices(s: _Setup, FK, Fq, Fqd, Tq, V, G) -> list[OutPort]:
+    """A and B (when there are actuators): f_q Tq + f_qd G, f_qd V, f_u, one KKT solve per column."""
+    n, nA, ip, iv, u = s.n, s.A.shape[0], s.ip, s.iv, s.u
+    nz, nw = len(ip), len(iv)
     Rz = [[add(a, b) for a, b in zip(r1, r2)] for r1, r2 in zip(_matmul(Fq, Tq, n, nz), _matmul(Fqd, G, n, nz))]
     Xz = _solve_columns(FK, _negated(Rz))
     Xw = _solve_columns(FK, _negated(_matmul(Fqd, V, n, nw)))
-    Bd = _dense(Bs)
+    Bd = _dense(s.Bs)
     Xu = _solve_columns(FK, [Bd[i] for i in range(n)] + [[ZERO] * len(u) for _ in range(nA)]) if u else None
     Am = [[G[j][c] for c in range(nz)] + [V[j][c] for c in range(nw)] for j in ip]
     Am += [[Xz[j][c] for c in range(nz)] + [Xw[j][c] for c in range(nw)] for j in iv]
-    state = [qn[j] for j in ip] + [f"{qn[j]}_d" for j in iv]
     outputs = [_sparse_out("A", Am, nz + nw, nz + nw)]
     if u:
         Bm = [[ZERO] * len(u) for _ in ip] + [Xu[j] for j in iv]
         outputs.append(_sparse_out("B", Bm, nz + nw, len(u)))
-    out_names = list(getattr(eqs, "outputs", None) or {})
-    if out_names:
-        h = list(eqs.outputs.values())
-        dh, dhd = jacobian(h, q), jacobian(h, qd)
-        dh, dhd = _dense(dh), _dense(dhd)
-        Cz = [[add(a, b) for a, b in zip(r1, r2)] for r1, r2 in zip(_matmul(dh, Tq, n, nz), _matmul(dhd, G, n, nz))]
-        Cw = _matmul(dhd, V, n, nw)
-        outputs.append(_sparse_out("C", [a + b for a, b in zip(Cz, Cw)], len(h), nz + nw))
+    return outputs
 
+
+def _output_matrix(s: _Setup, Tq, V, G) -> OutPort:
+    """C = [dh/dq Tq + dh/dqd G, dh/dqd V] of the model's outputs h."""
+    eqs, n, nz, nw = s.eqs, s.n, len(s.ip), len(s.iv)
+    h = list(eqs.outputs.values())
+    dh, dhd = jacobian(h, list(eqs.q)), jacobian(h, list(eqs.qd))
+    dh, dhd = _dense(dh), _dense(dhd)
+    Cz = [[add(a, b) for a, b in zip(r1, r2)] for r1, r2 in zip(_matmul(dh, Tq, n, nz), _matmul(dhd, G, n, nz))]
+    Cw = _matmul(dhd, V, n, nw)
+    return _sparse_out("C", [a + b for a, b in zip(Cz, Cw)], len(h), nz + nw)
+
+
+def _kernel(s: _Setup, outputs, out_names, solves, lam_names) -> Kernel:
+    """The kernel around its outputs: ports with the actuators' ranges, report, domain."""
+    eqs, u, qn = s.eqs, s.u, s.qn
+    state = [qn[j] for j in s.ip] + [f"{qn[j]}_d" for j in s.iv]
     motion = motion_states(eqs)
     A_kin = constraint_rows(eqs, kinematic_only=True)[0]
-    uranges, derived = actuator_ranges(eqs, u, A_kin, Bs, motion)
-    inputs = [port("q", eqs, q), port("qd", eqs, qd), port("t", eqs, [eqs.t])]
+    uranges, derived = actuator_ranges(eqs, u, A_kin, s.Bs, motion)
+    inputs = [port("q", eqs, list(eqs.q)), port("qd", eqs, list(eqs.qd)), port("t", eqs, [eqs.t])]
     if u:
-        inputs.append(InPort("u", u, [uranges[s] for s in u]))
-    report = (f"state x = ({', '.join(state)}); inputs du = ({', '.join(act_names) or 'none'})"
+        inputs.append(InPort("u", u, [uranges[x] for x in u]))
+    report = (f"state x = ({', '.join(state)}); inputs du = ({', '.join(s.act_names) or 'none'})"
               + (f"; outputs ({', '.join(out_names)})" if out_names else "") + "\n"
               + "\n".join(F.report() for F in solves.values()))
     k = Kernel(
@@ -248,5 +296,34 @@ def linearized_dynamics_kernel(eqs: Equations, samples=None, coordinates=None, v
         outputs=outputs,
         info=KernelInfo(solves=solves, report=report, derived_ranges=derived, multipliers=lam_names),
     )
-    return k.with_domain(dynamics_domain(eqs, A_kin, Bs, motion, bool(u)))  # as forward dynamics
+    return k.with_domain(dynamics_domain(eqs, A_kin, s.Bs, motion, bool(u)))  # as forward dynamics
 
+
+def linearized_dynamics_kernel(eqs: Equations, samples=None, coordinates=None, velocities=None,
+                               drivers: str = "auto") -> Kernel:
+    """A, B (and C for the model's outputs) of the forward dynamics in independent
+    coordinates (chosen at generation time, or named by `coordinates` / `velocities`) from
+    the full consistent state q, qd, t and the actuator inputs u."""
+    need_inertia(eqs, "linearized-dynamics")
+    if isinstance(coordinates, str):
+        coordinates = [c for c in coordinates.split(",") if c]
+    if isinstance(velocities, str):
+        velocities = [v for v in velocities.split(",") if v]
+    drop, ip, iv = _choice(eqs, drivers, coordinates, velocities)
+    s = _setup(eqs, drop, ip, iv, samples)
+    FK, x, lam_names, Bu = _forward_solve(s)
+    jac, resid = _residual_jacobian(s, Bu, x)
+    Fq, Fqd = jac(resid, list(eqs.q)), jac(resid, list(eqs.qd))
+    Ad = _dense(s.A)
+    Tq, FP = _position_map(s, Ad)
+    V, G, FV = _velocity_maps(s, Ad, Tq, jac)
+    solves = {"KKT": FK}
+    if FV is not None:
+        solves["velocities"] = FV
+    if FP is not None:
+        solves["positions"] = FP
+    outputs = _state_matrices(s, FK, Fq, Fqd, Tq, V, G)
+    out_names = list(getattr(eqs, "outputs", None) or {})
+    if out_names:
+        outputs.append(_output_matrix(s, Tq, V, G))
+    return _kernel(s, outputs, out_names, solves, lam_names)

@@ -136,100 +136,108 @@ def open_tree(model) -> OpenTree:
     return OpenTree(model, depth_order, g, act, [a.name for a in model.actuators], applied)
 
 
-def _relative_links(model, tree) -> list[Link]:
-    """The links read off the relative trees (revolute joints only), parents first."""
-    from ..model.relative import RelBody
+class _RelativeReader:
+    """Reads links off a model's relative trees: which link carries each base and point, and
+    each link's joint point (memoized; KernelError for what is not an open revolute tree)."""
 
-    name = model.name
-    index = {s: j for j, s in enumerate(model.q)}
-    bodies = [b for b in model.bodies if b.has_inertia]
-    for b in bodies:
-        if not (isinstance(b, RelBody) and b.tree is tree):
-            raise KernelError(f"{name}: body {b.name!r} is not a body of the model's relative trees")
+    def __init__(self, model):
+        self.model, self.name = model, model.name
+        self.index = {s: j for j, s in enumerate(model.q)}
+        self.links: dict = {}  # joint base -> Link
+        self.joint_point: dict = {}  # link -> (point, position in the parent link)
+        self._bases: dict = {}
+        self._points: dict = {}
 
-    links: dict = {}  # joint base -> Link
-    link_of_memo: dict = {}
-
-    def link_of(base):
+    def link_of(self, base):
         """(link or None for the ground, R with v_link = R v_base, numbers)."""
-        if base in link_of_memo:
-            return link_of_memo[base]
+        if base in self._bases:
+            return self._bases[base]
         if base.parent is None:
             out = (None, np.eye(3))
-        elif base.angle is not None and base.angle.is_symbol and base.angle in index:
-            out = (joint(base), np.eye(3))
+        elif base.angle is not None and base.angle.is_symbol and base.angle in self.index:
+            out = (self.joint(base), np.eye(3))
         elif base.angle is not None and not base.angle.is_const:
-            raise KernelError(f"{name}: base {base.name!r} turns by {base.angle}, not by one coordinate: "
+            raise KernelError(f"{self.name}: base {base.name!r} turns by {base.angle}, not by one coordinate: "
                               "not an open tree of revolute joints")
         else:
-            L, R = link_of(base.parent)
+            L, R = self.link_of(base.parent)
             out = (L, R @ _numeric_R(base))
-        link_of_memo[base] = out
+        self._bases[base] = out
         return out
 
-    def joint(base) -> Link:
-        L = links.get(base)
+    def joint(self, base) -> Link:
+        """The link a base turned by one coordinate is the joint of."""
+        L = self.links.get(base)
         if L is None:
-            j = index[base.angle]
-            if any(o.j == j for o in links.values()):
-                raise KernelError(f"{name}: coordinate {model.q[j].value.name!r} turns two bases")
-            P, R = link_of(base.parent)
+            j = self.index[base.angle]
+            if any(o.j == j for o in self.links.values()):
+                raise KernelError(f"{self.name}: coordinate {self.model.q[j].value.name!r} turns two bases")
+            P, R = self.link_of(base.parent)
             L = Link(j, P, Revolute(base.axis), R, base)
-            links[base] = L
+            self.links[base] = L
         return L
 
-    point_memo: dict = {}
-    joint_point: dict = {}  # link -> (point, position in the parent link)
-
-    def claim(L: Link, p, where) -> None:
-        old = joint_point.get(L)
+    def claim(self, L: Link, p, where) -> None:
+        """Point p (at `where` in the parent link) is on the axis of L: its joint point."""
+        old = self.joint_point.get(L)
         if old is None:
-            joint_point[L] = (p, where)
+            self.joint_point[L] = (p, where)
         elif old[0] is not p and not np.allclose(old[1], where, atol=1e-12):
-            raise KernelError(f"{name}: the axis of {model.q[L.j].value.name!r} would pass through both "
+            raise KernelError(f"{self.name}: the axis of {self.model.q[L.j].value.name!r} would pass through both "
                               f"{old[0].name!r} and {p.name!r}: not an open tree of revolute joints")
 
-    def descend(p, Lp, op, L, what):
+    def descend(self, p, Lp, op, L, what):
         """Position in link L of point p, carried by Lp (an ancestor of L, or L) at op: p is
         then on the axis of every joint from Lp down to L (the joint point of each)."""
         path = []
         X = L
         while X is not Lp:
             if X is None:
-                raise KernelError(f"{name}: {what} the joints above it do not carry: not an open tree of "
+                raise KernelError(f"{self.name}: {what} the joints above it do not carry: not an open tree of "
                                   "revolute joints")
             path.append(X)
             X = X.parent
         for X in reversed(path):
-            claim(X, p, op)
+            self.claim(X, p, op)
             op = np.zeros(3)
         return op
 
-    def resolve(p):
+    def resolve(self, p):
         """(link carrying point p, its position in that link's frame)."""
-        if p in point_memo:
-            return point_memo[p]
+        if p in self._points:
+            return self._points[p]
         if p.parent is None:
             out = (None, np.zeros(3))
         else:
             if not all(isinstance(x, Atom) and x.is_const for x in p.vector):
-                raise KernelError(f"{name}: point {p.name!r} moves along a coordinate: the recursive kernels "
+                raise KernelError(f"{self.name}: point {p.name!r} moves along a coordinate: the recursive kernels "
                                   "handle revolute joints only")
             e = np.array([x.value for x in p.vector], dtype=float)
-            Lp, op = resolve(p.parent)
-            Lc, R = link_of(p.base)
-            o = descend(p.parent, Lp, op, Lc, f"point {p.name!r} hangs from {p.parent.name!r}, which")
+            Lp, op = self.resolve(p.parent)
+            Lc, R = self.link_of(p.base)
+            o = self.descend(p.parent, Lp, op, Lc, f"point {p.name!r} hangs from {p.parent.name!r}, which")
             out = (Lc, o + R @ e)
-        point_memo[p] = out
+        self._points[p] = out
         return out
 
+
+def _relative_links(model, tree) -> list[Link]:
+    """The links read off the relative trees (revolute joints only), parents first."""
+    from ..model.relative import RelBody
+
+    name = model.name
+    bodies = [b for b in model.bodies if b.has_inertia]
+    for b in bodies:
+        if not (isinstance(b, RelBody) and b.tree is tree):
+            raise KernelError(f"{name}: body {b.name!r} is not a body of the model's relative trees")
+    rd = _RelativeReader(model)
     placed = []
     for b in bodies:
-        L, R = link_of(b.base)
-        Lp, op = resolve(b.origin)
+        L, R = rd.link_of(b.base)
+        Lp, op = rd.resolve(b.origin)
         if L is None:
             continue
-        o = descend(b.origin, Lp, op, L, f"body {b.name!r} is placed at {b.origin.name!r}, which")
+        o = rd.descend(b.origin, Lp, op, L, f"body {b.name!r} is placed at {b.origin.name!r}, which")
         placed.append((L, R, o, b))
     for L, R, o, b in placed:  # inertia about the joint point, link axes
         com = o + R @ np.asarray(b.com, dtype=float)
@@ -238,18 +246,24 @@ def _relative_links(model, tree) -> list[Link]:
         L.h += b.mass * com
         L.I += Ic + b.mass * (float(com @ com) * np.eye(3) - np.outer(com, com))
     # every ancestor of a link is a link too (link_of walks up), so this is the whole tree
-    for L in list(links.values()):
-        if L not in joint_point:
+    for L in list(rd.links.values()):
+        if L not in rd.joint_point:
             raise KernelError(f"{name}: coordinate {model.q[L.j].value.name!r} moves no body")
-        L.r = np.asarray(joint_point[L][1], dtype=float)
-    used = {L.j for L in links.values()}
+        L.r = np.asarray(rd.joint_point[L][1], dtype=float)
+    used = {L.j for L in rd.links.values()}
     missing = [model.q[j].value.name for j in range(len(model.q)) if j not in used]
     if missing:
         raise KernelError(f"{name}: coordinate(s) {', '.join(missing)} turn no base of the relative trees")
-    order = sorted(links.values(), key=lambda L: (L.depth, L.j))
+    return _parents_first(list(rd.links.values()))
+
+
+def _parents_first(links: list[Link]) -> list[Link]:
+    """The links ordered parents before children (by depth, ties by coordinate), each
+    entered in its parent's children."""
+    order = sorted(links, key=lambda L: (L.depth, L.j))
     depth_order = []
     seen = set()
-    while len(depth_order) < len(order):  # parents before children
+    while len(depth_order) < len(order):
         for L in order:
             if L not in seen and (L.parent is None or L.parent in seen):
                 seen.add(L)
@@ -419,10 +433,17 @@ def aba(tree: OpenTree, q, qd, tau) -> list[Atom]:
 
     Spatial vectors as pairs of 3-vectors in link axes at the link origin: motion (w, v),
     force (n, f); an articulated inertia as blocks [n; f] = [[A, B], [B^T, C]] [w; v]."""
-    n = len(tree.model.q)
+    R, rq, cw, cv, IA, pA = _aba_velocities(tree, q, qd)
+    U, invD, uu = _aba_articulated(tree, q, tau, R, rq, cw, cv, IA, pA)
+    return _aba_accelerations(tree, R, rq, cw, cv, U, invD, uu)
+
+
+def _aba_velocities(tree: OpenTree, q, qd):
+    """ABA pass 1, root to leaves: per link its placement (R, r), the velocity-product
+    acceleration c = (cw, cv), its spatial inertia IA and bias force pA."""
     zero3 = [ZERO] * 3
     R, rq, w, v, cw, cv, IA, pA = {}, {}, {}, {}, {}, {}, {}, {}
-    for L in tree.links:  # pass 1: velocities, velocity-product accelerations, bias forces
+    for L in tree.links:
         J = L.joint
         R[L] = Rl = J.placed_rotation(L.fixed, q[L.j])
         a = _axis(L)
@@ -449,8 +470,14 @@ def aba(tree: OpenTree, q, qd, tau) -> list[Atom]:
         n0 = vadd(matvec(I, W), cross(h, V))
         f0 = vadd(vscale(m, V), cross(W, h))
         pA[L] = [vadd(cross(W, n0), cross(V, f0)), cross(W, f0)]
+    return R, rq, cw, cv, IA, pA
+
+
+def _aba_articulated(tree: OpenTree, q, tau, R, rq, cw, cv, IA, pA):
+    """ABA pass 2, leaves to root: articulated inertias and bias forces, each link's handed
+    to its parent (IA, pA updated in place); per link U = IA S, 1 / D and u."""
     U, invD, uu = {}, {}, {}
-    for L in reversed(tree.links):  # pass 2: articulated inertias and bias forces
+    for L in reversed(tree.links):
         J = L.joint
         A, Bm, C = IA[L]
         pn, pf = pA[L]
@@ -478,9 +505,15 @@ def aba(tree: OpenTree, q, qd, tau) -> list[Atom]:
         A1, B1, C1, fn, ff = _inertia_to_parent(L, q, R[L], rq[L], Aa, Ba, Ca, pan, paf)
         IA[P] = _add_inertia(IA[P], (A1, B1, C1))
         pA[P] = [vadd(pA[P][0], fn), vadd(pA[P][1], ff)]
-    qdd = [ZERO] * n
+    return U, invD, uu
+
+
+def _aba_accelerations(tree: OpenTree, R, rq, cw, cv, U, invD, uu) -> list[Atom]:
+    """ABA pass 3, root to leaves: each coordinate's acceleration, then its link's."""
+    zero3 = [ZERO] * 3
+    qdd = [ZERO] * len(tree.model.q)
     an, av = {}, {}
-    for L in tree.links:  # pass 3: accelerations
+    for L in tree.links:
         Rl = R[L]
         if L.parent is None:
             apn, apv = zero3, folded_vec(-tree.gravity)

@@ -272,15 +272,21 @@ def reduced_inverse_dynamics_kernel(eqs: Equations, samples=None, method: str = 
     cover = envelope_cover(eqs, unknowns=red.z, rows=red.psi)
     samples = _samples(eqs, red, None if samples is None else samples)
     samples = with_envelope_samples(samples, cover)
-    z, zd, zdd, act_names, psi = red.z, red.zd, red.zdd, red.act_names, red.psi
-    nz, na = len(z), len(act_names)
+    tried = _formulations(eqs, red, samples, method)
+    chosen, shared, cost = _cheapest(tried, len(red.act_names), multipliers)
+    return _reduced_kernel(eqs, red, cover, chosen, tried[chosen], shared[chosen], cost, multipliers, domain_steps)
+
+
+def _formulations(eqs: Equations, red, samples: Samples, method: str) -> dict:
+    """{"projected" / "full": _solve's tuple} of the formulations `method` asks for that apply."""
+    nz, na, psi = len(red.z), len(red.act_names), red.psi
     tried = {}
     if method in ("auto", "projected"):
         if nz != na + len(psi):
             if method == "projected":
                 raise KernelError(
                     f"{eqs.model}: the projected inverse dynamics needs as many independent coordinates as "
-                    f"actuators plus constraints among them: {nz} ({', '.join(names(z))}) for {na} actuators "
+                    f"actuators plus constraints among them: {nz} ({', '.join(names(red.z))}) for {na} actuators "
                     f"and {len(psi)} constraints ({', '.join(eqs.phi_names[i] for i in psi) or 'none'})")
         else:
             tried["projected"] = _solve(_projected(eqs, red, samples), samples)
@@ -292,8 +298,13 @@ def reduced_inverse_dynamics_kernel(eqs: Equations, samples=None, method: str = 
                 raise
     if not tried:
         raise KernelError(f"{eqs.model}: no reduced inverse-dynamics formulation applies")
+    return tried
+
+
+def _cheapest(tried: dict, na: int, multipliers: bool):
+    """(the formulation kept, {key: its outputs, reciprocals shared}, {key: weighted cost})."""
     cost, shared = {}, {}
-    for key, (F, x, _, _, _) in tried.items():
+    for key, (_, x, _, _, _) in tried.items():
         keep = x if multipliers else x[:na]
         shared[key] = share_reciprocals(keep)
         cost[key] = weighted_cost(shared[key])
@@ -303,8 +314,16 @@ def reduced_inverse_dynamics_kernel(eqs: Equations, samples=None, method: str = 
     # fewer operations): "full" is taken only when it is a tenth cheaper
     chosen = "projected" if "projected" in tried and not cost.get("full", math.inf) < 0.9 * cost["projected"] \
         else min(cost, key=cost.get)
-    F, x, mult_names, what, rhs = tried[chosen]
-    uu, mult = shared[chosen][:na], shared[chosen][na:]
+    return chosen, shared, cost
+
+
+def _reduced_kernel(eqs: Equations, red, cover, chosen: str, solved, kept, cost: dict, multipliers: bool,
+                    domain_steps: int) -> Kernel:
+    """The kernel of the chosen formulation (solved: its _solve tuple, kept: its outputs,
+    reciprocals shared): ports, report, and the envelope's domain or the driven tube."""
+    z, zd, zdd, na = red.z, red.zd, red.zdd, len(red.act_names)
+    F, x, mult_names, what, rhs = solved
+    uu, mult = kept[:na], kept[na:]
     outputs = [OutPort.vector("u", uu, red.u_names)]
     if multipliers:
         outputs.append(OutPort.vector("mu" if chosen == "projected" else "lambda", mult, mult_names))

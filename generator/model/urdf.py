@@ -143,13 +143,7 @@ def from_urdf(path, /, floating: bool = False, gravity=(0.0, 0.0, -9.81), accele
     every coordinate's acceleration; velocity: the velocity limit of joints that give none.
     floating=True (a free-flying base) is not supported yet."""
     path = Path(path)
-    if floating:
-        raise URDFError(f"URDF file {path}: a floating base is not supported yet (floating=False)")
-    g = np.asarray(gravity, dtype=float) if np.ndim(gravity) == 1 and len(gravity) == 3 else None
-    if g is None or not np.all(np.isfinite(g)):
-        raise URDFError(f"URDF file {path}: gravity must be 3 numbers, got {gravity!r}")
-    if not (float(acceleration) > 0 and float(velocity) > 0):
-        raise URDFError(f"URDF file {path}: acceleration and velocity must be positive")
+    g = _options(path, floating, gravity, acceleration, velocity)
     robot = _read(path)
     root, children, links = _tree(path, robot)
     m = Model(_ident(robot.name or path.stem))
@@ -167,8 +161,30 @@ def from_urdf(path, /, floating: bool = False, gravity=(0.0, 0.0, -9.81), accele
                                 "prismatic and fixed joints are read")
             _place(path, m, t, j, frame, carrier, joints, acceleration, velocity)
             order.append(j.child)
-    carried = [[0.0, np.zeros(3), np.zeros((3, 3))] for _ in joints]
-    for name in order:  # every link's inertia into the moving joint that carries it
+    carried = _carried(path, order, carrier, links, len(joints))
+    _check_inertia(path, joints, carried)
+    _add_joints(m, t, joints, carried, _frames(order, carrier, len(joints)))
+    m.gravity(tuple(float(x) for x in g))
+    return m
+
+
+def _options(path: Path, floating: bool, gravity, acceleration, velocity) -> np.ndarray:
+    """The gravity vector, once from_urdf's options are checked (URDFError otherwise)."""
+    if floating:
+        raise URDFError(f"URDF file {path}: a floating base is not supported yet (floating=False)")
+    g = np.asarray(gravity, dtype=float) if np.ndim(gravity) == 1 and len(gravity) == 3 else None
+    if g is None or not np.all(np.isfinite(g)):
+        raise URDFError(f"URDF file {path}: gravity must be 3 numbers, got {gravity!r}")
+    if not (float(acceleration) > 0 and float(velocity) > 0):
+        raise URDFError(f"URDF file {path}: acceleration and velocity must be positive")
+    return g
+
+
+def _carried(path: Path, order, carrier, links, n: int) -> list[list]:
+    """[mass, first moment, inertia about the joint origin] per moving joint, in its frame:
+    every link's inertia added into the moving joint that carries it."""
+    carried = [[0.0, np.zeros(3), np.zeros((3, 3))] for _ in range(n)]
+    for name in order:
         k, T = carrier[name]
         lm, c, Ic = _inertial(path, links[name])
         if k is None or lm == 0 and not np.any(Ic):
@@ -179,12 +195,22 @@ def from_urdf(path, /, floating: bool = False, gravity=(0.0, 0.0, -9.81), accele
         acc[0] += lm
         acc[1] += h
         acc[2] += I
-    _check_inertia(path, joints, carried)
-    frames: list[list] = [[] for _ in joints]  # the links' frames, each on the joint carrying it
+    return carried
+
+
+def _frames(order, carrier, n: int) -> list[list]:
+    """The links' frames (name, R, p), each on the moving joint carrying it."""
+    frames: list[list] = [[] for _ in range(n)]
     for name in order:
         k, T = carrier[name]
         if k is not None:
             frames[k].append((_ident(name), tuple(map(tuple, T[:3, :3])), tuple(T[:3, 3])))
+    return frames
+
+
+def _add_joints(m: Model, t, joints, carried, frames) -> None:
+    """Per moving joint: the body of what it carries, its TreeJoint and its actuator (with the
+    URDF's effort limit as the input's range); m.joint_tree the joints in order."""
     tree = []
     for k, jd in enumerate(joints):
         lm, h, I = carried[k]
@@ -199,8 +225,6 @@ def from_urdf(path, /, floating: bool = False, gravity=(0.0, 0.0, -9.81), accele
         if jd["effort"] is not None:
             m.operate_input(jd["name"], (-jd["effort"], jd["effort"]))
     m.joint_tree = tuple(tree)
-    m.gravity(tuple(float(x) for x in g))
-    return m
 
 
 def _place(path, m, t, j, frame, carrier, joints, acceleration, velocity) -> None:

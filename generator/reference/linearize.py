@@ -213,19 +213,54 @@ class Linearizer:
         return np.array(x, float)
 
     def at(self, q=None, qd=None, u=None, t: float = 0.0, coordinates=None, velocities=None) -> Linearization:
-        dyn, eqs, n, m = self.dyn, self.eqs, self.n, self.m
+        """The Linearization about the operating point (see linearize for the arguments)."""
+        dyn, eqs, n = self.dyn, self.eqs, self.n
         t = float(t)
-        # positions: a mapping holds the given coordinates (the others from the model's guess),
-        # a full vector is a starting point projected onto the constraints
-        q0 = np.array([eqs.guess.get(s, 0.0) for s in eqs.q])
         for what, given in (("q", q), ("qd", qd)):
             if isinstance(given, dict):
                 self._names_to_index(list(given), what)  # one clear error for an unknown name
-        if isinstance(q, dict):
-            qpos = dyn.position(t, q0, fixed={k: float(v) for k, v in q.items()})
-        else:
-            qpos = dyn.position(t, q0 if q is None else self._vector(q, dyn.names, "q"))
+        qpos = self._positions(q, t)
         _, Afull, bvec = dyn._eval_pos(qpos, t)
+        ip, Tq, iv, dv = self._independent(Afull, coordinates, velocities)
+        qdv = self._velocities(qd, t, qpos, iv, Afull, bvec)
+        uv = np.zeros(self.n_act) if u is None else self._vector(u, list(eqs.actuator_names), "actuator")
+        qdd, lam = dyn.accelerations(t, qpos, qdv, uv)
+
+        # ---- derivatives at the point --------------------------------------------------------
+        y = self._f(np.concatenate([qpos, qdv, [t]]))
+        dA = self._tensor(y, "dA", self._A_pat, (Afull.shape[0], n))
+        f_q, f_qd, f_u = self._responses(y, dA, t, qpos, qdv, qdd, lam, uv, Afull)
+        # the velocity map qd(q, w): A qd = b with qd[iv] = w
+        V = np.zeros((n, len(iv)))
+        V[iv, np.arange(len(iv))] = 1.0
+        G = np.zeros((n, len(ip)))  # d qd / d z at fixed w
+        if dv:
+            V[dv] = np.linalg.lstsq(Afull[:, dv], -Afull[:, iv], rcond=1e-12)[0]
+            Dq = self._sparse(y, "db", Afull.shape[0], n) - np.einsum("rcj,c->rj", dA, qdv)
+            G[dv] = np.linalg.lstsq(Afull[:, dv], Dq @ Tq, rcond=1e-12)[0]
+        A, B, C, D = self._matrices(y, ip, iv, Tq, V, G, f_q, f_qd, f_u)
+        names = dyn.names
+        return Linearization(
+            A=A, B=B, C=C, D=D, state=[names[j] for j in ip] + [names[j] + "_d" for j in iv],
+            inputs=list(eqs.actuator_names), outputs=list(self.outputs),
+            coordinates=[names[j] for j in ip], velocities=[names[j] + "_d" for j in iv],
+            q=qpos, qd=qdv, qdd=qdd, lam=lam, u=uv, t=t,
+            xdot=np.concatenate([qdv[ip], qdd[iv]]),
+            extra={"position_map": Tq, "velocity_map": V})
+
+    def _positions(self, q, t: float) -> np.ndarray:
+        """Consistent coordinates: a mapping holds the given coordinates (the others from the
+        model's guess), a full vector is a starting point projected onto the constraints."""
+        dyn, eqs = self.dyn, self.eqs
+        q0 = np.array([eqs.guess.get(s, 0.0) for s in eqs.q])
+        if isinstance(q, dict):
+            return dyn.position(t, q0, fixed={k: float(v) for k, v in q.items()})
+        return dyn.position(t, q0 if q is None else self._vector(q, dyn.names, "q"))
+
+    def _independent(self, Afull: np.ndarray, coordinates, velocities):
+        """(ip, Tq = dq/dz, iv, dv): the independent coordinates, the position map, the independent
+        and dependent velocities (rates of independent coordinates unless named)."""
+        n, m, dyn = self.n, self.m, self.dyn
         Phi_q, Cnh = Afull[:m], Afull[m:]
         ip, dp = self._split(Phi_q, list(range(n)), coordinates, "independent coordinates")
         Tq = np.zeros((n, len(ip)))
@@ -240,31 +275,33 @@ class Linearizer:
                                              else v for v in velocities], "independent velocities")
             iv, _ = self._split(Afull, list(range(n)), [dyn.names[j] for j in iv_given], "independent velocities")
         dv = [j for j in range(n) if j not in iv]
-        if isinstance(qd, dict):
-            qdv = dyn.velocity(t, qpos, fixed={k: float(v) for k, v in qd.items()})
-        elif qd is None:  # at rest in the independent velocities (drivers still move)
-            qdv = dyn.velocity(t, qpos, fixed={dyn.names[j]: 0.0 for j in iv})
-        else:
-            qdv = self._vector(qd, dyn.names, "qd")
-            if Afull.shape[0]:
-                qdv = qdv - np.linalg.lstsq(Afull, Afull @ qdv - bvec, rcond=1e-12)[0]
-        uv = np.zeros(self.n_act) if u is None else self._vector(u, list(eqs.actuator_names), "actuator")
-        qdd, lam = dyn.accelerations(t, qpos, qdv, uv)
+        return ip, Tq, iv, dv
 
-        # ---- derivatives at the point --------------------------------------------------------
-        y = self._f(np.concatenate([qpos, qdv, [t]]))
-        M, _, Bm = dyn._eval_dyn(t, qpos, qdv)
-        nA = Afull.shape[0]
+    def _velocities(self, qd, t: float, qpos, iv, Afull: np.ndarray, bvec) -> np.ndarray:
+        """Consistent velocities: a mapping holds the given ones, None is rest in the independent
+        velocities (drivers still move), a full vector is replaced by the nearest consistent one."""
+        dyn = self.dyn
+        if isinstance(qd, dict):
+            return dyn.velocity(t, qpos, fixed={k: float(v) for k, v in qd.items()})
+        if qd is None:
+            return dyn.velocity(t, qpos, fixed={dyn.names[j]: 0.0 for j in iv})
+        qdv = self._vector(qd, dyn.names, "qd")
+        if Afull.shape[0]:
+            qdv = qdv - np.linalg.lstsq(Afull, Afull @ qdv - bvec, rcond=1e-12)[0]
+        return qdv
+
+    def _responses(self, y, dA, t: float, qpos, qdv, qdd, lam, uv, Afull: np.ndarray):
+        """(f_q, f_qd, f_u): the derivatives of qdd by implicit differentiation of
+        F(q, qd, u; qdd, lambda) = [M qdd + A^T lambda - Q - B u; A qdd - gamma] = 0."""
+        n, nA = self.n, Afull.shape[0]
+        M, _, Bm = self.dyn._eval_dyn(t, qpos, qdv)
         dM = self._tensor(y, "dM", self._M_pat, (n, n))
-        dA = self._tensor(y, "dA", self._A_pat, (nA, n))
         dB = self._tensor(y, "dB", self._B_pat, (n, self.n_act))
         dBd = self._tensor(y, "dBd", self._B_pat, (n, self.n_act))
         dQ = self._sparse(y, "dQ", n, n)
         dQd = self._sparse(y, "dQd", n, n)
         dg = self._sparse(y, "dg", nA, n)
         dgd = self._sparse(y, "dgd", nA, n)
-        db = self._sparse(y, "db", nA, n)
-        # F(q, qd, u; qdd, lambda) = [M qdd + A^T lambda - Q - B u; A qdd - gamma] = 0
         Fq = np.vstack([np.einsum("ilj,l->ij", dM, qdd) + np.einsum("rij,r->ij", dA, lam) - dQ
                         - np.einsum("iaj,a->ij", dB, uv),
                         np.einsum("rcj,c->rj", dA, qdd) - dg])
@@ -275,16 +312,11 @@ class Linearizer:
         rhs = -np.hstack([Fq, Fqd, Fu])
         fk = _Factor(K)
         X = fk.solve(rhs) if fk.ok else np.linalg.lstsq(K, rhs, rcond=1e-12)[0]
-        f_q, f_qd, f_u = X[:n, :n], X[:n, n:2 * n], X[:n, 2 * n:]
-        # the velocity map qd(q, w): A qd = b with qd[iv] = w
-        V = np.zeros((n, len(iv)))
-        V[iv, np.arange(len(iv))] = 1.0
-        G = np.zeros((n, len(ip)))  # d qd / d z at fixed w
-        if dv:
-            V[dv] = np.linalg.lstsq(Afull[:, dv], -Afull[:, iv], rcond=1e-12)[0]
-            Dq = db - np.einsum("rcj,c->rj", dA, qdv)
-            G[dv] = np.linalg.lstsq(Afull[:, dv], Dq @ Tq, rcond=1e-12)[0]
-        nz, nw = len(ip), len(iv)
+        return X[:n, :n], X[:n, n:2 * n], X[:n, 2 * n:]
+
+    def _matrices(self, y, ip, iv, Tq, V, G, f_q, f_qd, f_u):
+        """(A, B, C, D) in the state (z, w); C, D None when the model has no outputs."""
+        n, nz, nw = self.n, len(ip), len(iv)
         A = np.zeros((nz + nw, nz + nw))
         A[:nz, :nz] = G[ip]
         A[:nz, nz:] = V[ip]
@@ -298,14 +330,7 @@ class Linearizer:
             dhd = self._sparse(y, "dhd", self._n_h, n)
             C = np.hstack([dh @ Tq + dhd @ G, dhd @ V])
             D = np.zeros((self._n_h, self.n_act))
-        names = dyn.names
-        return Linearization(
-            A=A, B=B, C=C, D=D, state=[names[j] for j in ip] + [names[j] + "_d" for j in iv],
-            inputs=list(eqs.actuator_names), outputs=list(self.outputs),
-            coordinates=[names[j] for j in ip], velocities=[names[j] + "_d" for j in iv],
-            q=qpos, qd=qdv, qdd=qdd, lam=lam, u=uv, t=t,
-            xdot=np.concatenate([qdv[ip], qdd[iv]]),
-            extra={"position_map": Tq, "velocity_map": V})
+        return A, B, C, D
 
 
 def linearize(model, q=None, qd=None, u=None, t: float = 0.0, coordinates=None, velocities=None,

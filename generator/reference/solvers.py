@@ -910,8 +910,6 @@ class Dynamics(Kinematics):
         the work since t0 (the integral of `power`) and `drift` is the residual of the
         balance max |E - E0 - W| / max T; otherwise `drift` is the plain max |E - E0| / max T.
         `progress`: called with the number of output intervals done (a progress bar)."""
-        from scipy.integrate import solve_ivp
-
         n = self.n
         q = self._start(q0)
         qd = np.zeros(n) if qd0 is None else np.array(qd0, float)
@@ -935,19 +933,12 @@ class Dynamics(Kinematics):
         works = self._works(u)
         W = [0.0]
         for a, b in zip(times[:-1], times[1:]):
-            sol = solve_ivp(rhs, (a, b), y, method=method, rtol=rtol, atol=atol,
-                            first_step=None if h is None else min(h, b - a), dense_output=works)
-            if not sol.success:
-                raise DynamicsError(f"{self.eqs.model}: integration failed at t={sol.t[-1]}: {sol.message}")
-            if len(sol.t) > 1:
-                h = (sol.t[-1] - sol.t[-2]) or None
+            sol, h = self._interval(rhs, a, b, y, h, method, rtol, atol, works)
             qe, qde = sol.y[:n, -1], sol.y[n:, -1]
-            phi, A, bb = self._eval_pos(qe, b)
-            res = max(res, float(np.max(np.abs(phi), initial=0.0)))
-            if A.shape[0]:
-                vres = max(vres, float(np.max(np.abs(A @ qde - bb))))
-            pn.append(float(np.linalg.norm(phi)))
-            vn.append(float(np.linalg.norm(A @ qde - bb)) if A.shape[0] else 0.0)
+            r, vr, p_norm, v_norm = self._end_residuals(b, qe, qde)
+            res, vres = max(res, r), max(vres, vr)
+            pn.append(p_norm)
+            vn.append(v_norm)
             if works:
                 W.append(W[-1] + self._work(sol, u))
             qe, qde = self.project(b, qe, qde)
@@ -961,11 +952,38 @@ class Dynamics(Kinematics):
                           stats={"nfev": nfev, "segments": len(times) - 1}, phi_norm=np.array(pn),
                           vel_norm=np.array(vn))
         if self._energy is not None:
-            ev = np.array([self.energy(t, q_, qd_) for t, q_, qd_ in zip(traj.t, traj.Q, traj.QD)])
-            traj.T = ev[:, 0]
-            traj.E = ev[:, 0] + ev[:, 1]
-            traj.W = np.array(W) if works else None
-            traj.drift_abs = float(np.max(np.abs(traj.E - traj.E[0] - (traj.W if works else 0.0))))
-            scale = float(np.max(traj.T))
-            traj.drift = traj.drift_abs / scale if scale > 0 else traj.drift_abs
+            self._energy_balance(traj, W if works else None)
         return traj
+
+    def _interval(self, rhs, a: float, b: float, y, h, method: str, rtol: float, atol: float, dense: bool):
+        """(solve_ivp's solution from a to b starting at y with first step h, the last step
+        it took, for the next interval's first); DynamicsError when it fails."""
+        from scipy.integrate import solve_ivp
+
+        sol = solve_ivp(rhs, (a, b), y, method=method, rtol=rtol, atol=atol,
+                        first_step=None if h is None else min(h, b - a), dense_output=dense)
+        if not sol.success:
+            raise DynamicsError(f"{self.eqs.model}: integration failed at t={sol.t[-1]}: {sol.message}")
+        if len(sol.t) > 1:
+            h = (sol.t[-1] - sol.t[-2]) or None
+        return sol, h
+
+    def _end_residuals(self, t: float, q, qd) -> tuple[float, float, float, float]:
+        """(max |Phi|, max |A qd - b|, |Phi|, |A qd - b|) at the end of an interval, before
+        it is projected (0 for the velocity terms without velocity constraints)."""
+        phi, A, bb = self._eval_pos(q, t)
+        res = float(np.max(np.abs(phi), initial=0.0))
+        vres = float(np.max(np.abs(A @ qd - bb))) if A.shape[0] else 0.0
+        vn = float(np.linalg.norm(A @ qd - bb)) if A.shape[0] else 0.0
+        return res, vres, float(np.linalg.norm(phi)), vn
+
+    def _energy_balance(self, traj: Trajectory, W) -> None:
+        """traj's T, E, W and drift: the residual of the balance E - E0 = W when work is done
+        (W the work at the output times), else the plain drift of E."""
+        ev = np.array([self.energy(t, q_, qd_) for t, q_, qd_ in zip(traj.t, traj.Q, traj.QD)])
+        traj.T = ev[:, 0]
+        traj.E = ev[:, 0] + ev[:, 1]
+        traj.W = None if W is None else np.array(W)
+        traj.drift_abs = float(np.max(np.abs(traj.E - traj.E[0] - (traj.W if W is not None else 0.0))))
+        scale = float(np.max(traj.T))
+        traj.drift = traj.drift_abs / scale if scale > 0 else traj.drift_abs
