@@ -342,9 +342,18 @@ def bound_over_boxes(tape: Tape, hull: Ranges, boxes: list[Ranges], tight: bool 
     vec, E = refine_for_solve(tape, vec, bounds, replan) if tight and solve_error.SPLIT_AT_SOLVE else (vec, bounds(vec)[0])
     fx = state["fx"]
     can_split = len(boxes) > 1 and all(isinstance(r, BoxView) for r in boxes) and budget > 1
-    cap = int(budget * vec.n_boxes)
+    if can_split:
+        E = _split_worst_boxes(tape, fx, vec, E, tight, int(budget * vec.n_boxes))
+    fx.out_error = [float(x) for x in E.max(0)] if E.shape[0] else []
+    return fx
+
+
+def _split_worst_boxes(tape: Tape, fx: FixedProgram, vec, E, tight: bool, cap: int):
+    """Bisect the boxes holding an output's largest bound E along their widest input
+    (relative to the domain), for up to SPLIT_ROUNDS rounds and `cap` boxes, keeping a
+    split only where no output's bound gets worse; returns the bounds per final box."""
     span = vec.in_hi.max(0) - vec.in_lo.min(0)
-    for _ in range(SPLIT_ROUNDS if can_split else 0):
+    for _ in range(SPLIT_ROUNDS):
         worst = E.max(0)
         hot = sorted({int(np.argmax(E[:, j])) for j in range(E.shape[1]) if worst[j] > 0})
         hot = hot[:max(0, (cap - vec.n_boxes))]
@@ -364,13 +373,17 @@ def bound_over_boxes(tape: Tape, hull: Ranges, boxes: list[Ranges], tight: bool 
         pick = [i for j in good for i in (2 * j, 2 * j + 1)]
         sub, Es = sub.take(pick), Es[pick]
         vec = refine(vec, take, dims, analyse=lambda lo, hi, s=sub: s)
-        rows, j, ts = [], 0, set(take)
-        for b in range(E.shape[0]):
-            if b in ts:
-                rows += [Es[2 * j], Es[2 * j + 1]]
-                j += 1
-            else:
-                rows.append(E[b])
-        E = np.array(rows)
-    fx.out_error = [float(x) for x in E.max(0)] if E.shape[0] else []
-    return fx
+        E = _with_halves(E, set(take), Es)
+    return E
+
+
+def _with_halves(E, split: set, Es):
+    """The rows of E with each split box's row replaced by its halves' two rows of Es."""
+    rows, j = [], 0
+    for b in range(E.shape[0]):
+        if b in split:
+            rows += [Es[2 * j], Es[2 * j + 1]]
+            j += 1
+        else:
+            rows.append(E[b])
+    return np.array(rows)

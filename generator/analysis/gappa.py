@@ -16,7 +16,7 @@ import shutil
 import subprocess
 from fractions import Fraction
 
-from .fixedpoint import FixedProgram
+from .fixedpoint import FixedProgram, const_bits
 
 POLY = ("add", "sub", "mul", "neg")
 
@@ -42,6 +42,64 @@ def _parse(text: str) -> float:
     return float(text)
 
 
+def _computed(o) -> str:
+    """The Gappa name of operand o's computed (rounded) value."""
+    kind, v = o
+    return f"t{v}" if kind == "t" else f"x{v}" if kind == "in" else f"({_num(v)})"
+
+
+def _exact(o) -> str:
+    """The Gappa name of operand o's exact value."""
+    kind, v = o
+    return f"E{v}" if kind == "t" else f"x{v}" if kind == "in" else f"({_num(v)})"
+
+
+def _polynomial_cone(producer: dict, o) -> bool:
+    """Whether every instruction that output o depends on is +, -, * or negation."""
+    stack = [o]
+    seen = set()
+    while stack:
+        kind, v = stack.pop()
+        if kind != "t" or v in seen:
+            continue
+        seen.add(v)
+        ins = producer[v]
+        if ins.op not in POLY:
+            return False
+        stack.extend(ins.args)
+    return True
+
+
+def _assignment(fx: FixedProgram, ins, rnd) -> tuple[str, str]:
+    """The computed and the exact right-hand side of a polynomial instruction; rnd(f)
+    names the rounding to format f."""
+    a = ins.args
+    p = ins.params
+    f = fx.temp_bits[ins.dst[0]]
+    if ins.op in ("add", "sub"):
+        terms = []
+        for o, (kind, val) in zip(a, p["align"]):
+            if kind == "lit":
+                terms.append(_dyadic(val, p["F"]))
+            elif val < 0:  # a finer operand is rounded to the common format first
+                terms.append(f"{rnd(p['F'])}({_computed(o)})")
+            else:
+                terms.append(_computed(o))
+        sign = " + " if ins.op == "add" else " - "
+        rhs = f"{rnd(f)}({sign.join(terms)})" if p["s"] > 0 else sign.join(terms)
+        return rhs, f"{_exact(a[0])}{sign}{_exact(a[1])}"
+    if ins.op == "neg":
+        return f"-{_computed(a[0])}", f"-{_exact(a[0])}"
+    if "lit" in p:
+        x = a[1] if p["const_first"] else a[0]
+        c = a[0] if p["const_first"] else a[1]
+        lit = _dyadic(p["lit"], const_bits(c[1]))
+        prod, exact = f"{_computed(x)} * {lit}", f"{_exact(x)} * {_exact(c)}"
+    else:
+        prod, exact = f"{_computed(a[0])} * {_computed(a[1])}", f"{_exact(a[0])} * {_exact(a[1])}"
+    return (f"{rnd(f)}({prod})" if p["s"] > 0 else prod), exact
+
+
 def script(fx: FixedProgram, outputs: list[int], input_box) -> tuple[str, list[int]]:
     """Gappa script bounding |computed - exact| for the given flat outputs (those whose
     cone is polynomial); returns the script and the outputs it covers."""
@@ -50,22 +108,7 @@ def script(fx: FixedProgram, outputs: list[int], input_box) -> tuple[str, list[i
     for ins in fx.instrs:
         for d in ins.dst:
             producer[d] = ins
-
-    def cone_ok(o, seen=None) -> bool:
-        stack = [o]
-        seen = set()
-        while stack:
-            kind, v = stack.pop()
-            if kind != "t" or v in seen:
-                continue
-            seen.add(v)
-            ins = producer[v]
-            if ins.op not in POLY:
-                return False
-            stack.extend(ins.args)
-        return True
-
-    covered = [k for k in outputs if tape.outputs[k][0] == "t" and cone_ok(tape.outputs[k])]
+    covered = [k for k in outputs if tape.outputs[k][0] == "t" and _polynomial_cone(producer, tape.outputs[k])]
     lines = []
     fmts = set()
 
@@ -73,48 +116,12 @@ def script(fx: FixedProgram, outputs: list[int], input_box) -> tuple[str, list[i
         fmts.add(f)
         return f"r{f}" if f >= 0 else f"rm{-f}"
 
-    def c_name(o) -> str:  # computed
-        kind, v = o
-        return f"t{v}" if kind == "t" else f"x{v}" if kind == "in" else f"({_num(v)})"
-
-    def e_name(o) -> str:  # exact
-        kind, v = o
-        return f"E{v}" if kind == "t" else f"x{v}" if kind == "in" else f"({_num(v)})"
-
     for ins in fx.instrs:
-        d = ins.dst[0]
         if ins.op not in POLY:
             continue
-        a = ins.args
-        p = ins.params
-        f = fx.temp_bits[d]
-        if ins.op in ("add", "sub"):
-            terms = []
-            for o, (kind, val) in zip(a, p["align"]):
-                if kind == "lit":
-                    terms.append(_dyadic(val, p["F"]))
-                elif val < 0:  # a finer operand is rounded to the common format first
-                    terms.append(f"{rnd(p['F'])}({c_name(o)})")
-                else:
-                    terms.append(c_name(o))
-            sign = " + " if ins.op == "add" else " - "
-            rhs = f"{rnd(f)}({sign.join(terms)})" if p["s"] > 0 else sign.join(terms)
-            exact = f"{e_name(a[0])}{sign}{e_name(a[1])}"
-        elif ins.op == "neg":
-            rhs, exact = f"-{c_name(a[0])}", f"-{e_name(a[0])}"
-        else:
-            if "lit" in p:
-                x = a[1] if p["const_first"] else a[0]
-                c = a[0] if p["const_first"] else a[1]
-                from .fixedpoint import const_bits
-
-                lit = _dyadic(p["lit"], const_bits(c[1]))
-                prod, exact = f"{c_name(x)} * {lit}", f"{e_name(x)} * {e_name(c)}"
-            else:
-                prod, exact = f"{c_name(a[0])} * {c_name(a[1])}", f"{e_name(a[0])} * {e_name(a[1])}"
-            rhs = f"{rnd(f)}({prod})" if p["s"] > 0 else prod
-        lines.append(f"t{d} = {rhs};")
-        lines.append(f"E{d} = {exact};")
+        rhs, exact = _assignment(fx, ins, rnd)
+        lines.append(f"t{ins.dst[0]} = {rhs};")
+        lines.append(f"E{ins.dst[0]} = {exact};")
     # the kernel's inputs are int32 words: values on their formats' grids
     inputs = [f"x{k} = {rnd(fx.in_bits[k])}(X{k});" for k in range(len(input_box))]
     head = [f"@{rnd(f)} = fixed<{-f},nu>;" for f in sorted(fmts)]

@@ -372,42 +372,8 @@ class _Hints(TapeHints):
         return self._chunk_values(P, matrix_only)
 
     def _chunk_values(self, P, matrix_only: bool):
-        memo: dict = {}
-        eliminated = [([r for rows, _ in self.steps[:s] for r in rows], [c for _, cols in self.steps[:s] for c in cols])
-                      for s in range(len(self.steps) + 1)]
-
-        def schur(s, i, j):
-            """centre, radius of S(i, j) before step s (j None: b's row i)."""
-            key = (s, i, j)
-            if key not in memo:
-                Kr, Kc = eliminated[s]
-                a0, aK, ea = (P.b0[:, i], P.bK[:, :, i], P.Eb[:, i]) if j is None else \
-                    (P.A0[:, i, j], P.AK[:, :, i, j], P.EA[:, i, j])
-                if not Kr:
-                    c, r = a0, np.abs(aK).sum(1) + ea
-                else:
-                    zkey = (s, j)
-                    if zkey not in memo:
-                        if ("block", s) not in memo:  # the eliminated rows and columns: one per step, for every j
-                            sub = (P.A0[:, Kr][:, :, Kc], P.AK[:, :, Kr][:, :, :, Kc], P.EA[:, Kr][:, :, Kc])
-                            memo["block", s] = (sub, param_matrix(*sub))
-                        sub, mat = memo["block", s]
-                        rhs = (P.b0[:, Kr], P.bK[:, :, Kr], P.Eb[:, Kr]) if j is None else \
-                            (P.A0[:, Kr, j], P.AK[:, :, Kr, j], P.EA[:, Kr, j])
-                        memo[zkey] = param_solve(*sub, *rhs, matrix=mat)
-                    zc, zr = memo[zkey]
-                    # S = (a - A[i, K] z~)(e) - A[i, K](e) (z - z~): the first part affine in e
-                    if ("row", s, i) not in memo:  # row i's eliminated part, for every j
-                        rowc, rowK, rowE = P.A0[:, i, Kc], P.AK[:, :, i, Kc], P.EA[:, i, Kc]
-                        memo["row", s, i] = rowc, rowK, rowE, np.abs(rowc) + np.abs(rowK).sum(1) + rowE
-                    rowc, rowK, rowE, hull = memo["row", s, i]
-                    c = a0 - np.einsum("bk,bk->b", rowc, zc)
-                    lin = aK - np.einsum("btk,bk->bt", rowK, zc)
-                    r = np.abs(lin).sum(1) + ea + np.einsum("bk,bk->b", rowE, np.abs(zc)) \
-                        + np.einsum("bk,bk->b", hull, zr)
-                memo[key] = (c, pad(c, r))
-            return memo[key]
-
+        """The planned temps' enclosures {temp: (lo, hi)} over the boxes of P."""
+        schur = _Schur(P, self.steps)
         out = {}
         with np.errstate(all="ignore"):
             x = None
@@ -424,11 +390,7 @@ class _Hints(TapeHints):
                     c, r = schur(s, i, j)
                     if kind in ("R", "L"):
                         rows, cols = self.steps[s]
-                        pc, pr = schur(s, rows[0], cols[0])
-                        plo, phi = pc - pr, pc + pr
-                        nz = (plo > 0) | (phi < 0)
-                        rlo, rhi = np.where(nz, 1 / phi, -np.inf), np.where(nz, 1 / plo, np.inf)
-                        rc, rr = (rlo + rhi) / 2, (rhi - rlo) / 2
+                        rc, rr = _reciprocal(*schur(s, rows[0], cols[0]))
                         if kind == "R":
                             c, r = rc, rr
                         else:
@@ -438,6 +400,70 @@ class _Hints(TapeHints):
                 c = np.where(np.isfinite(r), sg * c, 0.0)
                 out[t] = (c - r, c + r)
         return out
+
+
+def _reciprocal(pc, pr):
+    """Centre and radius of 1 / [pc - pr, pc + pr] (unbounded where it holds zero)."""
+    plo, phi = pc - pr, pc + pr
+    nz = (plo > 0) | (phi < 0)
+    rlo, rhi = np.where(nz, 1 / phi, -np.inf), np.where(nz, 1 / plo, np.inf)
+    return (rlo + rhi) / 2, (rhi - rlo) / 2
+
+
+class _Schur:
+    """Centre and radius of the Schur complement's entries before each step, over the
+    boxes of P; memoised, as entries share the eliminated block's solves and rows."""
+
+    def __init__(self, P, steps):
+        self.P = P
+        self.memo: dict = {}
+        self.eliminated = [([r for rows, _ in steps[:s] for r in rows], [c for _, cols in steps[:s] for c in cols])
+                           for s in range(len(steps) + 1)]
+
+    def __call__(self, s, i, j):
+        """centre, radius of S(i, j) before step s (j None: b's row i)."""
+        P, memo = self.P, self.memo
+        key = (s, i, j)
+        if key not in memo:
+            a0, aK, ea = (P.b0[:, i], P.bK[:, :, i], P.Eb[:, i]) if j is None else \
+                (P.A0[:, i, j], P.AK[:, :, i, j], P.EA[:, i, j])
+            if not self.eliminated[s][0]:
+                c, r = a0, np.abs(aK).sum(1) + ea
+            else:
+                zc, zr = self._solved(s, j)
+                # S = (a - A[i, K] z~)(e) - A[i, K](e) (z - z~): the first part affine in e
+                rowc, rowK, rowE, hull = self._row(s, i)
+                c = a0 - np.einsum("bk,bk->b", rowc, zc)
+                lin = aK - np.einsum("btk,bk->bt", rowK, zc)
+                r = np.abs(lin).sum(1) + ea + np.einsum("bk,bk->b", rowE, np.abs(zc)) \
+                    + np.einsum("bk,bk->b", hull, zr)
+            memo[key] = (c, pad(c, r))
+        return memo[key]
+
+    def _solved(self, s, j):
+        """z (centre, radius): the rows and columns eliminated before step s solved for
+        column j (None: b)."""
+        P, memo = self.P, self.memo
+        Kr, Kc = self.eliminated[s]
+        zkey = (s, j)
+        if zkey not in memo:
+            if ("block", s) not in memo:  # the eliminated rows and columns: one per step, for every j
+                sub = (P.A0[:, Kr][:, :, Kc], P.AK[:, :, Kr][:, :, :, Kc], P.EA[:, Kr][:, :, Kc])
+                memo["block", s] = (sub, param_matrix(*sub))
+            sub, mat = memo["block", s]
+            rhs = (P.b0[:, Kr], P.bK[:, :, Kr], P.Eb[:, Kr]) if j is None else \
+                (P.A0[:, Kr, j], P.AK[:, :, Kr, j], P.EA[:, Kr, j])
+            memo[zkey] = param_solve(*sub, *rhs, matrix=mat)
+        return memo[zkey]
+
+    def _row(self, s, i):
+        """Row i's eliminated part before step s (centre, affine, error, hull), for every j."""
+        P, memo = self.P, self.memo
+        Kc = self.eliminated[s][1]
+        if ("row", s, i) not in memo:
+            rowc, rowK, rowE = P.A0[:, i, Kc], P.AK[:, :, i, Kc], P.EA[:, i, Kc]
+            memo["row", s, i] = rowc, rowK, rowE, np.abs(rowc) + np.abs(rowK).sum(1) + rowE
+        return memo["row", s, i]
 
 
 def _inverse(A0):

@@ -325,73 +325,88 @@ def _verify(pr: Problem, plo, phi, Qs, ok, PD, PDD):
     """(verified, q box, qd box, qdd box) per cell: the Krawczyk test for positions, the
     linear enclosure for velocities and accelerations."""
     C, n = Qs.shape
-    inf = np.full((C, n), np.inf)
     if C == 0:
         e = np.zeros((0, n))
         return np.zeros(0, dtype=bool), e, e, e, e, e, e
     with np.errstate(all="ignore"):
-        Fl, Fh = pr.box_F(np.column_stack([Qs, plo]), np.column_stack([Qs, phi]))
-        Fc, Fr = _centre_radius(Fl, Fh)
-        _, J0 = pr.residual(Qs, (plo + phi) / 2)
-        try:
-            Y = np.linalg.inv(J0)
-        except np.linalg.LinAlgError:
-            Y = np.linalg.pinv(J0)
-        aY = np.abs(Y)
-        head = np.abs(np.einsum("kij,kj->ki", Y, Fc)) + np.einsum("kij,kj->ki", aY, Fr)
-        r = pad(Qs, 1.2 * head)
-        verified = np.zeros(C, dtype=bool)
-        rad = np.full((C, n), np.inf)
-        for _ in range(KRAWCZYK_ROUNDS):
-            Jl, Jh = pr.box_J(np.column_stack([Qs - r, plo]), np.column_stack([Qs + r, phi]))
-            Jc, Jr = _centre_radius(pr._matrix(Jl, C), pr._matrix(Jh, C))
-            G = np.abs(np.eye(n) - np.einsum("kij,kjl->kil", Y, Jc)) + np.einsum("kij,kjl->kil", aY, Jr)
-            kr = pad(Qs, head + np.einsum("kij,kj->ki", G, r))  # |K(X) - q~| <= kr
-            inside = np.all(kr < r, axis=1) & np.all(np.isfinite(kr), axis=1)
-            newly = inside & ~verified & ok
-            rad[newly] = kr[newly]
-            verified |= newly
-            if verified[ok].all():
-                break
-            # epsilon-inflation: the next candidate is K(X) grown a little (a contraction settles)
-            r = np.where(verified[:, None] | ~np.isfinite(kr), r, pad(Qs, 1.2 * kr))
+        verified, rad = _krawczyk(pr, plo, phi, Qs, ok)
         qlo, qhi = Qs - rad, Qs + rad
         good = verified.copy()
         # velocities: F_q(X, P) qd = -F_p pd over the cell
         Jl, Jh = pr.box_J(np.column_stack([qlo, plo]), np.column_stack([qhi, phi]))
-        Ac, Ar = _centre_radius(pr._matrix(Jl, C), pr._matrix(Jh, C))
+        A = _centre_radius(pr._matrix(Jl, C), pr._matrix(Jh, C))
         pdl = np.array([a[0] for a in PD if True])[None, :].repeat(C, 0)
         pdh = np.array([a[1] for a in PD if True])[None, :].repeat(C, 0)
         with_d = [i for i, a in enumerate(pr.params) if a.sym_d is not None]
         bl, bh = pr.box_b(np.column_stack([qlo, plo, pdl[:, with_d]]), np.column_stack([qhi, phi, pdh[:, with_d]]))
-        x, xr = _linear_enclosure(Ac, Ar, *_centre_radius(bl, bh))
+        x, xr = _linear_enclosure(*A, *_centre_radius(bl, bh))
         qdlo, qdhi = x - xr, x + xr
         good &= np.all(np.isfinite(xr), axis=1)
-        # the same velocities as S pd, S = -F_q^-1 F_p enclosed column by column: |S| x the
-        # rate's radius instead of |Y| |F_p| x it (no sign lost); both enclose, keep the meet
-        k = len(pr.params)
-        if k:
-            Fl, Fh = pr.box_Fp(np.column_stack([qlo, plo]), np.column_stack([qhi, phi]))
-            ri, cj = pr.fp_pattern
-            FPl, FPh = np.zeros((C, n, k)), np.zeros((C, n, k))
-            FPl[:, ri, cj], FPh[:, ri, cj] = Fl, Fh
-            sl, sh = np.zeros((C, n, k)), np.zeros((C, n, k))
-            for j in range(k):
-                cen, rad = _centre_radius(-FPh[:, :, j], -FPl[:, :, j])
-                sx, sr = _linear_enclosure(Ac, Ar, cen, rad)
-                sl[:, :, j], sh[:, :, j] = sx - sr, sx + sr
-            vlo, vhi = np.zeros((C, n)), np.zeros((C, n))
-            for j in range(k):
-                ml, mh = _mul(sl[:, :, j], sh[:, :, j], pdl[:, j:j + 1], pdh[:, j:j + 1])
-                vlo, vhi = _out(vlo + ml, vhi + mh)
+        if pr.params:
+            vlo, vhi = _sensitivity_velocities(pr, A, (qlo, qhi), (plo, phi), (pdl, pdh))
             qdlo, qdhi = np.maximum(qdlo, vlo), np.minimum(qdhi, vhi)
         al = np.array([a[0] for a in PDD])[None, :].repeat(C, 0) if PDD else np.zeros((C, 0))
         ah = np.array([a[1] for a in PDD])[None, :].repeat(C, 0) if PDD else np.zeros((C, 0))
         cl, ch = pr.box_c(np.column_stack([qlo, qdlo, plo, pdl[:, with_d], al]),
                           np.column_stack([qhi, qdhi, phi, pdh[:, with_d], ah]))
-        y, yr = _linear_enclosure(Ac, Ar, *_centre_radius(cl, ch))
+        y, yr = _linear_enclosure(*A, *_centre_radius(cl, ch))
         good &= np.all(np.isfinite(yr), axis=1)
     return good, qlo, qhi, qdlo, qdhi, y - yr, y + yr
+
+
+def _krawczyk(pr: Problem, plo, phi, Qs, ok):
+    """Which cells (among ok) the Krawczyk test verifies, and the radius about Qs each
+    verified one's position box has (inf elsewhere)."""
+    C, n = Qs.shape
+    Fl, Fh = pr.box_F(np.column_stack([Qs, plo]), np.column_stack([Qs, phi]))
+    Fc, Fr = _centre_radius(Fl, Fh)
+    _, J0 = pr.residual(Qs, (plo + phi) / 2)
+    try:
+        Y = np.linalg.inv(J0)
+    except np.linalg.LinAlgError:
+        Y = np.linalg.pinv(J0)
+    aY = np.abs(Y)
+    head = np.abs(np.einsum("kij,kj->ki", Y, Fc)) + np.einsum("kij,kj->ki", aY, Fr)
+    r = pad(Qs, 1.2 * head)
+    verified = np.zeros(C, dtype=bool)
+    rad = np.full((C, n), np.inf)
+    for _ in range(KRAWCZYK_ROUNDS):
+        Jl, Jh = pr.box_J(np.column_stack([Qs - r, plo]), np.column_stack([Qs + r, phi]))
+        Jc, Jr = _centre_radius(pr._matrix(Jl, C), pr._matrix(Jh, C))
+        G = np.abs(np.eye(n) - np.einsum("kij,kjl->kil", Y, Jc)) + np.einsum("kij,kjl->kil", aY, Jr)
+        kr = pad(Qs, head + np.einsum("kij,kj->ki", G, r))  # |K(X) - q~| <= kr
+        inside = np.all(kr < r, axis=1) & np.all(np.isfinite(kr), axis=1)
+        newly = inside & ~verified & ok
+        rad[newly] = kr[newly]
+        verified |= newly
+        if verified[ok].all():
+            break
+        # epsilon-inflation: the next candidate is K(X) grown a little (a contraction settles)
+        r = np.where(verified[:, None] | ~np.isfinite(kr), r, pad(Qs, 1.2 * kr))
+    return verified, rad
+
+
+def _sensitivity_velocities(pr: Problem, A, q, p, pd):
+    """The velocities as S pd, S = -F_q^-1 F_p enclosed column by column: |S| x the
+    rate's radius instead of |Y| |F_p| x it (no sign lost); the caller keeps the meet
+    with the direct enclosure, as both enclose."""
+    (qlo, qhi), (plo, phi), (pdl, pdh) = q, p, pd
+    C, n = qlo.shape
+    k = len(pr.params)
+    Fl, Fh = pr.box_Fp(np.column_stack([qlo, plo]), np.column_stack([qhi, phi]))
+    ri, cj = pr.fp_pattern
+    FPl, FPh = np.zeros((C, n, k)), np.zeros((C, n, k))
+    FPl[:, ri, cj], FPh[:, ri, cj] = Fl, Fh
+    sl, sh = np.zeros((C, n, k)), np.zeros((C, n, k))
+    for j in range(k):
+        cen, rad = _centre_radius(-FPh[:, :, j], -FPl[:, :, j])
+        sx, sr = _linear_enclosure(*A, cen, rad)
+        sl[:, :, j], sh[:, :, j] = sx - sr, sx + sr
+    vlo, vhi = np.zeros((C, n)), np.zeros((C, n))
+    for j in range(k):
+        ml, mh = _mul(sl[:, :, j], sh[:, :, j], pdl[:, j:j + 1], pdh[:, j:j + 1])
+        vlo, vhi = _out(vlo + ml, vhi + mh)
+    return vlo, vhi
 
 
 def _singular(pr: Problem, plo, phi, Qs):

@@ -212,8 +212,16 @@ def _eliminate_symmetric(state, idx, zero):
             oval[i].pop(c, None)
     for c in idx:
         off[c], oval[c] = {}, {}
+    created = _schur_symmetric(state, nb, (lower, lv), (E, Ev), k, zero)
+    return LDLStep(tuple(idx), pivot, recip, inv, lower), created
+
+
+def _schur_symmetric(state, nb, L, E, k, zero) -> int:
+    """Schur complement on the neighbours nb: a_ij -= L_i . E_j, atoms and values (a
+    clique: this is the fill); returns how many new entries it created."""
+    diag, dval, off, oval = state
+    (lower, lv), (E, Ev) = L, E
     created = 0
-    # Schur complement on the neighbours: a_ij -= L_i . E_j (a clique: this is the fill)
     for a_, i in enumerate(nb):
         d = diag[i]
         dv = dval[i]
@@ -236,7 +244,7 @@ def _eliminate_symmetric(state, idx, zero):
                 created += 1
             off[i][j] = off[j][i] = new
             oval[i][j] = oval[j][i] = nv
-    return LDLStep(tuple(idx), pivot, recip, inv, lower), created
+    return created
 
 
 def _sym_ratio(v, ovals: dict) -> float:
@@ -258,8 +266,29 @@ def _pick_symmetric(alive, state, scale, threshold, min_relative, step, names, l
     a coordinate with the constraint that pins it down). Ties go to single pivots, then
     to the lowest indices. Failing those, the best sign-definite candidate of either kind
     that clears min_relative; else an error."""
+    dval = state[1]
+    weak = []
+    best1, bad = _single_pivots(alive, state, scale, threshold, weak)
+    blocks = _block_pivots(bad, state, scale, threshold, best1, weak)
+    if blocks:
+        (_, _, i, j), q, det = min(blocks, key=lambda b: b[0])
+        return (i, j), _stats(step, (i, j), (i, j), det, scale[i] * scale[j], q)
+    if best1 is not None:
+        _, k, q = best1
+        return (k,), _stats(step, (k,), (k,), dval[k], scale[k], q)
+    for q, idx, v, sc in sorted(weak, key=lambda w: (-w[0], w[1])):
+        st = _stats(step, idx, idx, v, sc, q, relaxed=True)
+        if st.min_rel >= min_relative:
+            return idx, st
+        break
+    raise _no_symmetric_pivot(alive, state, scale, step, names, label, samples)
+
+
+def _single_pivots(alive, state, scale, threshold, weak):
+    """The best diagonal pivot passing the threshold as (degree, index, quality) or None,
+    and the indices whose diagonals fail it; sign-definite failures go to `weak`."""
     diag, dval, off, oval = state
-    weak, bad = [], []
+    bad = []
     best1 = None
     for k in sorted(alive, key=lambda v: (len(oval[v]), v)):
         if best1 is not None and len(oval[k]) > best1[0]:
@@ -274,6 +303,14 @@ def _pick_symmetric(alive, state, scale, threshold, min_relative, step, names, l
         bad.append(k)
         if q > 0:
             weak.append((q, (k,), dval[k], scale[k]))
+    return best1, bad
+
+
+def _block_pivots(bad, state, scale, threshold, best1, weak):
+    """The 2 x 2 blocks pairing a bad index with a neighbour that pass the threshold and
+    make a smaller clique than best1, with their sort keys; sign-definite failures go to
+    `weak`."""
+    diag, dval, off, oval = state
     blocks = []
     seen = set()
     for l in sorted(bad):
@@ -293,17 +330,12 @@ def _pick_symmetric(alive, state, scale, threshold, min_relative, step, names, l
                 blocks.append(((cost, 0 if q >= 0.5 else 1, i, j), q, det))
             elif q > 0:
                 weak.append((q, pair, det, scale[i] * scale[j]))
-    if blocks:
-        (_, _, i, j), q, det = min(blocks, key=lambda b: b[0])
-        return (i, j), _stats(step, (i, j), (i, j), det, scale[i] * scale[j], q)
-    if best1 is not None:
-        _, k, q = best1
-        return (k,), _stats(step, (k,), (k,), dval[k], scale[k], q)
-    for q, idx, v, sc in sorted(weak, key=lambda w: (-w[0], w[1])):
-        st = _stats(step, idx, idx, v, sc, q, relaxed=True)
-        if st.min_rel >= min_relative:
-            return idx, st
-        break
+    return blocks
+
+
+def _no_symmetric_pivot(alive, state, scale, step, names, label, samples) -> SingularPivotError:
+    """The error when no pivot qualifies, naming the best diagonal and where it fails."""
+    diag, dval = state[0], state[1]
     detail = ""
     cands = [k for k in sorted(alive) if diag[k] is not ZERO]
     if cands:
@@ -312,5 +344,5 @@ def _pick_symmetric(alive, state, scale, threshold, min_relative, step, names, l
         chg = "" if ((dval[k] > 0).all() or (dval[k] < 0).all()) else " and changes sign"
         detail = (f"; the best diagonal, {names[k]!r}, reaches |d| = {st.min_abs:.3g} (relative {st.min_rel:.3g})"
                   f"{chg} at {samples.describe(st.worst)}")
-    raise SingularPivotError(f"{label}: no symmetric pivot (nor 2 x 2 block) stays away from zero at step {step} "
-                             f"(left: {', '.join(names[i] for i in sorted(alive))}){detail}; use LU")
+    return SingularPivotError(f"{label}: no symmetric pivot (nor 2 x 2 block) stays away from zero at step {step} "
+                              f"(left: {', '.join(names[i] for i in sorted(alive))}){detail}; use LU")

@@ -370,13 +370,8 @@ def _lu_atoms(A, vals, scale, seq, samples, rn, cn, label, backtracks) -> LUFact
     (recomputed on the atoms' own structure: entries that cancel to ZERO are gone)."""
     n = A.shape[0]
     zero = np.zeros(len(samples))
-    rows = [dict() for _ in range(n)]
-    rv = [dict() for _ in range(n)]
-    cols = [dict() for _ in range(n)]
-    for (i, j), a in A.entries.items():
-        rows[i][j] = a
-        rv[i][j] = vals[(i, j)]
-        cols[j][i] = None
+    active = _lu_active(A, vals, n)
+    rows, rv, cols = active
     steps, stats = [], []
     fill = 0
     for s, (R, C, _q, relaxed) in enumerate(seq):
@@ -391,47 +386,71 @@ def _lu_atoms(A, vals, scale, seq, samples, rn, cn, label, backtracks) -> LUFact
         cm = [np.max(np.vstack([np.abs(rv[i][c]) for i in cols[c]]), axis=0) for c in C]
         sc = scale[C[0]] if k == 1 else scale[C[0]] * scale[C[1]]
         stats.append(_stats(s, R, C, pv, sc, _quality(pv, cm[0] if k == 1 else cm[0] * cm[1]), relaxed))
-        upper: dict[int, list] = {}
-        for kk, p in enumerate(R):
-            for j in sorted(rows[p]):
-                if j not in C:
-                    upper.setdefault(j, [ZERO] * k)[kk] = rows[p][j]
-        upper = {j: tuple(upper[j]) for j in sorted(upper)}
-        upv = {j: [rv[p].get(j, zero) for p in R] for j in upper}
-        lower = {}
-        for i in sorted({i for c in C for i in cols[c]} - set(R)):
-            ai = [rows[i].pop(c, ZERO) for c in C]
-            av = [rv[i].pop(c, zero) for c in C]
-            ls, lv = [], []
-            for kk in range(k):
-                acc, accv = ZERO, zero
-                for m in range(k):
-                    acc = add(acc, mul(ai[m], inv[m][kk]))
-                    accv = accv + av[m] * invv[m][kk]
-                ls.append(acc)
-                lv.append(accv)
-            lower[i] = tuple(ls)
-            for j, us in upper.items():
-                old = rows[i].get(j)
-                new = old if old is not None else ZERO
-                nv = rv[i].get(j, zero)
-                for kk in range(k):
-                    new = sub(new, mul(ls[kk], us[kk]))
-                    nv = nv - lv[kk] * upv[j][kk]
-                if new is ZERO:
-                    if old is not None:
-                        del rows[i][j], rv[i][j], cols[j][i]
-                    continue
-                if old is None:
-                    fill += 1
-                rows[i][j] = new
-                rv[i][j] = nv
-                cols[j][i] = None
-        for p in R:
-            for j in rows[p]:
-                cols[j].pop(p, None)
-            rows[p], rv[p] = {}, {}
-        for c in C:
-            cols[c] = {}
+        lower, upper, created = _lu_eliminate(active, R, C, (inv, invv), zero)
+        fill += created
         steps.append(LUStep(tuple(R), tuple(C), pivot, recip, inv, lower, upper))
     return LUFactor(label, n, A, steps, stats, samples, fill, rn, cn, backtracks)
+
+
+def _lu_active(A, vals, n):
+    """The active matrix by rows (atoms, sample values) and its column pattern."""
+    rows = [dict() for _ in range(n)]
+    rv = [dict() for _ in range(n)]
+    cols = [dict() for _ in range(n)]
+    for (i, j), a in A.entries.items():
+        rows[i][j] = a
+        rv[i][j] = vals[(i, j)]
+        cols[j][i] = None
+    return rows, rv, cols
+
+
+def _lu_eliminate(active, R, C, invs, zero):
+    """Eliminate pivot rows R and columns C from the active matrix, atoms and sample values
+    side by side; returns the step's lower and upper parts and how many entries it filled."""
+    rows, rv, cols = active
+    inv, invv = invs
+    k = len(R)
+    fill = 0
+    upper: dict[int, list] = {}
+    for kk, p in enumerate(R):
+        for j in sorted(rows[p]):
+            if j not in C:
+                upper.setdefault(j, [ZERO] * k)[kk] = rows[p][j]
+    upper = {j: tuple(upper[j]) for j in sorted(upper)}
+    upv = {j: [rv[p].get(j, zero) for p in R] for j in upper}
+    lower = {}
+    for i in sorted({i for c in C for i in cols[c]} - set(R)):
+        ai = [rows[i].pop(c, ZERO) for c in C]
+        av = [rv[i].pop(c, zero) for c in C]
+        ls, lv = [], []
+        for kk in range(k):
+            acc, accv = ZERO, zero
+            for m in range(k):
+                acc = add(acc, mul(ai[m], inv[m][kk]))
+                accv = accv + av[m] * invv[m][kk]
+            ls.append(acc)
+            lv.append(accv)
+        lower[i] = tuple(ls)
+        for j, us in upper.items():
+            old = rows[i].get(j)
+            new = old if old is not None else ZERO
+            nv = rv[i].get(j, zero)
+            for kk in range(k):
+                new = sub(new, mul(ls[kk], us[kk]))
+                nv = nv - lv[kk] * upv[j][kk]
+            if new is ZERO:
+                if old is not None:
+                    del rows[i][j], rv[i][j], cols[j][i]
+                continue
+            if old is None:
+                fill += 1
+            rows[i][j] = new
+            rv[i][j] = nv
+            cols[j][i] = None
+    for p in R:
+        for j in rows[p]:
+            cols[j].pop(p, None)
+        rows[p], rv[p] = {}, {}
+    for c in C:
+        cols[c] = {}
+    return lower, upper, fill

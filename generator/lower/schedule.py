@@ -79,62 +79,74 @@ def order_for_pressure(tape: Tape, longest: int = _CHAIN, rank: list[int] | None
     backend's schedule_chain; _CHAIN by default). The last tie-break is `rank` (the tape's
     order when None), which decides much: shuffled, the Stewart joint kernel's loads and
     stores double."""
-    instrs = tape.instrs
-    n = len(instrs)
-    ops = [tuple(dict.fromkeys(a[1] for a in ins.args if a[0] == "t")) for ins in instrs]
-    ndst = [len(ins.dst) for ins in instrs]
-    nt = len(tape.atoms)  # temps are numbered 0 .. nt-1
-    prod = [0] * nt
-    for k, ins in enumerate(instrs):
-        for d in ins.dst:
-            prod[d] = k
-    readers: list[list[int]] = [[] for _ in range(nt)]
-    for k, vs in enumerate(ops):
-        for v in vs:
-            readers[v].append(k)
-    remaining = [len(r) for r in readers]
-    waiting = [len(vs) for vs in ops]
-    born = [0] * nt  # value -> step at which it was computed
+    return _PressureOrder(tape, longest, rank).run()
 
-    def score(k: int) -> tuple:
+
+class _PressureOrder:
+    """The state of one order_for_pressure: who produces and reads each value, what is
+    still to place, and the heap of ready instructions by score."""
+
+    def __init__(self, tape: Tape, longest: int, rank: list[int] | None):
+        instrs = self.instrs = tape.instrs
+        n = len(instrs)
+        self.longest = longest
+        self.ops = ops = [tuple(dict.fromkeys(a[1] for a in ins.args if a[0] == "t")) for ins in instrs]
+        self.ndst = [len(ins.dst) for ins in instrs]
+        nt = len(tape.atoms)  # temps are numbered 0 .. nt-1
+        self.prod = prod = [0] * nt
+        for k, ins in enumerate(instrs):
+            for d in ins.dst:
+                prod[d] = k
+        self.readers = readers = [[] for _ in range(nt)]
+        for k, vs in enumerate(ops):
+            for v in vs:
+                readers[v].append(k)
+        self.remaining = [len(r) for r in readers]
+        self.waiting = [len(vs) for vs in ops]
+        self.born = [0] * nt  # value -> step at which it was computed
+        self.last = rank if rank is not None else range(n)
+        self.done = [False] * n
+        self.order: list[Instr] = []
+        self.heap = [self.score(k) for k in range(n) if self.waiting[k] == 0]
+        heapq.heapify(self.heap)
+
+    def score(self, k: int) -> tuple:
+        """k's priority; heapq pops the smallest."""
+        remaining, born = self.remaining, self.born
         kills = 0
         recent = -1
-        for v in ops[k]:
+        for v in self.ops[k]:
             if remaining[v] == 1:
                 kills += 1
             b = born[v]
             if b > recent:
                 recent = b
-        return (ndst[k] - kills, -recent, last[k], k)  # heapq pops the smallest
+        return (self.ndst[k] - kills, -recent, self.last[k], k)
 
-    last = rank if rank is not None else range(n)
-    heap = [score(k) for k in range(n) if waiting[k] == 0]
-    heapq.heapify(heap)
-    done = [False] * n
-    order: list[Instr] = []
-    push, pop = heapq.heappush, heapq.heappop
-
-    def place(k: int) -> None:
+    def place(self, k: int) -> None:
+        """Append k to the order and queue what it makes ready or raises in priority."""
+        remaining, waiting, readers, done, heap = self.remaining, self.waiting, self.readers, self.done, self.heap
         done[k] = True
-        order.append(instrs[k])
-        step = len(order)
-        for v in ops[k]:
+        self.order.append(self.instrs[k])
+        step = len(self.order)
+        for v in self.ops[k]:
             remaining[v] -= 1
             if remaining[v] == 1:  # its last reader now frees it: better priority
                 for r in readers[v]:
                     if not done[r]:
                         if waiting[r] == 0:
-                            push(heap, score(r))
+                            heapq.heappush(heap, self.score(r))
                         break
-        for d in instrs[k].dst:
-            born[d] = step
+        for d in self.instrs[k].dst:
+            self.born[d] = step
             for r in readers[d]:
                 waiting[r] -= 1
                 if waiting[r] == 0:
-                    push(heap, score(r))
+                    heapq.heappush(heap, self.score(r))
 
-    def missing(r: int) -> list[int] | None:
+    def missing(self, r: int) -> list[int] | None:
         """Instructions still to place before r (operands first), None if over `longest`."""
+        ops, prod, done = self.ops, self.prod, self.done
         out: list[int] = []
         opened: set[int] = set()
         stack = [(r, False)]
@@ -143,7 +155,7 @@ def order_for_pressure(tape: Tape, longest: int = _CHAIN, rank: list[int] | None
             if closing:
                 if k != r:
                     out.append(k)
-                    if len(out) > longest:
+                    if len(out) > self.longest:
                         return None
                 continue
             if k in opened:  # reached again through another path: placed once, first
@@ -156,26 +168,29 @@ def order_for_pressure(tape: Tape, longest: int = _CHAIN, rank: list[int] | None
                     stack.append((q, False))
         return out
 
-    while heap:
-        sc = pop(heap)
-        k = sc[3]
-        if done[k]:
-            continue
-        if score(k) != sc:  # stale: priorities only improve, the better entry is queued
-            continue
-        place(k)
-        while len(instrs[k].dst) == 1 and len(readers[instrs[k].dst[0]]) == 1:
-            r = readers[instrs[k].dst[0]][0]
-            chain = None if done[r] else missing(r)
-            if chain is None:
-                break
-            for q in chain:
-                place(q)
-            place(r)
-            k = r
-    if len(order) != n:  # pragma: no cover - the tape is SSA, so everything gets ready
-        raise AssertionError("scheduling left instructions behind")
-    return order
+    def run(self) -> list[Instr]:
+        """Place everything: the best ready instruction, then its single-reader chain."""
+        instrs, readers, done, heap = self.instrs, self.readers, self.done, self.heap
+        while heap:
+            sc = heapq.heappop(heap)
+            k = sc[3]
+            if done[k]:
+                continue
+            if self.score(k) != sc:  # stale: priorities only improve, the better entry is queued
+                continue
+            self.place(k)
+            while len(instrs[k].dst) == 1 and len(readers[instrs[k].dst[0]]) == 1:
+                r = readers[instrs[k].dst[0]][0]
+                chain = None if done[r] else self.missing(r)
+                if chain is None:
+                    break
+                for q in chain:
+                    self.place(q)
+                self.place(r)
+                k = r
+        if len(self.order) != len(instrs):  # pragma: no cover - the tape is SSA, so everything gets ready
+            raise AssertionError("scheduling left instructions behind")
+        return self.order
 
 
 def schedule(tape: Tape, pressure: bool = True, chain: int | None = None, rank: list[int] | None = None) -> Schedule:
@@ -341,93 +356,130 @@ def allocate(sched: Schedule, registers: int, constants: bool = False, fuse: boo
         if not constants:
             raise ValueError("allocate: fuse needs constants in registers")
         order = _fused(order, sched.stores)
-    inf = 1 << 60
-    uses: list[list[tuple]] = []  # per instruction: distinct register operands
     kinds = ("t", "in", "c") if constants else ("t", "in")
-    for ins in order:
-        uses.append(list(dict.fromkeys(a for a in ins.args if a[0] in kinds)))
-    # next use of each operand occurrence, and first use of every value
+    uses, next_use, first_use, last_use = _register_uses(order, kinds)
+    # a computed output is in out[] already: it leaves a register without a store
+    ra = _Registers(registers, {("t", d): ks[0] for d, ks in sched.stores.items()})
+    for p, ins in enumerate(order):
+        ra.pos = p
+        ra.load(uses[p], next_use[p])
+        operands = tuple(("r", ra.where[a]) if a[0] in kinds else a for a in ins.args)
+        ra.release([a for a in uses[p] if last_use[a] == p])  # the register is free for the result
+        dst = ra.results(ins, operands, first_use)
+        ra.steps.append(("op", ins, operands, tuple(dst)))
+        for d, r in zip(ins.dst, dst):  # results only stored to out[] die at once
+            if ("t", d) not in last_use:
+                ra.drop(("t", d))
+    steps = ra.steps
+    return Allocation(steps, registers, _registers_used(steps), ra.n_mem, ra.loads, ra.spills,
+                      sum(st[0] == "op" for st in steps))
+
+
+_NEVER = 1 << 60  # the next use of a value read no more
+
+
+def _register_uses(order: list[Instr], kinds: tuple) -> tuple:
+    """Per instruction its distinct register operands and the next use of each after it;
+    each value's first use and its last."""
+    uses = [list(dict.fromkeys(a for a in ins.args if a[0] in kinds)) for ins in order]
     nxt: dict[tuple, int] = {}
     next_use: list[list[int]] = [[] for _ in order]
     for p in range(len(order) - 1, -1, -1):
-        next_use[p] = [nxt.get(a, inf) for a in uses[p]]
+        next_use[p] = [nxt.get(a, _NEVER) for a in uses[p]]
         for a in uses[p]:
             nxt[a] = p
-    where: dict[tuple, int] = {}  # value -> register
-    held: dict[int, tuple] = {}  # register -> value
-    when: dict[tuple, int] = {}  # value in a register -> its next use
-    mem: dict[tuple, int] = {}  # computed value -> spill slot
-    free_regs = list(range(registers))
-    heapq.heapify(free_regs)
-    free_mem: list[int] = []
-    n_mem = 0
-    steps: list[tuple] = []
-    loads = spills = 0
-    # a computed output is in out[] already: it leaves a register without a store
-    outs = {("t", d): ks[0] for d, ks in sched.stores.items()}
     last_use: dict[tuple, int] = {}
     for p, us in enumerate(uses):
         for a in us:
             last_use[a] = p
+    return uses, next_use, nxt, last_use
 
-    def cost(v):
-        d = when[v] - pos
-        return d * _CLEAN_WEIGHT if (v[0] != "t" or v in mem or v in outs) else d
 
-    def take(protect) -> int:
-        nonlocal n_mem, spills
-        if free_regs:
-            return heapq.heappop(free_regs)
-        r = max((r for r, v in held.items() if v not in protect), key=lambda r: (cost(held[r]), r))
+def _registers_used(steps: list[tuple]) -> int:
+    """How many registers the steps touch (the highest number, plus one)."""
+    return 1 + max((r for st in steps for r in ((st[1],) if st[0] == "ld" else (st[2],) if st[0] == "st"
+                                                else (*st[3], *(o[1] for o in st[2] if o[0] == "r")))), default=-1)
+
+
+class _Registers:
+    """allocate's state: which value each register holds and when it is read next, the
+    spill slots, and the steps so far."""
+
+    def __init__(self, registers: int, outs: dict):
+        self.where: dict[tuple, int] = {}  # value -> register
+        self.held: dict[int, tuple] = {}  # register -> value
+        self.when: dict[tuple, int] = {}  # value in a register -> its next use
+        self.mem: dict[tuple, int] = {}  # computed value -> spill slot
+        self.free_regs = list(range(registers))
+        heapq.heapify(self.free_regs)
+        self.free_mem: list[int] = []
+        self.n_mem = 0
+        self.steps: list[tuple] = []
+        self.loads = self.spills = 0
+        self.outs = outs  # computed output -> its out[] position
+        self.pos = 0  # the instruction being placed (read by cost)
+
+    def cost(self, v) -> int:
+        d = self.when[v] - self.pos
+        return d * _CLEAN_WEIGHT if (v[0] != "t" or v in self.mem or v in self.outs) else d
+
+    def take(self, protect) -> int:
+        """A free register, else the one whose value (not in protect) is read again last,
+        stored first if it exists nowhere else."""
+        if self.free_regs:
+            return heapq.heappop(self.free_regs)
+        held = self.held
+        r = max((r for r, v in held.items() if v not in protect), key=lambda r: (self.cost(held[r]), r))
         v = held.pop(r)
-        del where[v], when[v]
-        if v[0] == "t" and v not in mem and v not in outs:
-            if free_mem:
-                s = heapq.heappop(free_mem)
+        del self.where[v], self.when[v]
+        if v[0] == "t" and v not in self.mem and v not in self.outs:
+            if self.free_mem:
+                s = heapq.heappop(self.free_mem)
             else:
-                s, n_mem = n_mem, n_mem + 1
-            mem[v] = s
-            steps.append(("st", s, r))
-            spills += 1
+                s, self.n_mem = self.n_mem, self.n_mem + 1
+            self.mem[v] = s
+            self.steps.append(("st", s, r))
+            self.spills += 1
         return r
 
-    pos = 0  # the instruction being placed (read by cost)
-    for p, ins in enumerate(order):
-        pos = p
-        us = uses[p]
+    def load(self, us: list, next_uses: list[int]) -> None:
+        """Bring the operands us into registers (none pushes out another), noting their next uses."""
         protect = set(us)
-        for a, nu in zip(us, next_use[p]):
-            if a not in where:
-                r = take(protect)
-                steps.append(("ld", r, a if a[0] in ("in", "c") else ("out", outs[a]) if a in outs else ("m", mem[a])))
-                loads += 1
-                where[a], held[r] = r, a
-            when[a] = nu
-        operands = tuple(("r", where[a]) if a[0] in kinds else a for a in ins.args)
-        for a in us:  # read for the last time: the register is free for the result
-            if last_use[a] == p:
-                r = where.pop(a)
-                del held[r], when[a]
-                heapq.heappush(free_regs, r)
-                if a in mem:
-                    heapq.heappush(free_mem, mem.pop(a))
+        for a, nu in zip(us, next_uses):
+            if a not in self.where:
+                r = self.take(protect)
+                src = a if a[0] in ("in", "c") else ("out", self.outs[a]) if a in self.outs else ("m", self.mem[a])
+                self.steps.append(("ld", r, src))
+                self.loads += 1
+                self.where[a], self.held[r] = r, a
+            self.when[a] = nu
+
+    def release(self, dead: list) -> None:
+        """Free the registers and spill slots of values read for the last time."""
+        for a in dead:
+            r = self.where.pop(a)
+            del self.held[r], self.when[a]
+            heapq.heappush(self.free_regs, r)
+            if a in self.mem:
+                heapq.heappush(self.free_mem, self.mem.pop(a))
+
+    def results(self, ins: Instr, operands: tuple, first_use: dict) -> list[int]:
+        """The registers ins's results take (a fused one the accumulator's)."""
         dst = []
         for d in ins.dst:  # a second result (sincos) must not push out the first
             v = ("t", d)
             if ins.op in FUSED:  # into the accumulator's register (_fused: read last here)
                 r = operands[0][1]
-                free_regs.remove(r)
-                heapq.heapify(free_regs)
+                self.free_regs.remove(r)
+                heapq.heapify(self.free_regs)
             else:
-                r = take({("t", x) for x in ins.dst})
+                r = self.take({("t", x) for x in ins.dst})
             dst.append(r)
-            where[v], held[r], when[v] = r, v, nxt.get(v, inf)
-        steps.append(("op", ins, operands, tuple(dst)))
-        for d, r in zip(ins.dst, dst):  # results only stored to out[] die at once
-            v = ("t", d)
-            if v not in last_use:
-                del where[v], held[r], when[v]
-                heapq.heappush(free_regs, r)
-    used = 1 + max((r for st in steps for r in ((st[1],) if st[0] == "ld" else (st[2],) if st[0] == "st"
-                                                else (*st[3], *(o[1] for o in st[2] if o[0] == "r")))), default=-1)
-    return Allocation(steps, registers, used, n_mem, loads, spills, sum(st[0] == "op" for st in steps))
+            self.where[v], self.held[r], self.when[v] = r, v, first_use.get(v, _NEVER)
+        return dst
+
+    def drop(self, v) -> None:
+        """Free the register of a value nobody reads."""
+        r = self.where.pop(v)
+        del self.held[r], self.when[v]
+        heapq.heappush(self.free_regs, r)

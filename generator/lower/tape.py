@@ -244,20 +244,20 @@ def _factor_constants(order: list[Atom], plan: Plan, readers: dict, outs: set) -
     return changed
 
 
-def _fold_negations(order: list[Atom], plan: Plan, readers: dict, outs: set) -> tuple[set[Atom], dict]:
-    """A negation whose operand has no other reader is folded into that operand's own
-    instruction: -(u - v) = v - u, -(c*x) = (-c)*x, -(u + v) = (-u) - v and -(x*y) =
-    (-x)*y where -u or -x is itself free (recursively, a few levels deep).
-    Returns the atoms no longer needed and {dead operand: the new atom computing its
-    negation in its place}."""
-    dead: set[Atom] = set()
-    replaced: dict[Atom, Atom] = {}
+@dataclass
+class _NegFold:
+    """The plan _fold_negations rewrites, and what the rewriting has made dead or replaced."""
+    plan: Plan
+    readers: dict
+    outs: set
+    dead: set = field(default_factory=set)
+    replaced: dict = field(default_factory=dict)
 
-    def negated(x: Atom, depth: int):
+    def negated(self, x: Atom, depth: int):
         """An instruction for -x over x's operands, no dearer than x's, or None."""
-        if depth > 3 or readers.get(x) != 1 or x in outs or x not in plan:
+        if depth > 3 or self.readers.get(x) != 1 or x in self.outs or x not in self.plan:
             return None
-        op, args = plan[x]
+        op, args = self.plan[x]
         if len(args) != 2:
             return None
         u, v = args
@@ -269,42 +269,50 @@ def _fold_negations(order: list[Atom], plan: Plan, readers: dict, outs: set) -> 
             if v.op == "const":
                 return ("mul", (const(-v.value), u))
             for f, g in ((u, v), (v, u)):
-                nf = free(f, depth + 1)
+                nf = self.free(f, depth + 1)
                 if nf is not None:
                     return ("mul", (nf, g))
         if op == "add":
             for f, g in ((u, v), (v, u)):
-                nf = free(f, depth + 1)
+                nf = self.free(f, depth + 1)
                 if nf is not None:
                     return ("sub", (nf, g))
         return None
 
-    def free(f: Atom, depth: int):
+    def free(self, f: Atom, depth: int):
         """An atom equal to -f that costs nothing more, or None."""
         if f.op == "const":
             return const(-f.value)
         if f.op == "neg":
             return f.args[0]
-        ins = negated(f, depth)
+        ins = self.negated(f, depth)
         if ins is None:
             return None
         n = neg(f)
-        if n in plan and readers.get(n):
+        if n in self.plan and self.readers.get(n):
             return None  # -f is computed anyway; folding would not save anything
-        plan[n] = ins
-        dead.add(f)
-        replaced[f] = n
+        self.plan[n] = ins
+        self.dead.add(f)
+        self.replaced[f] = n
         return n
 
+
+def _fold_negations(order: list[Atom], plan: Plan, readers: dict, outs: set) -> tuple[set[Atom], dict]:
+    """A negation whose operand has no other reader is folded into that operand's own
+    instruction: -(u - v) = v - u, -(c*x) = (-c)*x, -(u + v) = (-u) - v and -(x*y) =
+    (-x)*y where -u or -x is itself free (recursively, a few levels deep).
+    Returns the atoms no longer needed and {dead operand: the new atom computing its
+    negation in its place}."""
+    fold = _NegFold(plan, readers, outs)
     for a in order:
-        if a in dead or plan[a][0] != "neg":
+        if a in fold.dead or plan[a][0] != "neg":
             continue
         x = plan[a][1][0]
-        ins = negated(x, 0)
+        ins = fold.negated(x, 0)
         if ins is not None:
             plan[a] = ins
-            dead.add(x)
-    return dead, replaced
+            fold.dead.add(x)
+    return fold.dead, fold.replaced
 
 
 def lower(outputs: list[Atom], inputs: list[Atom] | None = None) -> Tape:
