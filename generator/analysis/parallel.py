@@ -21,7 +21,6 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import sys
 import warnings
 
 from ..errors import CLIError
@@ -161,12 +160,18 @@ def _connect():
 
     address = scheduler()
     if address is None:
+        from distributed.deploy.spec import SpecCluster
+
+        before = set(SpecCluster._instances)
         try:
             cluster = LocalCluster(n_workers=jobs(), threads_per_worker=1, processes=True,
                                    dashboard_address=":0", silence_logs=logging.ERROR)
-        except (OSError, RuntimeError, TimeoutError) as e:  # a worker process that died as it started
-            raise CLIError(f"analysis: the local cluster of {jobs()} workers did not start ({_why(e)}); "
-                           "MBFORGE_JOBS=1 runs the pieces in this process") from None
+        except BaseException as e:  # noqa: BLE001 - failed or interrupted (SIGTERM) while it started
+            _close_quietly(set(SpecCluster._instances) - before)
+            if isinstance(e, (OSError, RuntimeError, TimeoutError)):  # a worker process died as it started
+                raise CLIError(f"analysis: the local cluster of {jobs()} workers did not start ({_why(e)}); "
+                               "MBFORGE_JOBS=1 runs the pieces in this process") from None
+            raise
         _client = Client(cluster, set_as_default=False)
     else:
         try:
@@ -214,7 +219,6 @@ def close() -> None:
     global _client
     c, _client = _client, None
     if c is None:
-        _close_unfinished()
         return
     cluster = c.cluster
     try:
@@ -225,13 +229,10 @@ def close() -> None:
         pass
 
 
-def _close_unfinished() -> None:
-    """A local cluster interrupted while it started (no Client yet): closed here, quietly, and
-    kept from dask's own exit hook, which would print a traceback of the half-started cluster."""
-    spec = sys.modules.get("distributed.deploy.spec")
-    if spec is None:
-        return
-    for cluster in list(spec.SpecCluster._instances):
+def _close_quietly(clusters) -> None:
+    """Clusters of this command that never finished starting: closed here, quietly, and kept
+    from dask's own exit hook, which would print a traceback of a half-started cluster."""
+    for cluster in clusters:
         try:
             cluster.close(timeout=10)
         except Exception:  # noqa: BLE001 - a cluster that never started: its processes end with ours
