@@ -79,8 +79,15 @@ def version() -> str:
 
 
 def key(*parts) -> str:
-    """A key from strings, bytes and numpy arrays (their dtype, shape and bytes)."""
-    h = hashlib.sha256(code_digest().encode())
+    """A key from strings, bytes and numpy arrays (their dtype, shape and bytes), and the
+    digest of mbforge's source."""
+    return digest(*parts, seed=code_digest().encode())
+
+
+def digest(*parts, seed: bytes = b"") -> str:
+    """SHA-256 of `seed` then each part (strings, bytes, numpy arrays: dtype, shape and
+    bytes), each prefixed by its length so that no two lists of parts collide."""
+    h = hashlib.sha256(seed)
     for p in parts:
         if isinstance(p, np.ndarray):
             p = f"{p.dtype.str}{p.shape}".encode() + np.ascontiguousarray(p).tobytes()

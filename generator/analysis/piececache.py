@@ -53,14 +53,7 @@ def ranges_parts(vec) -> list:
 
 def key(kind: str, tape, *parts) -> str:
     """A piece's key: kind of pass, tape_digest and the piece's data (strings, arrays)."""
-    h = hashlib.sha256()
-    for p in (kind, tape_digest(tape), *parts):
-        if isinstance(p, np.ndarray):
-            p = f"{p.dtype.str}{p.shape}".encode() + np.ascontiguousarray(p).tobytes()
-        elif isinstance(p, str):
-            p = p.encode()
-        h.update(len(p).to_bytes(8, "little") + p)
-    return h.hexdigest()
+    return cache.digest(kind, tape_digest(tape), *parts)  # no source digest: see the module docstring
 
 
 def load(k: str):
