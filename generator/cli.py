@@ -119,7 +119,8 @@ def _main(argv: list[str] | None) -> int:
     try:
         from .analysis import parallel
 
-        parallel.jobs()  # a bad $MBFORGE_JOBS is refused up front, whether or not this run needs workers
+        parallel.jobs()  # a bad $MBFORGE_JOBS (or _LOCAL_WORK) is refused up front, whether or not this run needs workers
+        parallel.local_work()
         if args.command == "generate":
             parallel.use_scheduler(args.scheduler)  # a named scheduler is reached before any work
         return args.func(args) or 0

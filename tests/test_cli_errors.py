@@ -232,16 +232,16 @@ def test_ctrl_c_during_simulate_is_one_line(tmp_path):
     assert "Traceback" not in err and err.strip() == "mbforge simulate: interrupted"
 
 
-def _generate_in_pieces(tmp_path, pieces: int):
-    """`generate` of the Stewart reduced kernel in c-fixed with MBFORGE_JOBS=2, once at
-    least `pieces` worker processes of its local cluster (analysis.parallel) run: (process,
-    their pids, --out)."""
+def _generate_in_pieces(tmp_path, pieces: int, model=("stewart", "inverse-dynamics-reduced"), **env):
+    """`generate` of a kernel (the Stewart reduced one by default) in c-fixed with
+    MBFORGE_JOBS=2, once at least `pieces` worker processes of its local cluster
+    (analysis.parallel) run: (process, their pids, --out)."""
     import time
 
-    env = dict(os.environ, MBFORGE_CACHE_DIR=str(tmp_path / "cache"), MBFORGE_JOBS="2")
+    env = dict(os.environ, MBFORGE_CACHE_DIR=str(tmp_path / "cache"), MBFORGE_JOBS="2", **env)
     out = tmp_path / "k"
-    proc = subprocess.Popen([sys.executable, "-m", "mbforge.cli", "generate", "stewart", "--kernel",
-                             "inverse-dynamics-reduced", "--target", "c-fixed", "--out", str(out)],
+    proc = subprocess.Popen([sys.executable, "-m", "mbforge.cli", "generate", model[0], "--kernel",
+                             model[1], "--target", "c-fixed", "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     children: list[int] = []
     for _ in range(3600):
@@ -280,13 +280,14 @@ def _assert_pieces_ended(children: list[int]) -> None:
     assert not alive, f"pieces still running after the command ended: {alive}"
 
 
-@pytest.mark.slow  # about 15 s: the Stewart envelope until its local cluster starts
 def test_sigterm_while_pieces_run_in_children_is_one_line_and_ends_them(tmp_path):
-    """SIGTERM to `generate` while its analysis runs on a local cluster (analysis.parallel):
-    one line, exit 143, nothing written, and no worker process outlives it."""
+    """SIGTERM to `generate` while its analysis runs on a local cluster (analysis.parallel;
+    MBFORGE_LOCAL_WORK=0 sends a small kernel's passes there too): one line, exit 143,
+    nothing written, and no worker process outlives it."""
     import signal
 
-    proc, children, out = _generate_in_pieces(tmp_path, 1)
+    proc, children, out = _generate_in_pieces(tmp_path, 1, ("delta", "forward-dynamics"),
+                                              MBFORGE_LOCAL_WORK="0")
     proc.send_signal(signal.SIGTERM)
     try:
         _, err = proc.communicate(timeout=60)
@@ -305,6 +306,16 @@ def test_a_bad_mbforge_jobs_is_one_line_before_anything_runs(tmp_path, monkeypat
     out = tmp_path / "k"
     line = one_line(mbforge("generate", "fourbar", "--kernel", "kinematics", "--target", "c-double", "--out", out))
     assert line == f"mbforge generate: error: MBFORGE_JOBS: expected a whole number of processes, 1 or more; got {value!r}"
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("value", ["abc", "-2", "1e6"])
+def test_a_bad_mbforge_local_work_is_one_line_before_anything_runs(tmp_path, monkeypatch, value):
+    monkeypatch.setenv("MBFORGE_LOCAL_WORK", value)
+    out = tmp_path / "k"
+    line = one_line(mbforge("generate", "fourbar", "--kernel", "kinematics", "--target", "c-double", "--out", out))
+    assert line == ("mbforge generate: error: MBFORGE_LOCAL_WORK: expected a whole number of box-instructions, "
+                    f"0 or more; got {value!r}")
     assert not out.exists()
 
 

@@ -8,10 +8,11 @@ come back in piece order whatever order they finish in, and the same bytes are g
 
 Where the pieces run: on the cluster of the scheduler named by `generate --scheduler` or
 $MBFORGE_DASK_SCHEDULER (its workers must run this same mbforge: checked on connecting and
-by every task); else, when a pass is small (below LOCAL_WORK box-instructions, where a
+by every task); else, when a pass is small (below local_work() box-instructions, where a
 cluster's start-up would cost more than the work), in this process; else on a LocalCluster
-of jobs() worker processes, started on first use and kept for the command. A piece is a
-task carrying its inputs (cloudpickle of the function and what it closes over). A worker
+of jobs() worker processes, started on first use and kept for the command. The pass's
+function and what it closes over (its tape and boxes: tens of MB for the Stewart) are
+scattered once to every worker; each piece is a small task naming it and its index. A worker
 that dies has its pieces run again by the scheduler (distributed's allowed-failures); a
 piece with a cache key (analysis.piececache) is stored as it finishes, so a run interrupted
 and started again runs only the pieces it lacks. Progress (pieces done, time left) on stderr.
@@ -19,15 +20,17 @@ and started again runs only the pieces it lacks. Progress (pieces done, time lef
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
-import warnings
+import signal
 
 from ..errors import CLIError
 
 PIECES = 2  # a pass of this many boxes or more is cut in PIECES
 MIN_BOXES = 64  # ... when each piece gets at least this many (a pass has a fixed cost)
 LOCAL_WORK = 2_000_000  # box-instructions: below, an error pass takes less than a local cluster's start-up (~3 s)
+HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # held while a local cluster starts
 CONNECT_TIMEOUT = 5  # s to reach a named scheduler
 WORKER_TIMEOUT = 30  # s for its first worker (a cluster just started: workers import numpy, scipy)
 
@@ -60,6 +63,17 @@ def jobs() -> int:
         return os.cpu_count() or 1
 
 
+def local_work() -> int:
+    """Box-instructions below which a pass runs in this process: $MBFORGE_LOCAL_WORK (a whole
+    number >= 0; 0 sends every pass of two pieces to the cluster), else LOCAL_WORK."""
+    env = os.environ.get("MBFORGE_LOCAL_WORK", "").strip()
+    if not env:
+        return LOCAL_WORK
+    if not env.isdigit():
+        raise CLIError(f"MBFORGE_LOCAL_WORK: expected a whole number of box-instructions, 0 or more; got {env!r}")
+    return int(env)
+
+
 def scheduler() -> str | None:
     """The scheduler named by --scheduler, else by $MBFORGE_DASK_SCHEDULER, else None (local)."""
     return _address or os.environ.get("MBFORGE_DASK_SCHEDULER", "").strip() or None
@@ -81,7 +95,7 @@ def run(fn, n: int, work: int = 0, key=None) -> list:
     instructions), else as tasks on the cluster.
     key(i): piece i's analysis.piececache key (pieces on a cluster are cached)."""
     address = scheduler()
-    small = work < LOCAL_WORK and _client is None  # once a cluster runs, its start-up is paid
+    small = work < local_work() and _client is None  # once a cluster runs, its start-up is paid
     if n < 2 or _in_task or (address is None and (jobs() < 2 or small)):
         return [fn(i) for i in range(n)]
     from . import piececache
@@ -105,11 +119,9 @@ def _submit(fn, n: int, todo: list, out: list, keys) -> None:
     from . import piececache
 
     client = _connect()
-    with warnings.catch_warnings():
-        # each task carries its pass's tape and boxes (tens of MB for the Stewart): dask warns of it
-        # on stderr, a line the user can do nothing about (sending them once is left for later)
-        warnings.filterwarnings("ignore", message="Sending large graph")
-        futures = {client.submit(_task, fn, i, version(), pure=False): i for i in todo}
+    # the pass's inputs once per worker, not once per task (dask warned of the large graph)
+    shipped = client.scatter(fn, broadcast=True, hash=False)
+    futures = {client.submit(_task, shipped, i, version(), pure=False): i for i in todo}
     try:
         with progress_bar(n, "analysis pieces", "piece") as update:
             done = n - len(todo)
@@ -122,7 +134,7 @@ def _submit(fn, n: int, todo: list, out: list, keys) -> None:
                 done += 1
                 update(done)
     finally:
-        client.cancel(list(futures))
+        client.cancel([*futures, shipped])
 
 
 def _task(fn, i: int, version: str):
@@ -164,8 +176,9 @@ def _connect():
 
         before = set(SpecCluster._instances)
         try:
-            cluster = LocalCluster(n_workers=jobs(), threads_per_worker=1, processes=True,
-                                   dashboard_address=":0", silence_logs=logging.ERROR)
+            with _signals_deferred():
+                cluster = LocalCluster(n_workers=jobs(), threads_per_worker=1, processes=True,
+                                       dashboard_address=":0", silence_logs=logging.ERROR)
         except BaseException as e:  # noqa: BLE001 - failed or interrupted (SIGTERM) while it started
             _close_quietly(set(SpecCluster._instances) - before)
             if isinstance(e, (OSError, RuntimeError, TimeoutError)):  # a worker process died as it started
@@ -186,6 +199,30 @@ def _connect():
             raise
     atexit.register(close)
     return _client
+
+
+@contextlib.contextmanager
+def _signals_deferred():
+    """Hold SIGINT/SIGTERM/SIGHUP while the local cluster starts, then deliver the first one.
+
+    A signal that lands while the worker processes are being spawned interrupts
+    multiprocessing half-way: a child then prints its own traceback (FileNotFoundError of the
+    spawn's pipe, a Nanny error) after our one-line message. Held, it arrives once the cluster
+    is whole, and the usual interrupt path closes it cleanly."""
+    held: list[int] = []
+    old = {}
+    for s in HELD_SIGNALS:
+        try:
+            old[s] = signal.signal(s, lambda n, _f: held.append(n))
+        except ValueError:  # not the main thread: nothing to hold
+            pass
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        if held:
+            signal.raise_signal(held[0])
 
 
 def _why(e: BaseException) -> str:
