@@ -5,7 +5,7 @@ A kernel is `int <function>(const <real> *in, <real> *out)` over flat arrays in 
 order given here. Each input/output group has a name, a shape and an offset into the flat
 array. Matrix outputs may be sparse: `pattern` lists the (row, col) of every stored entry
 in storage order; entries not listed are structural zeros. For fixed-point kernels
-(`real == "int32"`) every element has a number of fractional bits: value = int / 2**f.
+(`real_kind.fixed`: "int32") every element has a number of fractional bits: value = int / 2**f.
 
 Invariants: offsets are contiguous and in order; `size` == prod(shape) for dense groups
 and == len(pattern) for sparse ones; n_in/n_out are the sums of the sizes.
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from .names import is_c_symbol, is_file_name
 from .outdir import OutDirError, interrupted, read_path
-from .reals import REAL_KINDS, REALS
+from .reals import REAL_KINDS, REALS, Real
 
 FORMAT = "mbforge-kernel/1"
 MANIFEST_NAME = "manifest.json"
@@ -112,6 +112,11 @@ class Manifest:
     @property
     def n_out(self) -> int:
         return sum(g.size for g in self.outputs)
+
+    @property
+    def real_kind(self) -> Real:
+        """The record of the kernel's real kind (KeyError for a name check() refuses)."""
+        return REALS[self.real]
 
     def step_offset(self) -> list[float]:
         """What the step kernel's state holds less than the physical state, per element:
@@ -199,7 +204,7 @@ class Manifest:
                 raise ManifestError(f"manifest files map: {bad[0]!r} has no sha256 (64 lowercase hex digits)")
         if self.step is not None:
             self._check_step()
-        if REALS[self.real].fixed:
+        if self.real_kind.fixed:
             for g in self.inputs + self.outputs:
                 if g.frac_bits is None:
                     raise ManifestError(f"fixed-point kernel: {g.name!r} has no frac_bits")

@@ -34,6 +34,8 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
+from mbforge.reals import REALS
+
 WORST_LISTED = 10
 HIST_BINS = 40
 
@@ -360,7 +362,8 @@ def _worst_table(result: dict) -> str:
     worst = pv.get("worst") or []
     if not worst:
         return ""
-    digits = 17 if (result.get("device") or {}).get("real") == "double" else 9
+    r = REALS.get((result.get("device") or {}).get("real"))  # the HELLO's kind; unknown: as float
+    digits = r.digits if r else REALS["float"].digits
     rows = []
     for w in worst:
         where = "random" if w["kind"] == "random" else f"motion #{w['motion_index']}"

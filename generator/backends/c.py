@@ -32,9 +32,20 @@ import numpy as np
 
 from ..ir.atom import ExpressionError
 from ..lower.schedule import FUSED, Schedule, allocate
-from ..reals import REALS
+from ..reals import REALS, Real
 from .context import CHeaderContext, CSourceContext, KernelContext
 from .render import render_context, render_template
+
+# Every operation of a float kernel must round to single precision: its bounds count those
+# roundings, the host must reproduce the device bit for bit, and sin/cos round k*2/pi to an
+# integer by adding 1.5 * 2^23. x87 arithmetic (32-bit x86 without -mfpmath=sse) keeps
+# extended precision: the four-bar's outputs came out up to 1.0 off. Refused at compile time.
+_SINGLE_EVAL = """
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD > 0
+#error "this kernel needs float arithmetic in single precision (FLT_EVAL_METHOD 0): on 32-bit x86, -msse2 -mfpmath=sse"
+#endif
+"""
+
 
 # What each instruction looks like; {0}, {1} are operands, {p} the prefix.
 _INFIX = {"add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "div": "{0} / {1}", "neg": "-{0}"}
@@ -42,7 +53,9 @@ _INFIX = {"add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "div": "{0
 
 class CDialect:
     name = ""
-    real = ""
+    real: Real  # the kind it computes in (its C type names in[], out[] and the locals)
+    prologue = ""  # C before the kernel's support code (a precondition the compiler checks)
+    bit_checks = False  # the checks apart compare bit patterns (see bit_check)
     functions: dict[str, str] = {}
     includes: tuple[str, ...] = ()
     support_template: str | None = None
@@ -82,7 +95,7 @@ class CDialect:
 
 class DoubleC(CDialect):
     name = "c-double"
-    real = REALS["double"].c_type
+    real = REALS["double"]
     # x86-64 has 16 xmm registers; 14 leave GCC room for constants and the copies that
     # two-operand SSE needs (callgrind on the Stewart joint kernel: 13,629 -> 13,295)
     registers = 14
@@ -105,7 +118,9 @@ class DoubleC(CDialect):
 
 class Float32C(CDialect):
     name = "c-float32"
-    real = REALS["float"].c_type
+    real = REALS["float"]
+    prologue = _SINGLE_EVAL
+    bit_checks = True
     includes = ("float.h", "math.h", "stdint.h", "string.h")
     support_template = "c/mathf.c.j2"
     reach = 256
@@ -159,16 +174,14 @@ DIALECTS = {d.name: d for d in (DoubleC(), Float32C())}
 CHECK_COMMENT = "/* an input outside its envelope range{}: status 2, nothing computed, out[] untouched */"
 
 
-def _outward(v: float, up: bool, real: str) -> float:
+def _outward(v: float, up: bool, real: Real) -> float:
     """v in the kernel's precision, rounded away from the envelope's inside (so every real
     input within the envelope, rounded to nearest by the host, passes), finite."""
-    if real == "float":
-        f = np.float32(v)
-        if (float(f) < v) if up else (float(f) > v):
-            f = np.nextafter(f, np.float32(np.inf if up else -np.inf))
-        top = float(np.finfo(np.float32).max)
-    else:
-        f, top = v, float(np.finfo(np.float64).max)
+    t = np.dtype(real.dtype).type
+    f = t(v)
+    if (float(f) < v) if up else (float(f) > v):  # never for double: v is one already
+        f = np.nextafter(f, t(np.inf if up else -np.inf))
+    top = float(np.finfo(t).max)
     return min(max(float(f), -top), top)
 
 
@@ -268,10 +281,11 @@ def _outside_function(name: str, dialect: CDialect, envelope: list[tuple[float, 
                 single.append(k)
             k += 1
 
-    fabs = "fabs" if dialect.real == "double" else "fabsf"
+    def magnitude(k):
+        return dialect.call("abs", [f"in[{k}]"], "")
 
     def scalar(ks):  # a range symmetric about 0: one comparison of the magnitude
-        return [f"    if (!({fabs}(in[{k}]) <= {bounds[k][1]})) return 1;"
+        return [f"    if (!({magnitude(k)} <= {bounds[k][1]})) return 1;"
                 if k in symmetric else
                 f"    if (!(in[{k}] >= {bounds[k][0]} && in[{k}] <= {bounds[k][1]})) return 1;" for k in ks]
 
@@ -280,7 +294,7 @@ def _outside_function(name: str, dialect: CDialect, envelope: list[tuple[float, 
         return [f"        {', '.join(cells[j:j + 4])}," for j in range(0, len(cells), 4)]
 
     lines = ["#if defined(__GNUC__)", "__attribute__((noinline))", "#endif"] if noinline else []
-    lines += [f"static {'' if noinline else 'inline '}int {name}(const {dialect.real} *restrict in)", "{"]
+    lines += [f"static {'' if noinline else 'inline '}int {name}(const {dialect.real.c_type} *restrict in)", "{"]
     if len(pairs) > 1 and dialect.vector_checks:  # doubles: two to a 16-byte SSE2 register
         # a range symmetric about 0: |x| <= hi (the sign bit cleared), one comparison
         sym = [k in symmetric and k + 1 in symmetric for k in pairs]
@@ -299,7 +313,7 @@ def _outside_function(name: str, dialect: CDialect, envelope: list[tuple[float, 
                   for i, k in enumerate(pairs)]
         lines += ["    if (!(ok[0] & ok[1])) return 1;", *scalar(single), "#else",
                   *scalar(sorted(bounds)), "#endif"]
-    elif dialect.real == "float":  # as bit patterns (see bit_check)
+    elif dialect.bit_checks:
         helper, tests = _bit_checks(name, bounds)
         lines = helper + lines + tests
     else:
@@ -311,16 +325,6 @@ def _outside_function(name: str, dialect: CDialect, envelope: list[tuple[float, 
 # chained multiply-accumulates (AArch64 has neither: its FMADD is fused)
 _ARM32_FP = "defined(__GNUC__) && defined(__arm__) && defined(__ARM_FP)"
 
-
-# Every operation of a float kernel must round to single precision: its bounds count those
-# roundings, the host must reproduce the device bit for bit, and sin/cos round k*2/pi to an
-# integer by adding 1.5 * 2^23. x87 arithmetic (32-bit x86 without -mfpmath=sse) keeps
-# extended precision: the four-bar's outputs came out up to 1.0 off. Refused at compile time.
-_SINGLE_EVAL = """
-#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD > 0
-#error "this kernel needs float arithmetic in single precision (FLT_EVAL_METHOD 0): on 32-bit x86, -msse2 -mfpmath=sse"
-#endif
-"""
 
 
 def _fused_macros(P: str) -> str:
@@ -371,7 +375,7 @@ def render_c(sched: Schedule, dialect: CDialect, ctx: KernelContext, fuse: bool 
     support, checks = _support_and_checks(sched, dialect, ctx, spills)
     if dialect.registers:
         support += keep_macro + _gcc_optimize(dialect.gcc_optimize)
-    head = CHeaderContext(ctx, real=dialect.real, target=dialect.name)
+    head = CHeaderContext(ctx, real=dialect.real.c_type, target=dialect.name)
     source = CSourceContext(head, includes=list(dialect.includes), support=support, checks=checks, decls=decls,
                             body=body)
     return {ctx.header: render_context("c/kernel.h.j2", head), ctx.source: render_context("c/kernel.c.j2", source)}
@@ -438,7 +442,7 @@ def _allocated_body(sched: Schedule, alloc, em: _Emitter, keep: str | None, rere
             if kind == "out" and keep:
                 src = elem("out", v)
             elif kind == "out":  # volatile: GCC would forward the stored value and keep it live
-                src = f"*(volatile {em.dialect.real} *)&{elem('out', v)}"
+                src = f"*(volatile {em.dialect.real.c_type} *)&{elem('out', v)}"
             elif kind == "c":
                 body.append(f"w{reg} = {em.opnd((kind, v))}; {P}_REG(w{reg});")
                 continue
@@ -489,9 +493,9 @@ def _declarations(dialect: CDialect, n_vars: int, n_in: int, n_out: int, n_spill
                   keep: str | None) -> list[str]:
     """The variables w0.., twelve a line, the spill slots m[], then the window pointers beyond the reach."""
     names = [f"w{i}" for i in range(n_vars)]
-    decls = [f"{dialect.real} {', '.join(names[i:i + 12])};" for i in range(0, len(names), 12)]
+    decls = [f"{dialect.real.c_type} {', '.join(names[i:i + 12])};" for i in range(0, len(names), 12)]
     if n_spill:
-        decls.append(f"{'' if keep else 'volatile '}{dialect.real} m[{n_spill}];")
+        decls.append(f"{'' if keep else 'volatile '}{dialect.real.c_type} m[{n_spill}];")
     r = dialect.reach
     windows = []
     if r:
@@ -500,7 +504,7 @@ def _declarations(dialect: CDialect, n_vars: int, n_in: int, n_out: int, n_spill
     if r and n_spill:  # spill slots beyond the reach too (the most used ones are first)
         windows += [("" if keep else "volatile ", "m", m) for m in range(1, (n_spill - 1) // r + 1)]
     for const, array, m in windows:
-        decls.append(f"{const}{dialect.real} *{array}{m} = {array} + {m * r};")
+        decls.append(f"{const}{dialect.real.c_type} *{array}{m} = {array} + {m * r};")
     if windows:
         decls.append("#if defined(__GNUC__)  /* window bases stay in registers (see mbforge.backends.c) */")
         decls.extend(f'__asm__("" : "+r"({array}{m}));' for _, array, m in windows)
@@ -510,14 +514,12 @@ def _declarations(dialect: CDialect, n_vars: int, n_in: int, n_out: int, n_spill
 
 def _support_and_checks(sched: Schedule, dialect: CDialect, ctx: KernelContext, spills: bool):
     """The support code before the kernel (math, checks apart) and the kernel's envelope checks."""
-    support = ""
-    if dialect.real == "float":
-        support = _SINGLE_EVAL
+    support = dialect.prologue
     if dialect.support_template and any(i.op in ("sin", "cos", "sincos", "atan2") for i in sched.tape.instrs):
         support += render_template(dialect.support_template, p=ctx.prefix)
     checks = envelope_checks(dialect, ctx.envelope)
-    # float: bit-pattern compares (bit_check), inlined where the kernel does not spill
-    if len(checks) > 1 and ((dialect.checks_apart and spills) or dialect.real == "float"):
+    # bit-pattern compares (bit_check) are apart always, inlined where the kernel does not spill
+    if len(checks) > 1 and ((dialect.checks_apart and spills) or dialect.bit_checks):
         support += "\n".join(["", *_outside_function(f"{ctx.function}_outside", dialect, ctx.envelope,
                                                        noinline=dialect.checks_apart and spills)])
         checks = [checks[0], f"if ({ctx.function}_outside(in)) return 2;"]

@@ -50,7 +50,7 @@ class CBackend(Backend):
 @register
 class DoubleBackend(CBackend):
     name = "c-double"
-    real = REALS["double"]
+    real = DIALECTS[name].real
     use = "host reference"
     # longer chains suit the host's 14 allocated registers (gcc -O2 x86-64, Stewart joint
     # kernel, callgrind instructions per call: chain 3: 13,033, 4: 12,883, 6: 12,676, 8: 12,673)
@@ -76,7 +76,7 @@ class Float32Options(Options):
 @register
 class Float32Backend(CBackend):
     name = "c-float32"
-    real = REALS["float"]
+    real = DIALECTS[name].real
     use = "Cortex-M4F / M7 (single-precision FPU), bit-exact with the host build"
     Options = Float32Options
 

@@ -101,9 +101,26 @@ def build(motion: str = "heave", massless_legs: bool = False, envelope: bool = T
         raise ModelError(f"stewart: envelope must be True or False, got {envelope!r}")
     m = Model("stewart")
     law = platform_law(motion, m.t)
+    c = _coordinates(m, motion)
+    m.time_range(0.0, S.T_END)
+    base, cyl, pis, plat = _bodies(m, c, massless_legs)
+    _joints(m, c, base, cyl, pis, plat)
+    for k, name in enumerate(COORDS):
+        if name != "e0":
+            m.drive(c["plat"][k] - law[k], f"drive_{name}")
+    m.gravity((0.0, 0.0, -S.G))
+    _actuators(m, cyl, pis, plat)
+    if envelope:
+        _operate(m, c)
+    _outputs(m, plat, cyl, pis)
+    _explicit(m, c, plat)
+    return m
+
+
+def _coordinates(m: Model, motion: str) -> dict[str, list]:
+    """Each body's 7 coordinates (COORDS) with the motions' ranges, guessed at t = 0."""
     rng = S.ranges("98")
     guess = S.coords_98(motion, [0.0])[0]
-    env = S.envelope()
     c: dict[str, list] = {}
     for ib, body in enumerate(S.BODIES_98):
         c[body] = []
@@ -111,7 +128,11 @@ def build(motion: str = "heave", massless_legs: bool = False, envelope: bool = T
             j = 7 * ib + ic
             r, v, a = rng[j]
             c[body].append(m.coordinate(f"{body}_{name}", guess=float(guess[j]), range=r, vrange=v, arange=a))
-    m.time_range(0.0, S.T_END)
+    return c
+
+
+def _bodies(m: Model, c: dict[str, list], massless_legs: bool):
+    """base, the cylinders, the pistons and the platform."""
     leg_mass = 0.0 if massless_legs else S.ROD_MASS
     leg_inertia = (0.0, 0.0, 0.0) if massless_legs else S.ROD_INERTIA
 
@@ -121,8 +142,11 @@ def build(motion: str = "heave", massless_legs: bool = False, envelope: bool = T
     base = body("base", S.DISC_MASS, S.DISC_INERTIA)
     cyl = [body(f"cyl{k + 1}", leg_mass, leg_inertia) for k in range(6)]
     pis = [body(f"pis{k + 1}", leg_mass, leg_inertia) for k in range(6)]
-    plat = body("plat", S.DISC_MASS, S.DISC_INERTIA)
+    return base, cyl, pis, body("plat", S.DISC_MASS, S.DISC_INERTIA)
 
+
+def _joints(m: Model, c: dict[str, list], base, cyl, pis, plat) -> None:
+    """The base fixed, the legs' Cardans and cylindrical joints, the Euler normalisations."""
     for x, value, name in zip(c["base"], (0, 0, 0, 1, 0, 0, 0), COORDS):
         m.constraint(x - value, f"base_fix_{name}")
     z, y = (0.0, 0.0, 1.0), (0.0, 1.0, 0.0)
@@ -136,27 +160,28 @@ def build(motion: str = "heave", massless_legs: bool = False, envelope: bool = T
     for b in cyl + pis + [plat]:
         e = c[b.name][3:]
         m.constraint(sum((x * x for x in e[1:]), e[0] * e[0]) - 1.0, f"{b.name}_norm")
-    for k, name in enumerate(COORDS):
-        if name != "e0":
-            m.drive(c["plat"][k] - law[k], f"drive_{name}")
 
-    m.gravity((0.0, 0.0, -S.G))
+
+def _actuators(m: Model, cyl, pis, plat) -> None:
+    """f1 .. f6 along the legs; each one's measure is its leg's length in the platform pose."""
     for k in range(6):
-        m.actuator_pair(f"f{k + 1}", cyl[k], (0.0, 0.0, 0.0), pis[k], (0.0, 0.0, 0.0), cyl[k].vector(z))
+        m.actuator_pair(f"f{k + 1}", cyl[k], (0.0, 0.0, 0.0), pis[k], (0.0, 0.0, 0.0), cyl[k].vector((0.0, 0.0, 1.0)))
         # its power is f dL/dt, L the leg's length between its Cardan centres, in the platform pose
         b = [float(v) for v in S.legs()[k].b]
         d = [p - v for p, v in zip(plat.point(S.legs()[k].pbar), b)]
         m.explicit_measure(f"f{k + 1}", sqrt(dot(d, d)))
-    # where a controller runs it (see _stewart.envelope): the platform's x, y, z, e1, e2, e3
+
+
+def _operate(m: Model, c: dict[str, list]) -> None:
+    """Where a controller runs it (see _stewart.envelope): the platform's x, y, z, e1, e2, e3,
+    and the actuator forces' range."""
+    env = S.envelope()
     for k, name in enumerate(COORDS):
-        if envelope and name in env:
+        if name in env:
             r, v, a = env[name]
             m.operate(c["plat"][k], range=r, rate=v, accel=a, cells=ENV_CELLS[name])
-    for k in range(6 if envelope else 0):
+    for k in range(6):
         m.operate_input(f"f{k + 1}", FORCE_RANGE)
-    _outputs(m, plat, cyl, pis)
-    _explicit(m, c, plat)
-    return m
 
 
 # ---- explicit (closed-form) coordinates of the base and the legs ------------------------------------

@@ -68,41 +68,7 @@ def build(motion: str = "heave", massless_legs: bool = False, envelope: bool = T
         r, v, a = rng[j]
         q.append(m.coordinate(name, guess=float(guess[j]), range=r, vrange=v, arange=a))
     m.time_range(0.0, S.T_END)
-    leg_mass = 0.0 if massless_legs else S.ROD_MASS
-    leg_inertia = (0.0, 0.0, 0.0) if massless_legs else S.ROD_INERTIA
-
-    tree = m.relative()
-    W, O = tree.world, tree.origin
-    x, y, z = (1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)
-    pz = tree.base("plat_z_axis", W, z, q[3])
-    py = tree.base("plat_y_axis", pz, y, q[4])
-    plat_base = tree.base("plat_axes", py, x, q[5])
-    C = tree.point("C", O, q[0:3], W)
-    plat = tree.body("plat", plat_base, C).set_inertia(S.DISC_MASS, inertia=S.DISC_INERTIA)
-
-    legs_d = []
-    for k, leg in enumerate(S.legs()):
-        a, b, L = q[6 + 3 * k: 9 + 3 * k]
-        F0 = tree.fixed_base(f"F0_{k + 1}", W, leg.F0)
-        cross = tree.base(f"cross{k + 1}", F0, x, a)
-        cyl_base = tree.base(f"cyl{k + 1}_axes", cross, y, b + leg.gamma0)
-        # the platform's arm in cylinder axes fixes the piston's spin (see _stewart.py)
-        w = tree.express(list(map(float, leg.tpbar)), plat_base, cyl_base)
-        cx, cy = float(leg.abar_p[0]), float(leg.abar_p[1])
-        P = w[0] * cx + w[1] * cy
-        Sg = w[1] * cx - w[0] * cy
-        psi = atan2(-leg.sigma * P, leg.sigma * Sg)
-        pis_base = tree.base(f"pis{k + 1}_axes", cyl_base, z, psi)
-        Bk = tree.point(f"B{k + 1}", O, leg.b, W)
-        Gc = tree.point(f"Gc{k + 1}", Bk, (0.0, 0.0, S.HALF), cyl_base)
-        Ek = tree.point(f"E{k + 1}", Bk, [0.0, 0.0, L], cyl_base)
-        Gp = tree.point(f"Gp{k + 1}", Bk, [0.0, 0.0, L - S.HALF], cyl_base)
-        Pk = tree.point(f"P{k + 1}", C, leg.pbar, plat_base)
-        tree.body(f"cyl{k + 1}", cyl_base, Gc).set_inertia(leg_mass, inertia=leg_inertia)
-        tree.body(f"pis{k + 1}", pis_base, Gp).set_inertia(leg_mass, inertia=leg_inertia)
-        tree.loop(Ek, Pk, W, f"loop{k + 1}")
-        legs_d.append(tree.position(Bk, Pk, F0))  # the leg vector in F0, for the closed forms
-
+    plat, legs_d = _tree(m, q, massless_legs)
     for qk, lk, name in zip(q[:6], platform_law(motion, m.t), PLATFORM):
         m.drive(qk - lk, f"drive_{name}")
     m.gravity((0.0, 0.0, -S.G))
@@ -117,6 +83,50 @@ def build(motion: str = "heave", massless_legs: bool = False, envelope: bool = T
         for k in range(6):
             m.operate_input(f"f{k + 1}", FORCE_RANGE)
     return m
+
+
+_X, _Y, _Z = (1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)
+
+
+def _tree(m: Model, q: list, massless_legs: bool):
+    """The relative tree: the platform on its yaw, pitch, roll axes and position, each leg
+    on its Cardan's two angles and length, closed by a loop at the platform anchor. Returns
+    the platform's body and the leg vectors in their base frames (for the closed forms)."""
+    tree = m.relative()
+    W, O = tree.world, tree.origin
+    pz = tree.base("plat_z_axis", W, _Z, q[3])
+    py = tree.base("plat_y_axis", pz, _Y, q[4])
+    plat_base = tree.base("plat_axes", py, _X, q[5])
+    C = tree.point("C", O, q[0:3], W)
+    plat = tree.body("plat", plat_base, C).set_inertia(S.DISC_MASS, inertia=S.DISC_INERTIA)
+    mass = (0.0, (0.0, 0.0, 0.0)) if massless_legs else (S.ROD_MASS, S.ROD_INERTIA)
+    legs_d = [_leg(tree, k, leg, q[6 + 3 * k: 9 + 3 * k], plat_base, C, mass) for k, leg in enumerate(S.legs())]
+    return plat, legs_d
+
+
+def _leg(tree, k: int, leg, abL: list, plat_base, C, mass: tuple):
+    """Leg k's cylinder and piston bodies and its loop; its leg vector in its base frame."""
+    W, O = tree.world, tree.origin
+    a, b, L = abL
+    F0 = tree.fixed_base(f"F0_{k + 1}", W, leg.F0)
+    cross = tree.base(f"cross{k + 1}", F0, _X, a)
+    cyl_base = tree.base(f"cyl{k + 1}_axes", cross, _Y, b + leg.gamma0)
+    # the platform's arm in cylinder axes fixes the piston's spin (see _stewart.py)
+    w = tree.express(list(map(float, leg.tpbar)), plat_base, cyl_base)
+    cx, cy = float(leg.abar_p[0]), float(leg.abar_p[1])
+    P = w[0] * cx + w[1] * cy
+    Sg = w[1] * cx - w[0] * cy
+    psi = atan2(-leg.sigma * P, leg.sigma * Sg)
+    pis_base = tree.base(f"pis{k + 1}_axes", cyl_base, _Z, psi)
+    Bk = tree.point(f"B{k + 1}", O, leg.b, W)
+    Gc = tree.point(f"Gc{k + 1}", Bk, (0.0, 0.0, S.HALF), cyl_base)
+    Ek = tree.point(f"E{k + 1}", Bk, [0.0, 0.0, L], cyl_base)
+    Gp = tree.point(f"Gp{k + 1}", Bk, [0.0, 0.0, L - S.HALF], cyl_base)
+    Pk = tree.point(f"P{k + 1}", C, leg.pbar, plat_base)
+    tree.body(f"cyl{k + 1}", cyl_base, Gc).set_inertia(mass[0], inertia=mass[1])
+    tree.body(f"pis{k + 1}", pis_base, Gp).set_inertia(mass[0], inertia=mass[1])
+    tree.loop(Ek, Pk, W, f"loop{k + 1}")
+    return tree.position(Bk, Pk, F0)
 
 
 def operating_envelope() -> list[tuple]:

@@ -200,7 +200,7 @@ def _bits(m, device: np.ndarray, host: np.ndarray) -> dict:
     k = min(len(device), len(host))
     device, host = device[:k], host[:k]
 
-    if m.real == "int32":
+    if m.real_kind.fixed:
         d = np.abs(device.astype(np.int64) - host.astype(np.int64))
         unit = "raw units"
     else:

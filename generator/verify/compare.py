@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mbforge.manifest import Manifest
-from mbforge.reals import REALS
+from mbforge.reals import REFERENCE
 from mbforge.verify.vectors import OFF_MANIFOLD, OUT_OF_ENVELOPE, from_raw
 
 SCALE_FLOOR = 1e-30
@@ -62,7 +62,7 @@ class CompareError(ValueError):
 
 def check_pair(device_m: Manifest, ref_m: Manifest, kernel_dir, ref_dir) -> None:
     """The reference is c-double and the same model and kernel as the device's."""
-    if ref_m.real != "double":
+    if ref_m.real != REFERENCE.name:
         raise CompareError(f"reference {ref_dir} is a {ref_m.real} kernel (target {ref_m.target}); "
                            f"the reference must be c-double")
     if ref_m.model_digest != device_m.model_digest:
@@ -104,14 +104,15 @@ def compare_groups(m: Manifest, Yd: np.ndarray, Yr: np.ndarray, tol: float | Non
             v, e = np.unravel_index(int(np.argmax(err)), err.shape)
         else:
             v, e = 0, 0
-        if tol is None and m.real == "int32" and g.error_bound is not None:
+        judged = m.real_kind.judged if tol is None and g.error_bound is not None else "relative"
+        if judged == "error_bound":
             bound = np.asarray(g.error_bound, dtype=np.float64)
             passed = bool(np.all(err <= bound))
             tolerance, kind = float(bound.max(initial=0.0)), "error_bound"
         else:
-            tolerance, kind = (tol if tol is not None else REALS[m.real].tolerance), "relative"
+            tolerance, kind = (tol if tol is not None else m.real_kind.tolerance), "relative"
             passed = max_abs / scale <= tolerance
-            if not passed and tol is None and m.real == "float" and g.error_bound is not None:
+            if not passed and judged == "relative_or_bound":
                 # an output that is ~0 on consistent states (a constraint residual) has no
                 # scale to be relative to: an element within the manifest's sound float32
                 # bound passes (the bound is absolute, per element)
@@ -275,6 +276,6 @@ def compare(m: Manifest, dev, ref=None, host=None, tol: float | None = None) -> 
         ratio = bound_ratio(m, Yd, sd, Yr)
     if host is not None:
         exact = bit_exact(Yd_raw, sd, host[0], host[1], m.flat_names("outputs"))
-        if m.real == "double":
+        if not m.real_kind.host_bit_exact:
             exact = host_within_tolerance(m, exact, Yd_raw, sd, host[0], host[1])
     return Comparison(groups, status_mm, ratio, exact)

@@ -64,12 +64,12 @@ def to_raw(m: Manifest, X, kind: str = "inputs") -> np.ndarray:
     """Real values -> the kernel's raw type, rounded to nearest. VectorError, naming the
     element and the value, for one the format cannot hold (never clipped)."""
     X = np.asarray(X, dtype=np.float64)
-    if m.real != "int32":
+    if not m.real_kind.fixed:
         with np.errstate(over="ignore"):
             R = X.astype(NP_DTYPE[m.real])
-        bad = np.isinf(R) & np.isfinite(X)
+        bad = np.isinf(R) & np.isfinite(X)  # never in float64
         if bad.any():
-            _refuse(m, np.atleast_2d(X), np.atleast_2d(bad), kind, "is beyond the float32 range" if m.real == "float" else "is not finite")
+            _refuse(m, np.atleast_2d(X), np.atleast_2d(bad), kind, f"is beyond the {R.dtype} range")
         return R
     f = frac_bits(m, kind)
     with np.errstate(invalid="ignore"):
@@ -87,7 +87,7 @@ def to_raw(m: Manifest, X, kind: str = "inputs") -> np.ndarray:
 def from_raw(m: Manifest, R, kind: str = "outputs") -> np.ndarray:
     """The kernel's raw values -> float64 (exact for all three kinds)."""
     R = np.asarray(R)
-    if m.real != "int32":
+    if not m.real_kind.fixed:
         return R.astype(np.float64)
     return R.astype(np.float64) / np.exp2(frac_bits(m, kind))
 
@@ -125,31 +125,28 @@ def _device_bounds(m: Manifest, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndar
     precision, as the generator writes the check (backends.fixed.c.envelope_words: words
     floor(lo 2^f), ceil(hi 2^f) within int32; backends.c: float32 rounded outward). Written
     again here: mbforge.verify does not import the backends."""
-    if m.real == "int32":
+    if m.real_kind.fixed:
         q = np.exp2(frac_bits(m, "inputs").astype(np.float64))
         return (np.maximum(np.floor(lo * q), -2.0**31) / q, np.minimum(np.ceil(hi * q), 2.0**31 - 1) / q)
-    if m.real == "float":
-        a, b = lo.astype(np.float32), hi.astype(np.float32)
-        a = np.where(a.astype(np.float64) > lo, np.nextafter(a, np.float32(-np.inf)), a)
-        b = np.where(b.astype(np.float64) < hi, np.nextafter(b, np.float32(np.inf)), b)
-        return a.astype(np.float64), b.astype(np.float64)
-    return lo, hi
+    t = NP_DTYPE[m.real].type  # float64: lo and hi unchanged
+    a, b = lo.astype(t), hi.astype(t)
+    a = np.where(a.astype(np.float64) > lo, np.nextafter(a, t(-np.inf)), a)
+    b = np.where(b.astype(np.float64) < hi, np.nextafter(b, t(np.inf)), b)
+    return a.astype(np.float64), b.astype(np.float64)
 
 
 def _inward(m: Manifest, X: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """X rounded to the kernel's format, each value then moved (by less than one unit of
     it) to the nearest representable value inside [lo, hi] where rounding took it out."""
     Xq = from_raw(m, to_raw(m, X, "inputs"), "inputs")
-    if m.real == "int32":
+    if m.real_kind.fixed:
         q = np.exp2(-frac_bits(m, "inputs").astype(np.float64))
         a, b = np.ceil(lo / q) * q, np.floor(hi / q) * q
-    elif m.real == "float":
-        a, b = (np.array([np.float32(v) for v in lo], dtype=np.float64),
-                np.array([np.float32(v) for v in hi], dtype=np.float64))
-        a = np.where(a < lo, np.nextafter(a.astype(np.float32), np.float32(np.inf)).astype(np.float64), a)
-        b = np.where(b > hi, np.nextafter(b.astype(np.float32), np.float32(-np.inf)).astype(np.float64), b)
-    else:
-        a, b = lo, hi
+    else:  # float64: lo and hi unchanged
+        t = NP_DTYPE[m.real].type
+        a, b = (np.array([t(v) for v in lo], dtype=np.float64), np.array([t(v) for v in hi], dtype=np.float64))
+        a = np.where(a < lo, np.nextafter(a.astype(t), t(np.inf)).astype(np.float64), a)
+        b = np.where(b > hi, np.nextafter(b.astype(t), t(-np.inf)).astype(np.float64), b)
     ok = a <= b  # an envelope narrower than one unit: leave the value rounded to nearest
     return np.where(ok, np.clip(Xq, np.where(ok, a, -np.inf), np.where(ok, b, np.inf)), Xq)
 
@@ -258,7 +255,7 @@ def robustness(m: Manifest, kernel_dir: str | Path, max_inputs: int = ROBUST_INP
                 rows.append(x)
                 labels.append(f"{OUT_OF_ENVELOPE}: {names[k]} {side} [{lo[k]:.6g}, {hi[k]:.6g}]")
                 expected.append((2,))
-            if m.real != "int32":
+            if not m.real_kind.fixed:  # a NaN input: a word holds none
                 x = base.copy()
                 x[k] = np.nan
                 rows.append(x)
@@ -289,11 +286,11 @@ def _beyond(m: Manifest, bound: float, k: int, sign: int) -> float | None:
     """A value two units of the kernel's format beyond its compared bound `bound` of
     input k (so that the device, the host model and the double reference all see it
     outside); None if the format holds no such value."""
-    if m.real == "int32":
+    if m.real_kind.fixed:
         f = int(frac_bits(m, "inputs")[k])
         w = round(bound * 2.0 ** f) + 2 * sign
         return w / 2.0 ** f if -2**31 <= w <= 2**31 - 1 else None
-    dt = np.float32 if m.real == "float" else np.float64
+    dt = NP_DTYPE[m.real].type
     v = dt(bound)
     for _ in range(2):
         v = np.nextafter(v, dt(np.inf * sign))
