@@ -24,10 +24,12 @@ def _lit64(v: int) -> str:
     return f"INT64_C({v})"
 
 
-def fixed_statements(sched: Schedule, fx: FixedProgram, p: str, in_ref, out_ref) -> tuple[list[str], list[str], dict]:
-    """The statements of a fixed-point kernel, shared by the c-fixed and HLS renderers:
-    (declarations, body, which helpers are used). in_ref(k) / out_ref(k) spell the k-th
-    input and output (`in[k]`, `out[k]` in c-fixed; `in_k`, `*out_k` in HLS C).
+def fixed_statements(sched: Schedule, fx: FixedProgram, p: str, in_ref, out_ref,
+                     m0: bool = False) -> tuple[list[str], list[str], dict]:
+    """The statements of a fixed-point kernel, shared by the c-fixed, c-fixed-m0 and HLS
+    renderers: (declarations, body, which helpers are used). in_ref(k) / out_ref(k) spell
+    the k-th input and output (`in[k]`, `out[k]` in c-fixed; `in_k`, `*out_k` in HLS C);
+    m0: products and divisions through the Cortex-M0 helpers (_M0Exprs), the same bits.
 
     The statements print the op set (backends.fixed.ops) in the schedule's order, one op
     per statement through the helper its table entry names, except the sin/cos
@@ -36,7 +38,7 @@ def fixed_statements(sched: Schedule, fx: FixedProgram, p: str, in_ref, out_ref)
     hp = lower_hw(fx, order=sched.order)
     slot = sched.slot
     temp_of = {ref: t for t, ref in hp.temps.items()}
-    ex = _FixedExprs(p, lambda ref: f"w{slot[temp_of[ref]]}" if ref[0] == "h" else in_ref(ref[1]))
+    ex = (_M0Exprs if m0 else _FixedExprs)(p, lambda ref: f"w{slot[temp_of[ref]]}" if ref[0] == "h" else in_ref(ref[1]))
     value = {"add": ex.add, "mul": ex.mul, "div": ex.div, "sqrt": ex.sqrt, "tsel": ex.tsel}
     body: list[str] = []
     for k, o in sched.direct:
@@ -123,6 +125,20 @@ class _FixedExprs:
         return f"{self.sat}({self.rsh}({'ts' if op.p['which'] == 'sin' else 'tc'}, {op.p['sh']}), &ovf)"
 
 
+class _M0Exprs(_FixedExprs):
+    """c-fixed-m0: the same values as _FixedExprs, with the 32 x 32 -> 64 product of four
+    16-bit partial products (the M0 multiplies 32 x 32 -> 32 only; a plain int64 product is
+    libgcc's __aeabi_lmul) and the division by a 64/32 shift-subtract routine where the
+    quotient fits 32 bits (else c-fixed's helper, on __aeabi_uldivmod)."""
+
+    def mul(self, op) -> str:
+        b = f"INT32_C({op.p['lit']})" if "lit" in op.p else self.var(op.srcs[1])
+        return f"{self.sat}({self.rsh}({self.p}_mul64({self.var(op.srcs[0])}, {b}), {op.p['s']}), &ovf)"
+
+    def div(self, op) -> str:
+        return super().div(op).replace(f"{self.helper['div']}(", f"{self.p}_div_m0(", 1)
+
+
 def envelope_words(envelope: list[tuple[float, float]], in_bits: list[int]) -> list[tuple[int | None, int | None]]:
     """Per input, the envelope's bounds as int32 words, rounded outward: (floor(lo 2^f),
     ceil(hi 2^f)); None for a side at or beyond the int32 range (no word is outside it)."""
@@ -148,13 +164,14 @@ def envelope_checks(envelope, in_bits, in_ref) -> list[str]:
     return lines
 
 
-def render_fixed(sched: Schedule, fx: FixedProgram, ctx: KernelContext) -> dict[str, str]:
-    p = ctx.prefix
-    decls, body, used = fixed_statements(sched, fx, p, lambda k: f"in[{k}]", lambda k: f"out[{k}]")
+def render_fixed(sched: Schedule, fx: FixedProgram, ctx: KernelContext, target: str = "c-fixed") -> dict[str, str]:
+    """The c-fixed files, or c-fixed-m0's: the same statements with the M0 helpers."""
+    p, m0 = ctx.prefix, target == "c-fixed-m0"
+    decls, body, used = fixed_statements(sched, fx, p, lambda k: f"in[{k}]", lambda k: f"out[{k}]", m0=m0)
     body.append("if (ovf) return 1;")
-    support = render_template("c/fixed.c.j2", p=p, div=used["div"], sqrt=used["sqrt"],
+    support = render_template("c/fixed.c.j2", p=p, div=used["div"], sqrt=used["sqrt"], m0=m0,
                               trig=trig_constants() if used["trig"] else None)
-    head = CHeaderContext(ctx, real=REALS["int32"].c_type, target="c-fixed")
+    head = CHeaderContext(ctx, real=REALS["int32"].c_type, target=target)
     checks = envelope_checks(ctx.envelope, fx.in_bits, lambda k: f"in[{k}]")
     source = CSourceContext(head, includes=[], support=support, checks=checks, decls=decls, body=body)
     return {ctx.header: render_context("c/kernel.h.j2", head), ctx.source: render_context("c/kernel.c.j2", source)}
