@@ -71,6 +71,8 @@ def fixed_statements(sched: Schedule, fx: FixedProgram, p: str, in_ref, out_ref,
     decls.append("uint32_t ovf = 0u;")
     if used["trig"]:
         decls.append("int32_t ts, tc;")
+    if m0:  # _M0Exprs: an int32 sum and its overflow flag
+        decls.append("int32_t ft; uint32_t fv;")
     return decls, body, used
 
 
@@ -126,14 +128,60 @@ class _FixedExprs:
 
 
 class _M0Exprs(_FixedExprs):
-    """c-fixed-m0: the same values as _FixedExprs, with the 32 x 32 -> 64 product of four
-    16-bit partial products (the M0 multiplies 32 x 32 -> 32 only; a plain int64 product is
-    libgcc's __aeabi_lmul) and the division by a 64/32 shift-subtract routine where the
-    quotient fits 32 bits (else c-fixed's helper, on __aeabi_uldivmod)."""
+    """c-fixed-m0: the values of _FixedExprs, computed as the Cortex-M0 does them cheaply.
+
+    * a product: four 16-bit partial products (the M0 multiplies 32 x 32 -> 32 only; an
+      int64 product is libgcc's __aeabi_lmul); by a literal 2^m with m <= s, a rounding
+      shift of the word (exact: rsh(a 2^m, s) = rsh(a, s - m));
+    * a sum: in int32, exact unless an int32 step overflows (flagged in fv), when c-fixed's
+      int64 expression is taken instead (_sum32);
+    * a division: a 64/32 shift-subtract routine where the quotient fits 32 bits (else
+      c-fixed's helper, on __aeabi_uldivmod)."""
 
     def mul(self, op) -> str:
-        b = f"INT32_C({op.p['lit']})" if "lit" in op.p else self.var(op.srcs[1])
-        return f"{self.sat}({self.rsh}({self.p}_mul64({self.var(op.srcs[0])}, {b}), {op.p['s']}), &ovf)"
+        a, lit, s = self.var(op.srcs[0]), op.p.get("lit"), op.p["s"]
+        if lit is not None and lit > 0 and lit & (lit - 1) == 0 and 0 <= s - (lit.bit_length() - 1) <= 31:
+            k = s - (lit.bit_length() - 1)
+            return a if k == 0 else f"{self.p}_rs({a}, {k})"
+        b = f"INT32_C({lit})" if lit is not None else self.var(op.srcs[1])
+        return f"{self.sat}({self.rsh}({self.p}_mul64({a}, {b}), {s}), &ovf)"
+
+    def add(self, op) -> str:
+        fast = self._sum32(op)
+        return super().add(op) if fast is None else f"(fv = 0u, ft = {fast}, fv ? {super().add(op)} : ft)"
+
+    def _sum32(self, op) -> str | None:
+        """rsh(lit + sum sign_i align(a_i, sh_i), s) in int32 steps flagging overflow in fv,
+        from rsh(L + H 2^s, s) = rsh(L, s) + H: the terms with sh_i >= s (and the literal's
+        part above 2^s) are added after the rounding shift, unshifted by s; None where a
+        shift or a literal part does not fit that scheme (c-fixed's expression alone)."""
+        pr, p = op.p, self.p
+        s, lit = pr["s"], pr["lit"]
+        lo, hi = (lit % (1 << s), lit >> s) if s >= 0 else (0, 0)
+        if not (0 <= s <= 31 and lo < 2 ** 31 and INT32_MIN <= hi <= INT32_MAX):
+            return None
+        low, high = ([f"INT32_C({lo})"] if lo else []), []
+        for src, sh, sg in zip(op.srcs, pr["sh"], pr["sign"]):
+            a, k = self.var(src), (sh - s if sh >= s else sh)
+            if not -31 <= k <= 31:
+                return None
+            t = a if k == 0 else f"{p}_sl({a}, {k}, &fv)" if k > 0 else f"{p}_rs({a}, {-k})"
+            (high if sh >= s else low).append((sg, t))
+        acc = self._fold(low, "0")
+        if s > 0 and acc != "0":
+            acc = f"{p}_rs({acc}, {s})"
+        return self._fold(high + ([(1, f"INT32_C({hi})")] if hi else []), acc)
+
+    def _fold(self, terms, start: str) -> str:
+        """start + the signed terms, each step an overflow-flagging int32 add or sub"""
+        acc = start
+        for t in terms:
+            sg, x = t if isinstance(t, tuple) else (1, t)
+            if acc == "0" and sg > 0:
+                acc = x
+            else:
+                acc = f"{self.p}_{'ad' if sg > 0 else 'sb'}({acc}, {x}, &fv)"
+        return acc
 
     def div(self, op) -> str:
         return super().div(op).replace(f"{self.helper['div']}(", f"{self.p}_div_m0(", 1)
