@@ -43,6 +43,9 @@ int main(void)
         }
         const int32_t a32 = (int32_t)a;
         if (t_mul64(a32, d) != (int64_t)a32 * d) bad++;
+        const int s = 1 + (int)(i %% 62);
+        uint32_t m1 = 0, m2 = 0;
+        if (t_mulrs(a32, d, s, &m1) != t_sat(t_rsh((int64_t)a32 * d, s), &m2) || m1 != m2) bad++;
         uint32_t o1 = 0, o2 = 0;
         const int32_t q1 = t_div(a, d, &o1), q2 = t_div_m0(a, d, &o2);
         if (q1 != q2 || o1 != o2) bad++;
@@ -55,8 +58,9 @@ int main(void)
 
 
 def test_the_m0_helpers_equal_c_fixed_ones_on_edge_and_random_words(tmp_path):
-    """t_mul64 against the int64 product, t_div_m0 against t_div (quotient and flag), over
-    every pair of edge words and 400,000 random ones of all magnitudes (gcc, host C path)."""
+    """t_mul64 against the int64 product, t_mulrs against t_sat(t_rsh(a * b, s)) for every s
+    of 1 to 62, t_div_m0 against t_div (quotient and flag), over every pair of edge words and
+    400,000 random ones of all magnitudes (gcc, the host's C path of the division)."""
     helpers = render_template("c/fixed.c.j2", p="t", div=True, sqrt=False, m0=True, trig=None)
     src = tmp_path / "h.c"
     src.write_text(HELPERS_MAIN % helpers)
