@@ -32,7 +32,7 @@ def fourbar():
 
 
 def test_one_backend_per_target_record():
-    assert backend_names() == TARGETS == ("c-double", "c-float32", "c-fixed", "hls-c", "verilog")
+    assert backend_names() == TARGETS == ("c-double", "c-float32", "c-fixed", "c-fixed-m0", "hls-c", "verilog")
     for name in TARGETS:
         b = get_backend(name)
         assert isinstance(b, Backend) and b.name == name and b.real in REALS.values() and b.use
@@ -50,7 +50,7 @@ def test_a_backend_states_its_target_facts():
         register(NoFacts)
     assert "c-nofacts" not in _REGISTRY
     with pytest.raises(GenerateError, match=r"unknown target 'c-quad'; known: c-double, c-float32, c-fixed, "
-                                            r"hls-c, verilog"):
+                                            r"c-fixed-m0, hls-c, verilog"):
         get_backend("c-quad")
 
 

@@ -20,6 +20,7 @@ CASES = [
     ("slidercrank", "forward-dynamics", "c-double"),
     ("slidercrank", "inverse-dynamics", "c-float32"),
     ("fourbar", "equations", "c-fixed"),
+    ("slidercrank", "inverse-dynamics", "c-fixed-m0"),
     ("fourbar", "equations", "verilog"),
 ]
 

@@ -33,7 +33,7 @@ from helpers import ROOT
 from helpers.packaging import package_folders, setuptools_config
 
 VENV_BIN = Path(sys.executable).parent
-TARGETS = ("c-double", "c-float32", "c-fixed", "hls-c", "verilog")
+TARGETS = ("c-double", "c-float32", "c-fixed", "c-fixed-m0", "hls-c", "verilog")
 # what the wheel is built from: pyproject.toml maps these folders into the package
 SOURCES = ("pyproject.toml", "README.md", "generator", "targets", "firmware", "hdl", "hil")
 

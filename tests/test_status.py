@@ -17,7 +17,7 @@ from mbforge.ir import symbol
 from mbforge.manifest import Manifest
 from mbforge.pipeline import generate
 
-C_TARGETS = ("c-double", "c-float32", "c-fixed", "hls-c")
+C_TARGETS = ("c-double", "c-float32", "c-fixed", "c-fixed-m0", "hls-c")
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """Backends: one per target, looked up by name (`get_backend`).
 
     base.py      the abstract Backend, its typed Options, the `register` decorator
-    registry.py  the shipped backends (c-double, c-float32, c-fixed, hls-c, verilog)
+    registry.py  the shipped backends (c-double, c-float32, c-fixed, c-fixed-m0, hls-c, verilog)
     c.py, fixed/, hls.py, rtl/   their printers; templates/ their jinja2 templates
 
 Importing this package registers the shipped backends; the lookups below read the

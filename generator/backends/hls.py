@@ -32,7 +32,7 @@ def render_hls(sched: Schedule, fx: FixedProgram, ctx: KernelContext) -> dict[st
     pragmas += [f"interface mode=ap_none port=in_{k}" for k in range(n_in)]
     pragmas += [f"interface mode=ap_vld port=out_{k}" for k in range(n_out)]
     pragmas.append("pipeline II=1")
-    support = render_template("c/fixed.c.j2", p=p, div=False, sqrt=False,
+    support = render_template("c/fixed.c.j2", p=p, div=False, sqrt=False, m0=False,
                               trig=trig_constants() if used["trig"] else None)
     ops = render_template("hls/ops.c.j2", p=p, div=used["div"], sqrt=used["sqrt"])
     head = HlsHeaderContext(ctx, top=top, params=params)

@@ -1,6 +1,6 @@
 """The shipped backends, one per target, registered by name in the targets' order.
 
-c-double and c-float32 are C dialects (backends.c); c-fixed, hls-c and verilog print one
+c-double and c-float32 are C dialects (backends.c); c-fixed, c-fixed-m0, hls-c and verilog print one
 fixed-point plan (analysis.fixedpoint), so they share its analysis and status codes (1:
 saturated; 2: an input outside its envelope, checked first, as every C target does).
 The renderers are called through their own signatures; this module only adapts them.
@@ -142,6 +142,17 @@ class FixedCBackend(FixedBackend):
 
     def render(self, sched, analysis: FixedAnalysis, ctx, options) -> Rendered:
         return _c_files(render_fixed(sched, analysis.plan, ctx), ctx)
+
+
+@register
+class FixedM0Backend(FixedBackend):
+    """c-fixed's plan (Q formats, bounds, bits) printed with Cortex-M0 primitives: only
+    how products and divisions are computed differs (backends.fixed.c._M0Exprs)."""
+    name = "c-fixed-m0"
+    use = "c-fixed for the Cortex-M0/M0+ (no 64-bit product, no divider): the same bits, fewer instructions"
+
+    def render(self, sched, analysis: FixedAnalysis, ctx, options) -> Rendered:
+        return _c_files(render_fixed(sched, analysis.plan, ctx, target=self.name), ctx)
 
 
 @register

@@ -24,10 +24,12 @@ def _lit64(v: int) -> str:
     return f"INT64_C({v})"
 
 
-def fixed_statements(sched: Schedule, fx: FixedProgram, p: str, in_ref, out_ref) -> tuple[list[str], list[str], dict]:
-    """The statements of a fixed-point kernel, shared by the c-fixed and HLS renderers:
-    (declarations, body, which helpers are used). in_ref(k) / out_ref(k) spell the k-th
-    input and output (`in[k]`, `out[k]` in c-fixed; `in_k`, `*out_k` in HLS C).
+def fixed_statements(sched: Schedule, fx: FixedProgram, p: str, in_ref, out_ref,
+                     m0: bool = False) -> tuple[list[str], list[str], dict]:
+    """The statements of a fixed-point kernel, shared by the c-fixed, c-fixed-m0 and HLS
+    renderers: (declarations, body, which helpers are used). in_ref(k) / out_ref(k) spell
+    the k-th input and output (`in[k]`, `out[k]` in c-fixed; `in_k`, `*out_k` in HLS C);
+    m0: products and divisions through the Cortex-M0 helpers (_M0Exprs), the same bits.
 
     The statements print the op set (backends.fixed.ops) in the schedule's order, one op
     per statement through the helper its table entry names, except the sin/cos
@@ -36,7 +38,7 @@ def fixed_statements(sched: Schedule, fx: FixedProgram, p: str, in_ref, out_ref)
     hp = lower_hw(fx, order=sched.order)
     slot = sched.slot
     temp_of = {ref: t for t, ref in hp.temps.items()}
-    ex = _FixedExprs(p, lambda ref: f"w{slot[temp_of[ref]]}" if ref[0] == "h" else in_ref(ref[1]))
+    ex = (_M0Exprs if m0 else _FixedExprs)(p, lambda ref: f"w{slot[temp_of[ref]]}" if ref[0] == "h" else in_ref(ref[1]))
     value = {"add": ex.add, "mul": ex.mul, "div": ex.div, "sqrt": ex.sqrt, "tsel": ex.tsel}
     body: list[str] = []
     for k, o in sched.direct:
@@ -69,6 +71,8 @@ def fixed_statements(sched: Schedule, fx: FixedProgram, p: str, in_ref, out_ref)
     decls.append("uint32_t ovf = 0u;")
     if used["trig"]:
         decls.append("int32_t ts, tc;")
+    if m0:  # _M0Exprs: an int32 sum and its overflow flag
+        decls.append("int32_t ft; uint32_t fv;")
     return decls, body, used
 
 
@@ -123,6 +127,68 @@ class _FixedExprs:
         return f"{self.sat}({self.rsh}({'ts' if op.p['which'] == 'sin' else 'tc'}, {op.p['sh']}), &ovf)"
 
 
+class _M0Exprs(_FixedExprs):
+    """c-fixed-m0: the values of _FixedExprs, computed as the Cortex-M0 does them cheaply.
+
+    * a product: four 16-bit partial products (the M0 multiplies 32 x 32 -> 32 only; an
+      int64 product is libgcc's __aeabi_lmul); by a literal 2^m with m <= s, a rounding
+      shift of the word (exact: rsh(a 2^m, s) = rsh(a, s - m));
+    * a sum: in int32, exact unless an int32 step overflows (flagged in fv), when c-fixed's
+      int64 expression is taken instead (_sum32);
+    * a division: a 64/32 shift-subtract routine where the quotient fits 32 bits (else
+      c-fixed's helper, on __aeabi_uldivmod)."""
+
+    def mul(self, op) -> str:
+        a, lit, s = self.var(op.srcs[0]), op.p.get("lit"), op.p["s"]
+        if lit is not None and lit > 0 and lit & (lit - 1) == 0 and 0 <= s - (lit.bit_length() - 1) <= 31:
+            k = s - (lit.bit_length() - 1)
+            return a if k == 0 else f"{self.p}_rs({a}, {k})"
+        b = f"INT32_C({lit})" if lit is not None else self.var(op.srcs[1])
+        if 0 < s < 63:
+            return f"{self.p}_mulrs({a}, {b}, {s}, &ovf)"
+        return f"{self.sat}({self.rsh}({self.p}_mul64({a}, {b}), {s}), &ovf)"
+
+    def add(self, op) -> str:
+        fast = self._sum32(op)
+        return super().add(op) if fast is None else f"(fv = 0u, ft = {fast}, fv ? {super().add(op)} : ft)"
+
+    def _sum32(self, op) -> str | None:
+        """rsh(lit + sum sign_i align(a_i, sh_i), s) in int32 steps flagging overflow in fv,
+        from rsh(L + H 2^s, s) = rsh(L, s) + H: the terms with sh_i >= s (and the literal's
+        part above 2^s) are added after the rounding shift, unshifted by s; None where a
+        shift or a literal part does not fit that scheme (c-fixed's expression alone)."""
+        pr, p = op.p, self.p
+        s, lit = pr["s"], pr["lit"]
+        lo, hi = (lit % (1 << s), lit >> s) if s >= 0 else (0, 0)
+        if not (0 <= s <= 31 and lo < 2 ** 31 and INT32_MIN <= hi <= INT32_MAX):
+            return None
+        low, high = ([f"INT32_C({lo})"] if lo else []), []
+        for src, sh, sg in zip(op.srcs, pr["sh"], pr["sign"]):
+            a, k = self.var(src), (sh - s if sh >= s else sh)
+            if not -31 <= k <= 31:
+                return None
+            t = a if k == 0 else f"{p}_sl({a}, {k}, &fv)" if k > 0 else f"{p}_rs({a}, {-k})"
+            (high if sh >= s else low).append((sg, t))
+        acc = self._fold(low, "0")
+        if s > 0 and acc != "0":
+            acc = f"{p}_rs({acc}, {s})"
+        return self._fold(high + ([(1, f"INT32_C({hi})")] if hi else []), acc)
+
+    def _fold(self, terms, start: str) -> str:
+        """start + the signed terms, each step an overflow-flagging int32 add or sub"""
+        acc = start
+        for t in terms:
+            sg, x = t if isinstance(t, tuple) else (1, t)
+            if acc == "0" and sg > 0:
+                acc = x
+            else:
+                acc = f"{self.p}_{'ad' if sg > 0 else 'sb'}({acc}, {x}, &fv)"
+        return acc
+
+    def div(self, op) -> str:
+        return super().div(op).replace(f"{self.helper['div']}(", f"{self.p}_div_m0(", 1)
+
+
 def envelope_words(envelope: list[tuple[float, float]], in_bits: list[int]) -> list[tuple[int | None, int | None]]:
     """Per input, the envelope's bounds as int32 words, rounded outward: (floor(lo 2^f),
     ceil(hi 2^f)); None for a side at or beyond the int32 range (no word is outside it)."""
@@ -148,13 +214,14 @@ def envelope_checks(envelope, in_bits, in_ref) -> list[str]:
     return lines
 
 
-def render_fixed(sched: Schedule, fx: FixedProgram, ctx: KernelContext) -> dict[str, str]:
-    p = ctx.prefix
-    decls, body, used = fixed_statements(sched, fx, p, lambda k: f"in[{k}]", lambda k: f"out[{k}]")
+def render_fixed(sched: Schedule, fx: FixedProgram, ctx: KernelContext, target: str = "c-fixed") -> dict[str, str]:
+    """The c-fixed files, or c-fixed-m0's: the same statements with the M0 helpers."""
+    p, m0 = ctx.prefix, target == "c-fixed-m0"
+    decls, body, used = fixed_statements(sched, fx, p, lambda k: f"in[{k}]", lambda k: f"out[{k}]", m0=m0)
     body.append("if (ovf) return 1;")
-    support = render_template("c/fixed.c.j2", p=p, div=used["div"], sqrt=used["sqrt"],
+    support = render_template("c/fixed.c.j2", p=p, div=used["div"], sqrt=used["sqrt"], m0=m0,
                               trig=trig_constants() if used["trig"] else None)
-    head = CHeaderContext(ctx, real=REALS["int32"].c_type, target="c-fixed")
+    head = CHeaderContext(ctx, real=REALS["int32"].c_type, target=target)
     checks = envelope_checks(ctx.envelope, fx.in_bits, lambda k: f"in[{k}]")
     source = CSourceContext(head, includes=[], support=support, checks=checks, decls=decls, body=body)
     return {ctx.header: render_context("c/kernel.h.j2", head), ctx.source: render_context("c/kernel.c.j2", source)}

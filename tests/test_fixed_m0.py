@@ -1,0 +1,129 @@
+"""c-fixed-m0 (issue 33 item 5): c-fixed's plan printed with Cortex-M0 primitives (the
+32 x 32 -> 64 product of 16-bit partial products, a 64/32 shift-subtract division). The
+same formats and bounds as c-fixed, the same bits: its helpers against c-fixed's on edge
+and random words (host gcc), the delta robot's inverse dynamics against c-fixed at
+consistent states and at random words inside the envelope (saturating ones included),
+and on the emulated micro:bit (16 MHz Cortex-M0): bit-exact with the host build, within
+its bounds, under 14,000 instructions per call."""
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import pytest
+
+from mbforge.backends.fixed.c import envelope_words
+from mbforge.backends.render import render_template
+from mbforge.examples import load
+from mbforge.kernels.builders import build_kernel
+from mbforge.pipeline import generate
+from mbforge.verify import hostlib
+from mbforge.verify.vectors import draw_raw
+
+HELPERS_MAIN = r"""
+#include <stdint.h>
+#include <stdio.h>
+%s
+static uint64_t s = 88172645463325252u;
+static uint64_t rnd(void) { s ^= s << 13; s ^= s >> 7; s ^= s << 17; return s; }
+static const int64_t EDGE[] = {0, 1, -1, 2, -2, 65535, 65536, -65536, -65537, 32767, -32768,
+    INT32_MAX, INT32_MIN, INT32_MAX - 1, INT32_MIN + 1, (int64_t)1 << 32, -((int64_t)1 << 32),
+    ((int64_t)1 << 62) - 1, -((int64_t)1 << 62), INT64_MAX, INT64_MIN, INT64_MIN + 1};
+int main(void)
+{
+    long bad = 0, n = 0, sat = 0;
+    const int ne = sizeof EDGE / sizeof EDGE[0];
+    for (long i = 0; i < 400000 + ne * ne; i++, n++) {
+        int64_t a; int32_t d;
+        if (i < ne * ne) { a = EDGE[i / ne]; d = (int32_t)EDGE[i %% ne]; }
+        else {
+            const int sh = (int)(rnd() %% 64);
+            a = (int64_t)rnd() >> sh;
+            d = (int32_t)((int64_t)(int32_t)rnd() >> (rnd() %% 32));
+        }
+        const int32_t a32 = (int32_t)a;
+        if (t_mul64(a32, d) != (int64_t)a32 * d) bad++;
+        const int s = 1 + (int)(i %% 62);
+        uint32_t m1 = 0, m2 = 0;
+        if (t_mulrs(a32, d, s, &m1) != t_sat(t_rsh((int64_t)a32 * d, s), &m2) || m1 != m2) bad++;
+        uint32_t o1 = 0, o2 = 0;
+        const int32_t q1 = t_div(a, d, &o1), q2 = t_div_m0(a, d, &o2);
+        if (q1 != q2 || o1 != o2) bad++;
+        sat += o1;
+    }
+    printf("%%ld %%ld %%ld\n", n, bad, sat);
+    return 0;
+}
+"""
+
+
+def test_the_m0_helpers_equal_c_fixed_ones_on_edge_and_random_words(tmp_path):
+    """t_mul64 against the int64 product, t_mulrs against t_sat(t_rsh(a * b, s)) for every s
+    of 1 to 62, t_div_m0 against t_div (quotient and flag), over every pair of edge words and
+    400,000 random ones of all magnitudes (gcc, the host's C path of the division)."""
+    helpers = render_template("c/fixed.c.j2", p="t", div=True, sqrt=False, m0=True, trig=None)
+    src = tmp_path / "h.c"
+    src.write_text(HELPERS_MAIN % helpers)
+    exe = tmp_path / "h"
+    subprocess.run(["gcc", "-O2", "-Wall", "-Werror", "-Wno-unused-function", str(src), "-o", str(exe)], check=True)
+    n, bad, sat = map(int, subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split())
+    assert n > 400_000 and bad == 0
+    assert 0 < sat < n  # both the quotient path and the saturating fallback are exercised
+
+
+@pytest.fixture(scope="module")
+def delta(tmp_path_factory):
+    k = build_kernel(load("delta").equations(), "inverse-dynamics")
+    root = tmp_path_factory.mktemp("delta_m0")
+    made = {}
+    for target in ("c-fixed", "c-fixed-m0", "c-double"):
+        plan = generate(k, target)
+        made[target] = (plan.manifest, plan.write(root / target))
+    return made
+
+
+def test_c_fixed_m0_keeps_c_fixed_plan(delta):
+    (mf, df), (mm, dm) = delta["c-fixed"], delta["c-fixed-m0"]
+    assert mm.target == "c-fixed-m0" and mf.target == "c-fixed"
+    for a, b in ((mf.inputs, mm.inputs), (mf.outputs, mm.outputs)):
+        assert [p.frac_bits for p in a] == [p.frac_bits for p in b]
+        assert [p.error_bound for p in a] == [p.error_bound for p in b]
+    src = (dm / "delta.c").read_text()
+    assert "delta_mul64(" in src and "delta_div_m0(" in src and "(int64_t)w1 * w" not in src
+
+
+def test_delta_is_bit_exact_with_c_fixed_on_host(delta):
+    """5,000 consistent states of the domain, and 20,000 random input words inside the
+    envelope's word ranges (inconsistent states: saturations, status 1, included)."""
+    (mf, df), (mm, dm) = delta["c-fixed"], delta["c-fixed-m0"]
+    fixed, m0 = hostlib.load_kernel(df), hostlib.load_kernel(dm)
+    X = draw_raw(mf, df, 5000, seed=3, motion=False)
+    rng = np.random.default_rng(7)
+    words = envelope_words([tuple(e) for p in mf.inputs for e in p.envelope],
+                           [f for p in mf.inputs for f in p.frac_bits])
+    R = np.stack([rng.integers(lo, hi, 20_000, endpoint=True) for lo, hi in words], axis=1).astype(np.int32)
+    for V in (X, R):
+        Yf, sf = fixed(V)
+        Ym, sm = m0(V)
+        assert np.array_equal(sf, sm) and np.array_equal(Yf, Ym)
+    assert (fixed(X)[1] == 0).all() and (fixed(R)[1] == 1).any()
+
+
+@pytest.mark.firmware
+@pytest.mark.usefixtures("deadline")
+def test_delta_on_the_emulated_microbit_is_bit_exact_and_under_14000_instructions(delta, tmp_path):
+    from mbforge.firmware.build import build
+    from mbforge.firmware.project import generate_project
+    from mbforge.firmware.qemu import Emulator
+    from mbforge.hil.harness import run
+
+    dm, dd = delta["c-fixed-m0"][1], delta["c-double"][1]
+    elf = build(generate_project(dm, tmp_path / "fw"), "emulated_microbit")
+    with Emulator(elf, board="emulated_microbit") as emu:
+        rep = run(emu.url, dm, dd, vectors=200, host_model=True)
+    assert rep.passed, rep.table()
+    assert rep.host_model == {"vectors_mismatched": 0, "elements_mismatched": 0}
+    assert all(g.tolerance_kind == "error_bound" and g.passed for g in rep.outputs)
+    w = rep.work_per_call
+    assert w["unit"] == "instructions" and w["counter_overflows"] == 0
+    assert 3_000 < w["median"] <= w["max"] < 14_000, w  # c-fixed: 14,022 (median, bench.fixed_m0)
