@@ -430,7 +430,8 @@ def render_verilog(hp: HwProgram, ctx: VerilogContext, options) -> tuple[dict[st
     counts = hp.counts()
     desc = {"top": top, "variant": o["variant"], "n_in": hp.n_in, "n_out": len(hp.outputs),
             "inputs": [f"in_{k}" for k in range(hp.n_in)], "outputs": [f"out_{k}" for k in range(len(hp.outputs))],
-            "protocol": "ap_ctrl_hs", "hw_ops": counts, "operator_latency": dict(LATENCY if o["variant"] == "pipelined" else SHARED_LATENCY)}
+            "protocol": "ap_ctrl_hs", "hw_ops": counts,
+            "products_as_shifts": sum(op.kind == "add" and op.p.get("form") == "mul" for op in hp.ops), "operator_latency": dict(LATENCY if o["variant"] == "pipelined" else SHARED_LATENCY)}
     if o["variant"] == "pipelined":
         ps = pipeline(hp, outputs=options.outputs)
         plan = delay_plan(hp, ps, options.delay_lines, options.delay_memory_min)
@@ -444,7 +445,7 @@ def render_verilog(hp: HwProgram, ctx: VerilogContext, options) -> tuple[dict[st
                     outputs_timing=ps.outputs, output_cycles=ps.out_cycle,
                     multipliers=counts.get("mul", 0), registers=None)
     else:
-        units = default_units(hp, o["multipliers"], o["adders"])
+        units = default_units(hp, o["multipliers"], o["adders"], options.dividers)
         ss = shared(hp, units)
         text = render_shared(hp, ss, ctx, top)
         desc.update(latency=ss.cycles + 1, interval=ss.cycles + 2, cycles=ss.cycles, units=units,
@@ -456,9 +457,9 @@ def render_verilog(hp: HwProgram, ctx: VerilogContext, options) -> tuple[dict[st
 
 def render_rtl(fx, sched, ctx: KernelContext, options) -> tuple[dict[str, str], list[str], list[str]]:
     """The `verilog` target: (files, sources, headers) for the pipeline's manifest."""
-    from .lower import lower_hw
+    from .lower import lower_hw, shift_constants
 
-    hp = lower_hw(fx, order=sched.order)
+    hp, _ = shift_constants(lower_hw(fx, order=sched.order), options.const_products)
     files, desc = render_verilog(hp, VerilogContext(ctx, envelope_words(ctx.envelope, fx.in_bits)), options)
     top = desc["top"]
     return files, [f"{top}.v", f"{top}_ops.v"], []
