@@ -125,6 +125,21 @@ def test_shared_with_two_dividers_matches_and_is_shorter(work, tmp_path):
     assert r.passed and r.bit_exact and r.reset_ok and r.latency == rtl["latency"], r.table()
 
 
+@pytest.mark.parametrize("variant,opts", [("pipelined", {"dsp": 20}), ("shared", {"multipliers": 2, "dsp": 1})])
+def test_multipliers_beyond_the_dsp_cap_are_lut_multipliers_and_match(work, tmp_path, variant, opts):
+    """--dsp N: N products stay `*` (DSP blocks), the rest are mul_lut (partial products in
+    LUTs); bit-exact with c-fixed either way."""
+    generate(fourbar_kinematics(), "verilog", options=dict(opts, variant=variant)).write(tmp_path / "rtl")
+    rtl = json.loads((tmp_path / "rtl" / "rtl.json").read_text())
+    text = (tmp_path / "rtl" / f"{rtl['top']}.v").read_text()
+    n_dsp = 20 if variant == "pipelined" else 1
+    assert rtl["dsp_multipliers"] == n_dsp and rtl["lut_multipliers"] == rtl["multipliers"] - n_dsp > 0
+    assert text.count(") * ") == n_dsp and text.count("= mul_lut(") == rtl["lut_multipliers"]
+    r = S.simulate(S.build(tmp_path / "rtl", "icarus"), work / "fourbar" / "fixed", work / "fourbar" / "double",
+                   vectors=40, seed=8)
+    assert r.passed and r.bit_exact and r.reset_ok and r.latency == rtl["latency"], r.table()
+
+
 def test_motion_vectors_are_simulated(work, builds):
     b = builds("fourbar", "icarus", "pipelined")
     X = S.make_vectors(work / "fourbar" / "fixed", 0, motion=True)

@@ -169,6 +169,10 @@ class VerilogOptions(Options):
     # the iterative divider takes 19 cycles a division: one serialises a kernel's divisions
     dividers: int = option(1, "dividers of the shared variant (at most one per division)", kind=int, minimum=1,
                            maximum=SHARED_UNITS_MAX)
+    # yosys maps every `*` to DSP blocks; a part with few of them needs the rest in LUTs,
+    # and a fit report that counts them there (rtl.verilog.dsp_products)
+    dsp: int | None = option(None, "multipliers built for DSP blocks (32 x 32 products; the rest as LUT multipliers)",
+                             kind=int, minimum=0, maximum=100000, default_text="default: all")
     outputs: str = option("early", "pipelined variant: early: each output on its port (out_k_ap_vld) in the cycle "
                           "it is computed, fewer registers; aligned: all in the ap_done cycle",
                           choices=("early", "aligned"))
