@@ -24,7 +24,7 @@ def _cmd_hdl(args) -> int:
 
     from . import sim as S
     from .axis import simulate_axis
-    from .pnr import PNR_DEVICE, place_and_route, pnr_text
+    from .pnr import PNR_DEVICE, place_and_route, pnr_failure, pnr_text
     from .synth import report_text, synthesize
 
     out = OutDir(args.out)
@@ -61,6 +61,7 @@ def _cmd_hdl(args) -> int:
     Yh, sh = hostlib.load_kernel(dirs["hls"])(X)
     hls_ok = bool(np.array_equal(Yf, Yh) and np.array_equal(sf, sh))
     ok &= hls_ok
+    failed = [] if hls_ok else ["HLS C simulation: not bit-exact with the c-fixed host model"]
     print(f"HLS C (gcc C simulation) versus the c-fixed host model on {len(X)} vectors: "
           f"{'bit-exact' if hls_ok else 'DIFFERENT'}")
 
@@ -68,13 +69,16 @@ def _cmd_hdl(args) -> int:
     r = S.simulate(b, dirs["fixed"], dirs["double"], vectors=args.vectors, seed=args.seed)
     print(r.table())
     ok &= r.passed
+    failed += [] if r.passed else [f"RTL simulation: {_sim_failure(r)}"]
     if args.interface == "axis":
         ar = simulate_axis(dirs["rtl"], args.sim, dirs["fixed"], X, seed=args.seed)
         print(ar.line())
         ok &= ar.passed
+        failed += [] if ar.passed else ["AXI-Stream simulation: see the line above"]
     hr = _horizon(eqs, args, b, dirs) if kernel.step else None
     if hr is not None:
         ok &= hr.passed
+        failed += [] if hr.passed else ["horizon run: see its table below"]
     if not args.no_synth:
         rep = synthesize(dirs["rtl"], ice40=True if args.ice40 else None)
         print(report_text(rep))
@@ -83,10 +87,26 @@ def _cmd_hdl(args) -> int:
         rep = place_and_route(dirs["rtl"], PNR_DEVICE[args.pnr], seed=args.pnr_seed)
         print(pnr_text(rep))
         ok &= bool(rep["fits"])
+        failed += [] if rep["fits"] else [f"place and route: {pnr_failure(rep)}"]
         fmax = rep.get("fmax_mhz")
     if hr is not None:
         print(hr.table(fmax))
+    if failed:  # the closing line: which step failed, and why
+        print(f"mbforge hdl: failed: {'; '.join(failed)}")
     return 0 if ok else 1
+
+
+def _sim_failure(r) -> str:
+    """Why an RTL simulation did not pass, in a few words."""
+    if not r.bit_exact:
+        return f"not bit-exact with the c-fixed host model ({len(r.mismatches)} mismatches)"
+    if r.errors:
+        return r.errors[0].splitlines()[0][:200]
+    if not r.reset_ok:
+        return "the reset in the middle of a computation was not clean"
+    if r.within_bound is False:
+        return "an output beyond its error bound from the double reference"
+    return f"latency {r.latency} cycles, {r.expected_latency} expected"
 
 
 def _horizon(eqs, args, b, dirs):

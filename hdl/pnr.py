@@ -130,6 +130,16 @@ def _fit(dev: dict, cells: dict) -> tuple[dict, str | None]:
 UTIL_LINE = re.compile(r"^\s*(?:Info:\s*)?(\w+):\s*(\d+)/\s*(\d+)", re.M)
 
 
+def nextpnr_step(log: str) -> str:
+    """The step a failed nextpnr run stopped in: fit (a packed resource over the part's
+    count), pack, place, route, or place and route when its log does not say."""
+    if any(int(used) > int(avail) for _, used, avail in UTIL_LINE.findall(log)):
+        return "fit"
+    err = " ".join(line.lower() for line in log.splitlines() if line.startswith("ERROR"))
+    return next((w for w, key in (("route", "rout"), ("place", "plac"), ("pack", "pack")) if key in err),
+                "place and route")
+
+
 def nextpnr_failure(part: str, log: str, code: int) -> str:
     """A failed nextpnr run in our words: the resources its packed design needs beyond the
     part (logic cells once LUTs and flip-flops are packed, ...), or the step that failed."""
@@ -139,11 +149,24 @@ def nextpnr_failure(part: str, log: str, code: int) -> str:
             over.append(f"{int(used)} {cell} for {int(avail)} ({int(used) - int(avail)} over)")
     if over:
         return f"does not fit once packed by nextpnr: {', '.join(over)}"
-    err = " ".join(line.lower() for line in log.splitlines() if line.startswith("ERROR"))
-    step = next((w for w, key in (("routing", "rout"), ("placement", "plac"), ("packing", "pack")) if key in err),
-                "place and route")
+    step = {"route": "routing", "place": "placement", "pack": "packing"}.get(nextpnr_step(log), "place and route")
     return (f"nextpnr-{dev['family']} failed in {step} (exit {code}), no resource over the part's count "
             f"({dev['luts']} LUTs, {dev['dsps']} DSPs, {dev['brams']} block RAMs)")
+
+
+def yosys_failure(synth: str, log: str) -> str:
+    """A failed synthesis in one line: yosys' first ERROR line (file names without their
+    folder, a temporary one), not its log."""
+    err = next((re.sub(r"\S*/", "", line.strip()) for line in log.splitlines() if "ERROR" in line), "")
+    return f"synthesis ({synth.split()[0]}) failed: {err[:200] or 'yosys exited without an ERROR line'}"
+
+
+def pnr_failure(rep: dict) -> str:
+    """The closing line of a place and route that placed nothing: per part tried, the step
+    that failed (synthesis, fit, pack, place, route) and why."""
+    parts = [f"{t.get('step', 'fit')} failed on {part_name(t['device'])}: {t['why'].removeprefix('does not fit: ')}"
+             for t in rep.get("tried", [])]
+    return "; ".join(parts) or "no part tried"
 
 
 def place_and_route(rtl_dir: str | Path, device: str = "up5k", seed: int = 1, timeout: float = 3600) -> dict:
@@ -165,7 +188,8 @@ def place_and_route(rtl_dir: str | Path, device: str = "up5k", seed: int = 1, ti
             prev = rep["tried"][-1] if rep["tried"] else None
             if prev and prev["dsps"] > dev["dsps"] and prev["luts"] > dev["luts"] and dev["family"] == "ice40":
                 # its multipliers would only add LUTs on a part without DSPs: not worth a synthesis
-                rep["tried"].append({"device": part, "fits": False, "why": f"does not fit: more than {prev['luts']} "
+                rep["tried"].append({"device": part, "fits": False, "step": "fit",
+                                     "why": f"does not fit: more than {prev['luts']} "
                                      f"LUTs (the {part_name(prev['device'])} mapping's, with {prev['dsps']} DSPs) "
                                      f"for {dev['luts']}"})
                 continue
@@ -178,12 +202,12 @@ def place_and_route(rtl_dir: str | Path, device: str = "up5k", seed: int = 1, ti
             (tmp / "s.ys").write_text(script)
             proc = _run(["yosys", "-q", "-s", str(tmp / "s.ys")], timeout, tmp, "apt-get install yosys")
             if proc.returncode != 0:
-                raise PnrError(f"yosys failed:\n{(proc.stderr or proc.stdout)[-2000:]}")
+                raise PnrError(yosys_failure(synth, proc.stderr + proc.stdout))
             rep["seconds"][f"synth_{part}"] = round(time.perf_counter() - t0, 1)
             stat = json.loads((tmp / "stat.json").read_text())
             cells = dict(stat["design"]["num_cells_by_type"]) if "design" in stat else {}
             used, miss = _fit(dev, cells)
-            rep["tried"].append({"device": part, **used, "fits": miss is None, "why": miss})
+            rep["tried"].append({"device": part, **used, "fits": miss is None, "why": miss, "step": "fit"})
             if miss is not None:
                 continue
             t0 = time.perf_counter()
@@ -194,8 +218,9 @@ def place_and_route(rtl_dir: str | Path, device: str = "up5k", seed: int = 1, ti
             proc = _run(cmd, timeout, tmp, fam["install"])
             rep["seconds"][f"nextpnr_{part}"] = round(time.perf_counter() - t0, 1)
             if proc.returncode != 0 or not (tmp / "report.json").exists():
-                rep["tried"][-1].update(fits=False, why=nextpnr_failure(part, proc.stderr + proc.stdout,
-                                                                       proc.returncode))
+                log = proc.stderr + proc.stdout
+                rep["tried"][-1].update(fits=False, why=nextpnr_failure(part, log, proc.returncode),
+                                        step=nextpnr_step(log))
                 continue
             r = json.loads((tmp / "report.json").read_text())
             fmax = [v.get("achieved") for k, v in r.get("fmax", {}).items()]

@@ -3,9 +3,10 @@
     rep = synthesize(rtl_dir)            # -> synth_report.json, synth_report.txt
 
 Two flows:
-* coarse (always): `synth -flatten -run begin:fine`, yosys' word-level netlist after
-  optimisation and operator sharing: cells by type, multipliers ($macc/$mul cells,
-  constant ones included), flip-flop bits (the widths of $dff-like cells), memories.
+* coarse (always): `synth -flatten -run begin:fine` (its steps spelled out), yosys'
+  word-level netlist after optimisation and operator sharing: cells by type, multipliers
+  (the $mul cells before alumacc, which makes a $macc of any sum of three terms; constant
+  ones included), flip-flop bits (the widths of $dff-like cells), memories.
 * ice40 (small designs, or when asked): `synth_ice40 -dsp`, the iCE40 UltraPlus mapping:
   SB_LUT4, SB_CARRY, flip-flops, SB_MAC16 DSPs, SB_RAM40_4K, against the UP5K's 5280 LUTs
   and 8 DSPs. It costs about a minute per 100 operators on this kind of machine, so by
@@ -29,6 +30,10 @@ ICE40_MAX_OPS = 40
 UP5K = {"SB_LUT4": 5280, "SB_MAC16": 8, "SB_RAM40_4K": 30, "SB_SPRAM256KA": 4}
 FF_TYPES = ("$dff", "$dffe", "$sdff", "$sdffe", "$sdffce", "$adff", "$adffe", "$aldff", "$dffsr", "$dffsre")
 ICE40_FF = re.compile(r"^SB_DFF")
+
+
+COARSE_BEFORE_ALUMACC = "proc; flatten; opt_expr; opt_clean; check; opt -nodffe -nosdff; fsm; opt; wreduce; peepopt; opt_clean"
+COARSE_AFTER = "alumacc; share; opt; memory -nomap; opt_clean"
 
 
 class SynthError(RuntimeError):
@@ -106,14 +111,17 @@ def synthesize(rtl_dir: str | Path, ice40: bool | None = None, timeout: float = 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         t0 = time.perf_counter()
-        _yosys(f"read_verilog -sv {srcs}\nsynth -top {top} -flatten -run begin:fine\n"
+        # synth's coarse steps spelled out (yosys 0.23's `synth -flatten -run begin:fine`), with
+        # a count of the `*` left before alumacc: after it a sum of three terms is a $macc too
+        _yosys(f"read_verilog -sv {srcs}\nhierarchy -check -top {top}\n{COARSE_BEFORE_ALUMACC}\n"
+               f"tee -q -o {tmp / 'mul.json'} stat -json\n{COARSE_AFTER}\n"
                f"tee -q -o {tmp / 'coarse.txt'} stat -width\ntee -q -o {tmp / 'coarse.json'} stat -json\n", timeout)
         rep["seconds"]["coarse"] = round(time.perf_counter() - t0, 2)
         cells = _cells(tmp / "coarse.json")
         rep["yosys"] = json.loads((tmp / "coarse.json").read_text()).get("creator")
         rep["coarse"] = {
             "cells": sum(cells.values()), "by_type": dict(sorted(cells.items())),
-            "multipliers": cells.get("$macc", 0) + cells.get("$mul", 0),
+            "multipliers": _cells(tmp / "mul.json").get("$mul", 0),
             "flipflop_bits": _ff_bits((tmp / "coarse.txt").read_text()),
             "memories": cells.get("$mem", 0) + cells.get("$mem_v2", 0),
         }

@@ -23,7 +23,8 @@ from mbforge.pipeline import TARGETS, generate
 from mbforge.reals import REALS
 
 VERILOG_DEFAULTS = {"params": "fold", "schedule": "pressure", "input_check": "on", "variant": "pipelined", "multipliers": 4,
-                    "adders": None, "outputs": "early", "delay_lines": "memory", "delay_memory_min": 16}
+                    "adders": None, "dividers": 1, "dsp": None, "outputs": "early", "delay_lines": "memory", "delay_memory_min": 16,
+                    "const_products": "shift-add"}
 
 
 @pytest.fixture(scope="module")

@@ -218,3 +218,33 @@ def test_delay_plan_keeps_every_delay_and_puts_long_wide_segments_in_memories(mi
         assert 3 * plan.ff_bits <= 28296  # issue 14: the baseline's delay-line bits / 3
     ffs = delay_plan(hp, ps, "ffs")
     assert ffs.memories == [] and ffs.ff_bits == ps.delay_bits
+
+
+def test_products_by_few_signed_digits_become_shift_adds_bit_exact():
+    """rtl.lower.shift_constants: a product by +-2^k (and, in shift-add mode, +-2^p +-2^q) is an
+    add op with the same value and flag as the multiplier on any int32 operand, extremes and
+    saturating ones included; three digits (11) stay a multiplier; multiply mode changes nothing."""
+    from mbforge.backends.rtl.lower import HwOp, HwProgram, shift_constants, signed_digits
+
+    assert signed_digits(7) == [(0, -1), (3, 1)] and signed_digits(-2 ** 31) == [(31, -1)]
+    lits = [1, -1, 2, 2 ** 30, -2 ** 31, 3, -6, 7, 2 ** 31 - 1, 5 << 20, -(3 << 9), 11]
+    ops = [HwOp(i, "mul", (("in", i % 2),), {"lit": c, "s": s}) for i, (c, s) in
+           enumerate((c, s) for c in lits for s in (0, 1, 7, 30, 40))]
+    hp = HwProgram(ops, [("h", op.id, 0) for op in ops], 2, [20, 20], [20] * len(ops))
+    rng = np.random.default_rng(2)
+    X = np.vstack([rng.integers(-2 ** 31, 2 ** 31, size=(3000, 2)), rng.integers(-300, 300, size=(3000, 2)),
+                   [[v, -v - 1] for v in (0, 1, 2 ** 31 - 1, 2 ** 15, 3)]])
+    want, flags = evaluate(hp, X)
+    per_op = [evaluate(HwProgram([op], [("h", 0, 0)], 2, [20, 20], [20]), X)[1] for op in
+              [HwOp(0, o.kind, o.srcs, o.p) for o in ops]]
+    for mode, kept in (("shift-add", {11}), ("shift", {3, -6, 7, 2 ** 31 - 1, 5 << 20, -(3 << 9), 11}),
+                       ("multiply", set(lits))):
+        h2, n = shift_constants(hp, mode)
+        assert n == 5 * (len(lits) - len(kept))
+        assert {op.p["lit"] for op in h2.ops if op.kind == "mul"} == kept
+        got, gflags = evaluate(h2, X)
+        assert np.array_equal(got, want) and np.array_equal(gflags, flags)
+        for o2, f in zip(h2.ops, per_op):  # each op's saturation flag, not only their union
+            assert np.array_equal(evaluate(HwProgram([HwOp(0, o2.kind, o2.srcs, o2.p)], [("h", 0, 0)], 2, [20, 20],
+                                                     [20]), X)[1], f)
+    assert any(f.any() for f in per_op) and not all(f.all() for f in per_op)

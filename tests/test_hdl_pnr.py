@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from mbforge.hdl.pnr import DEVICES, _fit, nextpnr_failure, place_and_route, pnr_text
+from mbforge.hdl.pnr import (DEVICES, PnrError, _fit, nextpnr_failure, nextpnr_step, place_and_route, pnr_failure,
+                             pnr_text)
 from mbforge.pipeline import generate
 
 from helpers.hdl_kernels import tiny_kernel
@@ -80,3 +81,34 @@ def test_a_nextpnr_failure_is_told_in_our_words():
     why = nextpnr_failure("ecp5-45k", "ERROR: Failed to route arc 0 of net 'x'.\n", 255)
     assert why.startswith("nextpnr-ecp5 failed in routing (exit 255)") and "43848 LUTs" in why
     assert "ERROR" not in why and "\n" not in why
+
+
+def test_the_closing_line_names_the_step_that_failed_and_why():
+    log = ("Info: \t         ICESTORM_LC:  5443/ 5280   103%\n"
+           "ERROR: Failed to expand region (0, 0) |_> (25, 31) of 5443 ICESTORM_LCs\n")
+    assert nextpnr_step(log) == "fit"
+    assert nextpnr_step("ERROR: Failed to route arc 0 of net 'x'.\n") == "route"
+    assert nextpnr_step("ERROR: Unable to place cell 'u_k.h3'\n") == "place"
+    assert nextpnr_step("ERROR: something else\n") == "place and route"
+    rep = {"tried": [{"device": "ecp5-25k", "step": "fit", "why": _fit(DEVICES["ecp5-25k"], {"LUT4": 50000,
+                                                                                              "MULT18X18D": 99})[1]},
+                     {"device": "ecp5-45k", "step": "route",
+                      "why": nextpnr_failure("ecp5-45k", "ERROR: Failed to route arc 0 of net 'x'.\n", 255)}]}
+    line = pnr_failure(rep)
+    assert line.startswith("fit failed on ECP5 25K: 50000 LUTs for 24288, 99 DSPs for 28; route failed on ECP5 45K: "
+                           "nextpnr-ecp5 failed in routing (exit 255)")
+    assert "\n" not in line and "ERROR" not in line
+
+
+@pytest.mark.needs("yosys")
+def test_a_synthesis_failure_is_one_line_naming_the_step(tmp_path):
+    """A kernel yosys cannot read (its RTL edited by hand): the real yosys fails, the answer is
+    one line naming the synthesis step and yosys' own ERROR line, not its log."""
+    generate(tiny_kernel(), "verilog").write(tmp_path)
+    src = tmp_path / "tk_tiny_hw.v"
+    src.write_text(src.read_text().replace("endmodule", "wire oops = ;\nendmodule", 1))
+    with pytest.raises(PnrError) as e:
+        place_and_route(tmp_path, "ecp5-25k")
+    msg = str(e.value)
+    assert msg.startswith("synthesis (synth_ecp5) failed: tk_tiny_hw.v:") and "ERROR: syntax error" in msg
+    assert "\n" not in msg and str(tmp_path) not in msg

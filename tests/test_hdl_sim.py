@@ -13,7 +13,7 @@ from mbforge.hdl import sim as S
 from mbforge.pipeline import generate
 from mbforge.verify.vectors import OUT_OF_ENVELOPE
 
-from helpers.hdl_kernels import fourbar_kinematics, functions_kernel
+from helpers.hdl_kernels import constants_kernel, fourbar_kinematics, functions_kernel
 
 pytestmark = pytest.mark.hdl
 
@@ -91,6 +91,53 @@ def test_delay_lines_of_flip_flops_or_short_memories_match_too(work, tmp_path, o
     r = S.simulate(S.build(tmp_path / "rtl", "icarus"), work / "functions" / "fixed", work / "functions" / "double",
                    vectors=30, seed=5)
     assert r.passed and r.bit_exact and r.reset_ok and r.interval == 1, r.table()
+
+
+@pytest.mark.parametrize("variant", ["pipelined", "shared"])
+def test_products_as_shifts_and_shift_adds_match(tmp_path, variant):
+    """Products by +-2^k as shifts and by +-2^p +-2^q as shift-adds (const_products=shift-add,
+    the default): bit-exact with c-fixed, which multiplies; fewer multipliers than the
+    multiply mode's RTL."""
+    k = constants_kernel()
+    generate(k, "c-fixed").write(tmp_path / "fixed")
+    generate(k, "c-double").write(tmp_path / "double")
+    generate(k, "verilog", options={"variant": variant, "multipliers": 1}).write(tmp_path / "rtl")
+    rtl = json.loads((tmp_path / "rtl" / "rtl.json").read_text())
+    before = json.loads(generate(k, "verilog", options={"const_products": "multiply"}).files["rtl.json"])
+    assert rtl["products_as_shifts"] == 6 and rtl["hw_ops"]["mul"] == before["hw_ops"]["mul"] - 6 == 2
+    r = S.simulate(S.build(tmp_path / "rtl", "icarus"), tmp_path / "fixed", tmp_path / "double", vectors=60, seed=6)
+    assert r.passed and r.bit_exact and r.within_bound and r.reset_ok, r.table()
+
+
+def test_shared_with_two_dividers_matches_and_is_shorter(work, tmp_path):
+    """--dividers 2: the four-bar kinematics' three divisions on two iterative dividers; fewer
+    cycles than on one, and bit-exact; no fourth divider is built for three divisions."""
+    k = fourbar_kinematics()
+    one = json.loads(generate(k, "verilog", options={"variant": "shared", "multipliers": 2}).files["rtl.json"])
+    many = json.loads(generate(k, "verilog", options={"variant": "shared", "multipliers": 2,
+                                                      "dividers": 9}).files["rtl.json"])
+    assert one["units"]["div"] == 1 and many["units"]["div"] == one["hw_ops"]["div"] == 3
+    generate(k, "verilog", options={"variant": "shared", "multipliers": 2, "dividers": 2}).write(tmp_path / "rtl")
+    rtl = json.loads((tmp_path / "rtl" / "rtl.json").read_text())
+    assert rtl["units"]["div"] == 2 and many["cycles"] <= rtl["cycles"] < one["cycles"]
+    r = S.simulate(S.build(tmp_path / "rtl", "icarus"), work / "fourbar" / "fixed", work / "fourbar" / "double",
+                   vectors=40, seed=7)
+    assert r.passed and r.bit_exact and r.reset_ok and r.latency == rtl["latency"], r.table()
+
+
+@pytest.mark.parametrize("variant,opts", [("pipelined", {"dsp": 20}), ("shared", {"multipliers": 2, "dsp": 1})])
+def test_multipliers_beyond_the_dsp_cap_are_lut_multipliers_and_match(work, tmp_path, variant, opts):
+    """--dsp N: N products stay `*` (DSP blocks), the rest are mul_lut (partial products in
+    LUTs); bit-exact with c-fixed either way."""
+    generate(fourbar_kinematics(), "verilog", options=dict(opts, variant=variant)).write(tmp_path / "rtl")
+    rtl = json.loads((tmp_path / "rtl" / "rtl.json").read_text())
+    text = (tmp_path / "rtl" / f"{rtl['top']}.v").read_text()
+    n_dsp = 20 if variant == "pipelined" else 1
+    assert rtl["dsp_multipliers"] == n_dsp and rtl["lut_multipliers"] == rtl["multipliers"] - n_dsp > 0
+    assert text.count(") * ") == n_dsp and text.count("= mul_lut(") == rtl["lut_multipliers"]
+    r = S.simulate(S.build(tmp_path / "rtl", "icarus"), work / "fourbar" / "fixed", work / "fourbar" / "double",
+                   vectors=40, seed=8)
+    assert r.passed and r.bit_exact and r.reset_ok and r.latency == rtl["latency"], r.table()
 
 
 def test_motion_vectors_are_simulated(work, builds):

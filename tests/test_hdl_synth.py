@@ -10,7 +10,7 @@ import pytest
 from mbforge.hdl.synth import synthesize
 from mbforge.pipeline import generate
 
-from helpers.hdl_kernels import delay_kernel, tiny_kernel
+from helpers.hdl_kernels import constants_kernel, delay_kernel, tiny_kernel
 
 pytestmark = [pytest.mark.hdl, pytest.mark.needs("yosys")]
 
@@ -44,7 +44,8 @@ def test_synthesis_report_is_written_beside_the_rtl(tmp_path, variant):
     cells, by_type = coarse_statistics(tmp_path, rtl["top"])
     c = on_disk["coarse"]
     assert c["cells"] == cells and c["by_type"] == by_type
-    assert c["multipliers"] == by_type.get("$macc", 0) + by_type.get("$mul", 0)
+    # multipliers: the RTL's products (`*`), not the $macc cells alumacc makes of sums too
+    assert c["multipliers"] == (tmp_path / f"{rtl['top']}.v").read_text().count(") * ") == 1
     text = (tmp_path / "synth_report.txt").read_text()
     assert "iCE40" in text and "flip-flop bits" in text
     c = rep["coarse"]
@@ -82,3 +83,15 @@ def test_delay_lines_in_memories_are_block_rams_not_flip_flops(tmp_path):
     assert bm["memory_bits"] == rm["delay_line_memory_bits"] > 0 and bf["memory_bits"] == 0
     assert im["brams"] >= 2 and i_f["brams"] == 0  # a 32-bit ring buffer: two 256 x 16 block RAMs
     assert i_f["flipflops"] - im["flipflops"] >= moved - 16  # the counter and its address logic besides
+
+
+def test_dsp_cap_moves_multipliers_into_luts(tmp_path):
+    """--dsp: synth_ice40 -dsp maps only the capped products to SB_MAC16; the others are
+    counted as LUTs (the fit report no longer understates them)."""
+    ice = {}
+    for dsp in (None, 1, 0):
+        d = tmp_path / str(dsp)
+        generate(constants_kernel(), "verilog", options={} if dsp is None else {"dsp": dsp}).write(d)
+        ice[dsp] = synthesize(d, ice40=True)["ice40"]
+    assert ice[None]["dsps"] > ice[1]["dsps"] > ice[0]["dsps"] == 0
+    assert ice[None]["luts"] < ice[1]["luts"] < ice[0]["luts"]

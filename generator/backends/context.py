@@ -112,6 +112,7 @@ class VerilogHeadContext(_Context):
     n_in: int
     n_out: int
     env: str  # the expression true when an input word is outside its envelope
+    lut_mul: bool = False  # a multiplier is built of LUTs (--dsp): the mul_lut function is needed
 
 
 @dataclass(frozen=True)

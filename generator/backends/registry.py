@@ -20,6 +20,7 @@ from .c import DIALECTS, render_c
 from .context import KernelContext
 from .fixed.c import render_fixed
 from .hls import render_hls
+from .rtl.lower import CONST_PRODUCTS
 from .rtl.schedule import DELAY_LINES, MEMORY_MIN
 from .rtl.verilog import render_rtl
 
@@ -176,6 +177,13 @@ class VerilogOptions(Options):
     multipliers: int = option(4, "multipliers of the shared variant", kind=int, minimum=1, maximum=SHARED_UNITS_MAX)
     adders: int | None = option(None, "adders of the shared variant", kind=int, minimum=1, maximum=SHARED_UNITS_MAX,
                                 default_text="default: as multipliers")
+    # the iterative divider takes 19 cycles a division: one serialises a kernel's divisions
+    dividers: int = option(1, "dividers of the shared variant (at most one per division)", kind=int, minimum=1,
+                           maximum=SHARED_UNITS_MAX)
+    # yosys maps every `*` to DSP blocks; a part with few of them needs the rest in LUTs,
+    # and a fit report that counts them there (rtl.verilog.dsp_products)
+    dsp: int | None = option(None, "multipliers built for DSP blocks (32 x 32 products; the rest as LUT multipliers)",
+                             kind=int, minimum=0, maximum=100000, default_text="default: all")
     outputs: str = option("early", "pipelined variant: early: each output on its port (out_k_ap_vld) in the cycle "
                           "it is computed, fewer registers; aligned: all in the ap_done cycle",
                           choices=("early", "aligned"))
@@ -186,6 +194,10 @@ class VerilogOptions(Options):
                               choices=DELAY_LINES)
     delay_memory_min: int = option(MEMORY_MIN, "pipelined variant, delay_lines=memory: the shortest delay line segment "
                                    "put in a memory (cycles)", kind=int, minimum=2)
+    # a product by +-2^k is a shift, by +-2^p +-2^q a shift-add: no multiplier (rtl.lower.shift_constants)
+    const_products: str = option("shift-add", "products by a literal: shift-add: +-2^k as shifts and +-2^p +-2^q "
+                                 "as shift-adds; shift: only +-2^k; multiply: all as multipliers",
+                                 choices=CONST_PRODUCTS)
 
 
 @register

@@ -35,3 +35,11 @@ def delay_kernel() -> Kernel:
     x, y = symbol("dk_x"), symbol("dk_y")
     return Kernel("dk", "delay", [InPort("v", [x, y], [(-4.0, 4.0), (-3.0, 3.0)])],
                   [OutPort.vector("y", [x / (y * y + 0.5) + x])])
+
+
+def constants_kernel() -> Kernel:
+    """Products by literals of one signed digit (0.5, 1/8) and of two (0.75, -3, 6.5 has three):
+    shifts, shift-adds and a multiplier in the RTL (rtl.lower.shift_constants)."""
+    a, b, c = symbol("ck_a"), symbol("ck_b"), symbol("ck_c")
+    return Kernel("ck", "constants", [InPort("v", [a, b, c], [(-2.0, 2.0), (-3.0, 3.0), (-1.0, 1.0)])],
+                  [OutPort.vector("y", [0.75 * a + b, -3 * (b * c), 0.5 * a - c / 8, 6.5 * b, a * 1.5 - 0.25 * b])])

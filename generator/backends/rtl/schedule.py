@@ -235,12 +235,14 @@ class SharedSchedule:
         return ("reg", self.reg_of[ref])
 
 
-def default_units(hp: HwProgram, multipliers: int, adders: int | None = None) -> dict[str, int]:
+def default_units(hp: HwProgram, multipliers: int, adders: int | None = None, dividers: int = 1) -> dict[str, int]:
+    """Units per class of the shared variant: at most as many dividers as divisions (a
+    divider more would never be issued on); one square root and one trig reduction."""
     counts = hp.counts()
     units = {"mul": multipliers, "add": adders if adders is not None else multipliers}
     for c in ("div", "sqrt", "tred"):
         if counts.get(c):
-            units[c] = 1
+            units[c] = min(dividers, counts[c]) if c == "div" else 1
     need = {unit_class(k) for k in counts if counts[k]}
     return {c: units[c] for c in CLASSES if c in need and c in units}
 

@@ -103,11 +103,25 @@ def env_check(env_words) -> str:
     return " || ".join(terms) or "1'b0"
 
 
-def _head(ctx: VerilogContext, top: str, hp: HwProgram, variant: str) -> VerilogHeadContext:
+def _head(ctx: VerilogContext, top: str, hp: HwProgram, variant: str, lut_mul: bool = False) -> VerilogHeadContext:
     """What templates/verilog/head.v.j2 (ports, functions) needs, and the envelope check."""
     k = ctx.common
     return VerilogHeadContext(version=k.version, model=k.model, kernel=k.kernel, digest=k.digest, variant=variant,
-                              top=top, n_in=hp.n_in, n_out=len(hp.outputs), env=env_check(ctx.env_words))
+                              top=top, n_in=hp.n_in, n_out=len(hp.outputs), env=env_check(ctx.env_words),
+                              lut_mul=lut_mul)
+
+
+def dsp_products(hp: HwProgram, dsp: int | None) -> set[int]:
+    """The ids of the pipelined variant's products left to DSP blocks under a cap of `dsp`
+    (None: all): products of two values first, in program order, then those by a literal,
+    the most signed digits first (a literal's LUT multiplier is one adder per digit)."""
+    from .lower import signed_digits
+
+    muls = [op for op in hp.ops if op.kind == "mul"]
+    if dsp is None:
+        return {op.id for op in muls}
+    order = sorted(muls, key=lambda op: (-len(signed_digits(op.p["lit"])) if "lit" in op.p else -99, op.id))
+    return {op.id for op in order[:dsp]}
 
 
 def _delay_lines(hp: HwProgram, plan: DelayPlan) -> tuple[list[dict], list[dict]]:
@@ -136,7 +150,9 @@ def _delay_lines(hp: HwProgram, plan: DelayPlan) -> tuple[list[dict], list[dict]
     return delays, memories
 
 
-def render_pipelined(hp: HwProgram, ps: PipeSchedule, ctx: VerilogContext, top: str, plan: DelayPlan) -> str:
+def render_pipelined(hp: HwProgram, ps: PipeSchedule, ctx: VerilogContext, top: str, plan: DelayPlan,
+                     dsp: set[int] | None = None) -> str:
+    """dsp: the ids of the products built as `*` (DSP blocks); the others mul_lut (None: all `*`)."""
     L = ps.latency
 
     def tap(ref, t):
@@ -167,6 +183,7 @@ def render_pipelined(hp: HwProgram, ps: PipeSchedule, ctx: VerilogContext, top: 
             full = 32 + abs(p["lit"]).bit_length() if "lit" in p else 64
             drop = min(max(p["s"] - 1, 0), full - 2)
             o.update(a=src[0], b=lit(p["lit"], 32) if "lit" in p else f"$signed({src[1]})", pw=full - drop,
+                     lut=dsp is not None and op.id not in dsp,
                      sel=f"{full - 1}:{drop}", y=_rsh(f"{h}_pw", p["s"] - drop))
         elif op.kind == "tsel":
             sv, cv, q = src
@@ -192,7 +209,7 @@ def render_pipelined(hp: HwProgram, ps: PipeSchedule, ctx: VerilogContext, top: 
         # an output computed in cycle c is valid when the vector accepted c cycles ago is
         outputs.append((v, "ap_done" if c == L else "ap_start" if c == 0 else f"vld[{c}]"))
     return render_context("verilog/pipelined.v.j2", VerilogPipelinedContext(
-        _head(ctx, top, hp, "pipelined"), ops=ops, delays=delays, memories=memories, pointer_bits=plan.pointer_bits,
+        _head(ctx, top, hp, "pipelined", any(o.get("lut") for o in ops)), ops=ops, delays=delays, memories=memories, pointer_bits=plan.pointer_bits,
         L=L, flags=flags, outputs=outputs))
 
 
@@ -305,8 +322,9 @@ def _unit_inputs(op, s: list[str]) -> list[tuple[str, str]]:
             ("sha", 0), ("na", "1'b0"), ("ub", "1'b0"), ("lit", 0), ("s", p["sh"])]
 
 
-def render_shared(hp: HwProgram, ss: SharedSchedule, ctx: VerilogContext, top: str) -> str:
-    """The shared-operator module: each unit's issue table and datapath, the register writes."""
+def render_shared(hp: HwProgram, ss: SharedSchedule, ctx: VerilogContext, top: str, dsp: int | None = None) -> str:
+    """The shared-operator module: each unit's issue table and datapath, the register writes.
+    dsp: multiplier units built as `*` (DSP blocks), the first ones; the others mul_lut (None: all)."""
     C = ss.cycles
     pcw = max(1, C.bit_length())
     names = [f"r{i}" for i in range(ss.n_regs)]
@@ -317,13 +335,14 @@ def render_shared(hp: HwProgram, ss: SharedSchedule, ctx: VerilogContext, top: s
     by_unit: dict[tuple, list] = {}
     for op in hp.ops:
         by_unit.setdefault((unit_class(op.kind), ss.unit[op.id]), []).append(op)
-    units = [_shared_unit(hp, ss, c, u, by_unit) for c in ss.units for u in range(ss.units[c])]
+    units = [dict(_shared_unit(hp, ss, c, u, by_unit), lut=c == "mul" and dsp is not None and u >= dsp)
+             for c in ss.units for u in range(ss.units[c])]
     writes, flagged = _shared_writes(hp, ss)
     outputs = []
     for o in hp.outputs:
         outputs.append(lit(o[1], 32) if o[0] == "c" else f"in_{o[1]}" if o[0] == "in" else f"out_{ss.out_of[o]}_r")
     return render_context("verilog/shared.v.j2", VerilogSharedContext(
-        _head(ctx, top, hp, "shared"), pcw=pcw, C=C, regs=regs, units=units,
+        _head(ctx, top, hp, "shared", any(u["lut"] for u in units)), pcw=pcw, C=C, regs=regs, units=units,
         writes=[(t, " ".join(writes[t])) for t in sorted(writes)],
         flagged=[(t, " | ".join(flagged[t])) for t in sorted(flagged)], outputs=outputs))
 
@@ -430,11 +449,13 @@ def render_verilog(hp: HwProgram, ctx: VerilogContext, options) -> tuple[dict[st
     counts = hp.counts()
     desc = {"top": top, "variant": o["variant"], "n_in": hp.n_in, "n_out": len(hp.outputs),
             "inputs": [f"in_{k}" for k in range(hp.n_in)], "outputs": [f"out_{k}" for k in range(len(hp.outputs))],
-            "protocol": "ap_ctrl_hs", "hw_ops": counts, "operator_latency": dict(LATENCY if o["variant"] == "pipelined" else SHARED_LATENCY)}
+            "protocol": "ap_ctrl_hs", "hw_ops": counts,
+            "products_as_shifts": sum(op.kind == "add" and op.p.get("form") == "mul" for op in hp.ops), "operator_latency": dict(LATENCY if o["variant"] == "pipelined" else SHARED_LATENCY)}
     if o["variant"] == "pipelined":
         ps = pipeline(hp, outputs=options.outputs)
         plan = delay_plan(hp, ps, options.delay_lines, options.delay_memory_min)
-        text = render_pipelined(hp, ps, ctx, top, plan)
+        dsp = dsp_products(hp, options.dsp)
+        text = render_pipelined(hp, ps, ctx, top, plan, None if options.dsp is None else dsp)
         # delay_line_bits: every bit of delay the schedule needs; of those, delay_line_ff_bits
         # are flip-flops (the counter of the memories included), the rest in memories
         desc.update(latency=ps.latency, interval=1, critical_path=ps.latency, schedule_policy=ps.policy,
@@ -442,13 +463,16 @@ def render_verilog(hp: HwProgram, ctx: VerilogContext, options) -> tuple[dict[st
                     delay_line_memory_bits=plan.memory_bits,
                     delay_memories=[f"{m['depth']}x{m['width']}" for m in plan.memories],
                     outputs_timing=ps.outputs, output_cycles=ps.out_cycle,
-                    multipliers=counts.get("mul", 0), registers=None)
+                    multipliers=counts.get("mul", 0), dsp_multipliers=len(dsp),
+                    lut_multipliers=counts.get("mul", 0) - len(dsp), registers=None)
     else:
-        units = default_units(hp, o["multipliers"], o["adders"])
+        units = default_units(hp, o["multipliers"], o["adders"], options.dividers)
         ss = shared(hp, units)
-        text = render_shared(hp, ss, ctx, top)
+        text = render_shared(hp, ss, ctx, top, options.dsp)
+        n_mul = units.get("mul", 0)
+        n_dsp = n_mul if options.dsp is None else min(n_mul, options.dsp)
         desc.update(latency=ss.cycles + 1, interval=ss.cycles + 2, cycles=ss.cycles, units=units,
-                    multipliers=units.get("mul", 0), registers=ss.n_regs)
+                    multipliers=n_mul, dsp_multipliers=n_dsp, lut_multipliers=n_mul - n_dsp, registers=ss.n_regs)
     files = {f"{top}.v": text, f"{top}_ops.v": _ops_file(ctx.common, top, hp, o["variant"]),
              "rtl.json": json.dumps(desc, indent=1, sort_keys=True) + "\n"}
     return files, desc
@@ -456,9 +480,9 @@ def render_verilog(hp: HwProgram, ctx: VerilogContext, options) -> tuple[dict[st
 
 def render_rtl(fx, sched, ctx: KernelContext, options) -> tuple[dict[str, str], list[str], list[str]]:
     """The `verilog` target: (files, sources, headers) for the pipeline's manifest."""
-    from .lower import lower_hw
+    from .lower import lower_hw, shift_constants
 
-    hp = lower_hw(fx, order=sched.order)
+    hp, _ = shift_constants(lower_hw(fx, order=sched.order), options.const_products)
     files, desc = render_verilog(hp, VerilogContext(ctx, envelope_words(ctx.envelope, fx.in_bits)), options)
     top = desc["top"]
     return files, [f"{top}.v", f"{top}_ops.v"], []
