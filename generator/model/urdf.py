@@ -11,7 +11,9 @@ combined), so each moving joint carries one body: the child link's, in the child
 frame. Ranges: position and velocity from <limit> (continuous joints: (-pi, pi); no
 velocity limit: `velocity`), accelerations +-`acceleration` (a URDF has none), actuator
 inputs +-effort (Model.operate_input). Mimic joints are read as independent joints (as
-Pinocchio does by default).
+Pinocchio does by default). floating=True: the root link flies free (Model.floating_base,
+a joint_kinds.FreeFlyer of coordinates base_x .. base_qw, velocities base_vx .. base_wz,
+Pinocchio's convention), which only the recursive kernels take.
 
 Besides the bases and points every kernel reads, the model carries the explicit joint
 tree (Model.joint_tree) the recursive kernels (kernels/recursive.py) run over: the
@@ -29,8 +31,8 @@ import numpy as np
 
 from .errors import ModelError
 from .model import Model
-from .joint_kinds import Prismatic, Revolute
-from .relative import TreeJoint
+from .joint_kinds import FreeFlyer, Prismatic, Revolute
+from .relative import FloatingBase, TreeJoint
 from .tree import about_origin
 
 MOVING = ("revolute", "continuous", "prismatic")
@@ -141,7 +143,8 @@ def from_urdf(path, /, floating: bool = False, gravity=(0.0, 0.0, -9.81), accele
 
     gravity: world components (the URDF's root-link axes); acceleration: the range +-a of
     every coordinate's acceleration; velocity: the velocity limit of joints that give none.
-    floating=True (a free-flying base) is not supported yet."""
+    floating=True: the root link flies free (Model.floating_base, joint_kinds.FreeFlyer:
+    Pinocchio's JointModelFreeFlyer convention); only the recursive kernels take it."""
     path = Path(path)
     g = _options(path, floating, gravity, acceleration, velocity)
     robot = _read(path)
@@ -163,15 +166,51 @@ def from_urdf(path, /, floating: bool = False, gravity=(0.0, 0.0, -9.81), accele
             order.append(j.child)
     carried = _carried(path, order, carrier, links, len(joints))
     _check_inertia(path, joints, carried)
-    _add_joints(m, t, joints, carried, _frames(order, carrier, len(joints)))
+    frames = _frames(order, carrier, len(joints))
+    _add_joints(m, t, joints, carried, frames[:-1])
+    if floating:
+        m.floating_base = _floating_base(path, m, order, carrier, links, frames[-1], acceleration, velocity)
     m.gravity(tuple(float(x) for x in g))
     return m
 
 
+BASE_RANGE = 10.0  # +- metres of each coordinate of a floating base's origin (a URDF gives none)
+
+
+def _floating_base(path: Path, m: Model, order, carrier, links, frames, acceleration, velocity) -> FloatingBase:
+    """The free-flying root (FreeFlyer convention, symbols base_x .. base_qw, base_vx ..
+    base_wz and their rates base_vx_d ..): the root link and the links fixed to it are its
+    body, their frames its frames."""
+    kind = FreeFlyer()
+    cn, vn = kind.coordinate_names("base"), kind.velocity_names("base")
+    for n in cn + vn + [f"{v}_d" for v in vn]:
+        if n in m.scope:
+            raise URDFError(f"URDF file {path}: a floating base names its coordinates {cn[0]} .. {vn[-1]}_d; "
+                            f"joint {n!r} takes one of those names")
+    q = tuple(m.scope.new(n, "q") for n in cn)
+    v = tuple(m.scope.new(n, "qd") for n in vn)
+    a = tuple(m.scope.new(f"{n}_d", "qdd") for n in vn)
+    for s, c in zip(q, kind.CONFIGURATION):
+        m.ranges[s] = (-BASE_RANGE, BASE_RANGE) if c in ("x", "y", "z") else (-1.0, 1.0)
+    for s, d in zip(v, a):
+        m.ranges[s], m.ranges[d] = (-float(velocity), float(velocity)), (-float(acceleration), float(acceleration))
+    mass, h, I = 0.0, np.zeros(3), np.zeros((3, 3))
+    for name in order:
+        if carrier[name][0] is None:
+            lm, c, Ic = _inertial(path, links[name])
+            T = carrier[name][1]
+            lm, dh, dI = about_origin(lm, T[:3, :3] @ c + T[:3, 3], T[:3, :3] @ Ic @ T[:3, :3].T)
+            mass, h, I = mass + lm, h + dh, I + dI
+    if not mass > 0:
+        raise URDFError(f"URDF file {path}: a floating base needs a root link {order[0]!r} with mass "
+                        "(it and the links fixed to it have no <inertial> mass)")
+    return FloatingBase("base", kind, q, v, a, float(mass), tuple(h), tuple(map(tuple, I)), tuple(frames))
+
+
 def _options(path: Path, floating: bool, gravity, acceleration, velocity) -> np.ndarray:
     """The gravity vector, once from_urdf's options are checked (URDFError otherwise)."""
-    if floating:
-        raise URDFError(f"URDF file {path}: a floating base is not supported yet (floating=False)")
+    if not isinstance(floating, bool):
+        raise URDFError(f"URDF file {path}: floating must be True or False, got {floating!r}")
     g = np.asarray(gravity, dtype=float) if np.ndim(gravity) == 1 and len(gravity) == 3 else None
     if g is None or not np.all(np.isfinite(g)):
         raise URDFError(f"URDF file {path}: gravity must be 3 numbers, got {gravity!r}")
@@ -199,12 +238,12 @@ def _carried(path: Path, order, carrier, links, n: int) -> list[list]:
 
 
 def _frames(order, carrier, n: int) -> list[list]:
-    """The links' frames (name, R, p), each on the moving joint carrying it."""
-    frames: list[list] = [[] for _ in range(n)]
+    """The links' frames (name, R, p), each on the moving joint carrying it; last, the
+    frames of the links fixed to the root."""
+    frames: list[list] = [[] for _ in range(n + 1)]
     for name in order:
         k, T = carrier[name]
-        if k is not None:
-            frames[k].append((_ident(name), tuple(map(tuple, T[:3, :3])), tuple(T[:3, 3])))
+        frames[n if k is None else k].append((_ident(name), tuple(map(tuple, T[:3, :3])), tuple(T[:3, 3])))
     return frames
 
 
