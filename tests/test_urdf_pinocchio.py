@@ -190,3 +190,39 @@ def test_frame_placements_and_jacobians_equal_pinocchio(robot, frames, tmp_path)
             got = [y[:3], y[3:12].reshape(3, 3), _matrix(k, y[12:][None], n, rows=6, port=2)[0]]
             for g, want in zip(got, (P.translation, P.rotation, J)):
                 assert np.abs(g - want).max() <= 1e-10 * max(1.0, np.abs(want).max()), f"{robot} {frame}"
+
+
+@pytest.mark.host
+@pytest.mark.needs(modules=("pinocchio",))
+def test_mimic_joints_as_constraints_equal_pinocchio(tmp_path):
+    """from_urdf(mimic=True) on tests/fixtures/urdf/gripper.urdf (a finger and a slider
+    following the other finger, multipliers -1 and 0.03, offset 0.01): the compiled c-double
+    forward-dynamics (the constraint formulation) against Pinocchio's reading with mimic
+    joints (its reduced mass matrix and bias forces: its ABA takes no mimic joint), at
+    random states on the constraints, to 1e-10 relative."""
+    import pinocchio as pin
+
+    from mbforge.kernels.builders import build_kernel
+
+    path = _urdf("gripper")
+    model = from_urdf(path, mimic=True)
+    kernel = build_kernel(model.equations(), "forward-dynamics")
+    pm = pin.buildModelFromUrdf(str(path), mimic=True)
+    data = pm.createData()
+    free = ["wrist", "left_knuckle"]  # mbforge's first two coordinates, Pinocchio's q
+    assert [q.value.name for q in model.q] == free + ["right_knuckle", "slide"] and pm.nv == 2
+    assert [a.name for a in model.actuators] == free and model.phi_names == ["mimic_right_knuckle", "mimic_slide"]
+    assert [pm.joints[pm.getJointId(n)].idx_v for n in free] == [0, 1]
+    G = np.array([[1, 0], [0, 1], [0, -1], [0, 0.03]])  # d(all coordinates) / d(free ones)
+    rng = np.random.default_rng(28)
+    lo, hi = np.array([model.ranges[q] for q in model.q[:2]]).T
+    Q = rng.uniform(lo, hi, (SAMPLES, 2))
+    V = rng.uniform(-1.5, 1.5, (SAMPLES, 2))
+    U = rng.uniform(-1.0, 1.0, (SAMPLES, 2))
+    X = np.hstack([Q @ G.T + [0, 0, 0, 0.01], V @ G.T, U])
+    Y, _ = _run(kernel, "c-double", tmp_path / "fd", X)
+    for x, y, q, v, u in zip(X, Y, Q, V, U):
+        M = pin.crba(pm, data, q)
+        M = np.triu(M) + np.triu(M, 1).T
+        want = G @ np.linalg.solve(M, u - pin.rnea(pm, data, q, v, np.zeros(2)))
+        assert np.abs(y[:4] - want).max() <= 1e-10 * np.abs(want).max(), (y[:4], want)

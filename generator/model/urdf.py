@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..ir import add, as_atom, mul, sub
 from .errors import ModelError
 from .model import Model
 from .joint_kinds import FreeFlyer, Prismatic, Revolute
@@ -138,15 +139,20 @@ def _ident(name: str) -> str:
 
 
 def from_urdf(path, /, floating: bool = False, gravity=(0.0, 0.0, -9.81), acceleration: float = 20.0,
-              velocity: float = 10.0) -> Model:
+              velocity: float = 10.0, mimic: bool = False) -> Model:
     """The Model of the robot in a URDF file, fixed to the world at its root link.
 
     gravity: world components (the URDF's root-link axes); acceleration: the range +-a of
     every coordinate's acceleration; velocity: the velocity limit of joints that give none.
     floating=True: the root link flies free (Model.floating_base, joint_kinds.FreeFlyer:
-    Pinocchio's JointModelFreeFlyer convention); only the recursive kernels take it."""
+    Pinocchio's JointModelFreeFlyer convention); only the recursive kernels take it.
+    mimic=True: each <mimic> joint is held by a constraint q = multiplier q_source + offset
+    and has no actuator (the M(q)-based kernels serve the model); False: an independent joint."""
     path = Path(path)
     g = _options(path, floating, gravity, acceleration, velocity)
+    if floating and mimic:
+        raise URDFError(f"URDF file {path}: floating=True and mimic=True: no kernel takes both (a floating base "
+                        "only the recursive kernels, constraints only the M(q)-based ones)")
     robot = _read(path)
     root, children, links = _tree(path, robot)
     m = Model(_ident(robot.name or path.stem))
@@ -167,7 +173,8 @@ def from_urdf(path, /, floating: bool = False, gravity=(0.0, 0.0, -9.81), accele
     carried = _carried(path, order, carrier, links, len(joints))
     _check_inertia(path, joints, carried)
     frames = _frames(order, carrier, len(joints))
-    _add_joints(m, t, joints, carried, frames[:-1])
+    mimics = _mimics(path, robot, joints) if mimic else {}
+    _add_joints(m, t, joints, carried, frames[:-1], mimics)
     if floating:
         m.floating_base = _floating_base(path, m, order, carrier, links, frames[-1], acceleration, velocity)
     m.gravity(tuple(float(x) for x in g))
@@ -247,9 +254,38 @@ def _frames(order, carrier, n: int) -> list[list]:
     return frames
 
 
-def _add_joints(m: Model, t, joints, carried, frames) -> None:
+def _mimics(path: Path, robot, joints) -> dict:
+    """{mimic joint's name: (its source's coordinate, multiplier, offset)} of the moving
+    joints with a <mimic> (the source a moving joint too)."""
+    q = {jd["name"]: jd["q"] for jd in joints}
+    out = {}
+    for j in robot.joints:
+        if j.mimic is None or _ident(j.name) not in q:
+            continue
+        src = _ident(j.mimic.joint)
+        if src not in q or src == _ident(j.name):
+            raise URDFError(f"URDF file {path}: joint {j.name!r} mimics {j.mimic.joint!r}, which is no other "
+                            "revolute, continuous or prismatic joint")
+        k = 1.0 if j.mimic.multiplier is None else float(j.mimic.multiplier)
+        c = 0.0 if j.mimic.offset is None else float(j.mimic.offset)
+        if not (math.isfinite(k) and math.isfinite(c)):
+            raise URDFError(f"URDF file {path}: joint {j.name!r}: mimic multiplier {k} and offset {c} must be finite")
+        out[_ident(j.name)] = (q[src], k, c)
+    return out
+
+
+def _hold_mimic(m: Model, q, source, k: float, c: float, name: str) -> None:
+    """The constraint q = k source + c, named mimic_<name>; the guess put on it when it fits."""
+    m.constraint(sub(q, add(mul(as_atom(k), source), as_atom(c))), f"mimic_{name}")
+    guess = k * m.guess[source] + c
+    if m.ranges[q][0] <= guess <= m.ranges[q][1]:
+        m.guess[q] = guess
+
+
+def _add_joints(m: Model, t, joints, carried, frames, mimics) -> None:
     """Per moving joint: the body of what it carries, its TreeJoint and its actuator (with the
-    URDF's effort limit as the input's range); m.joint_tree the joints in order."""
+    URDF's effort limit as the input's range) or, for a mimic joint, its constraint;
+    m.joint_tree the joints in order."""
     tree = []
     for k, jd in enumerate(joints):
         lm, h, I = carried[k]
@@ -260,6 +296,9 @@ def _add_joints(m: Model, t, joints, carried, frames) -> None:
         tree.append(TreeJoint(jd["name"], (jd["q"],), jd["parent"], jd["joint"], tuple(map(tuple, jd["R"])),
                               tuple(jd["r"]), float(lm), tuple(h), tuple(map(tuple, I)), jd["link"],
                               tuple(frames[k])))
+        if jd["name"] in mimics:  # held by its constraint, not driven
+            _hold_mimic(m, jd["q"], *mimics[jd["name"]], jd["name"])
+            continue
         m.actuator(jd["name"], jd["q"])
         if jd["effort"] is not None:
             m.operate_input(jd["name"], (-jd["effort"], jd["effort"]))
