@@ -5,6 +5,7 @@ of mbforge.cli: hdl's CLI imports this)."""
 from __future__ import annotations
 
 from .errors import CLIError
+from .model.model import RECURSIVE
 
 
 def add_model_flags(p) -> None:
@@ -33,9 +34,11 @@ def model_kernel(args, mark=lambda _name: None):
     options = kernel_options(args)  # refused before any work
     model = load_model(args.model, options=parse_options(args.set))
     mark("model build")
-    eqs = model.equations()
+    # a floating base goes to the recursive kernels as the model itself (equations() refuses it)
+    floating = getattr(model, "floating_base", None) is not None and args.kernel in RECURSIVE
+    eqs = model if floating else model.equations()
     mark("equations")
-    if args.envelope is not None:
+    if args.envelope is not None and not floating:
         eqs.envelope = override_envelope(eqs, args.envelope)
     kernel = build_kernel(eqs, args.kernel, options)
     mark("kernel")

@@ -132,16 +132,27 @@ def _joint(name="j", kind="revolute", parent="a", child="b", limit='<limit lower
      "joint 'j': limits lower=1.0 upper=-1.0 make no range"),
     (_robot(_joint(limit="")), (), "joint 'j' (revolute) has no lower/upper <limit>"),
     (_robot(_joint().replace('name="j" ', "")), (), "not a URDF robot (KeyError: 'name')"),
-    (_robot(_joint()), ("floating=true",), "a floating base is not supported yet"),
+    (_robot(_joint()), ("floating=maybe",), "option floating is yes or no: --set floating=true|false|1|0, got 'maybe'"),
+    (_robot(_joint()), ("floating=True", "--kernel", "forward-dynamics"),
+     "r: a floating base has no equations in M(q) form here: only the recursive kernels take it "
+     "(inverse-dynamics-rnea, forward-dynamics-aba, mass-matrix-crba, frame-kinematics)"),
+    (_robot(_joint()).replace('<link name="a"><inertial><mass value="1"/>', '<link name="a"><inertial><mass value="0"/>'),
+     ("floating=True",), "a floating base needs a root link 'a' with mass"),
     (_robot(_joint()), ("gravity=9.81",), "gravity must be 3 numbers, got 9.81"),
+    (_robot(_joint()), ("floating=True", "mimic=True"), "floating=True and mimic=True: no kernel takes both"),
+    (_robot(_joint().replace("</joint>", '<mimic joint="nope"/></joint>')), ("mimic=True",),
+     "joint 'j' mimics 'nope', which is no other revolute, continuous or prismatic joint"),
+    (_robot(_joint() + _joint("k", child="c").replace("</joint>", '<mimic joint="j"/></joint>'),
+            links=("a", "b", "c")), ("mimic=True",),
+     "r: recursive dynamics needs an open tree without constraints; equation 'mimic_k' closes a loop"),
     (_robot(_joint()), ("path=x",), "from_urdf() takes no option path (--set); its options: floating, gravity, "
-                                    "acceleration, velocity"),
+                                    "acceleration, velocity, mimic"),
 ])
 def test_what_cannot_be_read_gets_one_line(tmp_path, text, options, message):
     f = tmp_path / "robot.urdf"
     if text is not None:
         f.write_text(text)
-    args = [a for o in options for a in ("--set", o)]
+    args = [a for o in options for a in ((o,) if o.startswith("-") or "=" not in o else ("--set", o))]
     r = subprocess.run([MBFORGE, "generate", f, "--kernel", "forward-dynamics-aba", *args, "--out", tmp_path / "o"],
                        capture_output=True, text=True, timeout=300)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
@@ -153,3 +164,19 @@ def test_what_cannot_be_read_gets_one_line(tmp_path, text, options, message):
 def test_the_python_call_raises_urdf_errors():
     with pytest.raises(URDFError, match="URDF file nowhere.urdf does not exist"):
         from_urdf("nowhere.urdf")
+    with pytest.raises(URDFError, match="floating must be True or False, got 'yes'"):
+        from_urdf(BRANCHY, floating="yes")
+
+
+def test_generate_takes_a_floating_base(tmp_path):
+    """--set floating=True: the base's 7 configuration numbers and 6 velocities lead the
+    inputs, its wrench the torques (tests/test_urdf_pinocchio.py checks the values)."""
+    r = subprocess.run([MBFORGE, "generate", BRANCHY, "--kernel", "inverse-dynamics-rnea", "--set", "floating=True",
+                        "--out", tmp_path / "id"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    m = Manifest.load(tmp_path / "id")
+    q, qd = ([s for s in m.inputs[k].labels] for k in (0, 1))
+    assert q[:8] == ["base_x", "base_y", "base_z", "base_qx", "base_qy", "base_qz", "base_qw", "trunk"]
+    assert qd[:7] == ["base_vx", "base_vy", "base_vz", "base_wx", "base_wy", "base_wz", "trunk_d"] and len(qd) == 11
+    assert m.outputs[0].labels[:7] == ["tau_base_fx", "tau_base_fy", "tau_base_fz", "tau_base_nx", "tau_base_ny",
+                                       "tau_base_nz", "tau_trunk"]

@@ -1,6 +1,7 @@
-"""URDF robots through mbforge's recursive kernels against Pinocchio, the reference: UR5
-and Panda (seven revolute joints and two prismatic fingers on a branch) of
-example-robot-data, and tests/fixtures/urdf/branchy.urdf (oblique prismatic and continuous
+"""URDF robots through mbforge's recursive kernels against Pinocchio, the reference: UR5,
+Panda (seven revolute joints and two prismatic fingers on a branch) and Solo12 (on a
+floating base: from_urdf(floating=True) against Pinocchio's JointModelFreeFlyer root, unit
+quaternions drawn at random) of example-robot-data, and tests/fixtures/urdf/branchy.urdf (oblique prismatic and continuous
 axes, turned placements and inertials, a merged fixed link) read by both. At 24 random
 states within the joint limits, the compiled c-double kernels give Pinocchio's torques
 (rnea), accelerations (aba) and mass matrix (crba) to 1e-10 relative; the c-float32
@@ -26,7 +27,9 @@ from mbforge.pipeline import generate
 from helpers import FIXTURES
 
 SAMPLES = 24
-ROBOTS = {"ur5": "ur_description/urdf/ur5_robot.urdf", "panda": "panda_description/urdf/panda.urdf"}
+ROBOTS = {"ur5": "ur_description/urdf/ur5_robot.urdf", "panda": "panda_description/urdf/panda.urdf",
+          "solo12": "solo_description/robots/solo12.urdf"}
+FLOATING = {"solo12"}  # read with floating=True, and by Pinocchio with a JointModelFreeFlyer root
 
 
 def _urdf(name: str) -> Path:
@@ -39,8 +42,13 @@ def _urdf(name: str) -> Path:
         pytest.fail("example-robot-data is not installed")
 
 
+def _model(robot: str):
+    return from_urdf(_urdf(robot), floating=robot in FLOATING)
+
+
 def _states(model, rng):
-    """q, qd, qdd, u inside the declared ranges (a margin keeps float32 rounding inside)."""
+    """q, qd, qdd, u inside the declared ranges (a margin keeps float32 rounding inside); a
+    floating base's first (its quaternion drawn on the unit sphere)."""
     def draw(syms):
         lo, hi = np.array([model.ranges[s] for s in syms]).T
         mid, half = (lo + hi) / 2, (hi - lo) / 2 * 0.98
@@ -48,28 +56,39 @@ def _states(model, rng):
 
     u = np.array([model.envelope.inputs[a.name] for a in model.actuators]).T
     U = rng.uniform(0.98 * u[0], 0.98 * u[1], (SAMPLES, len(model.actuators)))
-    return draw(model.q), draw(model.qd), draw(model.qdd), U
+    b = model.floating_base
+    if b is None:
+        return draw(model.q), draw(model.qd), draw(model.qdd), U
+    quat = rng.normal(size=(SAMPLES, 4))
+    base = np.hstack([draw(b.q[:3]), quat / np.linalg.norm(quat, axis=1, keepdims=True)])  # unit, as Pinocchio
+    return (np.hstack([base, draw(model.q)]), np.hstack([draw(b.v), draw(model.qd)]),
+            np.hstack([draw(b.a), draw(model.qdd)]), U)
 
 
 def _pinocchio(path: Path, model):
-    """(pinocchio model, data, configuration(q), iv): Pinocchio's reading of the file, its
-    configuration at mbforge's q (joints matched by name; an unbounded joint's q as cos,
-    sin) and the tangent index of each of mbforge's coordinates."""
+    """(pinocchio model, data, configuration(q), iv): Pinocchio's reading of the file (with
+    a JointModelFreeFlyer root for a floating base), its configuration at mbforge's q
+    (joints matched by name; an unbounded joint's q as cos, sin; a floating base's 7
+    numbers as they are) and the tangent index of each of mbforge's velocities."""
     import pinocchio as pin
 
-    pm = pin.buildModelFromUrdf(str(path))
+    floating = model.floating_base is not None
+    pm = pin.buildModelFromUrdf(str(path), *([pin.JointModelFreeFlyer()] if floating else []))
     names = [q.value.name for q in model.q]
-    joints = {pm.names[k]: pm.joints[k] for k in range(1, pm.njoints)}
-    assert sorted(joints) == sorted(names) and pm.nv == len(names)
+    joints = {pm.names[k]: pm.joints[k] for k in range(1 + floating, pm.njoints)}
+    nb = 6 if floating else 0
+    assert sorted(joints) == sorted(names) and pm.nv == len(names) + nb
+    assert not floating or pm.joints[1].shortname() == "JointModelFreeFlyer" and pm.joints[1].idx_q == 0
 
     def configuration(q):
         x = np.zeros(pm.nq)
-        for n, v in zip(names, q):
+        x[:nb + floating] = q[:nb + floating]
+        for n, v in zip(names, q[nb + floating:]):
             j = joints[n]
             x[j.idx_q:j.idx_q + j.nq] = (np.cos(v), np.sin(v)) if j.nq == 2 else v
         return x
 
-    return pm, pm.createData(), configuration, np.array([joints[n].idx_v for n in names])
+    return pm, pm.createData(), configuration, np.array(list(range(nb)) + [joints[n].idx_v for n in names])
 
 
 def _pin_reference(path: Path, model, Q, QD, QDD, U):
@@ -87,7 +106,7 @@ def _pin_reference(path: Path, model, Q, QD, QDD, U):
     for q, qd, a, u in zip(Q, QD, QDD, U):
         x, xd = configuration(q), tangent(qd)
         tau.append(pin.rnea(pm, data, x, xd, tangent(a))[iv])
-        qdd.append(pin.aba(pm, data, x, xd, tangent(u))[iv])
+        qdd.append(pin.aba(pm, data, x, xd, tangent(np.r_[np.zeros(len(iv) - len(u)), u]))[iv])  # base free
         Mp = pin.crba(pm, data, x)
         Mp = np.triu(Mp) + np.triu(Mp, 1).T
         M.append(Mp[np.ix_(iv, iv)])
@@ -113,11 +132,11 @@ def _matrix(kernel, values, n, rows=None, port=0):
 
 @pytest.mark.host
 @pytest.mark.needs(modules=("pinocchio",), dists=("example-robot-data",))
-@pytest.mark.parametrize("robot", ["ur5", "panda", "branchy"])
+@pytest.mark.parametrize("robot", ["ur5", "panda", "branchy", "solo12"])
 def test_recursive_kernels_equal_pinocchio(robot, tmp_path):
     path = _urdf(robot)
-    model = from_urdf(path)
-    n = len(model.q)
+    model = _model(robot)
+    n = len(model.q) + 6 * (model.floating_base is not None)  # velocities
     Q, QD, QDD, U = _states(model, np.random.default_rng(28))
     tau_ref, qdd_ref, M_ref = _pin_reference(path, model, Q, QD, QDD, U)
     t = np.full((SAMPLES, 1), 0.5)
@@ -149,13 +168,13 @@ def test_recursive_kernels_equal_pinocchio(robot, tmp_path):
 @pytest.mark.host
 @pytest.mark.needs(modules=("pinocchio",), dists=("example-robot-data",))
 @pytest.mark.parametrize("robot, frames", [("ur5", ("tool0",)), ("panda", ("panda_hand_tcp", "panda_leftfinger")),
-                                           ("branchy", ("tool", "camera"))])
+                                           ("branchy", ("tool", "camera")), ("solo12", ("base_link", "HR_FOOT"))])
 def test_frame_placements_and_jacobians_equal_pinocchio(robot, frames, tmp_path):
     import pinocchio as pin
 
     path = _urdf(robot)
-    model = from_urdf(path)
-    n = len(model.q)
+    model = _model(robot)
+    n = len(model.q) + 6 * (model.floating_base is not None)  # velocities
     Q = _states(model, np.random.default_rng(5))[0]
     pm, data, configuration, iv = _pinocchio(path, model)
     for frame in frames:
@@ -171,3 +190,39 @@ def test_frame_placements_and_jacobians_equal_pinocchio(robot, frames, tmp_path)
             got = [y[:3], y[3:12].reshape(3, 3), _matrix(k, y[12:][None], n, rows=6, port=2)[0]]
             for g, want in zip(got, (P.translation, P.rotation, J)):
                 assert np.abs(g - want).max() <= 1e-10 * max(1.0, np.abs(want).max()), f"{robot} {frame}"
+
+
+@pytest.mark.host
+@pytest.mark.needs(modules=("pinocchio",))
+def test_mimic_joints_as_constraints_equal_pinocchio(tmp_path):
+    """from_urdf(mimic=True) on tests/fixtures/urdf/gripper.urdf (a finger and a slider
+    following the other finger, multipliers -1 and 0.03, offset 0.01): the compiled c-double
+    forward-dynamics (the constraint formulation) against Pinocchio's reading with mimic
+    joints (its reduced mass matrix and bias forces: its ABA takes no mimic joint), at
+    random states on the constraints, to 1e-10 relative."""
+    import pinocchio as pin
+
+    from mbforge.kernels.builders import build_kernel
+
+    path = _urdf("gripper")
+    model = from_urdf(path, mimic=True)
+    kernel = build_kernel(model.equations(), "forward-dynamics")
+    pm = pin.buildModelFromUrdf(str(path), mimic=True)
+    data = pm.createData()
+    free = ["wrist", "left_knuckle"]  # mbforge's first two coordinates, Pinocchio's q
+    assert [q.value.name for q in model.q] == free + ["right_knuckle", "slide"] and pm.nv == 2
+    assert [a.name for a in model.actuators] == free and model.phi_names == ["mimic_right_knuckle", "mimic_slide"]
+    assert [pm.joints[pm.getJointId(n)].idx_v for n in free] == [0, 1]
+    G = np.array([[1, 0], [0, 1], [0, -1], [0, 0.03]])  # d(all coordinates) / d(free ones)
+    rng = np.random.default_rng(28)
+    lo, hi = np.array([model.ranges[q] for q in model.q[:2]]).T
+    Q = rng.uniform(lo, hi, (SAMPLES, 2))
+    V = rng.uniform(-1.5, 1.5, (SAMPLES, 2))
+    U = rng.uniform(-1.0, 1.0, (SAMPLES, 2))
+    X = np.hstack([Q @ G.T + [0, 0, 0, 0.01], V @ G.T, U])
+    Y, _ = _run(kernel, "c-double", tmp_path / "fd", X)
+    for x, y, q, v, u in zip(X, Y, Q, V, U):
+        M = pin.crba(pm, data, q)
+        M = np.triu(M) + np.triu(M, 1).T
+        want = G @ np.linalg.solve(M, u - pin.rnea(pm, data, q, v, np.zeros(2)))
+        assert np.abs(y[:4] - want).max() <= 1e-10 * np.abs(want).max(), (y[:4], want)

@@ -91,6 +91,8 @@ class OpenTree:
     def __init__(self, model, links: list[Link], gravity, act: dict[int, tuple[int, float]], act_names, applied):
         self.model, self.links, self.gravity, self.act, self.act_names = model, links, gravity, act, act_names
         self.applied = applied  # generalized forces of the force elements (one atom per coordinate)
+        # the free-flying root the links without parent hang from (Model.floating_base), or None
+        self.base = model.floating_base if model.joint_tree is not None else None
 
 
 def _numeric_R(base) -> np.ndarray:
@@ -129,6 +131,9 @@ def open_tree(model) -> OpenTree:
         (j, c), = d.items()
         act[k] = (j, float(c.value))
     g = np.zeros(3) if model.gravity_vector is None else np.asarray(model.gravity_vector, dtype=float)
+    if model.floating_base is not None and model.forces:
+        raise KernelError(f"{name}: force element {model.forces[0].name!r} on a floating-base model: its "
+                          "generalized forces would ignore the base's motion")
     applied = [ZERO] * len(model.q)
     for f in model.forces:  # springs, dampers, applied forces: by virtual power, as Model.equations
         for j, a in f.terms(ctx)[0].items():
@@ -343,13 +348,13 @@ def rnea(tree: OpenTree, q, qd, qdd) -> list[Atom]:
     n = len(tree.model.q)
     R, rq = {}, {}
     w, al, acc, f, nm = {}, {}, {}, {}, {}
-    zero3 = [ZERO] * 3
+    root = _root_motion(tree)
     for L in tree.links:
         J = L.joint
         R[L] = Rl = J.placed_rotation(L.fixed, q[L.j])
         a = _axis(L)
         if L.parent is None:
-            wp, alp, ap = zero3, zero3, folded_vec(-tree.gravity)
+            wp, alp, ap = root
         else:
             P = L.parent
             wp, alp, ap = w[P], al[P], acc[P]
@@ -365,20 +370,47 @@ def rnea(tree: OpenTree, q, qd, qdd) -> list[Atom]:
         else:  # the origin slides: Coriolis 2 w x (a qd) and a qdd
             w[L], al[L] = wpl, mtv(Rl, alp)
             acc[L] = vadd(acc[L], vadd(vscale(as_atom(2.0), cross(wpl, aqd)), vscale(qdd[L.j], a)))
-        h, I, m = folded_vec(L.h), folded_mat(L.I), folded(L.m)
-        W, A = w[L], al[L]
-        f[L] = vadd(vadd(vscale(m, acc[L]), cross(A, h)), cross(W, cross(W, h)))
-        nm[L] = vadd(vadd(matvec(I, A), cross(W, matvec(I, W))), cross(h, acc[L]))
+        f[L], nm[L] = _body_force(L.m, L.h, L.I, w[L], al[L], acc[L])
+    b = tree.base
+    if b is not None:  # the base's own inertial force, its links' handed to it below
+        fb, nb = _body_force(b.mass, b.h, b.I, *root)
     tau = [ZERO] * n
     for L in reversed(tree.links):
         tau[L.j] = L.joint.project(nm[L], f[L])
         P = L.parent
-        if P is None:
+        if P is None and b is None:
             continue
         np_, fp = _force_to_parent(R[L], rq[L], nm[L], f[L])
+        if P is None:
+            fb, nb = vadd(fb, fp), vadd(nb, np_)
+            continue
         f[P] = vadd(f[P], fp)
         nm[P] = vadd(nm[P], np_)
-    return tau
+    return tau if b is None else fb + nb + tau
+
+
+def _body_force(m, h, I, W, A, acc):
+    """(f, n): the inertial force pair of a body (mass m, first moment h, inertia I about
+    its frame origin) at angular velocity W, angular acceleration A and classical
+    acceleration acc of its origin, all in its axes."""
+    h, I, m = folded_vec(h), folded_mat(I), folded(m)
+    f = vadd(vadd(vscale(m, acc), cross(A, h)), cross(W, cross(W, h)))
+    n = vadd(vadd(matvec(I, A), cross(W, matvec(I, W))), cross(h, acc))
+    return f, n
+
+
+def _root_motion(tree: OpenTree):
+    """(angular velocity, angular acceleration, classical acceleration of the origin) of the
+    frame the root links hang from, in its axes, gravity as an upward acceleration of the
+    ground: the world's, or the floating base's (FreeFlyer: velocity (v, w) and its rates
+    in base axes, so the origin accelerates by dv/dt + w x v)."""
+    g = folded_vec(-tree.gravity)
+    b = tree.base
+    if b is None:
+        return [ZERO] * 3, [ZERO] * 3, g
+    v0, w0 = list(b.v[:3]), list(b.v[3:])
+    acc = vadd(vadd(list(b.a[:3]), cross(w0, v0)), mtv(b.joint.rotation(b.q), g))
+    return w0, list(b.a[3:]), acc
 
 
 def _force_to_parent(Rl, r, n, f):
@@ -424,7 +456,12 @@ def _add_inertia(P, X):
 
 def _link_inertia(L: Link):
     """[A, B, C]: the link's spatial inertia at its origin, [n; f] = [[A, B], [B^T, C]] [w; v]."""
-    m, h, I = folded(L.m), folded_vec(L.h), folded_mat(L.I)
+    return _spatial_inertia(L.m, L.h, L.I)
+
+
+def _spatial_inertia(m, h, I):
+    """[A, B, C] of mass m, first moment h and inertia I about the frame origin (numbers)."""
+    m, h, I = folded(m), folded_vec(h), folded_mat(I)
     return [I, skew(h), [[m if i == k else ZERO for k in range(3)] for i in range(3)]]
 
 
@@ -435,7 +472,43 @@ def aba(tree: OpenTree, q, qd, tau) -> list[Atom]:
     force (n, f); an articulated inertia as blocks [n; f] = [[A, B], [B^T, C]] [w; v]."""
     R, rq, cw, cv, IA, pA = _aba_velocities(tree, q, qd)
     U, invD, uu = _aba_articulated(tree, q, tau, R, rq, cw, cv, IA, pA)
-    return _aba_accelerations(tree, R, rq, cw, cv, U, invD, uu)
+    base = _aba_base(tree, IA, pA) if tree.base is not None else None
+    return _aba_accelerations(tree, R, rq, cw, cv, U, invD, uu, base)
+
+
+def _aba_base(tree: OpenTree, IA, pA):
+    """The floating base's spatial acceleration (w, v) in its axes, less gravity's (the
+    ground falls at g, as in the other passes): the base is free, IA a + pA = 0."""
+    (A, B, C), (pn, pf) = IA[None], pA[None]
+    K = [A[i] + B[i] for i in range(3)] + [[B[k][i] for k in range(3)] + C[i] for i in range(3)]
+    return _solve_spd(K, [sub(ZERO, x) for x in pn + pf])
+
+
+def _solve_spd(K, rhs) -> list[Atom]:
+    """x with K x = rhs, K symmetric positive definite (an articulated inertia): L D L^T
+    without pivoting, which such a K never needs."""
+    n = len(rhs)
+    L = [[ZERO] * n for _ in range(n)]
+    D = [ZERO] * n
+    for j in range(n):
+        D[j] = K[j][j]
+        for k in range(j):
+            D[j] = sub(D[j], mul(mul(L[j][k], L[j][k]), D[k]))
+        inv = div(ONE, D[j])
+        for i in range(j + 1, n):
+            x = K[i][j]
+            for k in range(j):
+                x = sub(x, mul(mul(L[i][k], L[j][k]), D[k]))
+            L[i][j] = mul(x, inv)
+    y = list(rhs)
+    for i in range(n):  # L y = rhs, then D L^T x = y
+        for k in range(i):
+            y[i] = sub(y[i], mul(L[i][k], y[k]))
+    x = [div(y[i], D[i]) for i in range(n)]
+    for i in reversed(range(n)):
+        for k in range(i + 1, n):
+            x[i] = sub(x[i], mul(L[k][i], x[k]))
+    return x
 
 
 def _aba_velocities(tree: OpenTree, q, qd):
@@ -443,12 +516,16 @@ def _aba_velocities(tree: OpenTree, q, qd):
     acceleration c = (cw, cv), its spatial inertia IA and bias force pA."""
     zero3 = [ZERO] * 3
     R, rq, w, v, cw, cv, IA, pA = {}, {}, {}, {}, {}, {}, {}, {}
+    b = tree.base
+    if b is not None:  # the floating base: the key None (its velocity is an input)
+        w[None], v[None] = list(b.v[3:]), list(b.v[:3])
+        IA[None], pA[None] = _inertia_and_bias(b.mass, b.h, b.I, w[None], v[None])
     for L in tree.links:
         J = L.joint
         R[L] = Rl = J.placed_rotation(L.fixed, q[L.j])
         a = _axis(L)
         rq[L] = r = J.offset(L.r, L.fixed, q[L.j])
-        if L.parent is None:
+        if L.parent is None and b is None:
             wp, vp = zero3, zero3
         else:
             wp, vp = w[L.parent], v[L.parent]
@@ -464,13 +541,18 @@ def _aba_velocities(tree: OpenTree, q, qd):
         else:  # c = v x (0, a qd) = (0, w x a qd)
             w[L], v[L] = wpl, vadd(v[L], aqd)
             cw[L], cv[L] = zero3, cross(wpl, aqd)
-        m, h, I = folded(L.m), folded_vec(L.h), folded_mat(L.I)
-        IA[L] = _link_inertia(L)
-        W, V = w[L], v[L]
-        n0 = vadd(matvec(I, W), cross(h, V))
-        f0 = vadd(vscale(m, V), cross(W, h))
-        pA[L] = [vadd(cross(W, n0), cross(V, f0)), cross(W, f0)]
+        IA[L], pA[L] = _inertia_and_bias(L.m, L.h, L.I, w[L], v[L])
     return R, rq, cw, cv, IA, pA
+
+
+def _inertia_and_bias(m, h, I, W, V):
+    """A body's spatial inertia [A, B, C] at its frame origin and its velocity-product
+    bias force v x* I v (n, f), at angular velocity W and origin velocity V (its axes)."""
+    S = _spatial_inertia(m, h, I)
+    m, h, I = folded(m), folded_vec(h), folded_mat(I)
+    n0 = vadd(matvec(I, W), cross(h, V))
+    f0 = vadd(vscale(m, V), cross(W, h))
+    return S, [vadd(cross(W, n0), cross(V, f0)), cross(W, f0)]
 
 
 def _aba_articulated(tree: OpenTree, q, tau, R, rq, cw, cv, IA, pA):
@@ -487,7 +569,7 @@ def _aba_articulated(tree: OpenTree, q, tau, R, rq, cw, cv, IA, pA):
         U[L], invD[L] = (Un, Uf), iD
         uu[L] = sub(tau[L.j], J.project(pn, pf))
         P = L.parent
-        if P is None:
+        if P is None and tree.base is None:
             continue
         Us_n, Us_f = vscale(iD, Un), vscale(iD, Uf)
         Aa = [[ZERO] * 3 for _ in range(3)]
@@ -508,22 +590,27 @@ def _aba_articulated(tree: OpenTree, q, tau, R, rq, cw, cv, IA, pA):
     return U, invD, uu
 
 
-def _aba_accelerations(tree: OpenTree, R, rq, cw, cv, U, invD, uu) -> list[Atom]:
-    """ABA pass 3, root to leaves: each coordinate's acceleration, then its link's."""
+def _aba_accelerations(tree: OpenTree, R, rq, cw, cv, U, invD, uu, base=None) -> list[Atom]:
+    """ABA pass 3, root to leaves: each coordinate's acceleration, then its link's; with a
+    floating base (its acceleration `base`, less gravity's, from _aba_base), first the
+    base's rates (v, w) then the coordinates'."""
     zero3 = [ZERO] * 3
     qdd = [ZERO] * len(tree.model.q)
     an, av = {}, {}
+    if base is not None:
+        an[None], av[None] = base[:3], base[3:]
     for L in tree.links:
         Rl = R[L]
-        if L.parent is None:
+        if L.parent is None and base is None:
             apn, apv = zero3, folded_vec(-tree.gravity)
         else:
             apn, apv = an[L.parent], av[L.parent]
             r = rq[L]
             if not is_zero(r):
                 apv = vadd(apv, cross(apn, r))
-        a1n = vadd(mtv(Rl, apn), cw[L]) if L.parent is not None else mtv(Rl, apn)
-        a1v = vadd(mtv(Rl, apv), cv[L]) if L.parent is not None else mtv(Rl, apv)
+        moving = L.parent is not None or base is not None  # a parent that moves: c is not 0
+        a1n = vadd(mtv(Rl, apn), cw[L]) if moving else mtv(Rl, apn)
+        a1v = vadd(mtv(Rl, apv), cv[L]) if moving else mtv(Rl, apv)
         Un, Uf = U[L]
         x = mul(invD[L], sub(uu[L], add(dot(Un, a1n), dot(Uf, a1v))))
         qdd[L.j] = x
@@ -531,7 +618,11 @@ def _aba_accelerations(tree: OpenTree, R, rq, cw, cv, U, invD, uu) -> list[Atom]
             an[L], av[L] = vadd(a1n, vscale(x, _axis(L))), a1v
         else:
             an[L], av[L] = a1n, vadd(a1v, vscale(x, _axis(L)))
-    return qdd
+    if base is None:
+        return qdd
+    b = tree.base  # the true acceleration: add gravity's back, (0, R^T g) in base axes
+    g = mtv(b.joint.rotation(b.q), folded_vec(tree.gravity))
+    return vadd(base[3:], g) + base[:3] + qdd
 
 
 def crba(tree: OpenTree, q) -> dict[tuple[int, int], Atom]:
@@ -539,19 +630,33 @@ def crba(tree: OpenTree, q) -> dict[tuple[int, int], Atom]:
     the leaves up, then each joint's S^T Ic S and its force carried up to the ancestors.
     Entries (i, j) and (j, i) of every coordinate pair on one branch (others are zero)."""
     R, rq = _placements(tree, q)
+    b = tree.base
     Ic = {L: _link_inertia(L) for L in tree.links}
+    if b is not None:  # the floating base: the key None
+        Ic[None] = _spatial_inertia(b.mass, b.h, b.I)
     for L in reversed(tree.links):
-        if L.parent is not None:
+        if L.parent is not None or b is not None:
             Ic[L.parent] = _add_inertia(Ic[L.parent], _inertia_to_parent(L, q, R[L], rq[L], *Ic[L]))
+    o = 0 if b is None else 6  # a floating base's 6 velocities come first
     M = {}
     for L in tree.links:
         Fn, Ff = L.joint.subspace_force(*Ic[L])
-        M[(L.j, L.j)] = L.joint.project(Fn, Ff)
+        M[(o + L.j, o + L.j)] = L.joint.project(Fn, Ff)
         X = L
         while X.parent is not None:
             Fn, Ff = _force_to_parent(R[X], rq[X], Fn, Ff)
             X = X.parent
-            M[(L.j, X.j)] = M[(X.j, L.j)] = X.joint.project(Fn, Ff)
+            M[(o + L.j, o + X.j)] = M[(o + X.j, o + L.j)] = X.joint.project(Fn, Ff)
+        if b is not None:  # the base's rows: the force at its origin, (f, n) in its axes
+            Fn, Ff = _force_to_parent(R[X], rq[X], Fn, Ff)
+            for i, x in enumerate(Ff + Fn):
+                M[(i, o + L.j)] = M[(o + L.j, i)] = x
+    if b is not None:  # the base's block: its composite inertia, velocities (v, w)
+        A, B, C = Ic[None]
+        for i in range(3):
+            for k in range(3):
+                M[(i, k)], M[(3 + i, 3 + k)] = C[i][k], A[i][k]
+                M[(3 + i, k)] = M[(k, 3 + i)] = B[i][k]
     return M
 
 
@@ -572,10 +677,11 @@ def _joints(tree: OpenTree) -> str:
     """'6 revolute joints', or '9 joints (7 revolute, 2 prismatic)'."""
     jt = tree.model.joint_tree
     kinds = [j.kind for j in jt] if jt is not None else [L.joint.name for L in tree.links]
+    on = " on a floating base" if tree.base is not None else ""
     if all(k == "revolute" for k in kinds):
-        return f"{len(kinds)} revolute joints"
+        return f"{len(kinds)} revolute joints{on}"
     counts = ", ".join(f"{kinds.count(k)} {k}" for k in ("revolute", "prismatic", "spherical") if k in kinds)
-    return f"{len(kinds)} joints ({counts})"
+    return f"{len(kinds)} joints ({counts}){on}"
 
 
 def rnea_kernel(src) -> Kernel:
@@ -584,8 +690,13 @@ def rnea_kernel(src) -> Kernel:
     model = _model(src)
     tree = open_tree(model)
     n = len(model.q)
-    tau = [sub(x, y) for x, y in zip(rnea(tree, model.q, model.qd, model.qdd), tree.applied)]
-    if tree.act:
+    q, qd, qdd = _state(tree)
+    tau = rnea(tree, model.q, model.qd, model.qdd)
+    if tree.base is not None:  # the base's wrench, then each coordinate's force (forces refused)
+        port = OutPort.vector("tau", tau, [f"tau_base_{c}" for c in ("fx", "fy", "fz", "nx", "ny", "nz")]
+                              + [f"tau_{s}" for s in names(model.q)])
+    elif tree.act:
+        tau = [sub(x, y) for x, y in zip(tau, tree.applied)]
         cols = {}
         for k, (j, c) in tree.act.items():
             cols.setdefault(j, []).append((k, c))
@@ -597,14 +708,25 @@ def rnea_kernel(src) -> Kernel:
             out[k] = tau[j] if c == 1.0 else div(tau[j], folded(c))
         port = OutPort.vector("u", out, [f"u_{a}" for a in tree.act_names])
     else:
+        tau = [sub(x, y) for x, y in zip(tau, tree.applied)]
         port = OutPort.vector("tau", tau, [f"tau_{s}" for s in names(model.q)])
     return Kernel(
         model=model.name, name="inverse-dynamics-rnea",
-        description="actuator forces from the prescribed motion q, qd, qdd, t (recursive Newton-Euler over "
+        description=("generalized forces (the floating base's wrench, then the joints')" if tree.base else
+                     "actuator forces") + " from the prescribed motion q, qd, qdd, t (recursive Newton-Euler over "
                     f"{_joints(tree)}, O(N) straight-line code)",
-        inputs=[_port("q", model, model.q), _port("qd", model, model.qd), _port("qdd", model, model.qdd),
+        inputs=[_port("q", model, q), _port("qd", model, qd), _port("qdd", model, qdd),
                 _port("t", model, [model.t])],
         outputs=[port])
+
+
+def _state(tree: OpenTree):
+    """(q, qd, qdd) of the kernels' inputs: a floating base's configuration, velocity and
+    its rates first (FreeFlyer convention), then the model's coordinates."""
+    m, b = tree.model, tree.base
+    if b is None:
+        return list(m.q), list(m.qd), list(m.qdd)
+    return list(b.q) + m.q, list(b.v) + m.qd, list(b.a) + m.qdd
 
 
 def aba_kernel(src) -> Kernel:
@@ -613,7 +735,8 @@ def aba_kernel(src) -> Kernel:
     model = _model(src)
     tree = open_tree(model)
     n = len(model.q)
-    inputs = [_port("q", model, model.q), _port("qd", model, model.qd), _port("t", model, [model.t])]
+    q, qd, rates = _state(tree)
+    inputs = [_port("q", model, q), _port("qd", model, qd), _port("t", model, [model.t])]
     if tree.act:
         try:
             u = [symbol(f"u_{a}", "input") for a in tree.act_names]
@@ -627,9 +750,10 @@ def aba_kernel(src) -> Kernel:
     return Kernel(
         model=model.name, name="forward-dynamics-aba",
         description="accelerations qdd from q, qd, t" + (" and actuator inputs u" if tree.act else "")
+                    + (" (the floating base's first, its wrench zero)" if tree.base else "")
                     + f" (articulated-body algorithm over {_joints(tree)}, O(N) straight-line code)",
         inputs=inputs,
-        outputs=[OutPort.vector("qdd", qdd, names(model.qdd))])
+        outputs=[OutPort.vector("qdd", qdd, names(rates))])
 
 
 def mass_matrix_crba_kernel(src) -> Kernel:
@@ -637,13 +761,14 @@ def mass_matrix_crba_kernel(src) -> Kernel:
     of coordinate pairs on one branch of the tree). `src`: the Model, or its Equations."""
     model = _model(src)
     tree = open_tree(model)
-    qs = names(model.q)
+    q, qd, _ = _state(tree)
+    qs = names(qd)[:len(qd) - len(model.q)] + names(model.q)  # a floating base's velocities, the coordinates
     M = Sparse((len(qs), len(qs)), crba(tree, model.q))
     return Kernel(
         model=model.name, name="mass-matrix-crba",
         description=f"mass matrix M from q (composite-rigid-body algorithm over {_joints(tree)}, "
                     "straight-line code)",
-        inputs=[_port("q", model, model.q)],
+        inputs=[_port("q", model, q)],
         outputs=[OutPort.sparse("M", M, qs, qs)])
 
 
@@ -656,7 +781,8 @@ def frame_kinematics(tree: OpenTree, q, L: Link, Rf, pf):
     while X is not None:
         path.append(X)
         X = X.parent
-    Rw, pw = folded_mat(np.eye(3)), [ZERO] * 3
+    b = tree.base
+    Rw, pw = (folded_mat(np.eye(3)), [ZERO] * 3) if b is None else (b.joint.rotation(b.q), list(b.q[:3]))
     joints = []  # (link, its axis and its origin in the world)
     for X in reversed(path):
         pw = vadd(pw, matvec(Rw, X.joint.offset(X.r, X.fixed, q[X.j])))
@@ -664,10 +790,17 @@ def frame_kinematics(tree: OpenTree, q, L: Link, Rf, pf):
         joints.append((X, matvec(Rw, _axis(X)), pw))
     p = vadd(pw, matvec(Rw, folded_vec(pf)))
     J = {}
-    for X, a, o in joints:
-        cols = (cross(a, vsub(p, o)), a) if X.joint.revolute else (a, [ZERO] * 3)
+    o = 0 if b is None else 6  # a floating base's 6 velocities come first
+    for X, a, c in joints:
+        cols = (cross(a, vsub(p, c)), a) if X.joint.revolute else (a, [ZERO] * 3)
         for row, x in enumerate(cols[0] + cols[1]):
-            J[(row, X.j)] = x
+            J[(row, o + X.j)] = x
+    if b is not None:  # base axis k: v moves p along it, w turns p about the base origin
+        R0, r = b.joint.rotation(b.q), vsub(p, list(b.q[:3]))
+        for k in range(3):
+            e = [R0[i][k] for i in range(3)]
+            for row, x in enumerate(e + [ZERO] * 3 + cross(e, r) + e):
+                J[(row % 6, k + 3 * (row // 6))] = x
     return p, matmul(Rw, folded_mat(Rf)), J
 
 
@@ -676,19 +809,22 @@ def frame_kinematics_kernel(src, frame: str | None = None) -> Kernel:
     Model.joint_tree). `src`: the Model, or its Equations."""
     model = _model(src)
     tree = open_tree(model)
+    q, qd, _ = _state(tree)
     where = {f[0]: (L, f) for L in tree.links for f in L.frames}
+    if tree.base is not None:  # the links fixed to a floating root move too
+        where.update({f[0]: (None, f) for f in tree.base.frames})
     if frame not in where:
         known = ", ".join(where) or "none (only models read from a URDF name their frames)"
         raise KernelError(f"{model.name}: frame-kinematics needs a frame that moves (--frame NAME), got "
                           f"{frame!r}; the model's: {known}")
     L, (name, Rf, pf) = where[frame]
     p, R, J = frame_kinematics(tree, model.q, L, np.asarray(Rf, dtype=float), np.asarray(pf, dtype=float))
-    qs = names(model.q)
+    qs = names(qd)[:len(qd) - len(model.q)] + names(model.q)
     return Kernel(
         model=model.name, name="frame-kinematics",
         description=f"placement of frame {name} from q: origin p and axes R (world; v_world = R v_frame, row "
                     "major) and the Jacobian J (rows: velocity of the origin, angular velocity; world axes)",
-        inputs=[_port("q", model, model.q)],
+        inputs=[_port("q", model, q)],
         outputs=[OutPort.vector("p", p, [f"p_{c}" for c in "xyz"]),
                  OutPort.vector("R", [x for row in R for x in row], [f"R_{i}{j}" for i in "xyz" for j in "xyz"]),
                  OutPort.sparse("J", Sparse((6, len(qs)), J), ["vx", "vy", "vz", "wx", "wy", "wz"], qs)])

@@ -5,6 +5,9 @@
     Spherical(axes)     3 coordinates: three successive turns about the frame's own axes
                         (default "zyx": R = Rz(q0) Ry(q1) Rx(q2), Pinocchio's
                         JointModelSphericalZYX; singular where q1 = +-pi/2)
+    FreeFlyer()         a floating base, Pinocchio's JointModelFreeFlyer: 7 configuration
+                        numbers (x, y, z, qx, qy, qz, qw) and 6 velocities (vx, vy, vz,
+                        wx, wy, wz); only at the root of a tree (Model.floating_base)
 
 Each kind gives, from its coordinates (atoms), the rotation R (v_parent = R v_joint) and
 the translation of its frame, and its motion subspace S(q) (columns (angular, linear), joint
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import ZERO, Atom, as_atom, dot, folded_mat, folded_vec, matmul, matvec, mtv, mul, vadd, vscale
+from ..ir import ZERO, Atom, add, as_atom, dot, folded_mat, folded_vec, matmul, matvec, mtv, mul, sub, vadd, vscale
 from .errors import ModelError
 from .frames import axis_rotation
 
@@ -167,4 +170,59 @@ class Spherical(JointKind):
         return [f"{name}_{a}" for a in self.axes]
 
 
-__all__ = ["JointKind", "Revolute", "Prismatic", "Spherical"]
+class FreeFlyer(JointKind):
+    """A free-flying base, Pinocchio's JointModelFreeFlyer convention. Configuration (7):
+    the base origin in the world (x, y, z), then the unit quaternion (qx, qy, qz, qw) of
+    its axes, v_world = R v_base; velocity (6): the origin's velocity (vx, vy, vz), then
+    the angular velocity (wx, wy, wz), both in base axes; acceleration: the time
+    derivatives of those six components. Its velocity is not the rate of its
+    configuration, so it has no `steps`: the recursive kernels take it as the root of the
+    tree (Model.floating_base), the M(q)-based kernels refuse it."""
+
+    name = "free-flyer"
+    dof = 6
+    nq = 7
+    CONFIGURATION = ("x", "y", "z", "qx", "qy", "qz", "qw")
+    VELOCITY = ("vx", "vy", "vz", "wx", "wy", "wz")
+
+    def __repr__(self):
+        return "FreeFlyer()"
+
+    def steps(self):
+        raise ModelError("a free-flyer joint is no series of one-coordinate steps (its velocity is no rate "
+                         "of its quaternion); it is only a tree's floating base")
+
+    def rotation(self, q) -> list[list[Atom]]:
+        """Eigen's (and Pinocchio's) matrix of a unit quaternion, from q[3:7]."""
+        x, y, z, w = q[3:7]
+        two = as_atom(2.0)
+
+        def sq(a, b):  # 1 - 2 (a^2 + b^2)
+            return sub(as_atom(1.0), mul(two, add(mul(a, a), mul(b, b))))
+
+        def pair(a, b, c, d, sign):  # 2 (a b +- c d)
+            return mul(two, (add if sign > 0 else sub)(mul(a, b), mul(c, d)))
+
+        return [[sq(y, z), pair(x, y, z, w, -1), pair(x, z, y, w, 1)],
+                [pair(x, y, z, w, 1), sq(x, z), pair(y, z, x, w, -1)],
+                [pair(x, z, y, w, -1), pair(y, z, x, w, 1), sq(x, y)]]
+
+    def translation(self, q) -> list[Atom]:
+        return list(q[:3])
+
+    def subspace(self, q):
+        """Identity: column k of the velocity (linear first) moves the base alone."""
+        e = [[as_atom(float(i == k)) for i in range(3)] for k in range(3)]
+        return [([ZERO] * 3, e[k]) for k in range(3)] + [(e[k], [ZERO] * 3) for k in range(3)]
+
+    def place(self, rel, name, base, point, q):
+        raise ModelError(f"joint {name!r}: a free-flyer is only a tree's floating base (Model.floating_base)")
+
+    def coordinate_names(self, name: str) -> list[str]:
+        return [f"{name}_{c}" for c in self.CONFIGURATION]
+
+    def velocity_names(self, name: str) -> list[str]:
+        return [f"{name}_{c}" for c in self.VELOCITY]
+
+
+__all__ = ["JointKind", "Revolute", "Prismatic", "Spherical", "FreeFlyer"]

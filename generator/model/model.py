@@ -31,6 +31,10 @@ from .equations import Equations
 from .errors import ModelError, check_name
 from .relative import Relative
 
+# the kernels that read the explicit joint tree (kernels/recursive.py), the only ones a
+# floating base goes through
+RECURSIVE = ("inverse-dynamics-rnea", "forward-dynamics-aba", "mass-matrix-crba", "frame-kinematics")
+
 
 class _Context:
     """What bodies and forces need while the dynamic equations are built."""
@@ -86,6 +90,9 @@ class Model:
         # explicit joint tree (relative.TreeJoint, parents first; from_urdf sets it): the
         # recursive kernels read it instead of the bases and points
         self.joint_tree: tuple | None = None
+        # its free-flying root (relative.FloatingBase; from_urdf(floating=True)): only the
+        # recursive kernels take it, equations() refuses
+        self.floating_base = None
         self.explicit_coords: dict[Atom, Atom] = {}  # dependent coordinate -> atom in the others
         self.explicit_measures: dict[str, Atom] = {}  # actuator -> its measure in the independent coordinates
         self.explicit_guards: list[tuple[str, Atom, float]] = []  # (what, atom, smallest value allowed)
@@ -498,6 +505,9 @@ class Model:
 
     # ---- equations ---------------------------------------------------------------------
     def equations(self) -> Equations:
+        if self.floating_base is not None:
+            raise ModelError(f"{self.name}: a floating base has no equations in M(q) form here: only the "
+                             f"recursive kernels take it ({', '.join(RECURSIVE)})")
         if not self.q:
             raise ModelError(f"{self.name}: the model has no coordinates")
         M = Q = None

@@ -256,6 +256,24 @@ class TreeJoint:
         return self.joint.name
 
 
+@dataclass(frozen=True)
+class FloatingBase:
+    """The free-flying root of an explicit tree (Model.floating_base; from_urdf(floating=True)):
+    the joints whose `parent` is None hang from its frame instead of the world's. `joint` a
+    joint_kinds.FreeFlyer; `q` its 7 configuration symbols, `v` its 6 velocities, `a` their
+    6 rates (the FreeFlyer convention); `mass`, `h`, `I` and `frames` of the links it
+    carries, as a TreeJoint's."""
+    name: str
+    joint: JointKind
+    q: tuple
+    v: tuple
+    a: tuple
+    mass: float
+    h: tuple
+    I: tuple
+    frames: tuple = ()
+
+
 class RelBody(Body):
     def __init__(self, tree: Relative, name: str, base: Base, point: RPoint):
         self.tree = tree
@@ -274,4 +292,4 @@ class RelBody(Body):
         return self.tree.angular_velocity(self.base, self.tree.world, self.base)
 
 
-__all__ = ["Base", "RPoint", "Relative", "RelBody", "TreeJoint"]
+__all__ = ["Base", "FloatingBase", "RPoint", "Relative", "RelBody", "TreeJoint"]

@@ -11,7 +11,9 @@ combined), so each moving joint carries one body: the child link's, in the child
 frame. Ranges: position and velocity from <limit> (continuous joints: (-pi, pi); no
 velocity limit: `velocity`), accelerations +-`acceleration` (a URDF has none), actuator
 inputs +-effort (Model.operate_input). Mimic joints are read as independent joints (as
-Pinocchio does by default).
+Pinocchio does by default). floating=True: the root link flies free (Model.floating_base,
+a joint_kinds.FreeFlyer of coordinates base_x .. base_qw, velocities base_vx .. base_wz,
+Pinocchio's convention), which only the recursive kernels take.
 
 Besides the bases and points every kernel reads, the model carries the explicit joint
 tree (Model.joint_tree) the recursive kernels (kernels/recursive.py) run over: the
@@ -27,10 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..ir import add, as_atom, mul, sub
 from .errors import ModelError
 from .model import Model
-from .joint_kinds import Prismatic, Revolute
-from .relative import TreeJoint
+from .joint_kinds import FreeFlyer, Prismatic, Revolute
+from .relative import FloatingBase, TreeJoint
 from .tree import about_origin
 
 MOVING = ("revolute", "continuous", "prismatic")
@@ -136,14 +139,20 @@ def _ident(name: str) -> str:
 
 
 def from_urdf(path, /, floating: bool = False, gravity=(0.0, 0.0, -9.81), acceleration: float = 20.0,
-              velocity: float = 10.0) -> Model:
+              velocity: float = 10.0, mimic: bool = False) -> Model:
     """The Model of the robot in a URDF file, fixed to the world at its root link.
 
     gravity: world components (the URDF's root-link axes); acceleration: the range +-a of
     every coordinate's acceleration; velocity: the velocity limit of joints that give none.
-    floating=True (a free-flying base) is not supported yet."""
+    floating=True: the root link flies free (Model.floating_base, joint_kinds.FreeFlyer:
+    Pinocchio's JointModelFreeFlyer convention); only the recursive kernels take it.
+    mimic=True: each <mimic> joint is held by a constraint q = multiplier q_source + offset
+    and has no actuator (the M(q)-based kernels serve the model); False: an independent joint."""
     path = Path(path)
     g = _options(path, floating, gravity, acceleration, velocity)
+    if floating and mimic:
+        raise URDFError(f"URDF file {path}: floating=True and mimic=True: no kernel takes both (a floating base "
+                        "only the recursive kernels, constraints only the M(q)-based ones)")
     robot = _read(path)
     root, children, links = _tree(path, robot)
     m = Model(_ident(robot.name or path.stem))
@@ -163,15 +172,52 @@ def from_urdf(path, /, floating: bool = False, gravity=(0.0, 0.0, -9.81), accele
             order.append(j.child)
     carried = _carried(path, order, carrier, links, len(joints))
     _check_inertia(path, joints, carried)
-    _add_joints(m, t, joints, carried, _frames(order, carrier, len(joints)))
+    frames = _frames(order, carrier, len(joints))
+    mimics = _mimics(path, robot, joints) if mimic else {}
+    _add_joints(m, t, joints, carried, frames[:-1], mimics)
+    if floating:
+        m.floating_base = _floating_base(path, m, order, carrier, links, frames[-1], acceleration, velocity)
     m.gravity(tuple(float(x) for x in g))
     return m
 
 
+BASE_RANGE = 10.0  # +- metres of each coordinate of a floating base's origin (a URDF gives none)
+
+
+def _floating_base(path: Path, m: Model, order, carrier, links, frames, acceleration, velocity) -> FloatingBase:
+    """The free-flying root (FreeFlyer convention, symbols base_x .. base_qw, base_vx ..
+    base_wz and their rates base_vx_d ..): the root link and the links fixed to it are its
+    body, their frames its frames."""
+    kind = FreeFlyer()
+    cn, vn = kind.coordinate_names("base"), kind.velocity_names("base")
+    for n in cn + vn + [f"{v}_d" for v in vn]:
+        if n in m.scope:
+            raise URDFError(f"URDF file {path}: a floating base names its coordinates {cn[0]} .. {vn[-1]}_d; "
+                            f"joint {n!r} takes one of those names")
+    q = tuple(m.scope.new(n, "q") for n in cn)
+    v = tuple(m.scope.new(n, "qd") for n in vn)
+    a = tuple(m.scope.new(f"{n}_d", "qdd") for n in vn)
+    for s, c in zip(q, kind.CONFIGURATION):
+        m.ranges[s] = (-BASE_RANGE, BASE_RANGE) if c in ("x", "y", "z") else (-1.0, 1.0)
+    for s, d in zip(v, a):
+        m.ranges[s], m.ranges[d] = (-float(velocity), float(velocity)), (-float(acceleration), float(acceleration))
+    mass, h, I = 0.0, np.zeros(3), np.zeros((3, 3))
+    for name in order:
+        if carrier[name][0] is None:
+            lm, c, Ic = _inertial(path, links[name])
+            T = carrier[name][1]
+            lm, dh, dI = about_origin(lm, T[:3, :3] @ c + T[:3, 3], T[:3, :3] @ Ic @ T[:3, :3].T)
+            mass, h, I = mass + lm, h + dh, I + dI
+    if not mass > 0:
+        raise URDFError(f"URDF file {path}: a floating base needs a root link {order[0]!r} with mass "
+                        "(it and the links fixed to it have no <inertial> mass)")
+    return FloatingBase("base", kind, q, v, a, float(mass), tuple(h), tuple(map(tuple, I)), tuple(frames))
+
+
 def _options(path: Path, floating: bool, gravity, acceleration, velocity) -> np.ndarray:
     """The gravity vector, once from_urdf's options are checked (URDFError otherwise)."""
-    if floating:
-        raise URDFError(f"URDF file {path}: a floating base is not supported yet (floating=False)")
+    if not isinstance(floating, bool):
+        raise URDFError(f"URDF file {path}: floating must be True or False, got {floating!r}")
     g = np.asarray(gravity, dtype=float) if np.ndim(gravity) == 1 and len(gravity) == 3 else None
     if g is None or not np.all(np.isfinite(g)):
         raise URDFError(f"URDF file {path}: gravity must be 3 numbers, got {gravity!r}")
@@ -199,18 +245,47 @@ def _carried(path: Path, order, carrier, links, n: int) -> list[list]:
 
 
 def _frames(order, carrier, n: int) -> list[list]:
-    """The links' frames (name, R, p), each on the moving joint carrying it."""
-    frames: list[list] = [[] for _ in range(n)]
+    """The links' frames (name, R, p), each on the moving joint carrying it; last, the
+    frames of the links fixed to the root."""
+    frames: list[list] = [[] for _ in range(n + 1)]
     for name in order:
         k, T = carrier[name]
-        if k is not None:
-            frames[k].append((_ident(name), tuple(map(tuple, T[:3, :3])), tuple(T[:3, 3])))
+        frames[n if k is None else k].append((_ident(name), tuple(map(tuple, T[:3, :3])), tuple(T[:3, 3])))
     return frames
 
 
-def _add_joints(m: Model, t, joints, carried, frames) -> None:
+def _mimics(path: Path, robot, joints) -> dict:
+    """{mimic joint's name: (its source's coordinate, multiplier, offset)} of the moving
+    joints with a <mimic> (the source a moving joint too)."""
+    q = {jd["name"]: jd["q"] for jd in joints}
+    out = {}
+    for j in robot.joints:
+        if j.mimic is None or _ident(j.name) not in q:
+            continue
+        src = _ident(j.mimic.joint)
+        if src not in q or src == _ident(j.name):
+            raise URDFError(f"URDF file {path}: joint {j.name!r} mimics {j.mimic.joint!r}, which is no other "
+                            "revolute, continuous or prismatic joint")
+        k = 1.0 if j.mimic.multiplier is None else float(j.mimic.multiplier)
+        c = 0.0 if j.mimic.offset is None else float(j.mimic.offset)
+        if not (math.isfinite(k) and math.isfinite(c)):
+            raise URDFError(f"URDF file {path}: joint {j.name!r}: mimic multiplier {k} and offset {c} must be finite")
+        out[_ident(j.name)] = (q[src], k, c)
+    return out
+
+
+def _hold_mimic(m: Model, q, source, k: float, c: float, name: str) -> None:
+    """The constraint q = k source + c, named mimic_<name>; the guess put on it when it fits."""
+    m.constraint(sub(q, add(mul(as_atom(k), source), as_atom(c))), f"mimic_{name}")
+    guess = k * m.guess[source] + c
+    if m.ranges[q][0] <= guess <= m.ranges[q][1]:
+        m.guess[q] = guess
+
+
+def _add_joints(m: Model, t, joints, carried, frames, mimics) -> None:
     """Per moving joint: the body of what it carries, its TreeJoint and its actuator (with the
-    URDF's effort limit as the input's range); m.joint_tree the joints in order."""
+    URDF's effort limit as the input's range) or, for a mimic joint, its constraint;
+    m.joint_tree the joints in order."""
     tree = []
     for k, jd in enumerate(joints):
         lm, h, I = carried[k]
@@ -221,6 +296,9 @@ def _add_joints(m: Model, t, joints, carried, frames) -> None:
         tree.append(TreeJoint(jd["name"], (jd["q"],), jd["parent"], jd["joint"], tuple(map(tuple, jd["R"])),
                               tuple(jd["r"]), float(lm), tuple(h), tuple(map(tuple, I)), jd["link"],
                               tuple(frames[k])))
+        if jd["name"] in mimics:  # held by its constraint, not driven
+            _hold_mimic(m, jd["q"], *mimics[jd["name"]], jd["name"])
+            continue
         m.actuator(jd["name"], jd["q"])
         if jd["effort"] is not None:
             m.operate_input(jd["name"], (-jd["effort"], jd["effort"]))
