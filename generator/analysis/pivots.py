@@ -78,8 +78,13 @@ def _evaluate(ev: IntervalEvaluator, lo, hi):
 
 
 def _step_names(F) -> list[str]:
-    return [", ".join(f"row {F.row_names[r]!r}" for r in s.rows) + ", "
-            + ", ".join(f"column {F.col_names[c]!r}" for c in s.cols) for s in F.steps]
+    """Each step's pivot rows and columns by name (an LDL^T step's one index set is both)."""
+    out = []
+    for s in F.steps:
+        rows, cols = (s.rows, s.cols) if hasattr(s, "rows") else (s.idx, s.idx)
+        out.append(", ".join(f"row {F.row_names[r]!r}" for r in rows) + ", "
+                   + ", ".join(f"column {F.col_names[c]!r}" for c in cols))
+    return out
 
 
 def prove_pivots(F, cover, lo=None, hi=None, splits: int = PIVOT_SPLITS) -> PivotProof:

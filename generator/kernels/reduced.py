@@ -405,7 +405,7 @@ def _proved_factor(form: Formulation, samples: Samples, eqs, cover, consistent: 
     if proof.ok or proof.note or not consistent:
         return F, proof
     d = max(1, sum(1 for v in samples.inputs if v in set(cover.symbols)))
-    points = max(2, int((GRID_POINTS / len(cover)) ** (1.0 / d)))
+    points = max(2, int((GRID_POINTS / len(cover)) ** (1.0 / d) + 1e-9))
     dense = grid_samples(samples, cover, points)
     try:
         F2 = factor_lu(s.matrix, dense, row_names=s.row_names, col_names=s.col_names, label=form.label)
