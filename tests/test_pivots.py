@@ -123,3 +123,14 @@ def test_verbose_prints_the_solve_report(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "mbforge generate:   pivots over the envelope's 1 cells" in r.stderr and "proved" in r.stderr, r.stderr
     assert "mbforge generate: LU of delta" in r.stderr and "mbforge generate: total" in r.stderr
+
+
+def test_samples_see_no_order_the_refusal_still_names_a_workspace(tmp_path):
+    # the second motor's direction vanishes on x + z = 1.5, inside the envelope: the samples
+    # see it; the line adds the widest envelope about the centre over which an order proves
+    model = tmp_path / "lever.py"
+    model.write_text(textwrap.dedent(LEVER).replace("1.98", "1.5"))
+    r = mbforge("generate", model, "--kernel", "inverse-dynamics-reduced", "--out", tmp_path / "out")
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert "u_lift" in lines[0] and "shrunk to 70% of its ranges" in lines[0] and "x in [-0.7, 0.7]" in lines[0], lines

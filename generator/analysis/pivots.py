@@ -10,7 +10,7 @@ elsewhere, or 0, is a real crossing (no bound or order can save it), else the pr
 inconclusive (interval overestimation; range analysis may still prove the division).
 
     prove_pivots(F, cover) -> PivotProof          proof over the cover's cells
-    largest_fraction(F, cover, quantities)         the widest shrunk envelope that proves
+    shrunk(cover, quantities, f)                   the cells of the envelope shrunk to f of its ranges
     grid_samples(samples, cover, points)           a grid over each cell, corners included
 """
 from __future__ import annotations
@@ -23,12 +23,13 @@ from ..ir import ExpressionError
 from ..linalg import Samples
 from .intervals import IntervalEvaluator
 
-__all__ = ["PIVOT_SPLITS", "PivotProof", "enclose_bisected", "grid_samples", "largest_fraction", "prove_pivots"]
+__all__ = ["PIVOT_SPLITS", "PivotProof", "enclose_bisected", "grid_samples", "prove_pivots",
+           "shrunk", "Cells"]
 
 PIVOT_SPLITS = 12  # bisections of a cell before a pivot's enclosure is given up on
 MAX_BOXES = 1 << 13  # boxes a proof keeps at once (a bound on its work)
 CHUNK = 512  # boxes per interval evaluation (every atom's bounds are held: memory)
-FRACTIONS = (0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1)
+FRACTIONS = (0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1)  # shrunk envelopes tried
 
 
 @dataclass
@@ -176,29 +177,32 @@ def _failures(proof, ev, lo, hi, good, symbols, dims, least) -> None:
         proof.value[k] = float(V[i, k])
 
 
-def _clip(cover, quantities, f: float):
+@dataclass
+class Cells:
+    """Boxes over `symbols` (lo, hi: [cells, symbols]): a cover's cells, or them clipped."""
+
+    symbols: list
+    lo: np.ndarray
+    hi: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.lo)
+
+
+def shrunk(cover, quantities, f: float) -> tuple[Cells, str]:
     """The cover's cells clipped to the envelope shrunk to fraction f of each quantity's
-    range about its centre (the quantity's own symbol and the coordinate it is declared on)."""
+    range about its centre (the quantity's own symbol and the coordinate it is declared
+    on), and the shrunk ranges as text."""
     lo, hi = cover.lo.copy(), cover.hi.copy()
+    text = []
     for q in quantities:
         c, h = 0.5 * (q.range[0] + q.range[1]), 0.5 * f * (q.range[1] - q.range[0])
+        text.append(f"{q.name} in [{c - h:.4g}, {c + h:.4g}]")
         for k, s in enumerate(cover.symbols):
             if s is q.theta or s.value.name == q.name:
                 lo[:, k], hi[:, k] = np.maximum(lo[:, k], c - h), np.minimum(hi[:, k], c + h)
     keep = (lo <= hi).all(axis=1)
-    return lo[keep], hi[keep]
-
-
-def largest_fraction(F, cover, quantities) -> tuple[float, str] | None:
-    """(f, the ranges) for the largest f of FRACTIONS such that every pivot proves over the
-    envelope shrunk to f of its ranges about their centres; None if none does."""
-    for f in FRACTIONS:
-        lo, hi = _clip(cover, quantities, f)
-        if len(lo) and prove_pivots(F, cover, lo, hi).ok:
-            ranges = ", ".join(f"{q.name} in [{c - h:.4g}, {c + h:.4g}]" for q in quantities
-                               for c, h in [(0.5 * (q.range[0] + q.range[1]), 0.5 * f * (q.range[1] - q.range[0]))])
-            return f, ranges
-    return None
+    return Cells(list(cover.symbols), lo[keep], hi[keep]), ", ".join(text)
 
 
 def grid_samples(samples: Samples, cover, points: int = 5) -> Samples:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..analysis.linear import LUEnclosure
-from ..analysis.pivots import PIVOT_SPLITS, grid_samples, largest_fraction, prove_pivots
+from ..analysis.pivots import FRACTIONS, PIVOT_SPLITS, grid_samples, prove_pivots, shrunk
 from ..domain.cover import envelope_cover, envelope_domain
 from ..domain.explicit_cover import EXPLICIT_TOL
 from ..domain.motion import DOMAIN_STEPS, driven_domain
@@ -396,7 +396,13 @@ def _proved_factor(form: Formulation, samples: Samples, eqs, cover, consistent: 
     states alone (`consistent`: no constraint among the independent coordinates): else
     the first order is kept and its (short) proof reported."""
     s = form.system
-    F = factor_lu(s.matrix, samples, row_names=s.row_names, col_names=s.col_names, label=form.label)
+    try:
+        F = factor_lu(s.matrix, samples, row_names=s.row_names, col_names=s.col_names, label=form.label)
+    except SolveError as e:  # the samples see no order: say which envelope would have one
+        if cover is None or not consistent:
+            raise
+        hint = _shrunk_order(form, samples, eqs, cover)
+        raise PivotRefusal(f"{e} Over this envelope: {hint}") from None
     if cover is None:
         return F, None
     # where the cover's boxes hold inconsistent states too (constraints among the independent
@@ -404,9 +410,7 @@ def _proved_factor(form: Formulation, samples: Samples, eqs, cover, consistent: 
     proof = prove_pivots(F, cover, splits=PIVOT_SPLITS if consistent else INCONSISTENT_SPLITS)
     if proof.ok or proof.note or not consistent:
         return F, proof
-    d = max(1, sum(1 for v in samples.inputs if v in set(cover.symbols)))
-    points = max(2, int((GRID_POINTS / len(cover)) ** (1.0 / d) + 1e-9))
-    dense = grid_samples(samples, cover, points)
+    dense = grid_samples(samples, cover, _grid_points(samples, cover))
     try:
         F2 = factor_lu(s.matrix, dense, row_names=s.row_names, col_names=s.col_names, label=form.label)
         proof2 = prove_pivots(F2, cover)
@@ -415,21 +419,43 @@ def _proved_factor(form: Formulation, samples: Samples, eqs, cover, consistent: 
     except SolveError:  # no order holds at the grid's points: the first order's failure is the reason
         pass
     if proof.crossing:
-        raise PivotRefusal(_refusal(eqs, form, F, proof, cover, len(samples), len(dense)))
+        raise PivotRefusal(_refusal(eqs, form, F, proof, cover, len(samples), len(dense), samples))
     return F, proof
 
 
-def _refusal(eqs, form: Formulation, F, proof, cover, n_samples: int, n_dense: int) -> str:
+def _grid_points(samples: Samples, cells) -> int:
+    """Points per coordinate of a grid of at most GRID_POINTS over the cells."""
+    d = max(1, sum(1 for v in samples.inputs if v in set(cells.symbols)))
+    return max(2, int((GRID_POINTS / len(cells)) ** (1.0 / d) + 1e-9))
+
+
+def _shrunk_order(form: Formulation, samples: Samples, eqs, cover) -> str:
+    """The widest envelope about the centre (analysis.pivots.FRACTIONS of its ranges) over
+    whose cells an order chosen at a grid over them (corners included) proves, as a phrase."""
+    s = form.system
+    nominal = Samples(samples.inputs, samples.points[:1], "the nominal configuration")
+    for f in FRACTIONS:
+        cells, ranges = shrunk(cover, eqs.envelope.quantities, f)
+        if not len(cells):
+            continue
+        try:
+            F = factor_lu(s.matrix, grid_samples(nominal, cells, _grid_points(samples, cells)),
+                          row_names=s.row_names, col_names=s.col_names, label=form.label)
+        except SolveError:
+            continue
+        if prove_pivots(F, cells).ok:
+            return f"the envelope shrunk to {f:.0%} of its ranges about their centres proves ({ranges})"
+    return "no envelope shrunk about the centre proves either"
+
+
+def _refusal(eqs, form: Formulation, F, proof, cover, n_samples: int, n_dense: int, samples: Samples) -> str:
     k = proof.first_failure()
     v = proof.value[k]
     what = "is not defined" if not math.isfinite(v) else f"changes sign ({v:.3g}, the other sign elsewhere)"
-    shrunk = largest_fraction(F, cover, eqs.envelope.quantities)
-    hint = (f"the envelope shrunk to {shrunk[0]:.0%} of its ranges about their centres proves ({shrunk[1]})"
-            if shrunk else "no shrunk envelope about the centre proves either")
     return (f"{eqs.model}: no pivot order of {form.label} holds over the operating envelope: the pivot of "
             f"{proof.names[k]} {what} at {proof.state(k)} under the order chosen at {n_samples} "
             f"samples and the order chosen with {n_dense} (a grid over the envelope's cells, corners "
-            f"included); {hint}")
+            f"included); {_shrunk_order(form, samples, eqs, cover)}")
 
 
 def _enclosure(F, rhs, n_out: int, r: int) -> LUEnclosure:
