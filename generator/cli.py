@@ -38,6 +38,8 @@ def cmd_generate(args) -> int:
     print(f"{m.function} ({m.target}): {m.n_in} inputs, {m.n_out} outputs, "
           f"{m.ops['total']} operations, peak {m.peak_live} live -> {out}")
     if stages:
+        if kernel.info.report:  # the solve's report: pivots, where they were chosen, their proof
+            print("\n".join(f"mbforge generate: {line}" for line in kernel.info.report.splitlines()), file=sys.stderr)
         stages.report("generate")
     return 0
 
@@ -63,7 +65,8 @@ def _register_generate(sub) -> None:
                    help="refuse (write nothing) a kernel with an output whose error bound is missing or at least "
                         "its largest magnitude (c-float32 and the fixed-point targets; otherwise a warning)")
     p.add_argument("--verbose", action="store_true",
-                   help="print the command's wall time by stage (import, model build, ..., write) to stderr")
+                   help="print the kernel's report (a solve's pivots, where they were chosen and their proof over the "
+                        "envelope) and the command's wall time by stage (import, model build, ..., write) to stderr")
     p.add_argument("--scheduler", metavar="ADDRESS", default=None,
                    help="run the envelope analysis on the dask.distributed cluster of this scheduler, e.g. "
                         "tcp://host:8786 (default $MBFORGE_DASK_SCHEDULER, else this machine: docs/cluster.md)")

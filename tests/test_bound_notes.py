@@ -44,17 +44,21 @@ def test_missing_bound_warns_and_require_bounds_refuses(tmp_path):
 
 def test_useless_bound_warns(tmp_path):
     # the delta robot's forward dynamics in fixed point: bounds of 1e5 m/s^2 on accelerations of 50
-    r = mbforge("generate", "delta", "--kernel", "forward-dynamics", "--target", "c-fixed", "--require-bounds",
-                "--out", tmp_path / "fd")
+    # (the first shipped model, x and y within +-0.2 m: workspace=first)
+    r = mbforge("generate", "delta", "--set", "workspace=first", "--kernel", "forward-dynamics", "--target",
+                "c-fixed", "--require-bounds", "--out", tmp_path / "fd")
     assert r.returncode == 2 and "outputs have a bound at least their largest magnitude" in r.stderr, r.stderr
     assert "P_x_dd +-" in r.stderr and not (tmp_path / "fd").exists()
 
 
 def test_clean_kernels_do_not_warn(tmp_path):
-    # the delta's inverse dynamics (bounds 1e-3 of the torques) and the four-bar's kinematics
-    # (whose constraint residuals are 0 up to rounding: not judged)
-    for model, kernel in (("delta", "inverse-dynamics"), ("fourbar", "kinematics")):
+    # the delta's inverse dynamics (the first shipped model: bounds 1e-3 of the torques), its
+    # reduced inverse dynamics over the declared workspace of issue 33 and the four-bar's
+    # kinematics (whose constraint residuals are 0 up to rounding: not judged)
+    for model, kernel, opts in (("delta", "inverse-dynamics", ("--set", "workspace=first")),
+                                ("delta", "inverse-dynamics-reduced", ()), ("fourbar", "kinematics", ())):
         out = tmp_path / f"{model}-{kernel}"
-        r = mbforge("generate", model, "--kernel", kernel, "--target", "c-float32", "--require-bounds", "--out", out)
+        r = mbforge("generate", model, *opts, "--kernel", kernel, "--target", "c-float32", "--require-bounds",
+                    "--out", out)
         assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
         assert "Error bounds:" not in (out / f"{model}.c").read_text()

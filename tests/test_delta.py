@@ -1,10 +1,13 @@
-"""The delta robot (examples/delta.py, issue 33 item 6): its forward and inverse dynamics
-kernels against an independent computation written here in numpy (the elbows by the closed
-form of each arm, the bodies as uniform rods and a point mass, their virtual work solved
-for the torques and multipliers; nothing of mbforge's), at 2,000 consistent states drawn
-uniformly over the declared workspace: c-double to 1e-9, c-float32 and c-fixed within
-their proved bounds wherever a bound is proved (the forward dynamics' float32 bounds are
-missing and its fixed-point bounds useless: the bound warnings say so)."""
+"""The delta robot (examples/delta.py, issue 33 items 1 and 6): its kernels against an
+independent computation written here in numpy (the elbows by the closed form of each arm,
+the bodies as uniform rods and a point mass, their virtual work solved for the torques and
+multipliers; nothing of mbforge's), at 2,000 consistent states drawn uniformly over the
+declared workspace: c-double to 1e-9, c-float32 and c-fixed within their proved bounds
+wherever a bound is proved. The forward and full inverse dynamics run on the first shipped
+model (workspace="first": x, y within +-0.2 m; the forward dynamics' float32 bounds are
+missing and its fixed-point bounds useless: the bound warnings say so), the reduced inverse
+dynamics on the default one (the declared workspace of issue 33, x, y within +-0.3 m, z from
+-0.9 to -0.6 m), whose every bound must be finite and hold."""
 from __future__ import annotations
 
 import math
@@ -21,7 +24,8 @@ from mbforge.model.natural import NaturalBody3D, point
 from mbforge.pipeline import generate
 
 R_BASE, R_PLAT, LA, MA, LF, MF, MP, G = 0.2, 0.05, 0.3, 0.3, 0.8, 0.1, 0.7, 9.81
-BOX = ((-0.2, 0.2), (-0.2, 0.2), (-0.85, -0.65))
+BOX = ((-0.2, 0.2), (-0.2, 0.2), (-0.85, -0.65))  # workspace="first"
+FULL_BOX = ((-0.3, 0.3), (-0.3, 0.3), (-0.9, -0.6))  # the default: issue 33's declared workspace
 SPEED, ACCEL, N = 2.0, 20.0, 2000
 Z = np.array([0.0, 0.0, 1.0])
 
@@ -32,11 +36,16 @@ def frame(k):
     return R_BASE * u, u, np.array([-u[1], u[0], 0.0])
 
 
-def states(n, seed):
+def states(n, seed, box=BOX):
     """Consistent states {label: values}: P, its rate and acceleration uniform in the box;
     each elbow from its arm's closed form, its rate and acceleration from the constraints."""
     rng = np.random.default_rng(seed)
-    P = np.column_stack([rng.uniform(lo, hi, n) for lo, hi in BOX])
+    return states_at(np.column_stack([rng.uniform(lo, hi, n) for lo, hi in box]), rng)
+
+
+def states_at(P, rng):
+    """states() at the platform positions P (n x 3), rates and accelerations drawn by rng."""
+    n = len(P)
     Pd, Pdd = rng.uniform(-SPEED, SPEED, (n, 3)), rng.uniform(-ACCEL, ACCEL, (n, 3))
     out = {}
     for c in range(3):
@@ -111,7 +120,7 @@ COORDS = ["P_x", "P_y", "P_z"] + [f"E{k}_{c}" for k in (1, 2, 3) for c in "xyz"]
 
 @pytest.fixture(scope="module")
 def delta(tmp_path_factory):
-    eqs = load("delta").equations()
+    eqs = load("delta", workspace="first").equations()
     root = tmp_path_factory.mktemp("delta")
     made = {}
     for kernel in ("inverse-dynamics", "forward-dynamics"):
@@ -166,6 +175,41 @@ def test_forward_dynamics_against_an_independent_lagrangian(delta):
             continue
         bound = np.array([np.inf if b is None else b for g in mt.outputs for b in g.error_bound], dtype=float)
         assert (err <= bound).all(), (target, (err / bound).max())
+
+
+def test_reduced_inverse_dynamics_over_the_declared_workspace(tmp_path):
+    """Platform position, rate and acceleration in, three torques out, over x, y within
+    +-0.3 m: the pivots proved over the whole box (corners included), every float32 and
+    fixed-point bound finite and holding at 2,000 states, with the corners among them."""
+    k = build_kernel(load("delta").equations(), "inverse-dynamics-reduced")
+    assert "proved, min |pivot| >=" in k.info.report, k.info.report
+    s = states(N, 4, FULL_BOX)
+    corners = np.array([[x, y, z] for x in FULL_BOX[0] for y in FULL_BOX[1] for z in FULL_BOX[2]] * 4)
+    s_c = states_at(corners, np.random.default_rng(5))  # the box's corners, where a sampled pivot order failed
+    s = {key: np.concatenate([s[key], s_c[key]]) for key in s}
+    n = len(s["P_x"])
+    P = [f"P_{c}" for c in "xyz"]
+    X = np.column_stack([s[lab] for lab in P + [f"{c}_d" for c in P] + [f"{c}_dd" for c in P]])
+    ref = np.array([inverse(s, i, np.array([s[f"{c}_dd"][i] for c in COORDS]))[0] for i in range(n)])
+    assert np.abs(ref).max() > 5.0
+    ratios = {}
+    for target in ("c-double", "c-float32", "c-fixed"):
+        plan = generate(k, target)
+        m = plan.manifest
+        assert [lab for g in m.inputs for lab in g.labels] == P + [f"{c}_d" for c in P] + [f"{c}_dd" for c in P]
+        lib = hostlib.load_kernel(plan.write(tmp_path / target))
+        Y, status = lib(to_raw(m, X, "inputs"))
+        assert (status == 0).all(), (target, np.unique(status))
+        err = np.abs(from_raw(m, Y, "outputs") - ref)
+        if target == "c-double":
+            assert err.max() < 1e-9, err.max()
+            ratios[target] = err.max()
+            continue
+        bound = np.array([np.inf if b is None else b for g in m.outputs for b in g.error_bound], dtype=float)
+        assert np.isfinite(bound).all() and (err <= bound).all(), (target, bound, err.max(axis=0))
+        assert bound.max() < 0.05, bound  # a bound a controller can use
+        ratios[target] = (err.max(axis=0), bound, bound / err.max(axis=0))
+    print(f"|u| up to {np.abs(ref).max():.3g}; largest error, bound, bound / error:", ratios)
 
 
 def test_point_mass_falls_freely():

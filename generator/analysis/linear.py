@@ -31,6 +31,8 @@ import numpy as np
 
 from ..ir import Atom, mul, sub
 from ..lower.tape import TapeHints
+from .intervals import IntervalEvaluator
+from .pivots import enclose_bisected
 
 __all__ = ["LUEnclosure", "bind_hints", "pad", "param_solve"]
 
@@ -70,6 +72,9 @@ class LUEnclosure:
         F = self.F
         plan = []
         y = list(self.rhs)
+        for s, st in enumerate(F.steps):  # a 2 x 2 block's determinant and reciprocal: bisected intervals
+            if len(st.rows) == 2:
+                plan += [(st.pivot, "P", s, None, None), (st.recip, "PR", s, None, None)]
         for s, st in enumerate(F.steps):
             one = len(st.rows) == 1
             if one:
@@ -178,7 +183,36 @@ class _Hints(TapeHints):
         self.targets = targets
         self.steps = [(list(st.rows), list(st.cols)) for st in F.steps]
         self.cut = self._cut(enc, tape)
+        self.blocks = self._blocks(F, tape)
         self.enclosed: dict = {}  # box bytes -> (R, G, xc, xr) of the boxes __call__ went through
+
+    def _blocks(self, F, tape):
+        """(evaluator of the 2 x 2 blocks' determinants over the tape's inputs, the inputs
+        they read, {step: column}) for the "P" and "PR" targets; None without such targets."""
+        steps = sorted({s for _, _, kind, s, _, _ in self.targets if kind in ("P", "PR")})
+        if not steps:
+            return None
+        ev = IntervalEvaluator([F.steps[s].pivot for s in steps], tape.inputs)
+        used = set(ev.order)
+        return ev, [k for k, a in enumerate(tape.inputs) if a in used], {s: c for c, s in enumerate(steps)}
+
+    def _block_values(self, in_lo, in_hi, out: dict) -> None:
+        """Intersect `out` with the blocks' determinants (and reciprocals) enclosed by interval
+        arithmetic, bisected where an enclosure holds 0 (analysis.pivots): the straight-line
+        determinant's range analysis loses the correlation of its two products."""
+        ev, dims, col = self.blocks
+        L, H = enclose_bisected(ev, in_lo, in_hi, dims)
+        for t, sg, kind, s, _, _ in self.targets:
+            if kind not in ("P", "PR"):
+                continue
+            lo, hi = L[:, col[s]], H[:, col[s]]
+            if kind == "PR":
+                c, r = _reciprocal((lo + hi) / 2, (hi - lo) / 2)
+                lo, hi = c - pad(c, r), c + pad(c, r)
+            lo, hi = (lo, hi) if sg > 0 else (-hi, -lo)
+            if t in out:
+                lo, hi = np.maximum(out[t][0], lo), np.minimum(out[t][1], hi)
+            out[t] = (np.where(np.isfinite(lo), lo, -np.inf), np.where(np.isfinite(hi), hi, np.inf))
 
     def key(self) -> tuple[SolveKey]:
         """The solve's structure and the short tapes of its entries."""
@@ -276,6 +310,8 @@ class _Hints(TapeHints):
             Gh = np.concatenate([g[1] for g in got]).reshape(in_lo.shape[0], k, self.n, self.n).max(1)
             better = Gh.sum(2).max(1) < G.sum(2).max(1)
             G = np.where(better[:, None, None], Gh, G)
+        if self.blocks is not None:
+            self._block_values(in_lo, in_hi, out)
         for b in range(in_lo.shape[0]):  # for solve_enclosure (solve_error), which asks for these boxes again
             self.enclosed[in_lo[b].tobytes() + in_hi[b].tobytes()] = (R[b], G[b], xc[b], xr[b])
         return out
@@ -378,8 +414,8 @@ class _Hints(TapeHints):
         with np.errstate(all="ignore"):
             x = None
             for t, sg, kind, s, i, j in self.targets:
-                if matrix_only and kind in ("X", "Y"):
-                    continue
+                if (matrix_only and kind in ("X", "Y")) or kind in ("P", "PR"):
+                    continue  # P, PR: _block_values
                 if kind == "X":
                     if x is None:
                         x = param_solve(P.A0, P.AK, P.EA, P.b0, P.bK, P.Eb)

@@ -22,13 +22,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..analysis.linear import LUEnclosure
+from ..analysis.pivots import FRACTIONS, PIVOT_SPLITS, grid_samples, prove_pivots, shrunk
 from ..domain.cover import envelope_cover, envelope_domain
 from ..domain.explicit_cover import EXPLICIT_TOL
 from ..domain.motion import DOMAIN_STEPS, driven_domain
 from ..domain.sampling import independent_box_samples, kernel_samples, with_envelope_samples
 from ..ir import ZERO, Atom, Evaluator, Sparse, add, diff, mul, neg, sub, subs, symbol
 from ..ir.derive import adjoints
-from ..linalg import Samples, factor_lu
+from ..linalg import Samples, SolveError, factor_lu
 from ..lower import op_counts
 from ..model.equations import Equations
 from .common import KernelError, LinearSystem, actuators, constraint_rows, names, need_inertia, port, subs_sparse
@@ -272,15 +273,17 @@ def reduced_inverse_dynamics_kernel(eqs: Equations, samples=None, method: str = 
     cover = envelope_cover(eqs, unknowns=red.z, rows=red.psi)
     samples = _samples(eqs, red, None if samples is None else samples)
     samples = with_envelope_samples(samples, cover)
-    tried = _formulations(eqs, red, samples, method)
+    tried = _formulations(eqs, red, samples, method, cover)
     chosen, shared, cost = _cheapest(tried, len(red.act_names), multipliers)
     return _reduced_kernel(eqs, red, cover, chosen, tried[chosen], shared[chosen], cost, multipliers, domain_steps)
 
 
-def _formulations(eqs: Equations, red, samples: Samples, method: str) -> dict:
-    """{"projected" / "full": _solve's tuple} of the formulations `method` asks for that apply."""
+def _formulations(eqs: Equations, red, samples: Samples, method: str, cover=None) -> dict:
+    """{"projected" / "full": _solve's tuple} of the formulations `method` asks for that apply
+    (pivots proved over `cover`, the envelope's, where there is one: _solve)."""
     nz, na, psi = len(red.z), len(red.act_names), red.psi
     tried = {}
+    refused = []
     if method in ("auto", "projected"):
         if nz != na + len(psi):
             if method == "projected":
@@ -289,14 +292,21 @@ def _formulations(eqs: Equations, red, samples: Samples, method: str) -> dict:
                     f"actuators plus constraints among them: {nz} ({', '.join(names(red.z))}) for {na} actuators "
                     f"and {len(psi)} constraints ({', '.join(eqs.phi_names[i] for i in psi) or 'none'})")
         else:
-            tried["projected"] = _solve(_projected(eqs, red, samples), samples)
+            try:
+                tried["projected"] = _solve(_projected(eqs, red, samples), samples, eqs, cover, not psi)
+            except PivotRefusal as e:
+                if method == "projected":
+                    raise
+                refused.append(e)
     if method in ("auto", "full"):
         try:
-            tried["full"] = _solve(_full(eqs, red), samples)
+            tried["full"] = _solve(_full(eqs, red), samples, eqs, cover, not psi)
         except KernelError:
-            if method == "full" or not tried:
+            if method == "full" or not (tried or refused):
                 raise
     if not tried:
+        if refused:
+            raise refused[0]
         raise KernelError(f"{eqs.model}: no reduced inverse-dynamics formulation applies")
     return tried
 
@@ -304,7 +314,7 @@ def _formulations(eqs: Equations, red, samples: Samples, method: str) -> dict:
 def _cheapest(tried: dict, na: int, multipliers: bool):
     """(the formulation kept, {key: its outputs, reciprocals shared}, {key: weighted cost})."""
     cost, shared = {}, {}
-    for key, (_, x, _, _, _) in tried.items():
+    for key, (_, x, _, _, _, _) in tried.items():
         keep = x if multipliers else x[:na]
         shared[key] = share_reciprocals(keep)
         cost[key] = weighted_cost(shared[key])
@@ -322,7 +332,7 @@ def _reduced_kernel(eqs: Equations, red, cover, chosen: str, solved, kept, cost:
     """The kernel of the chosen formulation (solved: its _solve tuple, kept: its outputs,
     reciprocals shared): ports, report, and the envelope's domain or the driven tube."""
     z, zd, zdd, na = red.z, red.zd, red.zdd, len(red.act_names)
-    F, x, mult_names, what, rhs = solved
+    F, x, mult_names, what, rhs, proof = solved
     uu, mult = kept[:na], kept[na:]
     outputs = [OutPort.vector("u", uu, red.u_names)]
     if multipliers:
@@ -332,7 +342,7 @@ def _reduced_kernel(eqs: Equations, red, cover, chosen: str, solved, kept, cost:
     if t_needed:
         inputs.append(port("t", eqs, [eqs.t]))
     ops = op_counts([a for p in outputs for a in p.atoms])
-    report = (F.report(x if multipliers else x[:na])
+    report = (F.report(x if multipliers else x[:na]) + (f"\n{proof.report()}" if proof is not None else "")
               + f"\n  kernel ({chosen}, divisions by one denominator shared): {ops['total']} operations ("
               + ", ".join(f"{a} {b}" for a, b in sorted(ops.items()) if a != "total") + ")"
               + "".join(f"\n  weighted cost {key}: {c}" for key, c in sorted(cost.items())))
@@ -357,15 +367,95 @@ def _reduced_kernel(eqs: Equations, red, cover, chosen: str, solved, kept, cost:
                          else driven_domain(eqs, row, domain_steps))
 
 
-def _solve(form: Formulation, samples: Samples):
-    """(factor, solution as [u; multipliers], multiplier names, description phrase, rhs)."""
+class PivotRefusal(KernelError):
+    """No pivot order of the solve holds over the operating envelope (one line: which pivot,
+    where, and the shrunk envelope that proves)."""
+
+
+def _solve(form: Formulation, samples: Samples, eqs=None, cover=None, consistent: bool = False):
+    """(factor, solution as [u; multipliers], multiplier names, description phrase, rhs,
+    the pivots' proof over the cover or None)."""
     s = form.system
-    F = factor_lu(s.matrix, samples, row_names=s.row_names, col_names=s.col_names, label=form.label)
+    F, proof = _proved_factor(form, samples, eqs, cover, consistent)
     x = F.solve(s.rhs)
     if s.forces and s.forces[0] > 0:  # [lambda; u]: reorder to [u; lambda]
         r = s.forces[0]
         x = x[r:] + x[:r]
-    return F, x, form.multipliers, form.what, s.rhs
+    return F, x, form.multipliers, form.what, s.rhs, proof
+
+
+GRID_POINTS = 4096  # at most this many grid points over the cover when pivots are re-chosen
+INCONSISTENT_SPLITS = 3  # bisections of the report-only proof over a cover of inconsistent boxes too
+
+
+def _proved_factor(form: Formulation, samples: Samples, eqs, cover, consistent: bool):
+    """The LU with pivots chosen at the samples, proved over the cover's cells
+    (analysis.pivots); where a pivot is not proved, chosen again at the samples plus a grid
+    over every cell (corners included) and kept if it proves more. A pivot that changes
+    sign under both orders is a PivotRefusal. Only where the cover's boxes hold consistent
+    states alone (`consistent`: no constraint among the independent coordinates): else
+    the first order is kept and its (short) proof reported."""
+    s = form.system
+    try:
+        F = factor_lu(s.matrix, samples, row_names=s.row_names, col_names=s.col_names, label=form.label)
+    except SolveError as e:  # the samples see no order: say which envelope would have one
+        if cover is None or not consistent:
+            raise
+        hint = _shrunk_order(form, samples, eqs, cover)
+        raise PivotRefusal(f"{e} Over this envelope: {hint}") from None
+    if cover is None:
+        return F, None
+    # where the cover's boxes hold inconsistent states too (constraints among the independent
+    # coordinates), a failed proof refuses nothing and re-chooses nothing: a short one is reported
+    proof = prove_pivots(F, cover, splits=PIVOT_SPLITS if consistent else INCONSISTENT_SPLITS)
+    if proof.ok or proof.note or not consistent:
+        return F, proof
+    dense = grid_samples(samples, cover, _grid_points(samples, cover))
+    try:
+        F2 = factor_lu(s.matrix, dense, row_names=s.row_names, col_names=s.col_names, label=form.label)
+        proof2 = prove_pivots(F2, cover)
+        if len(proof2.where) < len(proof.where) or (proof2.ok and not proof.ok):
+            F, proof = F2, proof2
+    except SolveError:  # no order holds at the grid's points: the first order's failure is the reason
+        pass
+    if proof.crossing:
+        raise PivotRefusal(_refusal(eqs, form, F, proof, cover, len(samples), len(dense), samples))
+    return F, proof
+
+
+def _grid_points(samples: Samples, cells) -> int:
+    """Points per coordinate of a grid of at most GRID_POINTS over the cells."""
+    d = max(1, sum(1 for v in samples.inputs if v in set(cells.symbols)))
+    return max(2, int((GRID_POINTS / len(cells)) ** (1.0 / d) + 1e-9))
+
+
+def _shrunk_order(form: Formulation, samples: Samples, eqs, cover) -> str:
+    """The widest envelope about the centre (analysis.pivots.FRACTIONS of its ranges) over
+    whose cells an order chosen at a grid over them (corners included) proves, as a phrase."""
+    s = form.system
+    nominal = Samples(samples.inputs, samples.points[:1], "the nominal configuration")
+    for f in FRACTIONS:
+        cells, ranges = shrunk(cover, eqs.envelope.quantities, f)
+        if not len(cells):
+            continue
+        try:
+            F = factor_lu(s.matrix, grid_samples(nominal, cells, _grid_points(samples, cells)),
+                          row_names=s.row_names, col_names=s.col_names, label=form.label)
+        except SolveError:
+            continue
+        if prove_pivots(F, cells).ok:
+            return f"the envelope shrunk to {f:.0%} of its ranges about their centres proves ({ranges})"
+    return "no envelope shrunk about the centre proves either"
+
+
+def _refusal(eqs, form: Formulation, F, proof, cover, n_samples: int, n_dense: int, samples: Samples) -> str:
+    k = proof.first_failure()
+    v = proof.value[k]
+    what = "is not defined" if not math.isfinite(v) else f"changes sign ({v:.3g}, the other sign elsewhere)"
+    return (f"{eqs.model}: no pivot order of {form.label} holds over the operating envelope: the pivot of "
+            f"{proof.names[k]} {what} at {proof.state(k)} under the order chosen at {n_samples} "
+            f"samples and the order chosen with {n_dense} (a grid over the envelope's cells, corners "
+            f"included); {_shrunk_order(form, samples, eqs, cover)}")
 
 
 def _enclosure(F, rhs, n_out: int, r: int) -> LUEnclosure:
