@@ -11,7 +11,10 @@ squares fit over the kernels gives, per core and real type, the instructions per
 each feature (firmware.budget.features); targets/op_costs.py is written from it, with how
 it was measured. A kernel whose domain its own fixed-point format does not hold is skipped.
 
-    python -m bench.op_costs [--jobs 4] [--write] [--save-rows FILE] [--rows FILE]
+    python -m bench.op_costs [--jobs 4] [--reals int32-m0,...] [--write] [--save-rows FILE] [--rows FILE]
+
+--reals measures only those record kinds; --write then keeps the other records (and their
+measured counts) of targets/op_costs.py as they are.
 """
 from __future__ import annotations
 
@@ -32,7 +35,8 @@ KERNELS = [("fourbar", "equations"), ("fourbar", "kinematics"), ("slidercrank", 
            ("slidercrank_disc", "kinematics"), ("slidercrank_disc", "equations"),
            ("spatial_chain", "inverse-dynamics-rnea"), ("pendulum_block", "forward-dynamics"),
            ("chain", "forward-dynamics")]  # not spatial_chain n=4: test_firmware_budget's check
-TARGETS = {"int32": "c-fixed", "float": "c-float32", "double": "c-double"}
+# the record kinds (firmware.budget.cost_kind) and the target measured for each
+TARGETS = {"int32": "c-fixed", "int32-m0": "c-fixed-m0", "float": "c-float32", "double": "c-double"}
 BOARD_ENVS = ["emulated_microbit", "emulated_an385", "emulated_f405", "emulated_an500", "emulated_an505"]
 
 
@@ -70,11 +74,11 @@ def instructions(kdir: Path, env: str, work: Path) -> float:
     return float(np.median(np.rint(batch.work[ok].astype(np.float64) / tpi)))
 
 
-def measure(jobs: int) -> list[dict]:
+def measure(jobs: int, reals=tuple(TARGETS)) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="mbf_opcost_") as tmp:
         tmp = Path(tmp)
-        kdirs = [(real, d) for real, target in TARGETS.items() for model, kernel in KERNELS
+        kdirs = [(real, d) for real, target in TARGETS.items() if real in reals for model, kernel in KERNELS
                  if (d := generate(model, kernel, target, tmp / "k")) is not None]
         from mbforge.manifest import Manifest
 
@@ -132,14 +136,16 @@ def fit(rows: list[dict], leave_out: int | None = None) -> dict:
 # the features each real type is fitted on (firmware.budget.FEATURES): soft-float routines
 # where the core has no FPU for the type, the operation classes elsewhere
 USED = {"int32": ("call", "input", "body", "lin", "mul", "div", "sincos"),
+        "int32-m0": ("call", "input", "body", "lin", "mul", "div", "sincos"),
         "float": ("call", "input", "body", "lin", "mul", "div", "sincos", "soft_add", "soft_mul", "soft_div",
                   "soft_other"),
         "double": ("call", "input", "body", "lin", "mul", "div", "sincos", "soft_add", "soft_mul", "soft_div",
                    "soft_other", "libm")}
 
 
-def render(costs: dict, rows: list[dict]) -> str:
-    kernels = sorted({r["kernel"].rsplit("-c-", 1)[0] for r in rows})
+def render(costs: dict, measured: dict) -> str:
+    """targets/op_costs.py of the records and the measured counts ({"<env> <kernel dir>": n})."""
+    kernels = sorted({k.split(" ", 1)[1].rsplit("-c-", 1)[0] for k in measured})
     lines = ['"""Instructions per kernel call by core and real type: what `mbforge firmware`\'s budget',
              "estimates from (firmware.budget.estimate_cycles), measured, not guessed. Written by",
              "`python -m bench.op_costs --write` (do not edit by hand).", "",
@@ -155,19 +161,43 @@ def render(costs: dict, rows: list[dict]) -> str:
              "kernel left out of its own fit (what a new kernel can expect). The real boards take the",
              "record of their core's emulated twin (targets.cost_board).",
              '"""', "", "OP_COSTS = " + json.dumps(costs, indent=4, sort_keys=True), "",
-             "MEASURED = " + json.dumps({f"{r['board']} {r['kernel']}": r["instructions"] for r in rows},
-                                        indent=4, sort_keys=True), ""]
+             "MEASURED = " + json.dumps(measured, indent=4, sort_keys=True), ""]
     return "\n".join(lines)
+
+
+def merged(costs: dict, rows: list[dict]) -> tuple[dict, dict]:
+    """The records and measured counts of targets/op_costs.py with those just fitted and
+    measured put in (a record kind measured replaces its records and counts, on every core)."""
+    from mbforge.targets.op_costs import MEASURED, OP_COSTS
+
+    kinds = {(r["board"], r["real"]) for r in rows}
+    keep = {k: v for k, v in MEASURED.items() if not any(k.startswith(env + " ") and _kind(k) == real
+                                                          for env, real in kinds)}
+    out = {env: dict(recs) for env, recs in OP_COSTS.items()}
+    for env, recs in costs.items():
+        out.setdefault(env, {}).update(recs)
+    return out, {**keep, **{f"{r['board']} {r['kernel']}": r["instructions"] for r in rows}}
+
+
+def _kind(measured_key: str) -> str:
+    """The record kind of a MEASURED key ("<env> <model>-<kernel>-<target>")."""
+    target = "c-" + measured_key.rsplit("-c-", 1)[1]
+    return next(k for k, t in TARGETS.items() if t == target)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=4)
+    ap.add_argument("--reals", default=",".join(TARGETS),
+                    help=f"the record kinds to measure (of {', '.join(TARGETS)}); the others are kept")
     ap.add_argument("--write", action="store_true", help="write targets/op_costs.py")
     ap.add_argument("--rows", default=None, help="a JSON file of earlier measurements to fit (skip measuring)")
     ap.add_argument("--save-rows", default=None, help="keep the measurements in this JSON file")
     args = ap.parse_args(argv)
-    rows = json.loads(Path(args.rows).read_text()) if args.rows else measure(args.jobs)
+    reals = tuple(r for r in args.reals.split(",") if r)
+    if not reals or set(reals) - set(TARGETS):
+        ap.error(f"--reals {args.reals}: known kinds are {', '.join(TARGETS)}")
+    rows = json.loads(Path(args.rows).read_text()) if args.rows else measure(args.jobs, reals)
     if args.save_rows:
         Path(args.save_rows).write_text(json.dumps(rows, indent=1))
     costs = fit(rows)
@@ -176,7 +206,7 @@ def main(argv=None) -> int:
             print(f"{env:<18} {real:<6} " + ", ".join(f"{k} {v}" for k, v in rec.items()))
     if args.write:
         path = Path(__file__).resolve().parents[1] / "targets" / "op_costs.py"
-        path.write_text(render(costs, rows))
+        path.write_text(render(*merged(costs, rows)))
         print(f"wrote {path}")
     return 0
 

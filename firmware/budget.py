@@ -120,12 +120,23 @@ def code_profile(obj: str | Path, function: str, prefix: str) -> tuple[int, dict
     return count, dict(sorted(calls.items()))
 
 
-def op_costs(board: Board, real: str) -> dict:
-    """The calibration record (targets.op_costs) of the board's core for this real type."""
+# the calibration record of a target whose code differs from its real type's (c-fixed-m0:
+# c-fixed's values through other primitives); any other target takes its real type's
+COST_KIND = {"c-fixed-m0": "int32-m0"}
+
+
+def cost_kind(m: Manifest) -> str:
+    """The key of the kernel's record in targets.op_costs: COST_KIND of its target, or its real type."""
+    return COST_KIND.get(m.target, m.real)
+
+
+def op_costs(board: Board, kind: str) -> dict:
+    """The calibration record (targets.op_costs) of the board's core for this real type
+    (or cost kind, cost_kind)."""
     from mbforge.targets import cost_board
     from mbforge.targets.op_costs import OP_COSTS
 
-    return OP_COSTS[cost_board(board)][real]
+    return OP_COSTS[cost_board(board)][kind]
 
 
 def features(m: Manifest, body: int, calls: dict[str, int]) -> dict[str, float]:
@@ -150,7 +161,7 @@ def estimate_cycles(m: Manifest, body: int, calls: dict[str, int], board: Board)
     """Cycles per call: the measured costs of the board's core (op_costs) times the kernel's
     features; one instruction taken as one cycle (the emulator counts instructions; a real
     core adds wait states and multi-cycle loads, branches and divisions)."""
-    rec = op_costs(board, m.real)
+    rec = op_costs(board, cost_kind(m))
     f = features(m, body, calls)
     return int(round(sum(rec.get(k, 0.0) * v for k, v in f.items())))
 

@@ -154,14 +154,14 @@ def test_the_estimate_is_within_20_percent_of_the_measured_count_on_every_emulat
 
 def test_every_board_takes_the_measured_costs_of_its_core():
     """targets.op_costs holds one record per emulated core (M0, M3, M4F, M7, M33) and real
-    type; a real board takes its core's emulated twin's (the M0+ the M0's), and each record
+    type, and c-fixed-m0's own (int32-m0: c-fixed's values through other primitives); a real board takes its core's emulated twin's (the M0+ the M0's), and each record
     says how well its fit holds with a kernel left out."""
     from mbforge.targets import EMULATED_BOARDS, cost_board
     from mbforge.targets.op_costs import OP_COSTS
 
     assert sorted(OP_COSTS) == sorted(EMULATED_BOARDS)
     for env in EMULATED_BOARDS:
-        assert sorted(OP_COSTS[env]) == ["double", "float", "int32"]
+        assert sorted(OP_COSTS[env]) == ["double", "float", "int32", "int32-m0"]
         for real, rec in OP_COSTS[env].items():
             assert rec["kernels"] >= 10 and 0 <= rec["worst_fit_error"] <= rec["worst_left_out"]
             assert set(rec) - {"kernels", "worst_fit_error", "worst_left_out"} <= set(B.FEATURES)
