@@ -130,10 +130,21 @@ def goal(json_rows: list | None = None, ice40: bool = False) -> int:
 
 
 # issue 32's table: per model and kernel, every variant before (products by literals as
-# multipliers, one divider: the RTL before const_products and --dividers), after
-# const_products=shift-add (the default), and the shared variant with 4 dividers besides
-MULTIPLY = {"const_products": "multiply"}
+# multipliers, one divider: the RTL before const_products and --dividers), with
+# const_products=shift-add (the pipelined variant's default; the shared variant's default,
+# auto, multiplies: these rows are why), and the shared variant with 4 dividers besides
+MULTIPLY, SHIFT = {"const_products": "multiply"}, {"const_products": "shift-add"}
 TABLE_KERNELS = (("fourbar", "kinematics"), ("delta", "inverse-dynamics"))
+TABLE_DESIGNS = (
+    ("pipelined", "before", dict(MULTIPLY, variant="pipelined")),
+    ("pipelined", "after", dict(SHIFT, variant="pipelined")),
+    ("shared, 1 mul", "before", dict(MULTIPLY, variant="shared", multipliers=1)),
+    ("shared, 1 mul", "after", dict(SHIFT, variant="shared", multipliers=1)),
+    ("shared, 1 mul", "+4 div", dict(SHIFT, variant="shared", multipliers=1, dividers=4)),
+    ("shared, 4 mul", "before", dict(MULTIPLY, variant="shared", multipliers=4)),
+    ("shared, 4 mul", "after", dict(SHIFT, variant="shared", multipliers=4)),
+    ("shared, 4 mul", "+4 div", dict(SHIFT, variant="shared", multipliers=4, dividers=4)),
+)
 MAP_MAX_CELLS = 2000
 TABLE_DESIGNS = (
     ("pipelined", "before", dict(MULTIPLY, variant="pipelined")),
