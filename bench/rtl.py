@@ -14,8 +14,15 @@ Stewart equations): delay-line flip-flop bits with delay_lines=memory (the defau
 =ffs, built in this run, against the issue's baseline (BASELINE) as a ratio, >= 3 wanted;
 the memories' bits beside, and the whole RTL's flip-flop and memory bits (yosys proc).
 
+Issue 32's table (--table): every variant of the four-bar kinematics and the delta's inverse
+dynamics before (products by literals as multipliers, one divider), after (const_products=
+shift-add) and with 4 dividers, all built and measured in one run: latency, interval, yosys
+word level (cells, multipliers, flip-flop bits) and, with --map, synth_ecp5 / synth_ice40 -dsp
+of the designs up to MAP_MAX_CELLS word-level cells.
+
     python -m bench.rtl [--model fourbar --kernel kinematics --multipliers 1,2,4 --pnr --json FILE]
     python -m bench.rtl --goal-only
+    python -m bench.rtl --table [--map ecp5,ice40] [--only delta] [--json FILE]
 """
 from __future__ import annotations
 
@@ -122,6 +129,96 @@ def goal(json_rows: list | None = None, ice40: bool = False) -> int:
     return code
 
 
+# issue 32's table: per model and kernel, every variant before (products by literals as
+# multipliers, one divider: the RTL before const_products and --dividers), with
+# const_products=shift-add (the pipelined variant's default; the shared variant's default,
+# auto, multiplies: these rows are why), and the shared variant with 4 dividers besides
+MULTIPLY, SHIFT = {"const_products": "multiply"}, {"const_products": "shift-add"}
+TABLE_KERNELS = (("fourbar", "kinematics"), ("delta", "inverse-dynamics"))
+TABLE_DESIGNS = (
+    ("pipelined", "before", dict(MULTIPLY, variant="pipelined")),
+    ("pipelined", "after", dict(SHIFT, variant="pipelined")),
+    ("shared, 1 mul", "before", dict(MULTIPLY, variant="shared", multipliers=1)),
+    ("shared, 1 mul", "after", dict(SHIFT, variant="shared", multipliers=1)),
+    ("shared, 1 mul", "+4 div", dict(SHIFT, variant="shared", multipliers=1, dividers=4)),
+    ("shared, 4 mul", "before", dict(MULTIPLY, variant="shared", multipliers=4)),
+    ("shared, 4 mul", "after", dict(SHIFT, variant="shared", multipliers=4)),
+    ("shared, 4 mul", "+4 div", dict(SHIFT, variant="shared", multipliers=4, dividers=4)),
+)
+MAP_MAX_CELLS = 2000
+TABLE_DESIGNS = (
+    ("pipelined", "before", dict(MULTIPLY, variant="pipelined")),
+    ("pipelined", "after", {"variant": "pipelined"}),
+    ("shared, 1 mul", "before", dict(MULTIPLY, variant="shared", multipliers=1)),
+    ("shared, 1 mul", "after", {"variant": "shared", "multipliers": 1}),
+    ("shared, 1 mul", "+4 div", {"variant": "shared", "multipliers": 1, "dividers": 4}),
+    ("shared, 4 mul", "before", dict(MULTIPLY, variant="shared", multipliers=4)),
+    ("shared, 4 mul", "after", {"variant": "shared", "multipliers": 4}),
+    ("shared, 4 mul", "+4 div", {"variant": "shared", "multipliers": 4, "dividers": 4}),
+)
+
+
+def _mapped(d: Path, family: str) -> dict:
+    """yosys synth_<family> of the kernel alone (no IO wrapper, no place and route): cells by
+    resource as mbforge.hdl.pnr counts them (FAMILIES), and the seconds it took."""
+    from mbforge.hdl.pnr import FAMILIES
+    from mbforge.hdl.synth import _cells, _yosys
+    from mbforge.manifest import Manifest
+
+    rtl = json.loads((d / "rtl.json").read_text())
+    srcs = " ".join(str(d / s) for s in Manifest.load(d).sources)
+    fam = FAMILIES[family]
+    t0 = time.perf_counter()
+    _yosys(f"read_verilog -sv {srcs}\nsynth_{family} -top {rtl['top']}{' -dsp' if family == 'ice40' else ''}\n"
+           f"tee -q -o {d / 'map.json'} stat -json\n", 3600)
+    c = _cells(d / "map.json")
+    out = {k: c.get(cell, 0) for k, cell in fam["cells"].items() if k != "carries"}
+    out["ffs"] = sum(v for k, v in c.items() if k.startswith(fam["ff_prefix"]))
+    return dict(out, seconds=round(time.perf_counter() - t0, 1))
+
+
+def variant_table(json_rows: list, families: list[str], only: str | None = None) -> None:
+    """Every variant of TABLE_KERNELS before and after, built and measured in this run:
+    latency, interval, multiplier operators, dividers; yosys word level (cells, $mul/$macc,
+    flip-flop bits); and the families' technology mapping when asked."""
+    from mbforge.hdl.synth import synthesize
+
+    for model, kernel in TABLE_KERNELS:
+        if only and model != only:
+            continue
+        k = build_kernel(load(model).equations(), kernel)
+        print(f"\n{model} {kernel}: before (products by literals as multipliers, 1 divider), after "
+              f"(const_products=shift-add), +4 div (and --dividers 4); yosys {'/'.join(['word level'] + families)}")
+        for name, when, opts in TABLE_DESIGNS:
+            with tempfile.TemporaryDirectory() as tmp:
+                d = Path(tmp)
+                generate(k, "verilog", options=opts).write(d)
+                rtl = json.loads((d / "rtl.json").read_text())
+                c = synthesize(d, ice40=False)["coarse"]
+                # a technology mapping takes minutes per thousand word-level cells here
+                maps = {f: _mapped(d, f) if c["cells"] <= MAP_MAX_CELLS else None for f in families}
+            row = {"model": model, "kernel": kernel, "design": name, "when": when, "options": opts,
+                   "latency": rtl["latency"], "interval": rtl["interval"], "mul_ops": rtl["hw_ops"].get("mul", 0),
+                   "dividers": (rtl.get("units") or {}).get("div", rtl["hw_ops"].get("div", 0)),
+                   "cells": c["cells"], "yosys_multipliers": c["multipliers"], "ff_bits": c["flipflop_bits"], **maps}
+            json_rows.append(row)
+            print(_table_line(row, families), flush=True)
+
+
+def _table_line(r: dict, families: list[str]) -> str:
+    s = (f"  {r['design']:14s} {r['when']:6s} latency {r['latency']:4d} interval {r['interval']:4d}  "
+         f"mul ops {r['mul_ops']:3d} dividers {r['dividers']:2d}  word level: {r['cells']:6d} cells, "
+         f"{r['yosys_multipliers']:3d} multipliers, {r['ff_bits']:6d} FF bits")
+    for f in families:
+        m = r[f]
+        if m is None:
+            s += f"; {f}: not mapped (over {MAP_MAX_CELLS} word-level cells)"
+            continue
+        s += (f"; {f}: {m['luts']} LUT4, {m['dsps']} DSP, {m['ffs']} FF, {m['brams']} BRAM "
+              f"({m['seconds']} s)")
+    return s
+
+
 def main(argv=None) -> int:
     from mbforge.backends.rtl.schedule import pipeline
     from mbforge.hdl.pnr import place_and_route
@@ -135,7 +232,17 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None)
     ap.add_argument("--goal-only", action="store_true", help="only issue 14's flip-flop goal (both designs)")
     ap.add_argument("--ice40", action="store_true", help="the goal's four-bar designs through synth_ice40 (minutes)")
+    ap.add_argument("--table", action="store_true", help="issue 32's table: every variant of the four-bar "
+                    "kinematics and the delta's inverse dynamics, before and after")
+    ap.add_argument("--map", default="", help="with --table: comma-separated families to map to (ice40, ecp5)")
+    ap.add_argument("--only", default=None, help="with --table: one model (fourbar or delta)")
     args = ap.parse_args(argv)
+    if args.table:
+        rows: list = []
+        variant_table(rows, [f for f in args.map.split(",") if f], args.only)
+        if args.json:
+            Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+        return 0
     if args.goal_only:
         rows: list = []
         code = goal(rows, args.ice40)

@@ -24,7 +24,7 @@ from mbforge.reals import REALS
 
 VERILOG_DEFAULTS = {"params": "fold", "schedule": "pressure", "input_check": "on", "variant": "pipelined", "multipliers": 4,
                     "adders": None, "dividers": 1, "dsp": None, "outputs": "early", "delay_lines": "memory", "delay_memory_min": 16,
-                    "const_products": "shift-add"}
+                    "const_products": "auto"}
 
 
 @pytest.fixture(scope="module")

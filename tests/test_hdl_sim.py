@@ -96,14 +96,17 @@ def test_delay_lines_of_flip_flops_or_short_memories_match_too(work, tmp_path, o
 @pytest.mark.parametrize("variant", ["pipelined", "shared"])
 def test_products_as_shifts_and_shift_adds_match(tmp_path, variant):
     """Products by +-2^k as shifts and by +-2^p +-2^q as shift-adds (const_products=shift-add,
-    the default): bit-exact with c-fixed, which multiplies; fewer multipliers than the
+    the pipelined variant's default, auto): bit-exact with c-fixed, which multiplies; fewer multipliers than the
     multiply mode's RTL."""
     k = constants_kernel()
     generate(k, "c-fixed").write(tmp_path / "fixed")
     generate(k, "c-double").write(tmp_path / "double")
-    generate(k, "verilog", options={"variant": variant, "multipliers": 1}).write(tmp_path / "rtl")
+    generate(k, "verilog", options={"variant": variant, "multipliers": 1, "const_products": "shift-add"}).write(
+        tmp_path / "rtl")
     rtl = json.loads((tmp_path / "rtl" / "rtl.json").read_text())
     before = json.loads(generate(k, "verilog", options={"const_products": "multiply"}).files["rtl.json"])
+    auto = json.loads(generate(k, "verilog", options={"variant": variant, "multipliers": 1}).files["rtl.json"])
+    assert auto["products_as_shifts"] == (6 if variant == "pipelined" else 0)
     assert rtl["products_as_shifts"] == 6 and rtl["hw_ops"]["mul"] == before["hw_ops"]["mul"] - 6 == 2
     r = S.simulate(S.build(tmp_path / "rtl", "icarus"), tmp_path / "fixed", tmp_path / "double", vectors=60, seed=6)
     assert r.passed and r.bit_exact and r.within_bound and r.reset_ok, r.table()

@@ -195,8 +195,9 @@ class VerilogOptions(Options):
     delay_memory_min: int = option(MEMORY_MIN, "pipelined variant, delay_lines=memory: the shortest delay line segment "
                                    "put in a memory (cycles)", kind=int, minimum=2)
     # a product by +-2^k is a shift, by +-2^p +-2^q a shift-add: no multiplier (rtl.lower.shift_constants)
-    const_products: str = option("shift-add", "products by a literal: shift-add: +-2^k as shifts and +-2^p +-2^q "
-                                 "as shift-adds; shift: only +-2^k; multiply: all as multipliers",
+    const_products: str = option("auto", "products by a literal: shift-add: +-2^k as shifts and +-2^p +-2^q "
+                                 "as shift-adds; shift: only +-2^k; multiply: all as multipliers; auto: shift-add "
+                                 "pipelined, multiply shared (fewer LUTs there)",
                                  choices=CONST_PRODUCTS)
 
 

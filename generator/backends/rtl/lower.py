@@ -19,8 +19,16 @@ from ..fixed.ops import (INT32_MAX, INT32_MIN, ONE_Q30, HwOp, HwProgram, lower_h
 
 # const_products: how a product by a literal is built. multiply: a multiplier (as c-fixed
 # writes it); shift: +-2^k as a shift; shift-add: also two signed digits, +-2^p +-2^q, as a
-# shift-add (one adder instead of a 32 x 32 multiplier)
-CONST_PRODUCTS = ("shift-add", "shift", "multiply")
+# shift-add (one adder instead of a 32 x 32 multiplier); auto: shift-add in the pipelined
+# variant, multiply in the shared one, where the products move to the adder units and their
+# shift multiplexers grew more LUTs than they saved (four-bar kinematics, 1 multiplier:
+# synth_ecp5 4,366 LUT4 multiplying, 5,094 with shift-add; bench/rtl.py --table)
+CONST_PRODUCTS = ("auto", "shift-add", "shift", "multiply")
+
+
+def const_products(mode: str, variant: str) -> str:
+    """The const_products mode a variant is built with (auto resolved)."""
+    return ("shift-add" if variant == "pipelined" else "multiply") if mode == "auto" else mode
 
 
 def evaluate(hp: HwProgram, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -49,7 +57,7 @@ def shift_constants(hp: HwProgram, mode: str = "shift-add") -> tuple[HwProgram, 
     sum sign_i (a << k_i) exactly in int64 (|a * lit| <= 2^62; two terms of one sign sum to
     at most |a * lit|), which is add's sat(rsh(lit 0 + sum sign_i align(a, k_i), s)): the
     same rounding, saturation and flag, so the RTL stays bit-exact with c-fixed."""
-    if mode not in CONST_PRODUCTS:
+    if mode not in CONST_PRODUCTS[1:]:
         raise ValueError(f"const_products={mode!r}: must be one of {', '.join(CONST_PRODUCTS)}")
     most = {"shift-add": 2, "shift": 1, "multiply": 0}[mode]
     ops, n = [], 0

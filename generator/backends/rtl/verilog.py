@@ -480,9 +480,9 @@ def render_verilog(hp: HwProgram, ctx: VerilogContext, options) -> tuple[dict[st
 
 def render_rtl(fx, sched, ctx: KernelContext, options) -> tuple[dict[str, str], list[str], list[str]]:
     """The `verilog` target: (files, sources, headers) for the pipeline's manifest."""
-    from .lower import lower_hw, shift_constants
+    from .lower import const_products, lower_hw, shift_constants
 
-    hp, _ = shift_constants(lower_hw(fx, order=sched.order), options.const_products)
+    hp, _ = shift_constants(lower_hw(fx, order=sched.order), const_products(options.const_products, options.variant))
     files, desc = render_verilog(hp, VerilogContext(ctx, envelope_words(ctx.envelope, fx.in_bits)), options)
     top = desc["top"]
     return files, [f"{top}.v", f"{top}_ops.v"], []
