@@ -16,8 +16,12 @@ link's placement, its motion subspace and the force component it transmits. A jo
 several coordinates is its steps in series (Spherical: three turns about one point, the
 first two links massless), so every recursion stays one coordinate per link. The tree is
 the model's explicit joint tree when it has one (Model.joint_tree: from_urdf,
-model.tree.JointTree; revolute, prismatic and spherical joints), else it is read off the
-model's relative trees (Model.relative_trees), revolute joints only:
+model.tree.JointTree; revolute, prismatic and spherical joints; with from_urdf(floating=
+True) on a floating base, Model.floating_base: the root the links without parent hang
+from, a joint_kinds.FreeFlyer whose 7 configuration numbers, 6 velocities and their rates
+lead the inputs, whose wrench leads RNEA's output and whose 6 velocities lead the rows and
+columns of M and J; ABA solves its 6 x 6 articulated inertia by L D L^T), else it is read
+off the model's relative trees (Model.relative_trees), revolute joints only:
 * a link is a base turned by exactly one coordinate (its angle is the coordinate's
   symbol); bases at a constant angle and fixed bases are constant placements, folded
   into the link above them;
