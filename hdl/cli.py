@@ -18,52 +18,13 @@ import numpy as np
 
 
 def _cmd_hdl(args) -> int:
-    from mbforge.verify import hostlib
-    from mbforge.outdir import OutDir
-    from mbforge.pipeline import check_prefix, generate, resolve_options
-
     from . import sim as S
     from .axis import simulate_axis
-    from .pnr import PNR_DEVICE, place_and_route, pnr_text
-    from .synth import report_text, synthesize
 
-    out = OutDir(args.out)
-    t0 = time.perf_counter()
-    given = {f.name: getattr(args, f.name) for f in _rtl_fields() if getattr(args, f.name) is not None}
-    opts = resolve_options("verilog", given, cli=True)
-    if args.prefix is not None:
-        check_prefix(args.prefix)
-    # each subfolder a real folder inside --out (a symlinked rtl/ is refused, not followed)
-    subs = {name: out.sub(name) for name in ("rtl", "hls", "fixed", "double")}
-    for sub in subs.values():
-        sub.check_writable()
-    dirs = {name: sub.path for name, sub in subs.items()}
-    from mbforge.modelflags import model_kernel, motion_only
-    from mbforge.errors import CLIError
-
-    if args.horizon is not None and args.kernel != "step":
-        raise CLIError(f"--horizon goes with --kernel step, not --kernel {args.kernel}")
-    eqs, kernel = model_kernel(args)
-    generate(kernel, "verilog", prefix=args.prefix, options=opts).write(subs["rtl"])
-    generate(kernel, "hls-c", prefix=args.prefix).write(subs["hls"])
-    generate(kernel, "c-fixed", prefix=args.prefix).write(subs["fixed"])
-    generate(kernel, "c-double", prefix=args.prefix).write(subs["double"])
-    t_gen = time.perf_counter() - t0
-    print(f"generated {kernel.model} {kernel.name} ({opts.variant}) in {t_gen:.1f} s -> {out.path}")
-    note = motion_only(eqs, kernel)
-    if note:
-        print(note)
-
+    eqs, kernel, dirs = _generate(args)
     # the vectors simulate() draws: the domain's, then the labelled robustness set
     X = S.with_robustness(dirs["fixed"], S.make_vectors(dirs["fixed"], args.vectors, args.seed))[0]
-    ok = True
-    Yf, sf = hostlib.load_kernel(dirs["fixed"])(X)
-    Yh, sh = hostlib.load_kernel(dirs["hls"])(X)
-    hls_ok = bool(np.array_equal(Yf, Yh) and np.array_equal(sf, sh))
-    ok &= hls_ok
-    print(f"HLS C (gcc C simulation) versus the c-fixed host model on {len(X)} vectors: "
-          f"{'bit-exact' if hls_ok else 'DIFFERENT'}")
-
+    ok = _hls_matches(dirs, X)
     b = S.build(dirs["rtl"], args.sim)
     r = S.simulate(b, dirs["fixed"], dirs["double"], vectors=args.vectors, seed=args.seed)
     print(r.table())
@@ -75,18 +36,68 @@ def _cmd_hdl(args) -> int:
     hr = _horizon(eqs, args, b, dirs) if kernel.step else None
     if hr is not None:
         ok &= hr.passed
-    if not args.no_synth:
-        rep = synthesize(dirs["rtl"], ice40=True if args.ice40 else None)
-        print(report_text(rep))
-    fmax = None
-    if args.pnr:
-        rep = place_and_route(dirs["rtl"], PNR_DEVICE[args.pnr], seed=args.pnr_seed)
-        print(pnr_text(rep))
-        ok &= bool(rep["fits"])
-        fmax = rep.get("fmax_mhz")
+    fits, fmax = _implement(args, dirs["rtl"])
     if hr is not None:
         print(hr.table(fmax))
-    return 0 if ok else 1
+    return 0 if ok and fits else 1
+
+
+def _generate(args):
+    """(eqs, kernel, the four folders) after writing the kernel in verilog, hls-c, c-fixed and
+    c-double into --out's rtl/, hls/, fixed/ and double/."""
+    from mbforge.errors import CLIError
+    from mbforge.modelflags import model_kernel, motion_only
+    from mbforge.outdir import OutDir
+    from mbforge.pipeline import check_prefix, generate, resolve_options
+
+    out = OutDir(args.out)
+    t0 = time.perf_counter()
+    given = {f.name: getattr(args, f.name) for f in _rtl_fields() if getattr(args, f.name) is not None}
+    opts = resolve_options("verilog", given, cli=True)
+    if args.prefix is not None:
+        check_prefix(args.prefix)
+    # each subfolder a real folder inside --out (a symlinked rtl/ is refused, not followed)
+    subs = {name: out.sub(name) for name in ("rtl", "hls", "fixed", "double")}
+    for sub in subs.values():
+        sub.check_writable()
+    if args.horizon is not None and args.kernel != "step":
+        raise CLIError(f"--horizon goes with --kernel step, not --kernel {args.kernel}")
+    eqs, kernel = model_kernel(args)
+    generate(kernel, "verilog", prefix=args.prefix, options=opts).write(subs["rtl"])
+    for target, name in (("hls-c", "hls"), ("c-fixed", "fixed"), ("c-double", "double")):
+        generate(kernel, target, prefix=args.prefix).write(subs[name])
+    print(f"generated {kernel.model} {kernel.name} ({opts.variant}) in {time.perf_counter() - t0:.1f} s -> {out.path}")
+    note = motion_only(eqs, kernel)
+    if note:
+        print(note)
+    return eqs, kernel, {name: sub.path for name, sub in subs.items()}
+
+
+def _hls_matches(dirs: dict, X) -> bool:
+    """Whether the HLS C (compiled by gcc) gives the c-fixed host model's bits on X; printed."""
+    from mbforge.verify import hostlib
+
+    Yf, sf = hostlib.load_kernel(dirs["fixed"])(X)
+    Yh, sh = hostlib.load_kernel(dirs["hls"])(X)
+    same = bool(np.array_equal(Yf, Yh) and np.array_equal(sf, sh))
+    print(f"HLS C (gcc C simulation) versus the c-fixed host model on {len(X)} vectors: "
+          f"{'bit-exact' if same else 'DIFFERENT'}")
+    return same
+
+
+def _implement(args, rtl) -> tuple[bool, float | None]:
+    """The yosys report (unless --no-synth) and, with --pnr, nextpnr's: (whether the design
+    fits the part asked for, its Fmax in MHz or None)."""
+    from .pnr import PNR_DEVICE, place_and_route, pnr_text
+    from .synth import report_text, synthesize
+
+    if not args.no_synth:
+        print(report_text(synthesize(rtl, ice40=True if args.ice40 else None)))
+    if not args.pnr:
+        return True, None
+    rep = place_and_route(rtl, PNR_DEVICE[args.pnr], seed=args.pnr_seed)
+    print(pnr_text(rep))
+    return bool(rep["fits"]), rep.get("fmax_mhz")
 
 
 def _horizon(eqs, args, b, dirs):
