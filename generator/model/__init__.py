@@ -4,9 +4,10 @@
     bodies.py     Body interface; reference-point bodies (2-D; 3-D with Euler parameters)
     natural.py    natural coordinates: basic points, unit vectors, their bodies and joints
     relative.py   relative coordinates: trees of bases and points, the kinematic operators
-    joints.py     joints between bodies of any family
+    joints.py     joints between bodies of any family; a joint kind closed between two (of_kind)
     joint_kinds.py  joint kinds of trees (revolute, prismatic, spherical): what relative
-                  coordinates, explicit trees and the recursive kernels move a frame by
+                  coordinates, explicit trees, the recursive kernels and closed joints
+                  (Model.joint) move a frame by
     tree.py       JointTree: a model built joint by joint (explicit joint tree)
     forces.py     applied forces, spring-dampers, actuators (virtual power)
     equations.py  Equations: what kernels and solvers consume

@@ -1,11 +1,14 @@
 """Joints between bodies of any coordinate family, written against the Body interface
 (`point`, `vector`): the equations are the thesis's (coincident points, perpendicular
 vectors, a point on a line). Each function adds named constraints to the model and returns
-their names. Local points and axes are body-frame numbers.
+their names. Local points and axes are body-frame numbers. `of_kind` closes a joint of a
+tree's kind (model.joint_kinds, the JointKind interface) between two bodies with these.
 """
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 from ..ir import as_atom, dot, sub
 from .bodies import Body, Body2D
@@ -92,5 +95,25 @@ def prismatic(model, b1: Body, p1, a1, b2: Body, p2, a2, name: str, normals=None
     return names + _eqs(model, [dot(b1.vector(v1), b2.vector(v2))], name, ["spin"])
 
 
-__all__ = ["revolute2d", "prismatic2d", "spherical", "perpendicular", "cardan", "revolute", "cylindrical",
+def of_kind(model, kind, b1: Body, p1, b2: Body, p2, name: str, axis1=None) -> list[str]:
+    """A joint of a tree's kind (a JointKind: its one-coordinate `steps`) as constraints
+    between two bodies of any family: b2's point p2 moves against b1's p1 as the kind lets
+    it, its axis the step's in b2's frame and `axis1` (default the same numbers) in b1's.
+    One turn is a revolute pair (5 equations), one slide a prismatic pair (5), three turns
+    (about one point) with no two in a row about parallel axes, Euler angles of any turn,
+    a spherical pair (3)."""
+    steps = kind.steps()
+    turns = [s for s in steps if s.revolute]
+    if len(steps) == 1:
+        a2 = steps[0].axis
+        pair = revolute if turns else prismatic
+        return pair(model, b1, p1, a2 if axis1 is None else axis1, b2, p2, a2, name)
+    if len(turns) == len(steps) == 3 and all(np.linalg.norm(np.cross(u.axis, v.axis)) > 1e-9
+                                              for u, v in zip(steps, steps[1:])):
+        return spherical(model, b1, p1, b2, p2, name)
+    raise ModelError(f"{model.name}: joint {name!r}: a {kind!r} has no constraint form between two bodies "
+                     f"(one turn, one slide or three turns, no two in a row about parallel axes)")
+
+
+__all__ = ["of_kind", "revolute2d", "prismatic2d", "spherical", "perpendicular", "cardan", "revolute", "cylindrical",
            "prismatic"]

@@ -447,6 +447,10 @@ class Model:
     def prismatic(self, b1, p1, a1, b2, p2, a2, name, normals=None):
         return _joints.prismatic(self, b1, p1, a1, b2, p2, a2, name, normals)
 
+    def joint(self, kind, b1, p1, b2, p2, name, axis1=None):
+        """A joint kind of the trees (model.joint_kinds) closed between two bodies (joints.of_kind)."""
+        return _joints.of_kind(self, kind, b1, p1, b2, p2, name, axis1)
+
     # ---- forces ------------------------------------------------------------------------
     def _force_name(self, name: str) -> str:
         check_name(self, "force or actuator", name)
