@@ -5,11 +5,13 @@ the samples.
 Each pivot (an atom of the matrix's inputs) is enclosed by interval arithmetic
 (analysis.intervals) over each cell; a cell where some pivot's enclosure contains 0 is
 bisected along its widest input (relative to the cover's span) up to PIVOT_SPLITS times.
-A box still unproved at that depth is checked at its centre: a pivot of the other sign than
-elsewhere, or 0, is a real crossing (no bound or order can save it), else the proof is only
-inconclusive (interval overestimation; range analysis may still prove the division).
+A box still unproved at that depth is checked at its centre and two corners: a pivot of the
+other sign than elsewhere, or 0, is a real crossing (no bound or order can save it), else the
+proof is only inconclusive (interval overestimation; range analysis may still prove the
+division).
 
     prove_pivots(F, cover) -> PivotProof          proof over the cover's cells
+    enclose_bisected(ev, lo, hi, dims)             bisected enclosures (range analysis hints)
     shrunk(cover, quantities, f)                   the cells of the envelope shrunk to f of its ranges
     grid_samples(samples, cover, points)           a grid over each cell, corners included
 """
@@ -114,7 +116,7 @@ def prove_pivots(F, cover, lo=None, hi=None, splits: int = PIVOT_SPLITS) -> Pivo
             break
         lo, hi = lo[bad], hi[bad]
         if depth == splits or 2 * len(lo) > MAX_BOXES or not dims:
-            _failures(proof, ev, lo, hi, good[bad], cover.symbols, dims, least)
+            _failures(proof, ev, lo, hi, good[bad], cover.symbols, dims)
             break
         lo, hi = _bisect(lo, hi, dims, span)
     proof.least = [None if k in proof.where else float(v) for k, v in enumerate(least)]
@@ -159,7 +161,7 @@ def enclose_bisected(ev: IntervalEvaluator, lo, hi, dims, splits: int = PIVOT_SP
     return LH, HH
 
 
-def _failures(proof, ev, lo, hi, good, symbols, dims, least) -> None:
+def _failures(proof, ev, lo, hi, good, symbols, dims) -> None:
     """Record, per unproved pivot, the state where it is smallest in magnitude, or of the
     other sign than most (a crossing), among the unproved boxes' centres and corners."""
     pts = np.concatenate([0.5 * (lo + hi), lo, hi])
