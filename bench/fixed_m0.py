@@ -2,10 +2,11 @@
 (the same plan and bits through M0 primitives) and c-float32 in software floating point
 (libgcc's), on the emulated micro:bit (nRF51, 16 MHz Cortex-M0, QEMU -icount: SysTick
 turned into instructions by the CALIB request, exact), the median over 16 vectors of each
-kernel's domain, and per operation of the kernel. Default: the delta robot's inverse
-dynamics, plus the shipped kernels given with --kernels.
+kernel's domain, and per operation of the kernel. Default: the delta robot's reduced
+inverse dynamics over its declared workspace (platform in, three torques out: issue 33's
+kernel), or the shipped kernels given with --kernels.
 
-    python -m bench.fixed_m0 [--kernels delta:inverse-dynamics,fourbar:kinematics] [--env emulated_microbit] [--json FILE]
+    python -m bench.fixed_m0 [--kernels delta:inverse-dynamics-reduced,fourbar:kinematics] [--env emulated_microbit] [--json FILE]
 """
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def table(rows: list[dict]) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--kernels", default="delta:inverse-dynamics",
+    ap.add_argument("--kernels", default="delta:inverse-dynamics-reduced",
                     help="comma-separated model:kernel pairs of shipped examples")
     ap.add_argument("--env", default="emulated_microbit", choices=list(EMULATED_BOARDS), help="the emulated board")
     ap.add_argument("--json", default=None, help="also write the rows here")

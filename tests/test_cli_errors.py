@@ -232,7 +232,7 @@ def test_ctrl_c_during_simulate_is_one_line(tmp_path):
     assert "Traceback" not in err and err.strip() == "mbforge simulate: interrupted"
 
 
-def _generate_in_pieces(tmp_path, pieces: int, model=("stewart", "inverse-dynamics-reduced"), **env):
+def _generate_in_pieces(tmp_path, pieces: int, model=("stewart", "--kernel", "inverse-dynamics-reduced"), **env):
     """`generate` of a kernel (the Stewart reduced one by default) in c-fixed with
     MBFORGE_JOBS=2, once at least `pieces` worker processes of its local cluster
     (analysis.parallel) run: (process, their pids, --out)."""
@@ -240,8 +240,8 @@ def _generate_in_pieces(tmp_path, pieces: int, model=("stewart", "inverse-dynami
 
     env = dict(os.environ, MBFORGE_CACHE_DIR=str(tmp_path / "cache"), MBFORGE_JOBS="2", **env)
     out = tmp_path / "k"
-    proc = subprocess.Popen([sys.executable, "-m", "mbforge.cli", "generate", model[0], "--kernel",
-                             model[1], "--target", "c-fixed", "--out", str(out)],
+    proc = subprocess.Popen([sys.executable, "-m", "mbforge.cli", "generate", *model, "--target",
+                             "c-fixed", "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     children: list[int] = []
     for _ in range(3600):
@@ -282,12 +282,12 @@ def _assert_pieces_ended(children: list[int]) -> None:
 
 def test_sigterm_while_pieces_run_in_children_is_one_line_and_ends_them(tmp_path):
     """SIGTERM to `generate` while its analysis runs on a local cluster (analysis.parallel;
-    MBFORGE_LOCAL_WORK=0 sends a small kernel's passes there too): one line, exit 143,
+    MBFORGE_LOCAL_WORK=0 sends the delta's forward dynamics' passes there too): one line, exit 143,
     nothing written, and no worker process outlives it."""
     import signal
 
-    proc, children, out = _generate_in_pieces(tmp_path, 1, ("delta", "forward-dynamics"),
-                                              MBFORGE_LOCAL_WORK="0")
+    delta = ("delta", "--set", "workspace=first", "--kernel", "forward-dynamics")
+    proc, children, out = _generate_in_pieces(tmp_path, 1, delta, MBFORGE_LOCAL_WORK="0")
     proc.send_signal(signal.SIGTERM)
     try:
         _, err = proc.communicate(timeout=60)

@@ -73,7 +73,7 @@ def test_the_m0_helpers_equal_c_fixed_ones_on_edge_and_random_words(tmp_path):
 
 @pytest.fixture(scope="module")
 def delta(tmp_path_factory):
-    k = build_kernel(load("delta").equations(), "inverse-dynamics")
+    k = build_kernel(load("delta", workspace="first").equations(), "inverse-dynamics")  # natural coordinates
     root = tmp_path_factory.mktemp("delta_m0")
     made = {}
     for target in ("c-fixed", "c-fixed-m0", "c-double"):
