@@ -16,6 +16,7 @@ from mbforge.backends.fixed.c import envelope_words
 from mbforge.backends.render import render_template
 from mbforge.examples import load
 from mbforge.kernels.builders import build_kernel
+from mbforge.manifest import Manifest
 from mbforge.pipeline import generate
 from mbforge.verify import hostlib
 from mbforge.verify.vectors import draw_raw
@@ -92,21 +93,41 @@ def test_c_fixed_m0_keeps_c_fixed_plan(delta):
     assert "delta_mul64(" in src and "delta_div_m0(" in src and "(int64_t)w1 * w" not in src
 
 
-def test_delta_is_bit_exact_with_c_fixed_on_host(delta):
-    """5,000 consistent states of the domain, and 20,000 random input words inside the
-    envelope's word ranges (inconsistent states: saturations, status 1, included)."""
-    (mf, df), (mm, dm) = delta["c-fixed"], delta["c-fixed-m0"]
-    fixed, m0 = hostlib.load_kernel(df), hostlib.load_kernel(dm)
-    X = draw_raw(mf, df, 5000, seed=3, motion=False)
+def _bit_exact(fixed_dir, m0_dir, m, consistent: int, random: int) -> np.ndarray:
+    """The two kernels' outputs and statuses equal at `consistent` states of the domain and at
+    `random` input words drawn inside the envelope's word ranges (inconsistent states:
+    saturations among them); the statuses of the random words."""
+    fixed, m0 = hostlib.load_kernel(fixed_dir), hostlib.load_kernel(m0_dir)
+    X = draw_raw(m, fixed_dir, consistent, seed=3, motion=False)
     rng = np.random.default_rng(7)
-    words = envelope_words([tuple(e) for p in mf.inputs for e in p.envelope],
-                           [f for p in mf.inputs for f in p.frac_bits])
-    R = np.stack([rng.integers(lo, hi, 20_000, endpoint=True) for lo, hi in words], axis=1).astype(np.int32)
+    words = envelope_words([tuple(e) for p in m.inputs for e in p.envelope], [f for p in m.inputs for f in p.frac_bits])
+    R = np.stack([rng.integers(lo, hi, random, endpoint=True) for lo, hi in words], axis=1).astype(np.int32)
+    status = []
     for V in (X, R):
         Yf, sf = fixed(V)
         Ym, sm = m0(V)
         assert np.array_equal(sf, sm) and np.array_equal(Yf, Ym)
-    assert (fixed(X)[1] == 0).all() and (fixed(R)[1] == 1).any()
+        status.append(sf)
+    assert (status[0] == 0).all()
+    return status[1]
+
+
+def test_delta_is_bit_exact_with_c_fixed_on_host(delta):
+    """5,000 consistent states, 20,000 random envelope words: some saturate, so the int32
+    sums' fallbacks and the saturating paths are compared too."""
+    (mf, df), (mm, dm) = delta["c-fixed"], delta["c-fixed-m0"]
+    assert (_bit_exact(df, dm, mf, 5000, 20_000) == 1).any()
+
+
+@pytest.mark.parametrize("model, kernel", [("fourbar", "kinematics"), ("chain", "inverse-dynamics-rnea")])
+def test_trig_kernels_are_bit_exact_with_c_fixed_on_host(model, kernel, tmp_path):
+    """sin/cos (their Horner products through _mul64) and divisions: 3,000 consistent
+    states and 20,000 random envelope words."""
+    k = build_kernel(load(model).equations(), kernel)
+    dirs = {t: generate(k, t).write(tmp_path / t) for t in ("c-fixed", "c-fixed-m0")}
+    src = (dirs["c-fixed-m0"] / next(iter(p.name for p in dirs["c-fixed-m0"].glob("*.c")))).read_text()
+    assert "_mul64((int32_t)z, (int32_t)ps)" in src
+    _bit_exact(dirs["c-fixed"], dirs["c-fixed-m0"], Manifest.load(dirs["c-fixed"]), 3000, 20_000)
 
 
 @pytest.mark.firmware
