@@ -26,7 +26,8 @@ from .definite import _one_period, grid_cells
 FREE, LINEAR, OTHER = 0, 1, 2
 CELL = 0.4  # rad: the width of a period's cells (2 pi: 16 cells per angle)
 MAX_CELLS = 4096  # angles' cells per box (made wider beyond)
-OTHER_CUTS = 4  # parts of each other input's range
+OTHER_CUTS = 4  # parts of each other input's range (fewer beyond MAX_CELLS * OTHER_CUTS^2 cells)
+PASS_CELLS = 32768  # cells analysed in one pass
 
 __all__ = ["PeriodicHints", "periodic_angles"]
 
@@ -93,15 +94,18 @@ class PeriodicHints(TapeHints):
     def __call__(self, in_lo, in_hi) -> dict:
         from .ranges import analyse_boxes
         out = {} if self.inner is None else dict(self.inner(in_lo, in_hi))
-        cl, ch, own = _cells(np.asarray(in_lo, float), np.asarray(in_hi, float), self.angles)
-        vec = analyse_boxes(self._tape, cl, ch, strict=False)
         B = len(in_lo)
+        lo_, hi_ = {t: np.full(B, np.inf) for t in self.free}, {t: np.full(B, -np.inf) for t in self.free}
+        cl, ch, own = _cells(np.asarray(in_lo, float), np.asarray(in_hi, float), self.angles)
+        for a in range(0, len(cl), PASS_CELLS):  # the cells' affine forms are the memory
+            part = slice(a, a + PASS_CELLS)
+            vec = analyse_boxes(self._tape, cl[part], ch[part], strict=False)
+            for t in self.free:
+                if t in vec.lo:
+                    np.minimum.at(lo_[t], own[part], vec.lo[t])
+                    np.maximum.at(hi_[t], own[part], vec.hi[t])
         for t in self.free:
-            if t not in vec.lo:
-                continue
-            lo, hi = np.full(B, np.inf), np.full(B, -np.inf)
-            np.minimum.at(lo, own, vec.lo[t])
-            np.maximum.at(hi, own, vec.hi[t])
+            lo, hi = lo_[t], hi_[t]
             out[t] = (lo, hi) if t not in out else _Both(out[t], lo, hi)
         return out
 
@@ -127,6 +131,8 @@ def _cells(lo, hi, angles):
     w = hi - lo
     angle = periodic[None, :] & (w > 0)
     cuts = np.where(angle, np.clip(np.ceil(np.where(angle, w, 0) / CELL), 1, per_dim), 1)
-    # the rates: products of rates are tight over narrower parts
-    cuts = np.where(~periodic[None, :] & (w > 0), OTHER_CUTS, cuts)
+    # the rates: products of rates are tight over narrower parts, while the cells stay few
+    others = (~periodic[None, :] & (w > 0)).sum(1, keepdims=True)
+    room = np.floor((MAX_CELLS * OTHER_CUTS ** 2 / cuts.prod(1, keepdims=True)) ** (1 / np.maximum(others, 1)))
+    cuts = np.where(~periodic[None, :] & (w > 0), np.clip(room, 1, OTHER_CUTS), cuts)
     return grid_cells(lo, hi, cuts)
