@@ -575,7 +575,9 @@ class _Pass:
                 l2, h2 = _v_interval_and(np.where(bad, 0.0, lo), np.where(bad, 0.0, hi), af)
                 lo, hi = np.where(bad, -np.inf, l2), np.where(bad, np.inf, h2)
             if d in self.hints:
-                lo, hi, af = _hinted(lo, hi, af, *self.hints[d], self.noise, self.tape.atoms.get(d))
+                h = self.hints[d]
+                h = h(self) if callable(h) else h  # a lazy hint reads the enclosures so far (analysis.definite)
+                lo, hi, af = _hinted(lo, hi, af, *h, self.noise, self.tape.atoms.get(d))
             self.lo_[d], self.hi_[d], self.af_[d], self.bad_[d] = lo, hi, af, bad
 
     def release(self, t) -> None:  # affine forms are the memory: (terms x boxes) each

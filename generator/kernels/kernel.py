@@ -130,6 +130,7 @@ class Kernel:
         bind_hints(t, self.info.enclosures)
         if self.step:
             t.feedback = tuple((k, k) for k in range(int(self.step["n_state"])))
+            _periodic_hints(t)
         return t
 
     def __post_init__(self):
@@ -256,3 +257,12 @@ def _lazy_field(name: str) -> property:
 # after @dataclass: its __init__ assigns through these properties (defaults stay None)
 for _name in _LAZY_FIELDS:
     setattr(Kernel, _name, _lazy_field(_name))
+
+
+def _periodic_hints(t) -> None:
+    """A step kernel's joint angles analysed over one period (analysis.periodic), its
+    solves' hints kept inside; nothing when it has no such angle."""
+    from ..analysis.periodic import PeriodicHints, periodic_angles
+    angles, free = periodic_angles(t)
+    if angles:
+        t.hints = PeriodicHints(t, t.hints, angles, free)

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..analysis.definite import DefiniteEnclosure
 from ..domain.forces import actuator_ranges
 from ..domain.sampling import parameters
 from ..ir import ZERO, Atom, Evaluator, ExpressionError, Sparse, add, const, mul, sub, subs, symbol, topo
@@ -445,8 +446,10 @@ def _explicit(eqs: Equations, opts: StepOptions, ref: _Reference) -> Kernel:
     acc = F.solve(force)
     dt = opts.dt
     _check_stable(eqs, acc, u, opts, ref)
+    stages = []  # the positions M is factored at: its pivots' floors (analysis.definite) read them
 
     def f(q, v, t):
+        stages.append(list(q))
         return subs(acc, {**dict(zip(eqs.q, q)), **dict(zip(eqs.qd, v)), eqs.t: t})
 
     lin = _AtomAlgebra.lin  # a x + y, elementwise
@@ -462,7 +465,8 @@ def _explicit(eqs: Equations, opts: StepOptions, ref: _Reference) -> Kernel:
     desc = (f"one {name[opts.integrator]} step of {dt:g} s on M qdd = Q + B u (straight-line LDL^T of M, "
             "pivots fixed at generation time)")
     record = {"integrator": opts.integrator, "dt": dt, "iterations": 0}
-    return _assemble(eqs, opts.integrator, state, outs, u, B, record, desc, ref, {"M": F})
+    enc = DefiniteEnclosure(F, list(eqs.q), stages)
+    return _assemble(eqs, opts.integrator, state, outs, u, B, record, desc, ref, {"M": F}, [enc])
 
 
 # ---- rk4 with constraints: the projected accelerations, then a coordinate projection ------
@@ -641,6 +645,17 @@ def _shift_positions(eqs: Equations, state: list[InPort], outs: list[OutPort]):
     return [q_port, *state[1:]], new_outs, c
 
 
+class _Shifted:
+    """The rewrite _shift_positions applies to a kernel's atoms (q -> q_shifted + c), for
+    the hints that locate the kernel's values in its tape (analysis.definite)."""
+
+    def __init__(self, eqs: Equations, offset: list[float]):
+        self.shift = {s: (ci, symbol(f"{s.value.name}_shifted", "input")) for s, ci in zip(eqs.q, offset)}
+
+    def __call__(self, atoms: list[Atom]) -> list[Atom]:
+        return subs_shifted(list(atoms), self.shift)
+
+
 def _rk4(f, eqs: Equations, dt: float) -> tuple[list[Atom], list[Atom]]:
     """(q+, qd+) of one classic Runge-Kutta step from (eqs.q, eqs.qd, eqs.t) on q'' = f(q, qd, t)."""
     lin = _AtomAlgebra.lin
@@ -663,10 +678,13 @@ def _rk4_sum(dt: float, x, k1, k2, k3, k4) -> list[Atom]:
 
 
 def _assemble(eqs: Equations, integrator: str, state: list[InPort], outs: list[OutPort], u, B, record: dict,
-              desc: str, ref: _Reference, solves: dict) -> Kernel:
+              desc: str, ref: _Reference, solves: dict, enclosures: tuple = ()) -> Kernel:
     """The kernel: state ports (t among them when the step depends on time), then u; the
     outputs repeat the state; `motion` is the reference run's states (u = 0)."""
     state, outs, offset = _shift_positions(eqs, state, outs)
+    if any(offset):
+        for enc in enclosures:
+            enc.rewrite = _Shifted(eqs, offset)
     timed = _depends_on_time(eqs, [a for o in outs for a in o.atoms])
     if timed:
         state.append(port("t", eqs, [eqs.t]))
@@ -688,5 +706,5 @@ def _assemble(eqs: Equations, integrator: str, state: list[InPort], outs: list[O
                   motion=[[float(v) for v in row] for row in motion],
                   info=KernelInfo(solves=solves, report="\n".join(F.report() for F in solves.values()),
                                   derived_ranges=derived,
-                                  multipliers=[]),
+                                  multipliers=[], enclosures=list(enclosures)),
                   step=record)
