@@ -88,9 +88,10 @@ def pin_binary(src: Path, flags: list[str], salt: str, what: str):
     return exe, ""
 
 
-def pinocchio_functions(work: Path, urdf: Path | None = None):
-    """((rnea, aba, crba) CasADi Functions of Pinocchio's sample manipulator or of `urdf`, "")
-    or (None, the reason they are not there)."""
+def pinocchio_functions(work: Path, urdf: Path | None = None, floating: bool = False):
+    """((rnea, aba, crba) CasADi Functions of Pinocchio's sample manipulator or of `urdf`
+    (on a JointModelFreeFlyer root when `floating`), "") or (None, the reason they are not
+    there)."""
     import casadi as ca
 
     exe, why = pinocchio_exporter()
@@ -100,7 +101,8 @@ def pinocchio_functions(work: Path, urdf: Path | None = None):
     if urdf:  # Pinocchio's reading of the file, handed over as its text archive
         import pinocchio as pin
 
-        pin.buildModelFromUrdf(str(urdf)).saveToText(str(work / "pin_model.txt"))
+        root = [pin.JointModelFreeFlyer()] if floating else []
+        pin.buildModelFromUrdf(str(urdf), *root).saveToText(str(work / "pin_model.txt"))
         args = [str(work / "pin_model.txt")]
     subprocess.run([str(exe), str(work), *args], check=True)
     return tuple(ca.Function.load(str(work / f"pin_{k}.casadi")) for k in ("rnea", "aba", "crba")), ""

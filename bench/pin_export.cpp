@@ -8,7 +8,8 @@
 //
 //   pin_export DIR [MODEL]  ->  DIR/pin_rnea.casadi (q, v, a -> tau), DIR/pin_aba.casadi
 //                              (q, v, tau -> ddq), DIR/pin_crba.casadi (q -> M, nv x nv:
-//                              the upper triangle Pinocchio computes, mirrored)
+//                              the upper triangle Pinocchio computes, mirrored); q of nq
+//                              numbers (a free-flyer's 7), v, a, tau of nv
 #include <pinocchio/autodiff/casadi.hpp>
 #include <pinocchio/multibody.hpp>
 #include <pinocchio/multibody/sample-models.hpp>
@@ -32,16 +33,11 @@ int main(int argc, char **argv)
     pinocchio::buildModels::manipulator(model);
   ADModel ad = model.cast<SX>();
   ADModel::Data data(ad);
-  const int n = model.nv;
-  if (model.nq != n) {
-    std::fprintf(stderr, "pin_export: %d configuration coordinates for %d velocities (a continuous or free "
-                 "joint): not supported\n", model.nq, n);
-    return 2;
-  }
-  SX q = SX::sym("q", n), v = SX::sym("v", n), a = SX::sym("a", n);
-  ADModel::ConfigVectorType qe(n), ve(n), ae(n);
+  const int n = model.nv, nq = model.nq;
+  SX q = SX::sym("q", nq), v = SX::sym("v", n), a = SX::sym("a", n);
+  ADModel::ConfigVectorType qe(nq), ve(n), ae(n);
+  for (int k = 0; k < nq; k++) qe[k] = q(k);
   for (int k = 0; k < n; k++) {
-    qe[k] = q(k);
     ve[k] = v(k);
     ae[k] = a(k);
   }

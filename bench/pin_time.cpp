@@ -4,7 +4,8 @@
 // beside mbforge's generated C (gcc -O2 both).
 //
 //   pin_time MODEL STATES REPS  ->  "rnea NS", "aba NS", "crba NS" (one line each)
-//   STATES: one state a line, q v w (w: the accelerations for RNEA, the torques for ABA)
+//   STATES: one state a line, q v w (w: the accelerations for RNEA, the torques for ABA;
+//   q of nq numbers, a free-flyer's 7, v and w of nv)
 #include <pinocchio/multibody.hpp>
 #include <pinocchio/algorithm/rnea.hpp>
 #include <pinocchio/algorithm/aba.hpp>
@@ -35,15 +36,15 @@ int main(int argc, char **argv)
   pinocchio::Model model;
   model.loadFromText(argv[1]);
   pinocchio::Data data(model);
-  const int n = model.nv;
+  const int n = model.nv, nq = model.nq;
   std::ifstream in(argv[2]);
   std::vector<Eigen::VectorXd> q, v, w;
   for (;;) {
-    Eigen::VectorXd x(3 * n);
-    for (int k = 0; k < 3 * n && in; k++) in >> x[k];
+    Eigen::VectorXd x(nq + 2 * n);
+    for (int k = 0; k < nq + 2 * n && in; k++) in >> x[k];
     if (!in) break;
-    q.push_back(x.head(n));
-    v.push_back(x.segment(n, n));
+    q.push_back(x.head(nq));
+    v.push_back(x.segment(nq, n));
     w.push_back(x.tail(n));
   }
   const long reps = std::atol(argv[3]);

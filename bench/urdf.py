@@ -1,7 +1,8 @@
 """Robots from URDF (issue 28, item 4): mbforge's RNEA, ABA and CRBA against Pinocchio.
 
-UR5 and Panda of example-robot-data (PyPI), each read by both from the same file:
-mbforge.model.from_urdf, and Pinocchio's URDF parser. Pinocchio's algorithms become C
+UR5, Panda and Solo12 (on a floating base: from_urdf(floating=True), Pinocchio's
+JointModelFreeFlyer root) of example-robot-data (PyPI), each read by both from the same
+file: mbforge.model.from_urdf, and Pinocchio's URDF parser. Pinocchio's algorithms become C
 through CasADi's code generator, as in bench.arms (the pin wheel has no pinocchio.casadi:
 bench/pin_export.cpp evaluates Pinocchio's C++ templates with casadi::SX scalars on the
 model Pinocchio read), wrapped in an SX function over mbforge's input layout (coordinates
@@ -22,7 +23,7 @@ from_urdf, kernel, C) in c-double and c-float32 against the goal of 5 s. Times a
 seconds of the process and its children (the exporter, the analysis' forked pieces):
 steadier than wall time on a shared machine, and no smaller than it on one core.
 
-    python -m bench.urdf [--robots ur5,panda] [--no-device] [--no-pinocchio] [--chain 30] [--json FILE]
+    python -m bench.urdf [--robots ur5,panda,solo12] [--no-device] [--no-pinocchio] [--chain 30] [--json FILE]
 """
 from __future__ import annotations
 
@@ -42,7 +43,9 @@ from . import check_json, run
 from .arms import HERE, _agree, _device, casadi_c, casadi_ops, pin_binary, pinocchio_functions, port_offsets
 from .cbuild import mbforge_kernel
 
-ROBOTS = {"ur5": "ur_description/urdf/ur5_robot.urdf", "panda": "panda_description/urdf/panda.urdf"}
+ROBOTS = {"ur5": "ur_description/urdf/ur5_robot.urdf", "panda": "panda_description/urdf/panda.urdf",
+          "solo12": "solo_description/robots/solo12.urdf"}
+FLOATING = {"solo12"}  # read on a free-flying base by both
 KERNELS = {"RNEA": "inverse-dynamics-rnea", "ABA": "forward-dynamics-aba", "CRBA": "mass-matrix-crba"}
 GOAL_RATIO, GOAL_CHAIN_S = 0.6, 5.0
 
@@ -78,32 +81,47 @@ def chain_urdf(n: int) -> str:
     return f'<robot name="chain{n}">\n' + "\n".join(links + joints) + "\n</robot>\n"
 
 
-def _pin_wrappers(funcs, urdf: Path, model, kernels) -> dict:
-    """Pinocchio's CasADi functions over mbforge's input vector (one input, mbforge's layout)
-    and outputs (its order; M in the kernel's sparse pattern): {name: Function}."""
-    import casadi as ca
+def _pin_index(urdf: Path, model):
+    """(Pinocchio's model, iq, iv): Pinocchio's configuration index of each of mbforge's
+    configuration numbers and its tangent index of each velocity (a floating base's first,
+    in the same convention; joints matched by name)."""
     import pinocchio as pin
 
-    pm = pin.buildModelFromUrdf(str(urdf))
-    names = [q.value.name for q in model.q]
-    iv = [pm.joints[pm.getJointId(n)].idx_v for n in names]  # Pinocchio's index of mbforge's coordinate k
-    n = len(names)
-    perm = np.argsort(iv)  # mbforge's index of Pinocchio's coordinate k
+    floating = model.floating_base is not None
+    pm = pin.buildModelFromUrdf(str(urdf), *([pin.JointModelFreeFlyer()] if floating else []))
+    joints = [pm.joints[pm.getJointId(q.value.name)] for q in model.q]
+    if pm.nq != pm.nv + floating:
+        raise SystemExit(f"bench.urdf: {urdf.name}: a continuous joint (Pinocchio's cos, sin) is not benched")
+    return (pm, list(range(7 * floating)) + [j.idx_q for j in joints],
+            list(range(6 * floating)) + [j.idx_v for j in joints])
 
-    def pin_order(v):
-        return ca.vertcat(*[v[int(k)] for k in perm])
+
+def _pin_wrappers(funcs, urdf: Path, model, kernels) -> dict:
+    """Pinocchio's CasADi functions over mbforge's input vector (one input, mbforge's layout)
+    and outputs (its order; M in the kernel's sparse pattern): {name: Function}. ABA's base
+    wrench (floating base) is zero, as mbforge's."""
+    import casadi as ca
+
+    pm, iq, iv = _pin_index(urdf, model)
+
+    def pin_order(v, index, size):  # Pinocchio's vector from mbforge's (zeros where mbforge has none)
+        at = {i: k for k, i in enumerate(index)}
+        return ca.vertcat(*[v[at[i]] if i in at else ca.SX(0) for i in range(size)])
 
     out = {}
     for kname, f in zip(("RNEA", "ABA", "CRBA"), funcs):
         k = kernels[kname]
         X = ca.SX.sym("x", len(k.input_symbols))
         o = port_offsets(k)
-        port = {name: pin_order(X[at:at + n]) for name, at in o.items() if name != "t"}
+        port = {p.name: X[o[p.name]:o[p.name] + len(p.symbols)] for p in k.inputs if p.name != "t"}
+        q = pin_order(port["q"], iq, pm.nq)
         if kname == "CRBA":  # q -> the pattern's entries
-            M = f(port["q"])
+            M = f(q)
             y = ca.vertcat(*[M[iv[i], iv[j]] for i, j in k.outputs[0].pattern])
-        else:  # RNEA (q, qd, qdd), ABA (q, qd, u)
-            y = f(port["q"], port["qd"], port["qdd" if kname == "RNEA" else "u"])
+        else:  # RNEA (q, qd, qdd), ABA (q, qd, u: the joints' only)
+            joints = iv[len(iv) - len(model.q):]  # u: the joints' forces
+            w = pin_order(port["qdd"], iv, pm.nv) if kname == "RNEA" else pin_order(port["u"], joints, pm.nv)
+            y = f(q, pin_order(port["qd"], iv, pm.nv), w)
             y = ca.vertcat(*[y[i] for i in iv])
         out[kname] = ca.Function(f"pin_{kname.lower()}", [X], [y], {"cse": True})
     return out
@@ -117,12 +135,18 @@ def _pin_native_ns(urdf: Path, model, kernel, X: np.ndarray, work: Path) -> dict
     exe, why = pin_binary(HERE / "pin_time.cpp", ["-O2", "-DNDEBUG"], "", "Pinocchio's own RNEA, ABA and CRBA")
     if exe is None:
         return why
-    pm = pin.buildModelFromUrdf(str(urdf))
+    pm, iq, iv = _pin_index(urdf, model)
     pm.saveToText(str(work / "pin_model.txt"))
-    n = len(model.q)
-    order = np.argsort([pm.joints[pm.getJointId(q.value.name)].idx_v for q in model.q])
     o = port_offsets(kernel)
-    rows = [np.concatenate([x[o[p]:o[p] + n][order] for p in ("q", "qd", "qdd")]) for x in X]
+
+    def pin_order(v, index, size):
+        out = np.zeros(size)
+        out[index] = v
+        return out
+
+    rows = [np.concatenate([pin_order(x[o[p]:o[p] + len(index)], index, size)
+                            for p, index, size in (("q", iq, pm.nq), ("qd", iv, pm.nv), ("qdd", iv, pm.nv))])
+            for x in X]
     np.savetxt(work / "states.txt", np.array(rows), fmt="%.17g")
     best: dict = {}
     for _ in range(3):  # best of three runs, as time_ns takes the best of its repeats
@@ -132,6 +156,16 @@ def _pin_native_ns(urdf: Path, model, kernel, X: np.ndarray, work: Path) -> dict
             k, ns = line.split()
             best[k.upper()] = min(float(ns), best.get(k.upper(), np.inf))
     return best
+
+
+def _unit_quaternions(model, X: np.ndarray) -> np.ndarray:
+    """X with a floating base's quaternion (inputs 3 to 6) scaled to unit length, as
+    Pinocchio takes it; X as it is for a fixed base."""
+    if model.floating_base is None:
+        return X
+    X = X.copy()
+    X[:, 3:7] /= np.linalg.norm(X[:, 3:7], axis=1, keepdims=True)
+    return X
 
 
 def robot_rows(name: str, device: bool, pinocchio: bool = True) -> dict:
@@ -145,7 +179,7 @@ def robot_rows(name: str, device: bool, pinocchio: bool = True) -> dict:
 
     urdf = robot_urdf(name)
     t0 = cpu_s()
-    model = from_urdf(urdf)
+    model = from_urdf(urdf, floating=name in FLOATING)
     kernels = {k: build_kernel(model, kn) for k, kn in KERNELS.items()}
     plans_f = {k: generate(kern, "c-float32") for k, kern in kernels.items()}
     report: dict = {"generate_s": {"mbforge": cpu_s() - t0}, "rows": {}}
@@ -153,7 +187,8 @@ def robot_rows(name: str, device: bool, pinocchio: bool = True) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         t0 = cpu_s()
-        funcs, why = pinocchio_functions(tmp, urdf) if pinocchio else (None, "not measured (--no-pinocchio)")
+        funcs, why = (pinocchio_functions(tmp, urdf, name in FLOATING) if pinocchio
+                      else (None, "not measured (--no-pinocchio)"))
         pin = _pin_wrappers(funcs, urdf, model, kernels) if funcs else {}
         pin_c = {k: casadi_c(f, "float", (0,), f.nnz_in(0)) for k, f in pin.items()}
         if pin:
@@ -163,7 +198,7 @@ def robot_rows(name: str, device: bool, pinocchio: bool = True) -> dict:
         for kname, k in kernels.items():
             plan_d = plans_d[kname]
             plan_d.write(tmp / f"{kname}_k64")
-            X = vectors.draw(plan_d.manifest, tmp / f"{kname}_k64", 64, seed=1, motion=False)
+            X = _unit_quaternions(model, vectors.draw(plan_d.manifest, tmp / f"{kname}_k64", 64, seed=1, motion=False))
             states[kname] = X
             ops = plans_f[kname].manifest.ops  # float32: the code the M4F runs
             rows = {"mbforge": {"ops": ops["total"] + ops.get("sincos", 0), "kernel": mbforge_kernel(plan_d),
@@ -232,7 +267,7 @@ def _print(name: str, rep: dict) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--robots", default="ur5,panda", help=f"of {', '.join(ROBOTS)} (empty: none)")
+    ap.add_argument("--robots", default="ur5,panda,solo12", help=f"of {', '.join(ROBOTS)} (empty: none)")
     ap.add_argument("--no-device", action="store_true", help="skip the emulated Cortex-M4F")
     ap.add_argument("--no-pinocchio", action="store_true", help="mbforge's figures only (no exporter to compile)")
     ap.add_argument("--chain", default="30", help="joints of the chain whose ABA generation is timed (empty: skip)")

@@ -226,3 +226,23 @@ def test_mimic_joints_as_constraints_equal_pinocchio(tmp_path):
         M = np.triu(M) + np.triu(M, 1).T
         want = G @ np.linalg.solve(M, u - pin.rnea(pm, data, q, v, np.zeros(2)))
         assert np.abs(y[:4] - want).max() <= 1e-10 * np.abs(want).max(), (y[:4], want)
+
+
+@pytest.mark.host
+@pytest.mark.needs(modules=("pinocchio",), dists=("example-robot-data",))
+def test_floating_base_c_fixed_stays_within_its_bounds(tmp_path):
+    """Solo12 on its floating base: the c-fixed rnea and crba (ABA is refused in c-fixed)
+    against Pinocchio, each output within the manifest's proved error bound."""
+    path = _urdf("solo12")
+    model = _model("solo12")
+    n = len(model.q) + 6
+    Q, QD, QDD, U = _states(model, np.random.default_rng(12))
+    tau_ref, _, M_ref = _pin_reference(path, model, Q, QD, QDD, U)
+    X = np.hstack([Q, QD, QDD, np.full((SAMPLES, 1), 0.5)])
+    for kernel, X, ref in ((rnea_kernel(model), X, tau_ref), (mass_matrix_crba_kernel(model), Q, M_ref)):
+        Y, m = _run(kernel, "c-fixed", tmp_path / kernel.name, X)
+        bound = np.array([np.inf if b is None else b for b in m.outputs[0].error_bound])
+        if ref.ndim == 3:
+            Y, bound = _matrix(kernel, Y, n), _matrix(kernel, bound[None], n)[0]
+        assert np.isfinite(bound).all()
+        assert (np.abs(Y - ref) <= bound + 1e-12 * np.abs(ref).max()).all(), kernel.name
