@@ -203,10 +203,18 @@ def _frame_quat(z):
 
 
 def stewart(B, motion: str = "heave"):
-    base, plat, btan, ptan = stewart_geometry()
     names = [f"{c}{k}" for k in range(14) for c in ("x", "y", "z", "e0", "e1", "e2", "e3")]
     q, qd = _coords(B, names)
     t = B.sym("t", "t")
+    phi = _stewart_phi(B, q, t, motion)
+    M, Q = _stewart_inertia(B, q, qd)
+    return Equations("stewart", q, qd, t, phi, M, Q)
+
+
+def _stewart_phi(B, q, t, motion: str) -> list:
+    """The 98 equations: base fixed, per leg its Cardans and cylindrical joint, the leg
+    bodies' Euler normalisations, the platform's 7 coordinates driven."""
+    base, plat, btan, ptan = stewart_geometry()
     r = [q[7 * k:7 * k + 3] for k in range(14)]
     e = [q[7 * k + 3:7 * k + 7] for k in range(14)]
     A = [_rot_e(ek) for ek in e]
@@ -249,8 +257,13 @@ def stewart(B, motion: str = "heave"):
         axis = {"roll": 1, "pitch": 2, "yaw": 3}[motion]
         drive_e = [B.cos(ang)] + [B.sin(ang) if i == axis else B.const(0.0) for i in (1, 2, 3)]
     phi += [r[13][i] - drive_r[i] for i in range(3)] + [e[13][i] - drive_e[i] for i in range(4)]
+    return phi
 
-    # inertia: blockdiag(m I3, 4 L^T J' L); Q: gravity and the velocity term -8 L(e_dot)^T J' L(e) e_dot
+
+def _stewart_inertia(B, q, qd):
+    """M = blockdiag(m I3, 4 L^T J' L) per body (sparse) and Q: gravity and the velocity
+    term -8 L(e_dot)^T J' L(e) e_dot."""
+    e = [q[7 * k + 3:7 * k + 7] for k in range(14)]
     M, Q = {}, []
     for k in range(14):
         m, J = (DISC_M, DISC_J) if k in (0, 13) else (ROD_M, ROD_J)
@@ -271,7 +284,7 @@ def stewart(B, motion: str = "heave"):
         Ld = _L(ed)
         Qe = scale(-8.0, tmatvec(Ld, Jw))
         Q += [B.const(0.0), B.const(0.0), B.const(-m * G)] + Qe
-    return Equations("stewart", q, qd, t, phi, M, Q)
+    return M, Q
 
 
 # ---- serial chain in relative coordinates (derivative scaling) -------------------------------

@@ -279,7 +279,7 @@ def search_outputs(run: Runner, cover, X, P, scores, start: int) -> list:
     return out
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m bench.stewart_envelope", description=__doc__.split("\n\n")[0])
     ap.add_argument("--target", default="c-fixed", choices=("c-fixed", "c-float32"))
     ap.add_argument("--motion-points", type=int, default=20000)
@@ -295,9 +295,42 @@ def main(argv=None) -> int:
     ap.add_argument("--envelope-off", action="store_true", help="the driven (heave) motion's tube (the model built with envelope=False)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--json", default=None)
+    return ap
+
+
+def main(argv=None) -> int:
+    ap = _parser()
     a = ap.parse_args(argv)
     check_json(ap, a.json)
     report: dict = {"target": a.target, "envelope": not a.envelope_off}
+    eqs = _equations(ap, a)
+    built = _generate(a, eqs, report)
+    if built is None:
+        return 2
+    kernel, plan, out = built
+    run = Runner(kernel, out)
+    run.kernel_inputs = list(kernel.input_symbols)
+    report["ops"] = run.m.ops
+    report["bound"] = run.bound.tolist()
+    sets = motion_inputs(kernel, a.motion_points)
+    cover, P_random = None, None
+    if not a.envelope_off and a.random:
+        red = reduction(eqs)
+        cover = envelope_cover(eqs, unknowns=red.z, rows=red.psi)
+        sets["random"], P_random = random_inputs(kernel, cover, a.random)
+    ok, worst_all = _errors(run, sets, a.envelope_off, report)
+    _floors(a, kernel, plan, run, sets, cover, P_random, worst_all, report)
+    if a.envelope_off and a.search:
+        score, t_best = search_along(run, kernel, sets["heave"], a.motion_points, a.search)
+        report["adversarial"] = {"max_err_over_bound": score, "t": t_best}
+        print(f"search along heave (the {a.search} worst grid points, refined 50x around each): max error / "
+              f"bound {score:.3g} at t = {t_best:.9g}")
+    _dump(a.json, report)
+    return 0 if ok else 1
+
+
+def _equations(ap, a):
+    """The Stewart model's equations, its envelope's cells as --xyz-cells and --cells ask."""
     eqs = load("stewart", envelope=not a.envelope_off).equations()
     if a.xyz_cells and not a.envelope_off:
         cells = {"quantities": {f"plat_{c}": {"cells": a.xyz_cells} for c in "xyz"}}
@@ -310,6 +343,12 @@ def main(argv=None) -> int:
             ap.error(str(e))
         except ValueError:
             ap.error(f"--cells: expected NAME=N, got {a.cells}")
+    return eqs
+
+
+def _generate(a, eqs, report: dict):
+    """(kernel, plan, folder) of the reduced inverse dynamics generated for --target, timed
+    into report; None (reported) when generation refuses."""
     # the times are a first run's: neither the cover's enclosures nor the analysis come from
     # the disk cache (mbforge.cache), which makes a second `mbforge generate` take seconds
     os.environ["MBFORGE_CACHE_DIR"] = "off"
@@ -329,21 +368,17 @@ def main(argv=None) -> int:
         report["refused"] = str(e).splitlines()[0][:400]
         print(f"generation refused after {time.perf_counter() - t1:.1f} s: {report['refused']}")
         _dump(a.json, report)
-        return 2
+        return None
     t2, c2 = time.perf_counter(), _cpu()
     plan.write(out)
     report["generate_s"] = {"wall": round(t2 - t0, 1), "cpu": round(c2 - c0, 1)}
     print(f"generated {a.target} in {t2 - t0:.1f} s wall ({c2 - c0:.1f} s CPU, build included) -> {out}")
-    run = Runner(kernel, out)
-    run.kernel_inputs = list(kernel.input_symbols)
-    report["ops"] = run.m.ops
-    report["bound"] = run.bound.tolist()
-    sets = motion_inputs(kernel, a.motion_points)
-    cover = None
-    if not a.envelope_off and a.random:
-        red = reduction(eqs)
-        cover = envelope_cover(eqs, unknowns=red.z, rows=red.psi)
-        sets["random"], P_random = random_inputs(kernel, cover, a.random)
+    return kernel, plan, out
+
+
+def _errors(run: Runner, sets: dict, envelope_off: bool, report: dict):
+    """(whether every state returned status 0 within its bound, the largest error per
+    output) over the input sets; printed and into report."""
     ok = True
     worst_all = np.zeros(len(run.bound))
     rows = {}
@@ -353,7 +388,7 @@ def main(argv=None) -> int:
         except VectorError as e:  # the heave tube (--envelope-off) does not hold the other motions
             rows[name] = {"points": len(X), "outside_domain": str(e)[:200]}
             print(f"{name:7s} {len(X):6d} points: outside the kernel's domain ({str(e)[:120]})")
-            ok &= bool(a.envelope_off)
+            ok &= bool(envelope_off)
             continue
         worst = err.max(axis=0)
         worst_all = np.maximum(worst_all, worst)
@@ -368,6 +403,12 @@ def main(argv=None) -> int:
     report["bound_over_observed"] = ratio.tolist()
     print(f"bound per output       {_fmt(run.bound)}")
     print(f"bound / observed       {_fmt(ratio)}")
+    return ok, worst_all
+
+
+def _floors(a, kernel, plan, run: Runner, sets: dict, cover, P_random, worst_all, report: dict) -> None:
+    """The aligned floor (analysis.aligned) over the sets and, over the envelope, the
+    searches per output; the ratios between bound, floor and observed; printed and into report."""
     tape = kernel.tape()
     if a.target == "c-fixed":  # the floor of any bound under the rounding model (analysis.aligned)
         sites = fixed_sites(kernel, plan.analysis.plan if plan.analysis is not None else None)
@@ -384,23 +425,8 @@ def main(argv=None) -> int:
     print(f"aligned roundings      {_fmt(floor)}  (max over the sets of sum |dy/dv_i| x rounding_i: no bound sound "
           "under the rounding model is lower; analysis.aligned)")
     if cover is not None and a.search and np.all(np.isfinite(run.bound)):
-        t_s = time.perf_counter()
-        found = search_outputs(run, cover, sets["random"], P_random, lambda Y: run.errors(Y)[0] / run.bound,
-                               a.search)
-        report["adversarial"] = [{"max_err_over_bound": sc, "input": x.tolist()} for sc, x in found]
-        print(f"adversarial search per output (from its {a.search} worst random states, "
-              f"{time.perf_counter() - t_s:.0f} s): error / bound {_fmt([sc for sc, _ in found])}")
-        for j, (sc, x) in enumerate(found):
-            print(f"  output {j} closest at " + ", ".join(f"{s.value.name}={v:.6g}" for s, v in zip(kernel.input_symbols, x)))
-        worst_all = np.maximum(worst_all, np.array([sc for sc, _ in found]) * run.bound)
-        ratio = run.bound / np.where(worst_all > 0, worst_all, np.nan)
-        report["bound_over_observed_with_search"] = ratio.tolist()
-        print(f"bound / observed, search included {_fmt(ratio)}")
-        found = search_outputs(run, cover, sets["random"], P_random, lambda Y: floor_of(Y) / run.bound, a.search)
-        floor = np.maximum(floor, np.array([sc for sc, _ in found]) * run.bound)
-        report["aligned_floor_with_search"] = floor.tolist()
-        report["aligned_search"] = [{"aligned_over_bound": sc, "input": x.tolist()} for sc, x in found]
-        print(f"aligned, search incl.  {_fmt(floor)}")
+        worst_all, floor = _searches(a.search, kernel, run, cover, sets["random"], P_random, floor_of, worst_all,
+                                     floor, report)
     print(f"bound / aligned        {_fmt(run.bound / floor)}  (how far the analysis is from the model's floor)")
     if a.target == "c-float32" and cover is not None:
         report["summed_over_aligned"] = per_cell = summed_per_cell(tape, cover, sets["random"], P_random)
@@ -410,13 +436,28 @@ def main(argv=None) -> int:
           "under the model can claim)")
     report["roundings"] = rounded_operations(tape) if a.target == "c-float32" else fixed_roundings(tape, sites)
     print("roundings per output    " + " ".join(str(x) for x in report["roundings"]))
-    if a.envelope_off and a.search:
-        score, t_best = search_along(run, kernel, sets["heave"], a.motion_points, a.search)
-        report["adversarial"] = {"max_err_over_bound": score, "t": t_best}
-        print(f"search along heave (the {a.search} worst grid points, refined 50x around each): max error / "
-              f"bound {score:.3g} at t = {t_best:.9g}")
-    _dump(a.json, report)
-    return 0 if ok else 1
+
+
+def _searches(search: int, kernel, run: Runner, cover, X, P, floor_of, worst_all, floor, report: dict):
+    """The adversarial searches per output, of error / bound then of floor / bound, from
+    the `search` worst random states: (worst_all, floor) raised by what they found."""
+    t_s = time.perf_counter()
+    found = search_outputs(run, cover, X, P, lambda Y: run.errors(Y)[0] / run.bound, search)
+    report["adversarial"] = [{"max_err_over_bound": sc, "input": x.tolist()} for sc, x in found]
+    print(f"adversarial search per output (from its {search} worst random states, "
+          f"{time.perf_counter() - t_s:.0f} s): error / bound {_fmt([sc for sc, _ in found])}")
+    for j, (sc, x) in enumerate(found):
+        print(f"  output {j} closest at " + ", ".join(f"{s.value.name}={v:.6g}" for s, v in zip(kernel.input_symbols, x)))
+    worst_all = np.maximum(worst_all, np.array([sc for sc, _ in found]) * run.bound)
+    ratio = run.bound / np.where(worst_all > 0, worst_all, np.nan)
+    report["bound_over_observed_with_search"] = ratio.tolist()
+    print(f"bound / observed, search included {_fmt(ratio)}")
+    found = search_outputs(run, cover, X, P, lambda Y: floor_of(Y) / run.bound, search)
+    floor = np.maximum(floor, np.array([sc for sc, _ in found]) * run.bound)
+    report["aligned_floor_with_search"] = floor.tolist()
+    report["aligned_search"] = [{"aligned_over_bound": sc, "input": x.tolist()} for sc, x in found]
+    print(f"aligned, search incl.  {_fmt(floor)}")
+    return worst_all, floor
 
 
 def summed_per_cell(tape, cover, X, P) -> list:

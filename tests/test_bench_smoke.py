@@ -177,3 +177,18 @@ def test_cluster_timing_bench_runs(tmp_path):
                "--workers", "1", "--json", str(tmp_path / "t.json"))
     rows = json.loads((tmp_path / "t.json").read_text())
     assert len(rows) == 3 and all(r["same_bytes"] for r in rows), out
+
+
+def test_golden_check_names_every_file_that_moved(tmp_path):
+    """bench.golden: the same command hashes alike twice; a changed, a missing and a new
+    file are each a line, and a refusal is recorded as one."""
+    from bench import golden
+
+    a = golden._run(["generate", "fourbar", "--target", "c-double"], tmp_path / "a")
+    b = golden._run(["generate", "fourbar", "--target", "c-double"], tmp_path / "b")
+    assert "manifest.json" in a and "fourbar.c" in a and a == b
+    moved = {**{k: v for k, v in b.items() if k != "manifest.json"}, "fourbar.c": "0" * 64, "new.txt": "1" * 64}
+    assert golden.differences({"x": a}, {"x": moved}) == [
+        "x: fourbar.c differs", "x: manifest.json missing", "x: new.txt new"]
+    assert golden.differences({"x": a}, {"x": b}) == []
+    assert list(golden._run(["generate", "no_such_example"], tmp_path / "c")) == ["<refused>"]

@@ -50,11 +50,9 @@ def test_the_docs_exist():
     assert {"model-api.md", "linearize.md", "kernels.md"} <= names
 
 
-@pytest.mark.parametrize("page", pages(), ids=lambda p: p.name)
+@pytest.mark.parametrize("page", [p for p in pages() if blocks(p.read_text())], ids=lambda p: p.name)
 def test_python_blocks_run(page, tmp_path):
     code = blocks(page.read_text())
-    if not code:
-        pytest.skip(f"{page.name} has no python blocks")
     # one script; each block is announced so that a failure names its line in the page
     script = "\n".join(f"print('--- {page.name}:{line}', flush=True)\n{body}" for line, body in code)
     (tmp_path / "page.py").write_text(script)
@@ -67,11 +65,10 @@ def test_python_blocks_run(page, tmp_path):
         pytest.fail(f"block at {last[0][4:] if last else page.name} failed:\n{r.stderr[-3000:]}")
 
 
-@pytest.mark.parametrize("page", [p for p in pages() if p.name != "tutorial.md"], ids=lambda p: p.name)
+@pytest.mark.parametrize("page", [p for p in pages() if p.name != "tutorial.md" and blocks(p.read_text(), "sh")],
+                         ids=lambda p: p.name)
 def test_shell_blocks_run(page, tmp_path):
     code = blocks(page.read_text(), "sh")
-    if not code:
-        pytest.skip(f"{page.name} has no sh blocks")
     env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
     for line, body in code:
         r = subprocess.run(["bash", "-euo", "pipefail", "-c", body], cwd=tmp_path, capture_output=True, text=True,

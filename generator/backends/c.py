@@ -281,11 +281,10 @@ def _outside_function(name: str, dialect: CDialect, envelope: list[tuple[float, 
                 single.append(k)
             k += 1
 
-    def magnitude(k):
-        return dialect.call("abs", [f"in[{k}]"], "")
+    fabs = dialect.functions["abs"]  # fabs({0}), fabsf({0})
 
     def scalar(ks):  # a range symmetric about 0: one comparison of the magnitude
-        return [f"    if (!({magnitude(k)} <= {bounds[k][1]})) return 1;"
+        return [f"    if (!({fabs.format(f'in[{k}]')} <= {bounds[k][1]})) return 1;"
                 if k in symmetric else
                 f"    if (!(in[{k}] >= {bounds[k][0]} && in[{k}] <= {bounds[k][1]})) return 1;" for k in ks]
 
