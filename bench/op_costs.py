@@ -11,10 +11,11 @@ squares fit over the kernels gives, per core and real type, the instructions per
 each feature (firmware.budget.features); targets/op_costs.py is written from it, with how
 it was measured. A kernel whose domain its own fixed-point format does not hold is skipped.
 
-    python -m bench.op_costs [--jobs 4] [--reals int32-m0,...] [--write] [--save-rows FILE] [--rows FILE]
+    python -m bench.op_costs [--jobs 4] [--reals int32-m0,...] [--envs emulated_microbit,...] [--write]
+                             [--save-rows FILE] [--rows FILE]
 
---reals measures only those record kinds; --write then keeps the other records (and their
-measured counts) of targets/op_costs.py as they are.
+--reals (--envs) measures only those record kinds (on those boards); --write then keeps the
+other records (and their measured counts) of targets/op_costs.py as they are.
 """
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ def instructions(kdir: Path, env: str, work: Path) -> float:
     return float(np.median(np.rint(batch.work[ok].astype(np.float64) / tpi)))
 
 
-def measure(jobs: int, reals=tuple(TARGETS)) -> list[dict]:
+def measure(jobs: int, reals=tuple(TARGETS), envs=tuple(BOARD_ENVS)) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="mbf_opcost_") as tmp:
         tmp = Path(tmp)
@@ -99,7 +100,7 @@ def measure(jobs: int, reals=tuple(TARGETS)) -> list[dict]:
                     "instructions": n}
 
         with ThreadPoolExecutor(jobs) as pool:
-            rows = [r for r in pool.map(one, [(kd, env) for env in BOARD_ENVS for kd in kdirs]) if r]
+            rows = [r for r in pool.map(one, [(kd, env) for env in envs for kd in kdirs]) if r]
     return rows
 
 
@@ -190,6 +191,8 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=4)
     ap.add_argument("--reals", default=",".join(TARGETS),
                     help=f"the record kinds to measure (of {', '.join(TARGETS)}); the others are kept")
+    ap.add_argument("--envs", default=",".join(BOARD_ENVS), help="the emulated boards to measure on; the others' "
+                    "records are kept")
     ap.add_argument("--write", action="store_true", help="write targets/op_costs.py")
     ap.add_argument("--rows", default=None, help="a JSON file of earlier measurements to fit (skip measuring)")
     ap.add_argument("--save-rows", default=None, help="keep the measurements in this JSON file")
@@ -197,7 +200,10 @@ def main(argv=None) -> int:
     reals = tuple(r for r in args.reals.split(",") if r)
     if not reals or set(reals) - set(TARGETS):
         ap.error(f"--reals {args.reals}: known kinds are {', '.join(TARGETS)}")
-    rows = json.loads(Path(args.rows).read_text()) if args.rows else measure(args.jobs, reals)
+    envs = tuple(e for e in args.envs.split(",") if e)
+    if not envs or set(envs) - set(BOARD_ENVS):
+        ap.error(f"--envs {args.envs}: known boards are {', '.join(BOARD_ENVS)}")
+    rows = json.loads(Path(args.rows).read_text()) if args.rows else measure(args.jobs, reals, envs)
     if args.save_rows:
         Path(args.save_rows).write_text(json.dumps(rows, indent=1))
     costs = fit(rows)
