@@ -72,8 +72,9 @@ def test_generate_takes_a_urdf_and_its_options(tmp_path):
     assert [g.name for g in m.outputs] == ["M"] and m.inputs[0].name == "q"
 
 
-def test_generated_files_do_not_depend_on_the_hash_seed(tmp_path):
-    a, b = (generate_in_fresh_process(str(BRANCHY), "forward-dynamics-aba", "c-float32", tmp_path / s, s)
+@pytest.mark.parametrize("extra", [(), ("--set", "floating=True")])
+def test_generated_files_do_not_depend_on_the_hash_seed(tmp_path, extra):
+    a, b = (generate_in_fresh_process(str(BRANCHY), "forward-dynamics-aba", "c-float32", tmp_path / s, s, extra)
             for s in ("1", "2"))
     assert a == b and len(a) == 3
 

@@ -72,10 +72,13 @@ def ini_build_flags(project: Path, env: str) -> list[str]:
     return flags.split()
 
 
-def generate_in_fresh_process(model: str, kernel: str, target: str, out: Path, seed: str) -> dict[str, bytes]:
-    """`mbforge generate` in a new process with PYTHONHASHSEED=seed: the files it wrote."""
+def generate_in_fresh_process(model: str, kernel: str, target: str, out: Path, seed: str,
+                              extra=()) -> dict[str, bytes]:
+    """`mbforge generate` (with the `extra` arguments) in a new process with
+    PYTHONHASHSEED=seed: the files it wrote."""
     env = dict(os.environ, PYTHONHASHSEED=seed)
-    proc = subprocess.run([str(MBFORGE), "generate", model, "--kernel", kernel, "--target", target, "--out", str(out)],
+    proc = subprocess.run([str(MBFORGE), "generate", model, "--kernel", kernel, "--target", target, "--out", str(out),
+                           *extra],
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.is_file()}
