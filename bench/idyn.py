@@ -97,7 +97,6 @@ def casadi_for(system: LinearSystem, kernel, name: str, real: str = "float"):
 
 def main(argv=None) -> int:
     from .cbuild import mbforge_kernel
-    from .device import _kernel_dir, device_instructions, sizes
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="stewart")
@@ -119,24 +118,10 @@ def main(argv=None) -> int:
     ck, f = casadi_for(system, k, "cas_idyn")
     t_ca = time.perf_counter() - t0
 
-    mf = mbforge_kernel(plan, real="float")
     # every figure on states of the motion (outside its envelope mbforge's kernel returns 2
     # at once): 8 evenly spread for the device, 16 for callgrind, all for the time
     motion = np.array(k.motion, dtype=np.float64)
-    pick = lambda n: motion[np.linspace(0, len(motion) - 1, n).round().astype(int)]  # noqa: E731
-    rows = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        for engine, kk in (("mbforge", mf), ("casadi", ck)):
-            kdir = _kernel_dir(tmp / engine / "kernel", f"{args.model}_{engine}", kk.source, kk.n_in, kk.n_out)
-            (tmp / engine / "obj").mkdir()
-            rows[engine] = sizes(kdir, tmp / engine / "obj") | device_instructions(kdir, tmp / engine,
-                                                                                     X=pick(8).astype(np.float32))
-            # both must compute the forces: compare with the double reference on the motion
-            X = motion.astype(np.float32)
-            Y, _ = load_kernel(kdir)(X)
-            ref = Evaluator(k.output_atoms, k.input_symbols)(X.astype(np.float64))
-            rows[engine]["max_rel_error"] = float(np.abs(Y - ref).max() / np.abs(ref).max())
+    rows = _device_rows(args.model, k, {"mbforge": mbforge_kernel(plan, real="float"), "casadi": ck}, motion)
     rows["mbforge"]["ops"] = plan.manifest.ops["total"]
     rows["mbforge"]["generate_s"] = t_mb
     rows["casadi"]["generate_s"] = t_ca
@@ -149,8 +134,42 @@ def main(argv=None) -> int:
               f"{r['generate_s']:>13.2f} {r['max_rel_error']:>11.1e}")
     ratio = rows["mbforge"]["instructions_median"] / rows["casadi"]["instructions_median"]
     print(f"instructions mbforge / CasADi = {ratio:.2f} (target <= 0.5)")
+    _host_rows(k, system, motion, rows)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
 
-    # the host, in double: ns per call and callgrind instructions
+
+def _pick(motion: np.ndarray, n: int) -> np.ndarray:
+    """n states of the motion, evenly spread."""
+    return motion[np.linspace(0, len(motion) - 1, n).round().astype(int)]
+
+
+def _device_rows(model: str, k, kernels: dict, motion: np.ndarray) -> dict:
+    """Per engine: its size and instructions per call on the emulated Cortex-M4F (float32),
+    and its largest error relative to the double reference on the motion."""
+    from .device import _kernel_dir, device_instructions, sizes
+
+    rows = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        for engine, kk in kernels.items():
+            kdir = _kernel_dir(tmp / engine / "kernel", f"{model}_{engine}", kk.source, kk.n_in, kk.n_out)
+            (tmp / engine / "obj").mkdir()
+            X8 = _pick(motion, 8).astype(np.float32)
+            rows[engine] = sizes(kdir, tmp / engine / "obj") | device_instructions(kdir, tmp / engine, X=X8)
+            # both must compute the forces: compare with the double reference on the motion
+            X = motion.astype(np.float32)
+            Y, _ = load_kernel(kdir)(X)
+            ref = Evaluator(k.output_atoms, k.input_symbols)(X.astype(np.float64))
+            rows[engine]["max_rel_error"] = float(np.abs(Y - ref).max() / np.abs(ref).max())
+    return rows
+
+
+def _host_rows(k, system, motion: np.ndarray, rows: dict) -> None:
+    """The host, in double: ns per call and callgrind instructions of each engine, printed
+    and into rows."""
+    from .cbuild import mbforge_kernel
     from .host import callgrind_instructions, time_ns
 
     mk = mbforge_kernel(generate(k, "c-double"))
@@ -158,13 +177,10 @@ def main(argv=None) -> int:
     print(f"\nhost (gcc -O2, double): {'engine':<8} {'ns/call':>9} {'instr/call':>11}")
     with tempfile.TemporaryDirectory() as tmp:
         for e, kk in (("mbforge", mk), ("casadi", cd)):
-            ns, ins = time_ns(kk, Path(tmp), 3, motion), callgrind_instructions(kk, Path(tmp), pick(16))
+            ns, ins = time_ns(kk, Path(tmp), 3, motion), callgrind_instructions(kk, Path(tmp), _pick(motion, 16))
             rows[e]["host_ns"], rows[e]["host_instructions"] = ns, ins
             print(f"{'':<24}{e:<8} {ns:>9.0f} {ins:>11.0f}")
     print(f"host time mbforge / CasADi = {rows['mbforge']['host_ns'] / rows['casadi']['host_ns']:.2f}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
-    return 0
 
 
 if __name__ == "__main__":
