@@ -49,7 +49,8 @@ BEFORE = {("fourbar", "kinematics"): "84 cycles, 28296 delay-line bits, 44738 FF
 # register-minimising schedule, BEFORE): the goal is 3x fewer delay-line flip-flop bits
 BASELINE = {("fourbar", "kinematics"): 28296, ("stewart", "equations"): 266252}
 GOAL_RATIO = 3.0
-# the four-bar kinematics, pipelined, mapped once by yosys 0.23 `synth_ice40 -dsp` (flip-flop
+# the four-bar kinematics, pipelined, before const_products (its products by 2^k multiplied),
+# mapped once by yosys 0.23 `synth_ice40 -dsp` (flip-flop
 # cells: SB_DFF*; about 2 and 4 minutes here, so quoted; `--ice40` redoes it in the run)
 ICE40_MEASURED = {"memory": {"flipflops": 17230, "brams": 34, "luts": 30008},
                   "ffs": {"flipflops": 29461, "brams": 0, "luts": 30046}}
@@ -118,7 +119,7 @@ def goal(json_rows: list | None = None, ice40: bool = False) -> int:
                   flush=True)
             q = ICE40_MEASURED[mode] if model == "fourbar" and ice is None else ice
             if q is not None:
-                print(f"  {'':18s} synth_ice40 -dsp{'' if ice else ' (measured once, not in this run)'}: "
+                print(f"  {'':18s} synth_ice40 -dsp{'' if ice else ' (measured once before const_products, not in this run)'}: "
                       f"{q['flipflops']} flip-flops, {q['brams']} SB_RAM40_4K, {q['luts']} LUT4", flush=True)
             if json_rows is not None:
                 json_rows.append({"goal": f"{model} {kernel}", "delay_lines": mode, "baseline": base, "ratio": ratio,

@@ -28,3 +28,14 @@ def test_hdl_command_generates_simulates_and_reports(tmp_path, capsys):
         assert (out / d / "manifest.json").exists()
     rep = json.loads((out / "rtl" / "synth_report.json").read_text())
     assert rep["rtl"]["multipliers"] == 2
+
+
+@pytest.mark.needs("yosys")
+def test_a_design_that_fits_no_part_closes_with_the_step_that_failed(tmp_path, capsys):
+    """The pendulum's pipelined equations need 16 SB_MAC16 (real synth_ice40 -dsp): the run
+    simulates (PASS) and ends with one line naming the failed step, the part and why; exit 1."""
+    rc = _run(["hdl", "pendulum", "--vectors", "5", "--no-synth", "--pnr", "ice40-up5k", "--out", str(tmp_path)])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert rc == 1 and any("PASS" in line for line in lines)
+    assert lines[-1].startswith("mbforge hdl: failed: place and route: fit failed on iCE40 UP5K: ")
+    assert lines[-1].endswith(" DSPs for 8") and "RTL simulation" not in lines[-1]

@@ -21,8 +21,9 @@ from ..fixed.ops import (INT32_MAX, INT32_MIN, ONE_Q30, HwOp, HwProgram, lower_h
 # writes it); shift: +-2^k as a shift; shift-add: also two signed digits, +-2^p +-2^q, as a
 # shift-add (one adder instead of a 32 x 32 multiplier); auto: shift-add in the pipelined
 # variant, multiply in the shared one, where the products move to the adder units and their
-# shift multiplexers grew more LUTs than they saved (four-bar kinematics, 1 multiplier:
-# synth_ecp5 4,366 LUT4 multiplying, 5,094 with shift-add; bench/rtl.py --table)
+# shift multiplexers grew more LUTs than the cycles saved are worth (four-bar kinematics,
+# synth_ice40 -dsp: 1 multiplier 3,943 LUT4 multiplying, 4,007 with shift-add, 2 cycles fewer;
+# 4 multipliers 6,082 and 6,465, 1 cycle fewer; bench/rtl.py --table)
 CONST_PRODUCTS = ("auto", "shift-add", "shift", "multiply")
 
 

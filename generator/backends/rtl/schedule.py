@@ -352,7 +352,7 @@ def _pool_registers(hp: HwProgram, readers: dict, issue: list[int], unit: list[i
 # delay_lines=memory: a segment of a delay line this long or longer is a ring buffer in a
 # memory (block RAM on an FPGA), a shorter one stays a shift register of flip-flops. A block
 # RAM moves 16 bits a cycle on an iCE40 (256 x 16), whatever the delay, so short segments
-# cost block RAMs for few bits: from 16 cycles the four-bar kinematics keeps 6,286 delay
+# cost block RAMs for few bits: from 16 cycles the four-bar kinematics (const_products=multiply) keeps 6,286 delay
 # flip-flop bits in 34 block RAMs (from 12: 3,726 in 46; from 18: 7,886 in 28; from 20: 10,222 in 20).
 MEMORY_MIN = 16
 MEMORY_MIN_WIDTH = 16
