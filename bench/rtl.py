@@ -135,7 +135,10 @@ def goal(json_rows: list | None = None, ice40: bool = False) -> int:
 # const_products=shift-add (the pipelined variant's default; the shared variant's default,
 # auto, multiplies: these rows are why), and the shared variant with 4 dividers besides
 MULTIPLY, SHIFT = {"const_products": "multiply"}, {"const_products": "shift-add"}
-TABLE_KERNELS = (("fourbar", "kinematics"), ("delta", "inverse-dynamics"))
+# (model, kernel, build options): the delta in natural coordinates (its first workspace, the
+# model the table was measured on; the default's reduced kernel has its own row below)
+TABLE_KERNELS = (("fourbar", "kinematics", {}), ("delta", "inverse-dynamics", {"workspace": "first"}),
+                 ("delta", "inverse-dynamics-reduced", {}))
 TABLE_DESIGNS = (
     ("pipelined", "before", dict(MULTIPLY, variant="pipelined")),
     ("pipelined", "after", dict(SHIFT, variant="pipelined")),
@@ -184,10 +187,10 @@ def variant_table(json_rows: list, families: list[str], only: str | None = None)
     flip-flop bits); and the families' technology mapping when asked."""
     from mbforge.hdl.synth import synthesize
 
-    for model, kernel in TABLE_KERNELS:
+    for model, kernel, options in TABLE_KERNELS:
         if only and model != only:
             continue
-        k = build_kernel(load(model).equations(), kernel)
+        k = build_kernel(load(model, **options).equations(), kernel)
         print(f"\n{model} {kernel}: before (products by literals as multipliers, 1 divider), after "
               f"(const_products=shift-add), +4 div (and --dividers 4); yosys {'/'.join(['word level'] + families)}")
         for name, when, opts in TABLE_DESIGNS:
