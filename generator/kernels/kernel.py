@@ -130,7 +130,8 @@ class Kernel:
         bind_hints(t, self.info.enclosures)
         if self.step:
             t.feedback = tuple((k, k) for k in range(int(self.step["n_state"])))
-            _periodic_hints(t)
+            if self.info.enclosures:  # the unconstrained steps (kernels.step._explicit): their pivots' floors
+                _periodic_hints(t)
         return t
 
     def __post_init__(self):
