@@ -42,6 +42,7 @@ START_WIDTH = 0.5  # ... and no narrower than this (an angle's radians: M's entr
 ROUNDS = 6  # rounds of bisection of the cells whose floor is not yet good enough
 MAX_CELLS = 20000  # cells per pass over all boxes
 GOOD = 0.5  # a cell's floor is good enough at this fraction of its centre's eigenvalue
+MAX_DIMS = 2  # hints only for matrices of at most this many inputs: the cells grow as 8^dims per box
 EIG_MARGIN = 1e-12  # relative rounding of eigvalsh (LAPACK: a small multiple of n eps ||C||)
 
 __all__ = ["DefiniteEnclosure", "periodic_inputs", "pivot_floors"]
@@ -210,6 +211,8 @@ class DefiniteEnclosure:
         try:
             sub = lower([F.A.entries[ij] for ij in entries], list(self.coords))
         except Exception:  # an entry reads more than the coordinates: no hints
+            return None
+        if len({v for ins in sub.instrs for kind, v in ins.args if kind == "in"}) > MAX_DIMS:
             return None
         where = [(pos[i], pos[j]) for i, j in entries]
         located = _locate(tape)

@@ -130,7 +130,8 @@ class Kernel:
         bind_hints(t, self.info.enclosures)
         if self.step:
             t.feedback = tuple((k, k) for k in range(int(self.step["n_state"])))
-            _periodic_hints(t)
+            if self.info.enclosures:  # the unconstrained steps (kernels.step._explicit): their pivots' floors
+                _periodic_hints(t)
         return t
 
     def __post_init__(self):
@@ -259,10 +260,13 @@ for _name in _LAZY_FIELDS:
     setattr(Kernel, _name, _lazy_field(_name))
 
 
+MAX_ANGLES = 2  # periodic hints for at most this many angles: chain n = 3 (3) took over 400 s
+
+
 def _periodic_hints(t) -> None:
     """A step kernel's joint angles analysed over one period (analysis.periodic), its
     solves' hints kept inside; nothing when it has no such angle."""
     from ..analysis.periodic import PeriodicHints, periodic_angles
     angles, free = periodic_angles(t)
-    if angles:
+    if 0 < len(angles) <= MAX_ANGLES:
         t.hints = PeriodicHints(t, t.hints, angles, free)
