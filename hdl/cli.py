@@ -18,14 +18,26 @@ import numpy as np
 
 
 def _cmd_hdl(args) -> int:
-    from mbforge.verify import hostlib
+    out, dirs, eqs, kernel = _generate(args)
+    failed, b = _simulate(args, dirs)
+    hr = _horizon(eqs, args, b, dirs) if kernel.step else None
+    if hr is not None and not hr.passed:
+        failed.append("horizon run: see its table below")
+    fmax = _implement(args, dirs, failed)
+    if hr is not None:
+        print(hr.table(fmax))
+    if failed:  # the closing line: which step failed, and why
+        print(f"mbforge hdl: failed: {'; '.join(failed)}")
+    return 1 if failed else 0
+
+
+def _generate(args):
+    """The kernel in verilog, hls-c, c-fixed and c-double under --out: (out, the four
+    folders, the equations, the kernel)."""
+    from mbforge.errors import CLIError
+    from mbforge.modelflags import model_kernel, motion_only
     from mbforge.outdir import OutDir
     from mbforge.pipeline import check_prefix, generate, resolve_options
-
-    from . import sim as S
-    from .axis import simulate_axis
-    from .pnr import PNR_DEVICE, place_and_route, pnr_failure, pnr_text
-    from .synth import report_text, synthesize
 
     out = OutDir(args.out)
     t0 = time.perf_counter()
@@ -37,10 +49,6 @@ def _cmd_hdl(args) -> int:
     subs = {name: out.sub(name) for name in ("rtl", "hls", "fixed", "double")}
     for sub in subs.values():
         sub.check_writable()
-    dirs = {name: sub.path for name, sub in subs.items()}
-    from mbforge.modelflags import model_kernel, motion_only
-    from mbforge.errors import CLIError
-
     if args.horizon is not None and args.kernel != "step":
         raise CLIError(f"--horizon goes with --kernel step, not --kernel {args.kernel}")
     eqs, kernel = model_kernel(args)
@@ -48,52 +56,55 @@ def _cmd_hdl(args) -> int:
     generate(kernel, "hls-c", prefix=args.prefix).write(subs["hls"])
     generate(kernel, "c-fixed", prefix=args.prefix).write(subs["fixed"])
     generate(kernel, "c-double", prefix=args.prefix).write(subs["double"])
-    t_gen = time.perf_counter() - t0
-    print(f"generated {kernel.model} {kernel.name} ({opts.variant}) in {t_gen:.1f} s -> {out.path}")
+    print(f"generated {kernel.model} {kernel.name} ({opts.variant}) in {time.perf_counter() - t0:.1f} s -> {out.path}")
     note = motion_only(eqs, kernel)
     if note:
         print(note)
+    return out, {name: sub.path for name, sub in subs.items()}, eqs, kernel
+
+
+def _simulate(args, dirs) -> tuple[list, object]:
+    """HLS C against the c-fixed host model, the RTL simulation and (--interface axis) the
+    AXI-Stream one: (the failed steps, the RTL build)."""
+    from mbforge.verify import hostlib
+
+    from . import sim as S
+    from .axis import simulate_axis
 
     # the vectors simulate() draws: the domain's, then the labelled robustness set
     X = S.with_robustness(dirs["fixed"], S.make_vectors(dirs["fixed"], args.vectors, args.seed))[0]
-    ok = True
     Yf, sf = hostlib.load_kernel(dirs["fixed"])(X)
     Yh, sh = hostlib.load_kernel(dirs["hls"])(X)
     hls_ok = bool(np.array_equal(Yf, Yh) and np.array_equal(sf, sh))
-    ok &= hls_ok
     failed = [] if hls_ok else ["HLS C simulation: not bit-exact with the c-fixed host model"]
     print(f"HLS C (gcc C simulation) versus the c-fixed host model on {len(X)} vectors: "
           f"{'bit-exact' if hls_ok else 'DIFFERENT'}")
-
     b = S.build(dirs["rtl"], args.sim)
     r = S.simulate(b, dirs["fixed"], dirs["double"], vectors=args.vectors, seed=args.seed)
     print(r.table())
-    ok &= r.passed
     failed += [] if r.passed else [f"RTL simulation: {_sim_failure(r)}"]
     if args.interface == "axis":
         ar = simulate_axis(dirs["rtl"], args.sim, dirs["fixed"], X, seed=args.seed)
         print(ar.line())
-        ok &= ar.passed
         failed += [] if ar.passed else ["AXI-Stream simulation: see the line above"]
-    hr = _horizon(eqs, args, b, dirs) if kernel.step else None
-    if hr is not None:
-        ok &= hr.passed
-        failed += [] if hr.passed else ["horizon run: see its table below"]
+    return failed, b
+
+
+def _implement(args, dirs, failed: list):
+    """Synthesis (unless --no-synth) and --pnr; a part that does not fit joins `failed`.
+    The Fmax placed and routed, or None."""
+    from .pnr import PNR_DEVICE, place_and_route, pnr_failure, pnr_text
+    from .synth import report_text, synthesize
+
     if not args.no_synth:
-        rep = synthesize(dirs["rtl"], ice40=True if args.ice40 else None)
-        print(report_text(rep))
-    fmax = None
-    if args.pnr:
-        rep = place_and_route(dirs["rtl"], PNR_DEVICE[args.pnr], seed=args.pnr_seed)
-        print(pnr_text(rep))
-        ok &= bool(rep["fits"])
-        failed += [] if rep["fits"] else [f"place and route: {pnr_failure(rep)}"]
-        fmax = rep.get("fmax_mhz")
-    if hr is not None:
-        print(hr.table(fmax))
-    if failed:  # the closing line: which step failed, and why
-        print(f"mbforge hdl: failed: {'; '.join(failed)}")
-    return 0 if ok else 1
+        print(report_text(synthesize(dirs["rtl"], ice40=True if args.ice40 else None)))
+    if not args.pnr:
+        return None
+    rep = place_and_route(dirs["rtl"], PNR_DEVICE[args.pnr], seed=args.pnr_seed)
+    print(pnr_text(rep))
+    if not rep["fits"]:
+        failed.append(f"place and route: {pnr_failure(rep)}")
+    return rep.get("fmax_mhz")
 
 
 def _sim_failure(r) -> str:

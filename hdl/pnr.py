@@ -184,51 +184,8 @@ def place_and_route(rtl_dir: str | Path, device: str = "up5k", seed: int = 1, ti
         (tmp / "wrap.v").write_text(wrapper(rtl))
         srcs = " ".join(str(rtl_dir / s) for s in m.sources) + " " + str(tmp / "wrap.v")
         for part in parts:
-            dev = DEVICES[part]
-            prev = rep["tried"][-1] if rep["tried"] else None
-            if prev and prev["dsps"] > dev["dsps"] and prev["luts"] > dev["luts"] and dev["family"] == "ice40":
-                # its multipliers would only add LUTs on a part without DSPs: not worth a synthesis
-                rep["tried"].append({"device": part, "fits": False, "step": "fit",
-                                     "why": f"does not fit: more than {prev['luts']} "
-                                     f"LUTs (the {part_name(prev['device'])} mapping's, with {prev['dsps']} DSPs) "
-                                     f"for {dev['luts']}"})
-                continue
-            t0 = time.perf_counter()
-            fam = FAMILIES[dev["family"]]
-            synth = (f"synth_ice40 -top {rtl['top']}_pnr {'-dsp ' if dev['dsp_synth'] else ''}"
-                     if dev["family"] == "ice40" else f"synth_ecp5 -top {rtl['top']}_pnr ")
-            script = (f"read_verilog -sv {srcs}\n{synth}-json {tmp / 'net.json'}\n"
-                      f"tee -q -o {tmp / 'stat.json'} stat -json\n")
-            (tmp / "s.ys").write_text(script)
-            proc = _run(["yosys", "-q", "-s", str(tmp / "s.ys")], timeout, tmp, "apt-get install yosys")
-            if proc.returncode != 0:
-                raise PnrError(yosys_failure(synth, proc.stderr + proc.stdout))
-            rep["seconds"][f"synth_{part}"] = round(time.perf_counter() - t0, 1)
-            stat = json.loads((tmp / "stat.json").read_text())
-            cells = dict(stat["design"]["num_cells_by_type"]) if "design" in stat else {}
-            used, miss = _fit(dev, cells)
-            rep["tried"].append({"device": part, **used, "fits": miss is None, "why": miss, "step": "fit"})
-            if miss is not None:
-                continue
-            t0 = time.perf_counter()
-            # names relative to its working folder: a yowasp (WebAssembly) tool sees no other
-            cmd = [fam["nextpnr"], dev["flag"], "--package", dev["package"], "--json", "net.json",
-                   "--report", "report.json", "--seed", str(seed), "--timing-allow-fail",
-                   "--threads", "1"]
-            proc = _run(cmd, timeout, tmp, fam["install"])
-            rep["seconds"][f"nextpnr_{part}"] = round(time.perf_counter() - t0, 1)
-            if proc.returncode != 0 or not (tmp / "report.json").exists():
-                log = proc.stderr + proc.stdout
-                rep["tried"][-1].update(fits=False, why=nextpnr_failure(part, log, proc.returncode),
-                                        step=nextpnr_step(log))
-                continue
-            r = json.loads((tmp / "report.json").read_text())
-            fmax = [v.get("achieved") for k, v in r.get("fmax", {}).items()]
-            util = {k: [v["used"], v["available"]] for k, v in r.get("utilization", {}).items()}
-            rep.update(device=part, fits=True, fmax_mhz=round(min(fmax), 2) if fmax else None, utilization=util,
-                       luts=used["luts"], ffs=used["ffs"], dsps=used["dsps"], brams=used["brams"],
-                       wrapper_ffs=32 * rtl["n_in"] + 32)
-            break
+            if _placed(rep, part, rtl, srcs, tmp, seed, timeout):
+                break
         else:
             rep.update(device=None, fits=False, fmax_mhz=None)
     if rep.get("fmax_mhz"):
@@ -238,6 +195,62 @@ def place_and_route(rtl_dir: str | Path, device: str = "up5k", seed: int = 1, ti
     # beside the RTL, never through a symlink planted there (mbforge.outdir)
     write_file(rtl_dir / "pnr_report.json", (json.dumps(rep, indent=1, sort_keys=True) + "\n").encode(), "--out")
     return rep
+
+
+def _placed(rep: dict, part: str, rtl: dict, srcs: str, tmp: Path, seed: int, timeout: float) -> bool:
+    """One part's attempt, added to rep["tried"]: synthesis, fit, nextpnr; True (and the
+    part's figures in rep) when it placed and routed."""
+    dev = DEVICES[part]
+    prev = rep["tried"][-1] if rep["tried"] else None
+    if prev and prev["dsps"] > dev["dsps"] and prev["luts"] > dev["luts"] and dev["family"] == "ice40":
+        # its multipliers would only add LUTs on a part without DSPs: not worth a synthesis
+        rep["tried"].append({"device": part, "fits": False, "step": "fit",
+                             "why": f"does not fit: more than {prev['luts']} "
+                             f"LUTs (the {part_name(prev['device'])} mapping's, with {prev['dsps']} DSPs) "
+                             f"for {dev['luts']}"})
+        return False
+    used = _synthesized(rep, part, rtl, srcs, tmp, timeout)
+    if not rep["tried"][-1]["fits"]:
+        return False
+    t0 = time.perf_counter()
+    fam = FAMILIES[dev["family"]]
+    # names relative to its working folder: a yowasp (WebAssembly) tool sees no other
+    cmd = [fam["nextpnr"], dev["flag"], "--package", dev["package"], "--json", "net.json",
+           "--report", "report.json", "--seed", str(seed), "--timing-allow-fail", "--threads", "1"]
+    proc = _run(cmd, timeout, tmp, fam["install"])
+    rep["seconds"][f"nextpnr_{part}"] = round(time.perf_counter() - t0, 1)
+    if proc.returncode != 0 or not (tmp / "report.json").exists():
+        log = proc.stderr + proc.stdout
+        rep["tried"][-1].update(fits=False, why=nextpnr_failure(part, log, proc.returncode), step=nextpnr_step(log))
+        return False
+    r = json.loads((tmp / "report.json").read_text())
+    fmax = [v.get("achieved") for k, v in r.get("fmax", {}).items()]
+    util = {k: [v["used"], v["available"]] for k, v in r.get("utilization", {}).items()}
+    rep.update(device=part, fits=True, fmax_mhz=round(min(fmax), 2) if fmax else None, utilization=util,
+               luts=used["luts"], ffs=used["ffs"], dsps=used["dsps"], brams=used["brams"],
+               wrapper_ffs=32 * rtl["n_in"] + 32)
+    return True
+
+
+def _synthesized(rep: dict, part: str, rtl: dict, srcs: str, tmp: Path, timeout: float) -> dict:
+    """yosys's mapping of the wrapped design for the part (net.json in tmp): its resources,
+    and the attempt (whether they fit) added to rep["tried"]."""
+    dev = DEVICES[part]
+    t0 = time.perf_counter()
+    synth = (f"synth_ice40 -top {rtl['top']}_pnr {'-dsp ' if dev['dsp_synth'] else ''}"
+             if dev["family"] == "ice40" else f"synth_ecp5 -top {rtl['top']}_pnr ")
+    script = (f"read_verilog -sv {srcs}\n{synth}-json {tmp / 'net.json'}\n"
+              f"tee -q -o {tmp / 'stat.json'} stat -json\n")
+    (tmp / "s.ys").write_text(script)
+    proc = _run(["yosys", "-q", "-s", str(tmp / "s.ys")], timeout, tmp, "apt-get install yosys")
+    if proc.returncode != 0:
+        raise PnrError(yosys_failure(synth, proc.stderr + proc.stdout))
+    rep["seconds"][f"synth_{part}"] = round(time.perf_counter() - t0, 1)
+    stat = json.loads((tmp / "stat.json").read_text())
+    cells = dict(stat["design"]["num_cells_by_type"]) if "design" in stat else {}
+    used, miss = _fit(dev, cells)
+    rep["tried"].append({"device": part, **used, "fits": miss is None, "why": miss, "step": "fit"})
+    return used
 
 
 def pnr_text(rep: dict) -> str:
