@@ -14,25 +14,35 @@ from mbforge.manifest import Manifest
 pytestmark = pytest.mark.hdl
 
 
+def _hdl_step(out, n: int, *options):
+    """`mbforge hdl chain --set n=N --kernel step` (shared, 1 multiplier) with a 0.3 s horizon."""
+    return subprocess.run([str(MBFORGE), "hdl", "chain", "--set", f"n={n}", "--kernel", "step", "--dt", "1e-3",
+                           *options, "--variant", "shared", "--multipliers", "1", "--vectors", "20", "--no-synth",
+                           "--horizon", "0.3", "--out", str(out)], capture_output=True, text=True, timeout=900)
+
+
+def _assert_horizon_bit_exact(r, latency: int, q_max: float) -> None:
+    """300 steps fed back bit-exact with the c-fixed host model, at `latency` cycles per
+    step, and the RTL's q within (1e-9, q_max) of the double step's."""
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "horizon: 300 steps of 0.001 s fed back in the RTL: bit-exact with the c-fixed host model's run: True" \
+        in r.stdout
+    assert f"latency {latency} cycles per step" in r.stdout
+    line = next(x for x in r.stdout.splitlines() if "max |rtl - double step|" in x)
+    q = float(line.split(": q ")[1].split(",")[0])
+    assert 1e-9 < q < q_max, line
+
+
 @pytest.fixture(scope="module")
 def chain_hdl(tmp_path_factory):
     out = tmp_path_factory.mktemp("hdlstep") / "chain"
-    r = subprocess.run([str(MBFORGE), "hdl", "chain", "--set", "n=1", "--kernel", "step", "--dt", "1e-3",
-                        "--variant", "shared", "--multipliers", "1", "--vectors", "20", "--no-synth",
-                        "--horizon", "0.3", "--out", str(out)], capture_output=True, text=True, timeout=900)
-    return out, r
+    return out, _hdl_step(out, 1)
 
 
 @pytest.mark.slow
 def test_hdl_runs_the_step_over_a_horizon_bit_exact(chain_hdl):
-    out, r = chain_hdl
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "horizon: 300 steps of 0.001 s fed back in the RTL: bit-exact with the c-fixed host model's run: True" \
-        in r.stdout
-    assert "latency 152 cycles per step" in r.stdout
-    line = next(x for x in r.stdout.splitlines() if "max |rtl - double step|" in x)
-    q = float(line.split(": q ")[1].split(",")[0])
-    assert 1e-9 < q < 1e-5, line  # measured 5.2e-7 rad over 1 s; one step's bound is 6e-8
+    # measured 5.2e-7 rad over 1 s; one step's bound is 6e-8
+    _assert_horizon_bit_exact(chain_hdl[1], 152, 1e-5)
 
 
 @pytest.mark.slow
@@ -65,15 +75,4 @@ def test_hdl_runs_the_double_pendulum_euler_step_bit_exact(tmp_path):
     """chain n=2 (semi-implicit Euler; pivots floored by analysis.definite) in the RTL over
     0.3 s, each step's state fed back: bit-exact with the c-fixed host model's run
     (measured: latency 123 cycles, 4.4e-7 rad from the double step)."""
-    out = tmp_path / "chain2"
-    r = subprocess.run([str(MBFORGE), "hdl", "chain", "--set", "n=2", "--kernel", "step", "--dt", "1e-3",
-                        "--integrator", "euler", "--variant", "shared", "--multipliers", "1", "--vectors", "20",
-                        "--no-synth", "--horizon", "0.3", "--out", str(out)], capture_output=True, text=True,
-                       timeout=900)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "horizon: 300 steps of 0.001 s fed back in the RTL: bit-exact with the c-fixed host model's run: True" \
-        in r.stdout
-    assert "latency 123 cycles per step" in r.stdout
-    line = next(x for x in r.stdout.splitlines() if "max |rtl - double step|" in x)
-    q = float(line.split(": q ")[1].split(",")[0])
-    assert 1e-9 < q < 1e-4, line
+    _assert_horizon_bit_exact(_hdl_step(tmp_path / "chain2", 2, "--integrator", "euler"), 123, 1e-4)
