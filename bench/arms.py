@@ -55,24 +55,27 @@ def pinocchio_exporter():
     except ImportError as e:
         return None, f"not measured: {e.name} is not installed (pip install pin casadi)"
     site = Path(ca.__file__).resolve().parent.parent
-    return pin_binary(EXPORT_SRC, ["-O1", f"-I{site / 'casadi' / 'include'}", f"-L{site / 'casadi'}", "-lcasadi",
-                                   f"-Wl,-rpath,{site / 'casadi'}"], ca.__version__,
-                      "Pinocchio's RNEA, ABA and CRBA over casadi::SX")
+    return pin_binary(EXPORT_SRC, ["-O1", f"-I{site / 'casadi' / 'include'}", f"-L{site / 'casadi'}", "-lcasadi"],
+                      ca.__version__, "Pinocchio's RNEA, ABA and CRBA over casadi::SX")
 
 
 def pin_binary(src: Path, flags: list[str], salt: str, what: str):
-    """(path of `src` compiled against the pin wheel's C++ with `flags`, "") or (None, the
-    reason it is not there); compiled once, cached by the digest of the source, flags and
-    `salt` (a version the binary depends on)."""
+    """(the command line that runs `src` compiled against the pin wheel's C++ with `flags`, "")
+    or (None, the reason it is not there). Compiled once and cached by the digest of the source,
+    the flags without their paths, `salt` (a version the binary depends on), pin's version and
+    g++'s: a fresh clone's new venv reuses the binary (the first compile takes minutes), so the
+    libraries are found through LD_LIBRARY_PATH at run time, not an rpath into one venv."""
     try:
-        import pinocchio  # noqa: F401  (the wheel ships the C++ headers and libraries used below)
+        import pinocchio
     except ImportError as e:
         return None, f"not measured: {e.name} is not installed (pip install pin casadi)"
     prefix = Path(pinocchio.__file__).resolve().parents[4]  # .../site-packages/cmeel.prefix
     if not (prefix / "include" / "pinocchio").is_dir() or not EIGEN.is_dir() or shutil.which("g++") is None:
         return None, f"not measured: needs pin's C++ headers, Eigen ({EIGEN}) and g++"
-    key = hashlib.sha256(src.read_bytes() + " ".join(flags).encode() + salt.encode()
-                         + str(prefix).encode()).hexdigest()[:16]
+    gxx = subprocess.run(["g++", "-dumpfullversion"], capture_output=True, text=True).stdout.strip()
+    portable = [f for f in flags if not f.startswith(("-I", "-L"))]
+    key = hashlib.sha256(src.read_bytes() + " ".join(portable).encode() + salt.encode()
+                         + pinocchio.__version__.encode() + gxx.encode()).hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "mbforge-bench" / f"pin-{key}"
     exe = cache / src.stem
     if not exe.exists():
@@ -80,12 +83,13 @@ def pin_binary(src: Path, flags: list[str], salt: str, what: str):
         print(f"compiling {what} (once; a few minutes on a busy machine) ...", flush=True)
         r = subprocess.run(["g++", "-std=c++17", "-w", str(src), "-o", str(exe) + ".part", *BOOST_DEFS, f"-I{EIGEN}",
                             f"-I{prefix / 'include'}", f"-L{prefix / 'lib'}", "-lpinocchio_default",
-                            "-lboost_serialization", f"-Wl,-rpath,{prefix / 'lib'}", *flags],
+                            "-lboost_serialization", *flags],
                            capture_output=True, text=True)
         if r.returncode:
             return None, f"not measured: {src.name} did not compile: {r.stderr.strip().splitlines()[-1:]}"
         os.replace(str(exe) + ".part", exe)
-    return exe, ""
+    libs = [str(prefix / "lib")] + [f[2:] for f in flags if f.startswith("-L")]
+    return ["env", "LD_LIBRARY_PATH=" + os.pathsep.join(libs), str(exe)], ""
 
 
 def pinocchio_functions(work: Path, urdf: Path | None = None, floating: bool = False):
@@ -94,8 +98,8 @@ def pinocchio_functions(work: Path, urdf: Path | None = None, floating: bool = F
     there)."""
     import casadi as ca
 
-    exe, why = pinocchio_exporter()
-    if exe is None:
+    cmd, why = pinocchio_exporter()
+    if cmd is None:
         return None, why
     args = []
     if urdf:  # Pinocchio's reading of the file, handed over as its text archive
@@ -104,7 +108,7 @@ def pinocchio_functions(work: Path, urdf: Path | None = None, floating: bool = F
         root = [pin.JointModelFreeFlyer()] if floating else []
         pin.buildModelFromUrdf(str(urdf), *root).saveToText(str(work / "pin_model.txt"))
         args = [str(work / "pin_model.txt")]
-    subprocess.run([str(exe), str(work), *args], check=True)
+    subprocess.run([*cmd, str(work), *args], check=True)
     return tuple(ca.Function.load(str(work / f"pin_{k}.casadi")) for k in ("rnea", "aba", "crba")), ""
 
 

@@ -132,8 +132,8 @@ def _pin_native_ns(urdf: Path, model, kernel, X: np.ndarray, work: Path) -> dict
     (inputs of the RNEA `kernel`, reordered), or the reason it is not measured."""
     import pinocchio as pin
 
-    exe, why = pin_binary(HERE / "pin_time.cpp", ["-O2", "-DNDEBUG"], "", "Pinocchio's own RNEA, ABA and CRBA")
-    if exe is None:
+    cmd, why = pin_binary(HERE / "pin_time.cpp", ["-O2", "-DNDEBUG"], "", "Pinocchio's own RNEA, ABA and CRBA")
+    if cmd is None:
         return why
     pm, iq, iv = _pin_index(urdf, model)
     pm.saveToText(str(work / "pin_model.txt"))
@@ -150,7 +150,7 @@ def _pin_native_ns(urdf: Path, model, kernel, X: np.ndarray, work: Path) -> dict
     np.savetxt(work / "states.txt", np.array(rows), fmt="%.17g")
     best: dict = {}
     for _ in range(3):  # best of three runs, as time_ns takes the best of its repeats
-        out = subprocess.run([str(exe), str(work / "pin_model.txt"), str(work / "states.txt"), "2000"],
+        out = subprocess.run([*cmd, str(work / "pin_model.txt"), str(work / "states.txt"), "2000"],
                              capture_output=True, text=True, check=True).stdout
         for line in out.splitlines():
             k, ns = line.split()
