@@ -236,3 +236,77 @@ def test_cells_too_wide_for_the_test_are_not_called_singular(monkeypatch):
                                           r"Jacobian .*declare more cells") as e:
         envelope_cover(eqs)
     assert "singular configuration" not in str(e.value) and "\n" not in str(e.value)
+
+
+def _delta_cylinder_states(n, seed):
+    """Consistent delta states with the platform uniform in the cylinder x^2 + y^2 <= 0.3^2,
+    z in [-0.9, -0.6], from test_delta's closed forms (rejection sampling, not mbforge's)."""
+    from test_delta import states_at
+
+    rng = np.random.default_rng(seed)
+    P = np.column_stack([rng.uniform(-0.3, 0.3, 4 * n), rng.uniform(-0.3, 0.3, 4 * n), rng.uniform(-0.9, -0.6, 4 * n)])
+    P = P[P[:, 0] ** 2 + P[:, 1] ** 2 <= 0.09][:n]
+    return states_at(P, rng)
+
+
+def test_a_cylinder_region_leaves_out_the_cells_outside_and_holds_every_state_inside():
+    """The delta's cylinder workspace (Model.operate_region): of the 8 x 8 cells over x, y
+    the 4 corner ones lie wholly outside r = 0.3 (their nearest point is at r = 0.318) and
+    are left out; every consistent state in the cylinder (2,000 drawn independently, the
+    rim included) lies in a cell; the cover's own samples stay inside it."""
+    from mbforge.examples import delta
+
+    eqs = delta.build(workspace="cylinder").equations()
+    cover = envelope_cover(eqs)
+    edges = np.linspace(-0.3, 0.3, 9)
+    near = [min(abs(a), abs(b)) if a * b > 0 else 0.0 for a, b in zip(edges[:-1], edges[1:])]
+    outside = sum(1 for x in near for y in near if x * x + y * y > 0.09)
+    assert outside == 4 and len(cover) == 64 - outside
+    S = _delta_cylinder_states(2000, seed=5)
+    rim = _delta_cylinder_states(400, seed=6)  # pushed out onto the rim r = 0.3
+    r = np.hypot(rim["P_x"], rim["P_y"])
+    rim["P_x"], rim["P_y"] = rim["P_x"] * 0.3 / r, rim["P_y"] * 0.3 / r
+    from test_delta import states_at
+    rim = states_at(np.column_stack([rim["P_x"], rim["P_y"], rim["P_z"]]), np.random.default_rng(7))
+    by_name = {s.value.name: s for s in cover.symbols}
+    names = [n for n in S if n in by_name]
+    assert len(names) == 36  # P and the three elbows: positions, rates, accelerations
+    for states in (S, rim):
+        X = np.column_stack([states[n] for n in names])
+        assert _inside(cover, [by_name[n] for n in names], X).all()
+    own = cover.sample(3000, seed=2)
+    x, y = own[by_name["P_x"]], own[by_name["P_y"]]
+    assert len(x) == 3000 and (x * x + y * y).max() <= 0.09
+
+
+@pytest.mark.parametrize("expr, message", [
+    (lambda P: P[0] ** 2 + P[1] ** 2 + 1.0, "the operating region r excludes every state of the quantities' ranges"),
+    (lambda P: P[0] - 10.0 + 0 * P[1], None),  # every state inside: accepted
+    (lambda P: P[0] ** 2 - 0.01 + 1e-3 * symbol("stray"), "operate_region(r): the expression may use only the operating"),
+    (lambda P: 1.0, "operate_region(r): the expression uses no operating quantity"),
+])
+def test_a_bad_region_is_one_line(expr, message):
+    from mbforge.examples import delta
+
+    m = delta.build(workspace="full")
+    P = [q for q in m.q if q.value.name in ("P_x", "P_y", "P_z")]
+    try:
+        m.operate_region("r", expr(P))
+        envelope_cover(m.equations())
+    except (ModelError, DomainError) as e:
+        assert message is not None and message in str(e) and "\n" not in str(e), str(e)
+    else:
+        assert message is None
+    if message is None:
+        with pytest.raises(ModelError, match=r"operate_region\('r'\) is declared twice"):
+            m.operate_region("r", P[0])
+
+
+def test_the_manifest_records_the_region():
+    from mbforge.examples import delta
+    from mbforge.domain.cover import envelope_record
+
+    eqs = delta.build(workspace="cylinder").equations()
+    rec = envelope_record(eqs)
+    assert rec["regions"] == {"cylinder": "-0.09 + env_P_x**2 + env_P_y**2 <= 0"}
+    assert "regions" not in envelope_record(delta.build(workspace="full").equations())

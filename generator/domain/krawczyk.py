@@ -98,6 +98,7 @@ class Problem:
         self.fp_pattern = (np.array([i for i, _ in Fp.pattern], dtype=int), np.array([j for _, j in Fp.pattern], dtype=int))
         self.box_Fp = IntervalEvaluator(Fp.values(), self.pos_in)
         self.box_c = IntervalEvaluator(c, self.acc_in)
+        self.regions: list[tuple[str, IntervalEvaluator, Evaluator]] = []  # set by problem()
 
     def _matrix(self, vals, B):
         M = np.zeros((B, len(self.q), len(self.q)))
@@ -187,6 +188,18 @@ class Cover:
         rng = np.random.default_rng(seed)
         k = len(pr.params)
         P = np.column_stack([rng.uniform(a.range[0], a.range[1], count) for a in pr.params]) if k else np.zeros((count, 0))
+        if pr.regions:  # drawn again where outside a region, until `count` are in (or 64 rounds)
+            P = P[in_regions(pr, P)]
+            for _ in range(64):
+                if len(P) >= count:
+                    break
+                more = np.column_stack([rng.uniform(a.range[0], a.range[1], count) for a in pr.params])
+                P = np.vstack([P, more[in_regions(pr, more)]])
+            if not len(P):
+                raise DomainError(f"{pr.model}: no state drawn in the operating region "
+                                  f"{', '.join(n for n, _, _ in pr.regions)}: check its expression (<= 0 inside)")
+            P = P[:count]
+            count = len(P)
         PD = np.column_stack([rng.uniform(*a.rate, count) for a in pr.params if a.sym_d is not None] or [np.zeros((count, 0))])
         PDD = np.column_stack([rng.uniform(*a.accel, count) for a in pr.params if a.sym_dd is not None] or [np.zeros((count, 0))])
         pcol = [self.symbols.index(a.sym) for a in pr.params]
@@ -217,6 +230,34 @@ def _grid(params: list[Param]):
     lo = np.column_stack([edges[k][idx[:, k]] for k in range(len(params))])
     hi = np.column_stack([edges[k][idx[:, k] + 1] for k in range(len(params))])
     return lo, hi
+
+
+def _kept(pr: Problem, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Which cells (rows of the quantities' lo, hi) are not proven outside a region: a
+    region's expression enclosed above 0 over the whole cell."""
+    keep = np.ones(len(lo), dtype=bool)
+    for _, box, _ in pr.regions:
+        glo, _ = box(lo, hi)
+        keep &= ~(glo[:, 0] > 0.0)  # outward-rounded: the whole cell is outside
+    return keep
+
+
+def _outside_dropped(pr: Problem, lo: np.ndarray, hi: np.ndarray):
+    """The initial cells without those outside a region; one line if none is left."""
+    keep = _kept(pr, lo, hi)
+    if len(lo) and not keep.any():
+        raise DomainError(f"{pr.model}: the operating region {', '.join(n for n, _, _ in pr.regions)} excludes every "
+                          "state of the quantities' ranges: check its expression (the region is where it is <= 0)")
+    return lo[keep], hi[keep]
+
+
+def in_regions(pr: Problem, P: np.ndarray) -> np.ndarray:
+    """Which points P (rows over the quantities) lie in every region (expression <= 0)."""
+    inside = np.ones(len(P), dtype=bool)
+    for _, _, point in pr.regions:
+        if len(P):
+            inside &= np.atleast_2d(point(P))[:, 0] <= 0.0
+    return inside
 
 
 def _start_values(pr: Problem, guess: np.ndarray) -> np.ndarray:
@@ -277,7 +318,7 @@ def build_cover(pr: Problem, guess: np.ndarray, extension=None) -> Cover:
     from the cell's box (extension.enclose -> ok, lo, hi); a cell it cannot enclose is
     split like one whose test fails, and refused by extension.refuse at the depth limit."""
     k = len(pr.params)
-    lo, hi = _grid(pr.params)
+    lo, hi = _outside_dropped(pr, *_grid(pr.params))
     p0 = _start_values(pr, guess)
     Qs, ok = _continue(pr, guess, p0, (lo + hi) / 2)
     width = np.array([a.range[1] - a.range[0] for a in pr.params])
@@ -311,8 +352,9 @@ def build_cover(pr: Problem, guess: np.ndarray, extension=None) -> Cover:
         lo1, hi1, lo2, hi2 = lo_b.copy(), hi_b.copy(), lo_b.copy(), hi_b.copy()
         hi1[np.arange(len(lo_b)), axis] = mid
         lo2[np.arange(len(lo_b)), axis] = mid
-        lo, hi = np.vstack([lo1, lo2]), np.vstack([hi1, hi2])
-        Qs, ok = pr.newton(np.vstack([Q_b, Q_b]), (lo + hi) / 2)
+        keep = _kept(pr, np.vstack([lo1, lo2]), np.vstack([hi1, hi2]))  # halves outside a region left out
+        lo, hi = np.vstack([lo1, lo2])[keep], np.vstack([hi1, hi2])[keep]
+        Qs, ok = pr.newton(np.vstack([Q_b, Q_b])[keep], (lo + hi) / 2)
     L, H, cen = (np.concatenate([d[i] for d in done]) for i in range(3))
     if extension is not None:
         syms = syms + extension.symbols
@@ -474,5 +516,11 @@ def problem(eqs, unknowns, rows, extra, extra_names, params) -> Problem:
             raise DomainError(f"{eqs.model}: {name} involves symbols outside the kernel's coordinates "
                               f"({', '.join(s.value.name for s in unknowns)}) and the envelope's quantities: "
                               "declare the envelope in independent coordinates")
-    return Problem(eqs.model, unknowns, [eqs.qd[idx[s]] for s in unknowns], [eqs.qdd[idx[s]] for s in unknowns],
-                   F, names, params)
+    pr = Problem(eqs.model, unknowns, [eqs.qd[idx[s]] for s in unknowns], [eqs.qdd[idx[s]] for s in unknowns],
+                 F, names, params)
+    env = getattr(eqs, "envelope", None)
+    thetas = [a.sym for a in params]
+    for r in (env.regions if env else ()):  # only over the envelope's own quantities (not a time cover)
+        if all(x.theta in thetas for x in env.quantities):
+            pr.regions.append((r.name, IntervalEvaluator([r.expr], thetas), Evaluator([r.expr], thetas)))
+    return pr

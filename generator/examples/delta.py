@@ -18,8 +18,10 @@ motor as the force t x (E - A) / L^2 at its elbow (its torque about the hinge, w
 denominator to prove); speeds up to 2 m/s, accelerations up to 20 m/s^2 per axis.
 build(workspace="first") is the first shipped model, unchanged (x, y within +-0.2 m, z from
 -0.85 to -0.65 m, natural coordinates only, motors along the arm angles).
+build(workspace="cylinder") is the default model over the cylinder x^2 + y^2 <= 0.3^2 of the
+same heights (Model.operate_region, 8 x 8 cells in x and y).
 
-    build(workspace="full" | "first") -> Model
+    build(workspace="full" | "first" | "cylinder") -> Model
 """
 from __future__ import annotations
 
@@ -38,7 +40,9 @@ PLATFORM_M = 0.2 + 0.5
 HOME = (0.0, 0.0, -0.75)
 # the workspace the user declared (issue 33) and the one of the first shipped model
 WORKSPACES = {"full": {"px": (-0.3, 0.3), "py": (-0.3, 0.3), "pz": (-0.9, -0.6)},
-              "first": {"px": (-0.2, 0.2), "py": (-0.2, 0.2), "pz": (-0.85, -0.65)}}
+              "first": {"px": (-0.2, 0.2), "py": (-0.2, 0.2), "pz": (-0.85, -0.65)},
+              "cylinder": {"px": (-0.3, 0.3), "py": (-0.3, 0.3), "pz": (-0.9, -0.6)}}
+CYLINDER_R, CYLINDER_CELLS = 0.3, 8  # the cylinder workspace: x^2 + y^2 <= R^2, cells along x and y
 WORKSPACE = WORKSPACES["full"]
 SPEED, ACCEL, TORQUE = 2.0, 20.0, 10.0
 ANGLES = (0.0, 2 * math.pi / 3, 4 * math.pi / 3)
@@ -82,7 +86,8 @@ def build(workspace: str = "full") -> Model:
     """workspace "full" (default): the declared box of issue 33, x and y within +-0.3 m and z
     from -0.9 to -0.6 m, the elbows also given in closed form (Model.explicit), so the
     reduced inverse dynamics (platform in, torques out) applies; "first": the first shipped
-    model (x, y within +-0.2 m, z from -0.85 to -0.65 m, natural coordinates only)."""
+    model (x, y within +-0.2 m, z from -0.85 to -0.65 m, natural coordinates only);
+    "cylinder": "full" within x^2 + y^2 <= 0.3^2."""
     if workspace not in WORKSPACES:
         raise ModelError(f"delta: workspace must be one of {', '.join(WORKSPACES)}, got {workspace!r}")
     box = WORKSPACES[workspace]
@@ -121,8 +126,11 @@ def build(workspace: str = "full") -> Model:
     m.gravity((0.0, 0.0, -9.81))
     for c, q in zip(("x", "y", "z"), P):
         lo, hi = box[f"p{c}"]
-        m.operate(q, range=(lo, hi), rate=rate, accel=acc)
-    if workspace == "full":
+        cells = CYLINDER_CELLS if workspace == "cylinder" and c != "z" else 1
+        m.operate(q, range=(lo, hi), rate=rate, accel=acc, cells=cells)
+    if workspace == "cylinder":  # a pick-and-place robot's usual workspace: the box's corners left out
+        m.operate_region("cylinder", P[0] ** 2 + P[1] ** 2 - CYLINDER_R ** 2)
+    if workspace != "first":
         for k, E in enumerate(elbows):
             closed, _ = elbow_closed_form(k, list(P))
             for q, e in zip(E, closed):

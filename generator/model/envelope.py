@@ -9,7 +9,10 @@ xB sin(theta) - yB cos(theta) = 0). With the kinematic constraints, the quantiti
 equations fix the configuration; domain.cover encloses every consistent state (q, qd,
 qdd) reachable with theta, theta', theta'' anywhere in their ranges. Inputs are the
 actuator forces' ranges. `cells` is how many equal parts the cover starts from along a
-quantity (split further where the enclosure fails).
+quantity (split further where the enclosure fails). A region (Model.operate_region) keeps
+the states of the quantities where its expression is <= 0 (a cylinder, a disc of angles):
+cells proven outside every point of it are left out of the cover, samples outside it drawn
+again; cells it cuts stay whole (sound: the cover still holds every state of the region).
 
 Invariants: every range is non-empty (lo < hi, or lo == hi for a fixed rate); a quantity's
 symbols (theta, theta_d, theta_dd) live in the model's scope with kind "input" and the names
@@ -40,26 +43,39 @@ class Quantity:
 
 
 @dataclass(frozen=True)
+class Region:
+    name: str
+    expr: Atom  # of the quantities' thetas: the region is where expr <= 0
+
+
+@dataclass(frozen=True)
 class Envelope:
     quantities: tuple[Quantity, ...] = ()
     inputs: dict = field(default_factory=dict)  # actuator name -> (lo, hi)
     source: str = "model"  # "model" or the override file's name
+    regions: tuple[Region, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.quantities)
 
     def to_json(self) -> dict:
         """The envelope as the manifest records it and --envelope reads it."""
-        return {"quantities": {q.name: {"range": list(q.range), "rate": list(q.rate), "accel": list(q.accel),
-                                        "cells": q.cells} for q in self.quantities},
-                "inputs": {k: list(v) for k, v in sorted(self.inputs.items())}}
+        out = {"quantities": {q.name: {"range": list(q.range), "rate": list(q.rate), "accel": list(q.accel),
+                                       "cells": q.cells} for q in self.quantities},
+               "inputs": {k: list(v) for k, v in sorted(self.inputs.items())}}
+        if self.regions:  # recorded, not read back: a region is an expression of the model's
+            out["regions"] = {r.name: f"{r.expr} <= 0" for r in self.regions}
+        return out
 
     def override(self, data, where: str, actuators: list[str]) -> "Envelope":
         """A copy with the ranges of `data` (parsed JSON: {"quantities": {name: {"range": [lo, hi],
         "rate": .., "accel": .., "cells": n}}, "inputs": {actuator: [lo, hi]}}) replacing the
         model's; one ModelError naming the key for anything else."""
-        if not isinstance(data, dict) or set(data) - {"quantities", "inputs"}:
+        if not isinstance(data, dict) or set(data) - {"quantities", "inputs", "regions"}:
             raise ModelError(f"{where}: an envelope is an object with \"quantities\" and/or \"inputs\"")
+        if "regions" in data and data["regions"] != self.to_json().get("regions"):
+            raise ModelError(f"{where}: regions: a region is an expression of the model (Model.operate_region); "
+                             f"an envelope file may only repeat the model's own ({self.to_json().get('regions', {})})")
         by_name = {q.name: q for q in self.quantities}
         qs = dict(by_name)
         for name, spec in (data.get("quantities") or {}).items():
@@ -81,7 +97,7 @@ class Envelope:
                 raise ModelError(f"{where}: inputs.{name}: the model has no actuator {name!r} "
                                  f"(actuators: {', '.join(actuators) or 'none'})")
             inputs[name] = _range(r, f"{where}: inputs.{name}")
-        return Envelope(tuple(qs[q.name] for q in self.quantities), inputs, Path(where).name)
+        return Envelope(tuple(qs[q.name] for q in self.quantities), inputs, Path(where).name, self.regions)
 
 
 def load_override(path: str) -> dict:

@@ -19,6 +19,7 @@ parameters), natural coordinates (natural.*) and relative coordinates (relative.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from ..ir import (ONE, ZERO, Atom, ExpressionError, Scope, Sparse, add, as_atom, from_sympy, jacobian, sub, subs,
                   symbol, time_derivative, topo)
@@ -26,7 +27,7 @@ from ..names import is_name
 from . import forces as _forces
 from . import joints as _joints
 from .bodies import Body, Body2D, Body3D, BodyError, Ground
-from .envelope import Envelope, Quantity, _cells as _env_cells, _range as _env_range
+from .envelope import Envelope, Quantity, Region, _cells as _env_cells, _range as _env_range
 from .equations import Equations
 from .errors import ModelError, check_name
 from .relative import Relative
@@ -232,8 +233,35 @@ class Model:
             if not g.mask & th.mask or not g.mask & self._mask(self.q):
                 raise ModelError(f"{where}: the equation must involve both theta and the coordinates")
         qty = Quantity(name, th, thd, thdd, g, rng, rate, accel, cells)
-        self.envelope = Envelope(self.envelope.quantities + (qty,), dict(self.envelope.inputs))
+        self.envelope = replace(self.envelope, quantities=self.envelope.quantities + (qty,))
         return th
+
+    def operate_region(self, name: str, expr) -> None:
+        """Restrict the operating envelope to the states where `expr` <= 0, `expr` an
+        expression of the operating quantities (coordinates declared with operate, or the
+        thetas operate returned), e.g. a cylinder of radius 0.3 about z:
+        P_x**2 + P_y**2 - 0.09. The cover leaves out the cells proven outside the region
+        (a singular corner outside it no longer stops a kernel) and draws its samples in it."""
+        check_name(self, "operating region", str(name))
+        if any(r.name == name for r in self.envelope.regions):
+            raise ModelError(f"{self.name}: operate_region({name!r}) is declared twice")
+        where = f"{self.name}: operate_region({name})"
+        qs = self.envelope.quantities
+        if not qs:
+            raise ModelError(f"{where}: declare the operating quantities first (Model.operate)")
+        try:
+            e = self._atom(expr)
+        except ExpressionError as err:
+            raise ModelError(f"{where}: {err}") from None
+        coords = {q.value.name: q for q in self.q}
+        e = subs(e, {coords[x.name]: x.theta for x in qs if x.name in coords})  # a coordinate by its theta
+        thetas = self._mask([x.theta for x in qs])
+        if e.mask & ~thetas:
+            names = ", ".join(x.name for x in qs)
+            raise ModelError(f"{where}: the expression may use only the operating quantities ({names})")
+        if not e.mask & thetas:
+            raise ModelError(f"{where}: the expression uses no operating quantity")
+        self.envelope = replace(self.envelope, regions=self.envelope.regions + (Region(str(name), e),))
 
     def operate_input(self, actuator: str, range) -> None:
         """The range of an actuator's force (or torque) over the operating envelope."""
@@ -243,7 +271,7 @@ class Model:
                              f"{', '.join(names) or 'none'}; declare it first)")
         inputs = dict(self.envelope.inputs)
         inputs[actuator] = _env_range(range, f"{self.name}: operate_input({actuator})")
-        self.envelope = Envelope(self.envelope.quantities, inputs)
+        self.envelope = replace(self.envelope, inputs=inputs)
 
     def parameter(self, name: str, value: float, range=None) -> Atom:
         """A model parameter (a length, a mass, a stiffness...): folded into the generated
