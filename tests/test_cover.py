@@ -310,3 +310,15 @@ def test_the_manifest_records_the_region():
     rec = envelope_record(eqs)
     assert rec["regions"] == {"cylinder": "-0.09 + env_P_x**2 + env_P_y**2 <= 0"}
     assert "regions" not in envelope_record(delta.build(workspace="full").equations())
+
+
+def test_an_envelope_file_may_repeat_the_models_regions_but_not_change_them():
+    """The manifest's envelope fed back as --envelope round-trips; a region is the model's."""
+    from mbforge.examples import delta
+
+    env = delta.build(workspace="cylinder").envelope
+    data = env.to_json()
+    assert env.override(data, "m.json", ["motor1", "motor2", "motor3"]).regions == env.regions
+    data["regions"] = {"cylinder": "env_P_x**2 - 0.01 <= 0"}
+    with pytest.raises(ModelError, match=r"^m.json: regions: a region is an expression of the model"):
+        env.override(data, "m.json", ["motor1", "motor2", "motor3"])
