@@ -170,6 +170,19 @@ def test_bad_step_options_give_one_line(tmp_path, args, message):
     assert not out.exists()
 
 
+def test_fixed_point_penalty_step_of_a_closed_loop_is_refused_naming_its_constraint(tmp_path):
+    """The pendulum's ali3p step in c-fixed: refused in one line that names the cause (the
+    penalty on the residual of rod_len over states off the constraint) and the step that
+    generates, not a velocity to narrow."""
+    out = tmp_path / "o"
+    r = subprocess.run([str(MBFORGE), "generate", "pendulum", "--kernel", "step", "--dt", "0.001", "--target",
+                        "c-fixed", "--out", str(out)], capture_output=True, text=True, timeout=300)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode != 0 and len(lines) == 1 and not out.exists(), r.stderr
+    assert "ali3p step's penalty amplifies the residual of rod_len" in lines[0] and "--penalty 0" in lines[0]
+    assert "narrow" not in lines[0]
+
+
 def test_stability_regions_of_the_explicit_steps():
     """The amplification the dt check uses: RK4's region meets the imaginary axis at
     2 sqrt(2) and the real axis at -2.785; semi-implicit Euler holds an oscillator while
