@@ -156,6 +156,8 @@ def test_a_manifest_whose_state_is_not_its_outputs_is_refused(tmp_path):
     # the N-four-bar's singular positions (every point on the ground line) lie inside its ranges
     (["nfourbar", "--set", "n=1", "--kernel", "step", "--dt", "0.001", "--integrator", "rk4", "--penalty", "0"],
      "crank1_len, crank0_len, coupler0_len are nearly dependent at the consistent configuration"),
+    (["pendulum_block", "--kernel", "step", "--dt", "0.01", "--integrator", "rk4", "--penalty", "0", "--target",
+      "c-fixed"], "no cover of near-consistent states for more than 4 coordinates: pendulum_block has 6"),
     # rk4's later stages carry the rates' loose enclosures into a pivot's error (docs/kernels.md, step)
     (["chain", "--set", "n=2", "--kernel", "step", "--dt", "0.001", "--integrator", "rk4", "--target", "c-fixed"],
      "the divisor can come within its error bound of 0"),

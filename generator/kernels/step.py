@@ -51,7 +51,7 @@ import numpy as np
 from ..analysis.definite import DefiniteEnclosure
 from ..domain import Domain
 from ..domain.forces import actuator_ranges
-from ..domain.states import state_cover
+from ..domain.states import MAX_COORDS, state_cover
 from ..domain.sampling import parameters
 from ..ir import ZERO, Atom, Evaluator, ExpressionError, Sparse, add, const, mul, sub, subs, symbol, topo
 from ..ir.subs import subs_shifted
@@ -846,6 +846,8 @@ def _assemble(eqs: Equations, integrator: str, state: list[InPort], outs: list[O
                step=record)
     if record.get("alpha"):  # a penalty step: its analysis runs over the declared box
         k = k.replace(analysis_note=_penalty_note(eqs, integrator))
+    elif cover:
+        k = k.replace(analysis_note=_exact_note(eqs))
     if not cover or getattr(eqs, "params", None):
         return k
     return k.with_domain(Domain(boxes=lambda: _state_boxes(eqs, inputs, offset, integrator == "ali3p"),
@@ -862,6 +864,18 @@ def _penalty_note(eqs: Equations, integrator: str) -> str:
             "box of states holds (states off the constraints, which the mechanism never reaches), so its values "
             "get no bound: --integrator rk4 --penalty 0 (exact multipliers) is analysed over the near-consistent "
             "states (c-fixed) where the constraints stay independent")
+
+
+def _exact_note(eqs: Equations) -> str:
+    """What a refused analysis of rk4 --penalty 0 means: a pivot of M or of Phi_q M^-1
+    Phi_q^T not bounded away from 0 over the domain, the cover of near-consistent states, or the
+    declared box (states off the constraints) where the cover is not built."""
+    rows = ", ".join(eqs.phi_names[:3]) + (" ..." if len(eqs.phi) > 3 else "")
+    where = ("the boxes of near-consistent states (domain.states)" if len(eqs.q) <= MAX_COORDS else
+             f"the declared box of states, which holds states off the constraints (no cover of near-consistent "
+             f"states for more than {MAX_COORDS} coordinates: {eqs.model} has {len(eqs.q)})")
+    return (f"step: {eqs.model}: rk4 --penalty 0 divides by the pivots of M and of Phi_q M^-1 Phi_q^T ({rows}), "
+            f"not all bounded away from 0 over {where}")
 
 
 def _state_boxes(eqs: Equations, inputs: list[InPort], offset: list[float], accelerations: bool):
