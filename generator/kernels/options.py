@@ -78,7 +78,7 @@ class FrameOptions(KernelOptions):
                                default_text="required")
 
 
-def _penalty(text: str) -> float:
+def penalty_ratio(text: str) -> float:
     """--penalty: 0 (rk4's exact multipliers) or a ratio from 0.01 to 1e8."""
     v = number(-1.0, 1e8, "0 or a ratio from 0.01 to 1e8")(text)
     if not (v == 0 or v >= 1e-2):
@@ -102,7 +102,7 @@ class StepKernelOptions(KernelOptions):
     penalty: float = option(1e3, "ali3p's (and constrained rk4's) penalty as the ratio of dt^2/4 alpha Phi_q^T "
                             "Phi_q to M; 0 with rk4: exact multipliers, no penalty (independent constraints; "
                             "c-fixed over the near-consistent states)", kind=float, minimum=0.0, maximum=1e8,
-                            default_text="default 1e3", parse=_penalty)
+                            default_text="default 1e3", parse=penalty_ratio)
 
 
 KERNEL_OPTIONS: dict[str, type[KernelOptions]] = {
