@@ -308,6 +308,18 @@ def _kernel_context(kernel: Kernel, backend: Backend, sched, analysis: Analysis,
     )
 
 
+def _analysed(kernel: Kernel, backend: Backend, tape, model_digest: str) -> Analysis:
+    """_analyse over the kernel's domain; a refusal led by the kernel's analysis_note (what
+    it means physically), which replaces the analysis' suggestion of an input to narrow."""
+    try:
+        return _analyse(backend, tape, kernel.domain or [kernel.input_ranges], model_digest)
+    except ExpressionError as e:
+        if kernel.analysis_note is None:
+            raise
+        found = str(e).split("; narrow the envelope")[0]
+        raise ExpressionError(f"{kernel.analysis_note}; the analysis: {found}") from None
+
+
 def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Options, mark) -> Plan:
     prefix = check_prefix(prefix) if prefix is not None else check_prefix(kernel.model, "the model name")
     tape = kernel.tape()
@@ -321,13 +333,7 @@ def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Opt
     envelope = kernel.input_envelope()
     inputs, outputs = _groups(kernel, envelope)
     backend.check(sched)
-    try:
-        analysis = _analyse(backend, tape, kernel.domain or [kernel.input_ranges], model_digest)
-    except ExpressionError as e:
-        if kernel.analysis_note is None:
-            raise
-        found = str(e).split("; narrow the envelope")[0]  # the note says what would help instead
-        raise ExpressionError(f"{kernel.analysis_note}; the analysis: {found}") from None
+    analysis = _analysed(kernel, backend, tape, model_digest)
     for attr, groups, values in (("frac_bits", inputs, analysis.in_frac_bits),
                                  ("frac_bits", outputs, analysis.out_frac_bits),
                                  ("error_bound", outputs, analysis.out_error)):
