@@ -294,7 +294,7 @@ def test_fixed_point_rk4_step_of_the_pendulum_holds_its_bounds_at_consistent_sta
     and 7.3e-9 m/s against bounds 2.5e-9 m and 4.0e-8 m/s. Over 10 s from the model's start it follows the angle equation within
     1e-6 m (measured 5.2e-7 m, the double step 5.5e-7 m)."""
     from mbforge.domain.motion import inside
-    from mbforge.verify.vectors import from_raw
+    from mbforge.verify.vectors import draw, from_raw
 
     args = ("--dt", "0.01", "--integrator", "rk4", "--penalty", "0")
     fx = generate_step(tmp_path, "pendulum", *args, "--target", "c-fixed", name="fx")
@@ -312,6 +312,11 @@ def test_fixed_point_rk4_step_of_the_pendulum_holds_its_bounds_at_consistent_sta
     err = np.abs(from_raw(m, Yf) - from_raw(kd.manifest, Yd))
     assert (err <= bound).all(), (err.max(0), bound)
     assert err.max() > 0  # two kernels, not one compared with itself
+    # the bounds hold over the whole domain: its boxes also hold states off the constraint
+    Z = from_raw(m, to_raw(m, draw(m, fx, 5_000, seed=1, motion=False)), "inputs")
+    assert np.abs(np.hypot(Z[:, 0], Z[:, 1]) - 1).max() > 1e-2
+    Zf, Zd = kf(to_raw(m, Z))[0], kd(to_raw(kd.manifest, Z))[0]
+    assert (np.abs(from_raw(m, Zf) - from_raw(kd.manifest, Zd)) <= bound).all()
     t, q = run_steps(fx, "pendulum")
     th = _angle(0.0, 0.0, lambda a: -G * np.cos(a), t)
     assert len(t) == 1000 and np.hypot(q[:, 0] - np.cos(th), q[:, 1] - np.sin(th)).max() < 1e-6
