@@ -255,9 +255,9 @@ def test_fixed_point_closed_loop_step_on_the_cortex_m0(tmp_path):
     """The pendulum in natural coordinates (a closed model: x^2 + y^2 = 1) as a c-fixed
     step, rk4 with exact multipliers (--penalty 0) analysed over its near-consistent states,
     on the emulated micro:bit over 10 s at dt 10 ms: bit-exact with the host build, within
-    1e-6 m of the reference (measured 4.9e-7 m; 6.3e-8 m from the c-double step), faster than
-    real time (23.3x measured, 6,864 instructions per step), and the per-step bounds in the
-    report are the kernel's (2.5e-9 m, 4.0e-8 m/s)."""
+    1e-6 m of the reference (measured 6.7e-7 m; 2.1e-7 m from the c-double step), faster than
+    real time (23.5x measured, 6,816 instructions per step), and the per-step bounds in the
+    report are the kernel's (2.4e-9 m, 3.0e-8 m/s)."""
     out = tmp_path / "dev"
     p = _run("simulate", "pendulum", "--device", "emulated_microbit", "--target", "c-fixed", "--dt", "0.01",
              "--integrator", "rk4", "--penalty", "0", "--t-end", "10", "--out", str(out))

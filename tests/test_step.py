@@ -291,8 +291,8 @@ def test_fixed_point_rk4_step_of_the_pendulum_holds_its_bounds_at_consistent_sta
     the cover of near-consistent states (domain.states). At 20,000 random consistent states
     (which the cover's boxes must hold) the fixed-point step stays within its per-step
     bound of the double step fed the same rounded state; measured: errors up to 1.1e-9 m
-    and 7.3e-9 m/s against bounds 2.5e-9 m and 4.0e-8 m/s. Over 10 s from the model's start it follows the angle equation within
-    1e-6 m (measured 5.2e-7 m, the double step 5.5e-7 m)."""
+    and 6.3e-9 m/s against bounds 2.4e-9 m and 3.0e-8 m/s. Over 10 s from the model's start
+    it follows the angle equation within 1e-6 m (measured 6.9e-7 m, the double step 5.5e-7 m)."""
     from mbforge.domain.motion import inside
     from mbforge.verify.vectors import draw, from_raw
 
@@ -338,3 +338,10 @@ def test_the_state_cover_holds_consistent_states_and_leaves_out_the_rest():
     decl = np.array([eqs.ranges[s] for s in syms])
     Z = rng.uniform(decl[:, 0], decl[:, 1], (20_000, 4))
     assert inside(boxes, Z).mean() < 0.1
+    # with accelerations (ali3p's state): qdd = th_dd (-y, x) - w^2 (x, y), inside the ranges
+    syms, lo, hi = state_cover(eqs, True, {})
+    X = _pendulum_states(20_000, seed=4)
+    w2 = (X[:, 2] ** 2 + X[:, 3] ** 2)
+    a = rng.uniform(-7.0, 7.0, len(X))
+    A = np.column_stack([-a * X[:, 1] - w2 * X[:, 0], a * X[:, 0] - w2 * X[:, 1]])
+    assert inside(np.stack([lo, hi], axis=2), np.hstack([X, A])).all()
