@@ -29,7 +29,7 @@ from .analysis.boundnotes import bound_summary
 from .analysis.piececache import hints_key
 from .backends import Analysis, Backend, GenerateError, Options, backend_names, get_backend
 from .backends.context import KernelContext
-from .ir import Evaluator, subs, topo
+from .ir import Evaluator, ExpressionError, subs, topo
 from .ir.graph import gc_paused
 from .kernels import InPort, Kernel, OutPort
 from .manifest import ERROR_BOUND_BASIS, MANIFEST_NAME, Group, Manifest
@@ -308,6 +308,18 @@ def _kernel_context(kernel: Kernel, backend: Backend, sched, analysis: Analysis,
     )
 
 
+def _analysed(kernel: Kernel, backend: Backend, tape, model_digest: str) -> Analysis:
+    """_analyse over the kernel's domain; a refusal led by the kernel's analysis_note (what
+    it means physically), which replaces the analysis' suggestion of an input to narrow."""
+    try:
+        return _analyse(backend, tape, kernel.domain or [kernel.input_ranges], model_digest)
+    except ExpressionError as e:
+        if kernel.analysis_note is None:
+            raise
+        found = str(e).split("; narrow the envelope")[0]
+        raise ExpressionError(f"{kernel.analysis_note}; the analysis: {found}") from None
+
+
 def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Options, mark) -> Plan:
     prefix = check_prefix(prefix) if prefix is not None else check_prefix(kernel.model, "the model name")
     tape = kernel.tape()
@@ -321,7 +333,7 @@ def _generate(kernel: Kernel, backend: Backend, prefix: str | None, options: Opt
     envelope = kernel.input_envelope()
     inputs, outputs = _groups(kernel, envelope)
     backend.check(sched)
-    analysis = _analyse(backend, tape, kernel.domain or [kernel.input_ranges], model_digest)
+    analysis = _analysed(kernel, backend, tape, model_digest)
     for attr, groups, values in (("frac_bits", inputs, analysis.in_frac_bits),
                                  ("frac_bits", outputs, analysis.out_frac_bits),
                                  ("error_bound", outputs, analysis.out_error)):

@@ -9,6 +9,8 @@ its Kernel with it (Kernel.with_domain); nothing here imports mbforge.kernels.
     cover.py           covers of the operating envelope or the time range, and their Domain
     motion.py          the driven motion, the tube of boxes around it, and its Domain
                        (MOTION_POINTS, DOMAIN_STEPS)
+    states.py          boxes of the near-consistent states (q, qd[, qdd]) within the declared
+                       ranges, by branch and prune: a step kernel's domain
     sampling.py        consistent configurations for pivots (motion, manifold, independent
                        box, envelope)
     forces.py          inverse-dynamics forces along the motion, actuator input ranges

@@ -120,6 +120,8 @@ class Kernel:
     envelope: dict | None = None
     # step kernels: the integrator, dt, iterations and state layout (Manifest.step)
     step: dict | None = None
+    # what a refused range analysis means physically (pipeline: put before its message); no bytes change
+    analysis_note: str | None = None
 
     def tape(self):
         """The kernel lowered to its tape (what every target prints), with the range-analysis

@@ -12,6 +12,8 @@ name: `with_multipliers` is inverse-dynamics-reduced's `multipliers`).
 """
 from __future__ import annotations
 
+import argparse
+
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -76,6 +78,14 @@ class FrameOptions(KernelOptions):
                                default_text="required")
 
 
+def penalty_ratio(text: str) -> float:
+    """--penalty: 0 (rk4's exact multipliers) or a ratio from 0.01 to 1e8."""
+    v = number(-1.0, 1e8, "0 or a ratio from 0.01 to 1e8")(text)
+    if not (v == 0 or v >= 1e-2):
+        raise argparse.ArgumentTypeError(f"must be 0 or a ratio from 0.01 to 1e8, got {text}")
+    return v
+
+
 @dataclass(frozen=True)
 class StepKernelOptions(KernelOptions):
     # the builder checks them against the model (kernels.step.StepOptions.check)
@@ -90,8 +100,9 @@ class StepKernelOptions(KernelOptions):
                                     default_text="default: the fewest that converge along the reference run, up to 8",
                                     parse=whole(1, 50))
     penalty: float = option(1e3, "ali3p's (and constrained rk4's) penalty as the ratio of dt^2/4 alpha Phi_q^T "
-                            "Phi_q to M", kind=float, minimum=1e-2, maximum=1e8, default_text="default 1e3",
-                            parse=number(1e-2, 1e8, "a ratio from 0.01 to 1e8", closed=True))
+                            "Phi_q to M; 0 with rk4: exact multipliers, no penalty (independent constraints; "
+                            "c-fixed over the near-consistent states)", kind=float, minimum=0.0, maximum=1e8,
+                            default_text="default 1e3", parse=penalty_ratio)
 
 
 KERNEL_OPTIONS: dict[str, type[KernelOptions]] = {

@@ -49,7 +49,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..analysis.definite import DefiniteEnclosure
+from ..domain import Domain
 from ..domain.forces import actuator_ranges
+from ..domain.states import MAX_COORDS, state_cover
 from ..domain.sampling import parameters
 from ..ir import ZERO, Atom, Evaluator, ExpressionError, Sparse, add, const, mul, sub, subs, symbol, topo
 from ..ir.subs import subs_shifted
@@ -101,8 +103,12 @@ class StepOptions:
                             "projection), which hold closed loops")
         if self.iterations is not None and not (isinstance(self.iterations, int) and 1 <= self.iterations <= 50):
             raise StepError(f"step: --iterations must be 1 to 50, got {self.iterations}")
-        if not (np.isfinite(self.penalty) and 1e-2 <= self.penalty <= 1e8):
-            raise StepError(f"step: --penalty must be within [0.01, 1e8], got {self.penalty}")
+        if self.penalty == 0 and not (integ == "rk4" and eqs.phi):
+            raise StepError(f"step: --penalty 0 (exact multipliers) goes with --integrator rk4 on a model with "
+                            f"constraints, not {integ}{'' if eqs.phi else f' ({eqs.model} has none)'}")
+        if not (np.isfinite(self.penalty) and (self.penalty == 0 or 1e-2 <= self.penalty <= 1e8)):
+            raise StepError(f"step: --penalty must be 0 (rk4: exact multipliers) or within [0.01, 1e8], "
+                            f"got {self.penalty}")
         if eqs.nh:
             raise StepError(f"step: {eqs.model} has non-holonomic constraints ({', '.join(eqs.nh_names)}); the "
                             "step kernels integrate holonomic models only")
@@ -120,7 +126,7 @@ def step_kernel(eqs: Equations, dt: float | None = None, integrator: str = "auto
     if opts.integrator == "ali3p":
         return _ali3p(eqs, opts, ref)
     if eqs.phi:
-        return _rk4_projected(eqs, opts, ref)
+        return _rk4_exact(eqs, opts, ref) if opts.penalty == 0 else _rk4_projected(eqs, opts, ref)
     return _explicit(eqs, opts, ref)
 
 
@@ -521,6 +527,135 @@ def _rk4_projected(eqs: Equations, opts: StepOptions, ref: _Reference) -> Kernel
     return _assemble(eqs, "rk4", state, outs, u, B, record, desc, ref, {"M + a Phi_q^T Phi_q": F})
 
 
+# ---- rk4 with exact multipliers (--penalty 0): no penalty, fixed point over consistent states ----
+
+def _rk4_exact(eqs: Equations, opts: StepOptions, ref: _Reference) -> Kernel:
+    """Classic RK4 on the exact constrained accelerations, then q and qd projected onto the
+    constraints, as _rk4_projected but without a penalty: qdd = a0 - W lambda with a0 =
+    M^-1 (Q + B u), W = M^-1 Phi_q^T and S lambda = Phi_q a0 - gamma, S = Phi_q W (the
+    multipliers' matrix, positive definite while the constraints are independent); the
+    projections q - W S^-1 Phi and qd - W S^-1 (Phi_q qd - beta) are one minimum-norm
+    (mass-weighted) Gauss-Newton step each. Every value stays of the size of the motion's
+    own (no penalty cancels against its own correction), so range and error analysis over
+    the cover of near-consistent states (domain.states) bound it: the fixed-point step of a
+    closed loop. Refused (StepError naming the constraints) where S is singular along the
+    reference run: redundant constraints or a singular position, which the penalty holds."""
+    samples = _samples(eqs, ref)
+    act, B = actuators(eqs)
+    u = actuator_symbols(eqs, act)
+    n = len(eqs.q)
+    FM = factor_ldlt(eqs.M, samples, names=names(eqs.q), label=f"{eqs.model} M")
+    W, S = _multiplier_matrices(eqs, FM)
+    _check_independent(eqs, S, ref)
+    FS = factor_ldlt(S, samples, names=list(eqs.phi_names), label=f"{eqs.model} Phi_q M^-1 Phi_q^T")
+    force = [add(q_, f) for q_, f in zip(eqs.Q, B.matvec(u) if u else [ZERO] * n)]
+    a0 = FM.solve(force)
+    lam = FS.solve([sub(r, g) for r, g in zip(eqs.phi_q.matvec(a0), eqs.gamma)])
+    acc = [sub(a, w) for a, w in zip(a0, W.matvec(lam))]
+    _check_stable(eqs, acc, u, opts, ref)
+    dt = opts.dt
+
+    def f(q, v, t):
+        return subs(acc, {**dict(zip(eqs.q, q)), **dict(zip(eqs.qd, v)), eqs.t: t})
+
+    t1 = add(eqs.t, _c(dt))
+    q1, v1 = _rk4(f, eqs, dt)
+    corr = W.matvec(FS.solve(list(eqs.phi)))
+    q2 = [sub(x, d) for x, d in zip(q1, subs(corr, {**dict(zip(eqs.q, q1)), eqs.t: t1}))]
+    vcorr = W.matvec(FS.solve([sub(r, b) for r, b in zip(eqs.phi_q.matvec(list(eqs.qd)), eqs.beta)]))
+    v2 = [sub(x, d) for x, d in zip(v1, subs(vcorr, {**dict(zip(eqs.q, q2)), **dict(zip(eqs.qd, v1)), eqs.t: t1}))]
+    state = [port("q", eqs, eqs.q), port("qd", eqs, eqs.qd)]
+    outs = [OutPort.vector("q", q2, names(eqs.q)), OutPort.vector("qd", v2, names(eqs.qd))]
+    desc = (f"one classic Runge-Kutta step of {dt:g} s on the constrained accelerations with exact multipliers "
+            "(straight-line LDL^T of M and of Phi_q M^-1 Phi_q^T per stage), then q and qd projected onto the "
+            "constraints")
+    record = {"integrator": "rk4", "dt": dt, "iterations": 0, "alpha": 0.0}
+    return _assemble(eqs, "rk4", state, outs, u, B, record, desc, ref, {"M": FM, "Phi_q M^-1 Phi_q^T": FS},
+                     cover=True)
+
+
+def _multiplier_matrices(eqs: Equations, FM) -> tuple[Sparse, Sparse]:
+    """(W = M^-1 Phi_q^T, S = Phi_q W), S's lower triangle mirrored (one atom per pair)."""
+    m, n = len(eqs.phi), len(eqs.q)
+    cols = []
+    for i in range(m):
+        row = [ZERO] * n
+        for (r, j), a in eqs.phi_q.entries.items():
+            if r == i:
+                row[j] = a
+        cols.append(FM.solve(row))
+    W = Sparse((n, m), {(j, i): c[j] for i, c in enumerate(cols) for j in range(n) if c[j] is not ZERO})
+    S: dict = {}
+    for i in range(m):
+        for k in range(i + 1):
+            v = ZERO
+            for (r, j), a in eqs.phi_q.entries.items():
+                if r == i and cols[k][j] is not ZERO:
+                    v = add(v, mul(a, cols[k][j]))
+            if v is not ZERO:
+                S[(i, k)] = S[(k, i)] = v
+    return W, Sparse((m, m), S)
+
+
+# smallest / largest eigenvalue of S below this at a consistent configuration: (nearly)
+# dependent constraints. A singular position between the configurations checked (the
+# positions' boxes of domain.states are 1/32 of each range wide) shows as about 1e-3.
+INDEPENDENT = 1e-2
+
+
+def _configurations(eqs: Equations, ref: _Reference) -> np.ndarray:
+    """Consistent (q, t) where S is checked: the reference run's, and the centres of the
+    positions' boxes of domain.states (over the declared ranges) moved onto the
+    constraints by minimum-norm Newton steps, those that stay inside the ranges."""
+    X = np.column_stack([ref.Q, ref.t])
+    got = state_cover(eqs, False, {eqs.t: tuple(eqs.ranges[eqs.t])}, levels=["q"])
+    if got is None:
+        return X
+    syms, lo, hi = got
+    C = (lo + hi) / 2
+    Q, T = C[:, [syms.index(s) for s in eqs.q]], C[:, syms.index(eqs.t)]
+    J = eqs.phi_q
+    ev = Evaluator(list(eqs.phi) + J.values(), list(eqs.q) + [eqs.t])
+    ri, cj = np.array([i for i, _ in J.pattern], dtype=int), np.array([j for _, j in J.pattern], dtype=int)
+    m = len(eqs.phi)
+    with np.errstate(all="ignore"):
+        for _ in range(20):
+            Y = ev(np.column_stack([Q, T]))
+            Jm = np.zeros((len(Q), m, len(eqs.q)))
+            Jm[:, ri, cj] = Y[:, m:]
+            Q = Q - np.einsum("kij,kj->ki", np.linalg.pinv(Jm), Y[:, :m])
+        ok = np.all(np.abs(ev(np.column_stack([Q, T]))[:, :m]) < 1e-10, axis=1)
+    rng = np.array([eqs.ranges[s] for s in eqs.q])
+    ok &= np.all((Q >= rng[:, 0]) & (Q <= rng[:, 1]), axis=1)
+    return np.vstack([X, np.column_stack([Q[ok], T[ok]])])
+
+
+def _check_independent(eqs: Equations, S: Sparse, ref: _Reference) -> None:
+    """StepError when S = Phi_q M^-1 Phi_q^T is (nearly) singular at a consistent
+    configuration inside the declared ranges (_configurations): its constraints are
+    dependent there (a singular position, or redundant rows), the exact multipliers
+    unbounded; the message names the constraints and the configuration."""
+    X = _configurations(eqs, ref)
+    m = S.shape[0]
+    vals = Evaluator(list(S.entries.values()), list(eqs.q) + [eqs.t])(X)
+    Sm = np.zeros((len(X), m, m))
+    for k, (i, j) in enumerate(S.entries):
+        Sm[:, i, j] = vals[:, k]
+    w, V = np.linalg.eigh(Sm)
+    ratio = w[:, 0] / np.maximum(np.abs(w[:, -1]), 1e-300)
+    b = int(np.argmin(ratio))
+    if ratio[b] > INDEPENDENT:
+        return
+    v = np.abs(V[b, :, 0])
+    rows = [eqs.phi_names[i] for i in np.argsort(-v) if v[i] > 0.1 * v.max()]
+    at = ", ".join(f"{s.value.name}={x:.3g}" for s, x in zip(eqs.q, X[b]))
+    raise StepError(f"step: {eqs.model}: --penalty 0 needs independent constraints, but {', '.join(rows[:6])}"
+                    f"{' ...' if len(rows) > 6 else ''} are {'nearly ' if ratio[b] > 0 else ''}dependent at the "
+                    f"consistent configuration {at} inside the declared ranges (a singular position, or redundant "
+                    f"constraints: Phi_q M^-1 Phi_q^T's smallest eigenvalue {ratio[b]:.2g} of its largest), where "
+                    "the exact multipliers are unbounded: keep the penalty (the default) for this model")
+
+
 REFINED = 1e-8  # accelerations within this (relative to their scale) of the exact ones, at 9 in 10 states
 MAX_REFINEMENTS = 8
 
@@ -678,9 +813,10 @@ def _rk4_sum(dt: float, x, k1, k2, k3, k4) -> list[Atom]:
 
 
 def _assemble(eqs: Equations, integrator: str, state: list[InPort], outs: list[OutPort], u, B, record: dict,
-              desc: str, ref: _Reference, solves: dict, enclosures: tuple = ()) -> Kernel:
+              desc: str, ref: _Reference, solves: dict, enclosures: tuple = (), cover: bool = False) -> Kernel:
     """The kernel: state ports (t among them when the step depends on time), then u; the
-    outputs repeat the state; `motion` is the reference run's states (u = 0)."""
+    outputs repeat the state; `motion` is the reference run's states (u = 0). cover: its
+    domain is the cover of near-consistent states (domain.states), else the declared box."""
     state, outs, offset = _shift_positions(eqs, state, outs)
     if any(offset):
         for enc in enclosures:
@@ -702,9 +838,64 @@ def _assemble(eqs: Equations, integrator: str, state: list[InPort], outs: list[O
     rows[:, :len(offset)] -= offset
     tail = [ref.t[:, None]] if timed else []
     motion = np.column_stack([rows, *tail, np.zeros((len(rows), len(u)))])
-    return Kernel(model=eqs.model, name="step", description=desc, inputs=inputs, outputs=outs,
-                  motion=[[float(v) for v in row] for row in motion],
-                  info=KernelInfo(solves=solves, report="\n".join(F.report() for F in solves.values()),
-                                  derived_ranges=derived,
-                                  multipliers=[], enclosures=list(enclosures)),
-                  step=record)
+    k = Kernel(model=eqs.model, name="step", description=desc, inputs=inputs, outputs=outs,
+               motion=[[float(v) for v in row] for row in motion],
+               info=KernelInfo(solves=solves, report="\n".join(F.report() for F in solves.values()),
+                               derived_ranges=derived,
+                               multipliers=[], enclosures=list(enclosures)),
+               step=record)
+    if record.get("alpha"):  # a penalty step: its analysis runs over the declared box
+        k = k.replace(analysis_note=_penalty_note(eqs, integrator))
+    elif cover:
+        k = k.replace(analysis_note=_exact_note(eqs))
+    if not cover or getattr(eqs, "params", None):
+        return k
+    return k.with_domain(Domain(boxes=lambda: _state_boxes(eqs, inputs, offset, integrator == "ali3p"),
+                                motion=k.motion))
+
+
+def _penalty_note(eqs: Equations, integrator: str) -> str:
+    """Why the range analysis of a penalty step fails: the penalty amplifies whatever
+    constraint residual a range of states holds (measured on the pendulum's ali3p step over
+    boxes 0.03 wide around its consistent states: alpha Phi within +-2.9e8, qdd+ within
+    +-5.6e48), and the declared box holds states far off the constraints."""
+    rows = ", ".join(eqs.phi_names[:3]) + (" ..." if len(eqs.phi) > 3 else "")
+    return (f"step: {eqs.model}: the {integrator} step's penalty amplifies the residual of {rows} that its declared "
+            "box of states holds (states off the constraints, which the mechanism never reaches), so its values "
+            "get no bound: --integrator rk4 --penalty 0 (exact multipliers) is analysed over the near-consistent "
+            "states (c-fixed) where the constraints stay independent")
+
+
+def _exact_note(eqs: Equations) -> str:
+    """What a refused analysis of rk4 --penalty 0 means: a pivot of M or of Phi_q M^-1
+    Phi_q^T not bounded away from 0 over the domain, the cover of near-consistent states, or the
+    declared box (states off the constraints) where the cover is not built."""
+    rows = ", ".join(eqs.phi_names[:3]) + (" ..." if len(eqs.phi) > 3 else "")
+    where = ("the boxes of near-consistent states (domain.states)" if len(eqs.q) <= MAX_COORDS else
+             f"the declared box of states, which holds states off the constraints (no cover of near-consistent "
+             f"states for more than {MAX_COORDS} coordinates: {eqs.model} has {len(eqs.q)})")
+    return (f"step: {eqs.model}: rk4 --penalty 0 divides by the pivots of M and of Phi_q M^-1 Phi_q^T ({rows}), "
+            f"not all bounded away from 0 over {where}")
+
+
+def _state_boxes(eqs: Equations, inputs: list[InPort], offset: list[float], accelerations: bool):
+    """The step's domain (domain.states): boxes over its inputs holding every state of the
+    declared ranges within RESIDUAL of the constraints (the positions shifted like the q
+    port, rounded outward); None (the declared box) where the cover is not worked out."""
+    got = state_cover(eqs, accelerations, {eqs.t: tuple(eqs.ranges[eqs.t])})
+    if got is None:
+        return None
+    syms, lo, hi = got
+    index = {s: k for k, s in enumerate(syms)}
+    shifted = {d: (q, c) for q, c, d in zip(eqs.q, offset, inputs[0].symbols)}
+    cols = []
+    for p in inputs:
+        for s, (a, b) in zip(p.symbols, p.ranges):
+            q, c = shifted.get(s, (s, 0.0))
+            if q in index:
+                k = index[q]
+                cols.append((np.nextafter(lo[:, k] - c, -np.inf) if c else lo[:, k],
+                             np.nextafter(hi[:, k] - c, np.inf) if c else hi[:, k]))
+            else:  # u: its port's range
+                cols.append((np.full(len(lo), float(a)), np.full(len(lo), float(b))))
+    return [[(float(a[i]), float(b[i])) for a, b in cols] for i in range(len(lo))]

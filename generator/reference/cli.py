@@ -73,6 +73,7 @@ DEVICE_FLAGS = ("port", "target", "dt", "integrator", "iterations", "penalty", "
 
 def _register_device(p) -> None:
     """The flags of a run on a board (reference/device.py); --dt is required with --device."""
+    from ..kernels.options import penalty_ratio
     from ..kernels.step import INTEGRATORS
     from ..options import number, whole
 
@@ -86,8 +87,9 @@ def _register_device(p) -> None:
     g.add_argument("--integrator", default=None, choices=("auto", *INTEGRATORS),
                    help="the step's integrator (default auto: ali3p with constraints, rk4 without)")
     g.add_argument("--iterations", type=whole(1, 50), default=None, help="ali3p's Newton iterations per step")
-    g.add_argument("--penalty", type=number(0, 1e8, "a number in (0, 1e8]"), default=None,
-                   help="ali3p's penalty ratio (as mbforge generate --kernel step --penalty; default the kernel's)")
+    g.add_argument("--penalty", type=penalty_ratio, default=None,
+                   help="ali3p's penalty ratio, 0 with rk4: exact multipliers (as mbforge generate --kernel step "
+                        "--penalty; default the kernel's)")
     g.add_argument("--every", type=number(0, T_END_MAX, "a number of seconds"), default=None,
                    help="sample interval [s], a multiple of --dt (default: about 250 samples over the horizon)")
 
