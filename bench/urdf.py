@@ -127,12 +127,17 @@ def _pin_wrappers(funcs, urdf: Path, model, kernels) -> dict:
     return out
 
 
+def pin_time_program():
+    """(command line of bench/pin_time.cpp compiled, "") or (None, why not): Pinocchio's own C++."""
+    return pin_binary(HERE / "pin_time.cpp", ["-O2", "-DNDEBUG"], "", "Pinocchio's own RNEA, ABA and CRBA")
+
+
 def _pin_native_ns(urdf: Path, model, kernel, X: np.ndarray, work: Path) -> dict | str:
     """Pinocchio's own C++ (double, gcc -O2): ns per call of rnea, aba, crba on the rows of X
     (inputs of the RNEA `kernel`, reordered), or the reason it is not measured."""
     import pinocchio as pin
 
-    cmd, why = pin_binary(HERE / "pin_time.cpp", ["-O2", "-DNDEBUG"], "", "Pinocchio's own RNEA, ABA and CRBA")
+    cmd, why = pin_time_program()
     if cmd is None:
         return why
     pm, iq, iv = _pin_index(urdf, model)

@@ -10,6 +10,9 @@
 #      backend (for the offline wheel build of tests/test_install.py)
 #   3. .pio/ : an offline PlatformIO core dir (tool-scons from PyPI's scons, the Debian
 #      toolchain as a PlatformIO package). The dev-platform itself stays in firmware/.
+#   4. the two Pinocchio C++ programs bench/ and its tests run (bench.arms.pin_binary),
+#      compiled once into ~/.cache/mbforge-bench by their sources and versions: minutes
+#      the first time, which a test's time limit should not have to hold
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -61,4 +64,7 @@ fi
 
 # ---- 3. offline PlatformIO pieces -----------------------------------------------------
 "$venv/bin/python" -m mbforge.firmware.offline --root "$root"
+
+# ---- 4. Pinocchio's C++ programs for bench/ -------------------------------------------
+"$venv/bin/python" -m bench.pin_programs
 say "ready"
