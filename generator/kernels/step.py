@@ -608,7 +608,7 @@ def _configurations(eqs: Equations, ref: _Reference) -> np.ndarray:
     positions' boxes of domain.states (over the declared ranges) moved onto the
     constraints by minimum-norm Newton steps, those that stay inside the ranges."""
     X = np.column_stack([ref.Q, ref.t])
-    got = state_cover(eqs, False, {eqs.t: tuple(eqs.ranges[eqs.t])}, levels=["q"])
+    got = None if parameters(eqs)[0] else state_cover(eqs, False, {eqs.t: tuple(eqs.ranges[eqs.t])}, levels=["q"])
     if got is None:
         return X
     syms, lo, hi = got
@@ -637,7 +637,9 @@ def _check_independent(eqs: Equations, S: Sparse, ref: _Reference) -> None:
     unbounded; the message names the constraints and the configuration."""
     X = _configurations(eqs, ref)
     m = S.shape[0]
-    vals = Evaluator(list(S.entries.values()), list(eqs.q) + [eqs.t])(X)
+    ps, pv = parameters(eqs)  # at their nominal values
+    vals = Evaluator(list(S.entries.values()), list(eqs.q) + [eqs.t] + ps)(
+        np.column_stack([X] + ([np.tile(pv, (len(X), 1))] if ps else [])))
     Sm = np.zeros((len(X), m, m))
     for k, (i, j) in enumerate(S.entries):
         Sm[:, i, j] = vals[:, k]
