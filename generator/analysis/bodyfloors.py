@@ -86,6 +86,25 @@ def _body_reach(L) -> tuple[float, float, float]:
     return m, float(np.linalg.eigvalsh(Icom)[-1]), float(np.linalg.norm(c))
 
 
+def composite_bounds(links: list) -> tuple[dict, dict]:
+    """({coordinate: the rotational ceiling (any axis through the link origin) of its
+    subtree's composite inertia}, {coordinate: its subtree's mass}): diagonal_ceilings
+    for all-revolute trees (inf where a prismatic joint moves bodies below)."""
+    rot, mass = {}, {}
+    for L in links:
+        total, bound, stack = 0.0, 0.0, [(L, 0.0)]
+        while stack:
+            b, reach = stack.pop()
+            m, lam, c = _body_reach(b)
+            total += m
+            bound += lam + m * (reach + c) ** 2
+            if b is not L and not b.joint.revolute:
+                bound = np.inf
+            stack += [(ch, reach + float(np.linalg.norm(ch.r))) for ch in b.children]
+        rot[L.j], mass[L.j] = bound * (1 + 1e-9) + 1e-300, total * (1 + 1e-9) + 1e-300
+    return rot, mass
+
+
 def diagonal_ceilings(links: list) -> dict:
     """{coordinate: an upper bound of M's diagonal entry over every configuration (inf
     when a prismatic joint below it moves its bodies)}: see the module docstring."""
@@ -135,6 +154,7 @@ class ConstantEnclosure:
     missing: list = field(default_factory=list)  # the joints left without a floor (for the refusal line)
     rhs: list = field(default_factory=list)  # b's atoms
     scaled: list = field(default_factory=list)  # [(atom, factor)]
+    labels: list = field(default_factory=list)  # [(atom, what it is)]: for refusal lines
 
     def bind(self, tape):
         located = _locate(tape)
@@ -148,13 +168,16 @@ class ConstantEnclosure:
         for a, f in self.scaled:
             for t, _ in _temps(located, a):
                 scaled[t] = min(f, scaled.get(t, np.inf))
-        if not got and not scaled:
+        labels = {t: text for a, text in self.labels for t, _ in _temps(located, a)}
+        if not got and not scaled and not labels:
             return None
         sub = None
         if scaled:
             from ..lower import lower
             sub = lower(list(self.rhs), list(tape.inputs))
-        return _ConstantHints(tuple(sorted(got.items())), sub, tuple(sorted(scaled.items())))
+        h = _ConstantHints(tuple(sorted(got.items())), sub, tuple(sorted(scaled.items())))
+        h.labels = labels
+        return h
 
 
 class _ConstantHints(TapeHints):

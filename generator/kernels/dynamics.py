@@ -90,13 +90,16 @@ def _tree_factor(eqs: Equations, rhs, samples, col_names, label):
     order, links = got
     F = factor_ldlt(eqs.M, samples, names=col_names, label=label, order=order)
     top = diagonal_ceilings(list(links.values()))
-    hints, missing = [], []
+    hints, missing, labels = [], [], []
     for st, stat in zip(F.steps, F.stats):
         (j,) = st.idx
         f = link_floor(links[j])
+        what = f"1/(M's LDL^T pivot of joint {eqs.q[j].value.name}"
         if not 0 < f <= stat.min_abs:  # no inertia about the axis (or not this tree's M): no floor
             missing.append(col_names[j])
+            labels.append((st.recip, what + ": no floor proved, its body has no inertia about its axis)"))
             continue
+        labels.append((st.recip, what + f", proven in [{f:.3g}, {top[j]:.3g}])"))
         hints += [(st.pivot, f, top[j]), (st.recip, 1.0 / top[j], np.nextafter(1.0 / f, np.inf))]
         hints += [(ls[0], -m, m) for i, ls in st.lower.items()
                   for m in [np.nextafter(np.sqrt(top[i] / f), np.inf) * (1 + 1e-12)]]
@@ -104,7 +107,7 @@ def _tree_factor(eqs: Equations, rhs, samples, col_names, label):
     x = F.solve(rhs)
     lam = eigen_floor(list(links.values()))
     scaled = _solve_bounds(F, rhs, x, top, links, lam) if lam > 0 and not missing else []
-    return F, x, ConstantEnclosure(hints, missing, list(rhs), scaled)
+    return F, x, ConstantEnclosure(hints, missing, list(rhs), scaled, labels)
 
 
 def _active_bounds(F, top) -> list:
