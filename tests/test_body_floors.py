@@ -80,14 +80,41 @@ def test_every_hint_holds_at_random_states(name, kernel):
 
 
 def test_a_refusal_names_the_joint_whose_pivot_fails(tmp_path):
-    """c-fixed sample_arm forward dynamics is still refused (the forward error analysis
-    through the elimination exceeds the root's proven floor 0.02): one line naming the
-    joint's pivot and its proven range, no traceback."""
+    """c-fixed sample_arm forward dynamics (M, LDL^T) is still refused: the forward error
+    analysis through the elimination exceeds the root's proven floor 0.02 (which the
+    pivot reaches). One line naming the joint's pivot and its proven range, no traceback."""
     import subprocess
     from helpers.builds import MBFORGE
-    r = subprocess.run([MBFORGE, "generate", "sample_arm", "--kernel", "forward-dynamics-aba", "--target", "c-fixed",
+    r = subprocess.run([MBFORGE, "generate", "sample_arm", "--kernel", "forward-dynamics", "--target", "c-fixed",
                         "--out", str(tmp_path / "k")], capture_output=True, text=True)
     assert r.returncode != 0
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in r.stderr
-    assert "pivot D of joint shoulder1, proven in [0.02, 12.2]" in lines[0]
+    assert "M's LDL^T pivot of joint shoulder1, proven in [0.02, 12.2]" in lines[0]
+
+
+@pytest.mark.host
+def test_fixed_point_aba_of_sample_arm_holds_its_bounds_at_random_states(tmp_path):
+    """c-fixed forward-dynamics-aba of sample_arm generates; at 5,000 random states of its
+    declared box (all angles over a period, +-10 rad/s, +-1 N m) status 0 and every output
+    within its bound of the c-double kernel's. The bounds are far from tight (the box's
+    velocity terms are enclosed loosely): measured ratios are asserted only to be >= 1."""
+    from mbforge.manifest import Manifest
+    from mbforge.pipeline import generate
+    from mbforge.verify import hostlib
+    from mbforge.verify.vectors import from_raw, to_raw
+    k = build_kernel(load("sample_arm").equations(), "forward-dynamics-aba")
+    generate(k, "c-fixed").write(tmp_path / "fx")
+    generate(k, "c-double").write(tmp_path / "db")
+    m, md = Manifest.load(tmp_path / "fx"), Manifest.load(tmp_path / "db")
+    lo, hi = np.array(k.input_ranges).T
+    X = np.random.default_rng(5).uniform(lo, hi, (5000, len(lo)))
+    X = from_raw(m, to_raw(m, X, "inputs"), "inputs")  # both kernels read the same rounded inputs
+    Yf, sf = hostlib.load_kernel(tmp_path / "fx")(to_raw(m, X, "inputs"))
+    Yd, sd = hostlib.load_kernel(tmp_path / "db")(to_raw(md, X, "inputs"))
+    assert (sf == 0).all() and (sd == 0).all()
+    err = np.abs(from_raw(m, Yf, "outputs") - from_raw(md, Yd, "outputs")).max(0)
+    bound = np.array([b for g in m.outputs for b in g.error_bound])
+    assert np.isfinite(bound).all() and (err <= bound).all(), (err, bound)
+    assert err.max() > 0
+    print("bound / measured:", bound / err)

@@ -56,16 +56,29 @@ __all__ = ["link_floor", "diagonal_ceilings", "eigen_floor", "ConstantEnclosure"
 
 def link_floor(L) -> float:
     """S^T I S of link L's own body at its origin (kernels.recursive.Link): its inertia
-    about its revolute axis or its mass along a prismatic one, plus for each child c at
-    least mu_c |a x a_c|^2 (c's angular velocity a + a_c qd_c keeps its part across a_c,
-    whatever qd_c; mu_c: the smallest eigenvalue of c's inertia about its centre of mass),
-    less a rounding margin; 0 when it has none."""
+    about its revolute axis or its mass along a prismatic one, plus each revolute child's
+    least share (_child_floor), less a rounding margin; 0 when it has none."""
     a = np.asarray(L.axis, dtype=float)
     v = float(a @ np.asarray(L.I, dtype=float) @ a) if L.joint.revolute else float(L.m)
     for c in L.children if L.joint.revolute else ():
-        ac = np.asarray(c.fixed, dtype=float) @ np.asarray(c.axis, dtype=float) if c.joint.revolute else a
-        v += max(0.0, _mu(c)) * max(0.0, float(np.cross(a, ac) @ np.cross(a, ac)) * (1 - 1e-12) - 1e-15)
+        v += _child_floor(a, c) if c.joint.revolute else 0.0
     return max(0.0, v * (1 - MARGIN))
+
+
+def _child_floor(a, c) -> float:
+    """A lower bound of child c's kinetic energy (x 2) when its parent turns at unit rate
+    about a (through the parent's origin, the grandparent still) and c's own rate is free:
+    c's angular velocity a + b t keeps its part across b (b: c's axis in the parent's
+    axes), so at least mu_c |a x b|^2. When c's centre of mass lies on c's own axis it does
+    not move with c's angle: its velocity a x x (x its position from the parent's origin)
+    whatever t, and m_c |a x x|^2 adds."""
+    b = np.asarray(c.fixed, dtype=float) @ np.asarray(c.axis, dtype=float)
+    v = max(0.0, _mu(c)) * max(0.0, float(np.cross(a, b) @ np.cross(a, b)) * (1 - 1e-12) - 1e-15)
+    m, h = float(c.m), np.asarray(c.h, dtype=float)
+    if m > 0 and not np.cross(np.asarray(c.axis, dtype=float), h).any():  # exactly on the axis
+        x = np.asarray(c.r, dtype=float) + np.asarray(c.fixed, dtype=float) @ (h / m)
+        v += m * max(0.0, float(np.cross(a, x) @ np.cross(a, x)) * (1 - 1e-12) - 1e-15)
+    return v
 
 
 def _mu(L) -> float:
