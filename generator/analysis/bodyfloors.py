@@ -121,20 +121,8 @@ def composite_bounds(links: list) -> tuple[dict, dict]:
 def diagonal_ceilings(links: list) -> dict:
     """{coordinate: an upper bound of M's diagonal entry over every configuration (inf
     when a prismatic joint below it moves its bodies)}: see the module docstring."""
-    out = {}
-    for L in links:
-        total, bound, stack = 0.0, 0.0, [(L, 0.0)]
-        while stack:  # L's subtree, each body with the offsets' lengths from L's origin
-            b, reach = stack.pop()
-            m, lam, c = _body_reach(b)
-            total += m
-            bound += lam + m * (reach + c) ** 2
-            if b is not L and not b.joint.revolute:
-                bound = np.inf
-            stack += [(ch, reach + float(np.linalg.norm(ch.r))) for ch in b.children]
-        v = total if not L.joint.revolute else bound
-        out[L.j] = v * (1 + 1e-9) + 1e-300
-    return out
+    rot, mass = composite_bounds(links)
+    return {L.j: rot[L.j] if L.joint.revolute else mass[L.j] for L in links}
 
 
 def eigen_floor(links: list) -> float:
