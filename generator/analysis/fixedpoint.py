@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..ir.atom import ExpressionError
-from ..lower.tape import Tape
+from ..lower.tape import Tape, describe
 from ..lower.tapeops import Rules, run
 from .ranges import Ranges, _config
 
@@ -157,7 +157,7 @@ class _Plan:
         return iv.lo, iv.hi
 
     def where(self, ins, b: int | None = None) -> str:
-        text = f"{ins.op} computing {self.tape.atoms[ins.dst[0]]!r}"[:300]
+        text = describe(self.tape, ins)
         if self.like is None or b is None:
             return text
         return text + f" in the box around {_config(self.tape, self.boxes.in_lo[b], self.boxes.in_hi[b])}"

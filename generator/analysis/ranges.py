@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..ir.atom import ExpressionError
-from ..lower.tape import Tape
+from ..lower.tape import Tape, describe
 from ..lower.tapeops import TAPE_OPS, Rules, run
 
 _TINY = 1e-300
@@ -787,7 +787,7 @@ def domain_error(first: BoxRanges, vec: BoxRanges, b: int, splits: int) -> Expre
     tape = vec.tape
     i = int(vec.fail[b])
     ins_ = tape.instrs[i]
-    where = _Where(ins_.op, tape.atoms[ins_.dst[0]]) if ins_.dst[0] in tape.atoms else ins_.op
+    where = describe(tape, ins_)
     mid = (vec.in_lo[b] + vec.in_hi[b]) / 2
     inside = np.flatnonzero((first.fail == i) & (first.in_lo <= mid).all(1) & (mid <= first.in_hi).all(1))
     lo, hi = first.fail_range[inside[0]] if inside.size else vec.fail_range[b]

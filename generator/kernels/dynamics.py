@@ -18,11 +18,14 @@ generation time and checked at consistent configurations (domain.sampling).
 """
 from __future__ import annotations
 
+import numpy as np
+
+from ..analysis.bodyfloors import ConstantEnclosure, diagonal_ceilings, eigen_floor, link_floor
 from ..domain.cover import envelope_cover, envelope_domain
 from ..domain.forces import actuator_ranges, dynamics_domain
 from ..domain.motion import driven_domain, motion_states
 from ..domain.sampling import kernel_samples, with_envelope_samples
-from ..ir import ZERO, Sparse, add, neg, sub
+from ..ir import ZERO, ExpressionError, Sparse, add, mul, neg, sub
 from ..linalg import SingularPivotError, factor_ldlt, factor_lu
 from ..model.equations import Equations
 from .common import (KernelError, LinearSystem, actuator_symbols, actuators, constraint_rows, names, need_inertia,
@@ -63,6 +66,94 @@ def _forward_factor(K: Sparse, rhs, samples, method: str, row_names, col_names, 
     return next(iter(tried.values()))
 
 
+def _tree_order(eqs: Equations):
+    """(the leaves-first order of an unconstrained open tree's coordinates, its links by
+    coordinate), or None when eqs is not one (kernels.recursive.open_tree)."""
+    from .recursive import open_tree
+    try:
+        tree = open_tree(eqs.source)
+    except (KernelError, ExpressionError):
+        return None
+    links = {L.j: L for L in tree.links}
+    if tree.base is not None or sorted(links) != list(range(len(eqs.q))):
+        return None
+    return [L.j for L in reversed(tree.links)], links  # tree.links: parents first
+
+
+def _tree_factor(eqs: Equations, rhs, samples, col_names, label):
+    """(factor, solution, floors' enclosure) of M qdd = rhs for an unconstrained open tree:
+    LDL^T leaves first, each pivot floored by its joint's own body (analysis.bodyfloors),
+    or None when the model is not such a tree."""
+    got = _tree_order(eqs)
+    if got is None:
+        return None
+    order, links = got
+    F = factor_ldlt(eqs.M, samples, names=col_names, label=label, order=order)
+    top = diagonal_ceilings(list(links.values()))
+    hints, missing, labels = [], [], []
+    for st, stat in zip(F.steps, F.stats):
+        (j,) = st.idx
+        f = link_floor(links[j])
+        what = f"1/(M's LDL^T pivot of joint {eqs.q[j].value.name}"
+        if not 0 < f <= stat.min_abs:  # no inertia about the axis (or not this tree's M): no floor
+            missing.append(col_names[j])
+            labels.append((st.recip, what + ": no floor proved, its body has no inertia about its axis)"))
+            continue
+        labels.append((st.recip, what + f", proven in [{f:.3g}, {top[j]:.3g}])"))
+        hints += [(st.pivot, f, top[j]), (st.recip, 1.0 / top[j], np.nextafter(1.0 / f, np.inf))]
+        hints += [(ls[0], -m, m) for i, ls in st.lower.items()
+                  for m in [np.nextafter(np.sqrt(top[i] / f), np.inf) * (1 + 1e-12)]]
+    hints += _active_bounds(F, top)
+    x = F.solve(rhs)
+    lam = eigen_floor(list(links.values()))
+    scaled = _solve_bounds(F, rhs, x, top, links, lam) if lam > 0 and not missing else []
+    return F, x, ConstantEnclosure(hints, missing, list(rhs), scaled, labels)
+
+
+def _active_bounds(F, top) -> list:
+    """[(atom, lo, hi)] of the elimination's active (Schur complement, positive definite)
+    entries and their updates, replayed as factor_ldlt builds them (the same atoms):
+    |S_ij| <= sqrt(S_ii S_jj) <= sqrt(top_i top_j), 0 < S_ii <= top_i, and an update
+    L_i E_j = S_ik S_jk / S_kk is at most sqrt(S_ii S_jj) in size (S_ii^2 / S_kk <= S_ii... on i = j)."""
+    act = {(i, j): a for (i, j), a in F.A.entries.items() if i >= j}
+    out = []
+
+    def cap(i, j):
+        return float(np.nextafter(np.sqrt(top[i] * top[j]), np.inf) * (1 + 1e-12))
+
+    for st in F.steps:
+        (k,) = st.idx
+        nb = sorted(st.lower)
+        E = {i: act.get((max(i, k), min(i, k)), ZERO) for i in nb}
+        out += [(E[i], -cap(i, k), cap(i, k)) for i in nb]
+        for a_, i in enumerate(nb):
+            (li,) = st.lower[i]
+            u = mul(li, E[i])
+            act[(i, i)] = d = sub(act[(i, i)], u)
+            out += [(u, 0.0, cap(i, i)), (d, 0.0, cap(i, i))]
+            for j in nb[a_ + 1:]:
+                key = (max(i, j), min(i, j))
+                u = mul(li, E[j])
+                act[key] = new = sub(act.get(key, ZERO), u)
+                out += [(u, -cap(i, j), cap(i, j)), (new, -cap(i, j), cap(i, j))]
+    return out
+
+
+def _solve_bounds(F, rhs, x, top, links, lam):
+    """[(atom, factor)]: |atom| <= factor |rhs| for the forward substitution's y_k, y_k / D_k
+    and the solution (analysis.bodyfloors: M's smallest eigenvalue is at least lam)."""
+    y, out = list(rhs), []
+    for st in F.steps:  # F.solve's forward substitution, the same atoms
+        (k,) = st.idx
+        for i, (l,) in st.lower.items():
+            y[i] = sub(y[i], mul(l, y[k]))
+    for st in F.steps:
+        (k,) = st.idx
+        f = link_floor(links[k])
+        out += [(y[k], float(np.sqrt(top[k] / lam))), (mul(st.inv[0][0], y[k]), float(1 / np.sqrt(f * lam)))]
+    return [(a, v * (1 + 1e-12)) for a, v in out] + [(a, (1 + 1e-12) / lam) for a in x]
+
+
 def forward_dynamics_kernel(eqs: Equations, samples=None, method: str = "auto") -> Kernel:
     """qdd and the multipliers lambda from q, qd, t and the actuator inputs u:
     [M A^T; A 0] [qdd; lambda] = [Q + B u; gamma], A the kinematic and non-holonomic rows.
@@ -91,7 +182,12 @@ def forward_dynamics_kernel(eqs: Equations, samples=None, method: str = "auto") 
         samples = with_envelope_samples(kernel_samples(eqs, rows, "kinematic constraint"), cover)
     Bu = B.matvec(u) if u else [ZERO] * n
     rhs = [add(q_, f) for q_, f in zip(eqs.Q, Bu)] + list(gamma)
-    F, x = _forward_factor(K, rhs, samples, method, row_names, col_names, f"{eqs.model} KKT [M A^T; A 0]")
+    tree = _tree_factor(eqs, rhs, samples, col_names, f"{eqs.model} M") if A.shape[0] == 0 and method != "lu" else None
+    if tree is not None:
+        F, x, enc = tree
+    else:
+        F, x = _forward_factor(K, rhs, samples, method, row_names, col_names, f"{eqs.model} KKT [M A^T; A 0]")
+        enc = None
     qdd, lam = x[:n], x[n:]
     motion = motion_states(eqs)
     uranges, derived = actuator_ranges(eqs, u, A, B, motion)
@@ -106,7 +202,8 @@ def forward_dynamics_kernel(eqs: Equations, samples=None, method: str = "auto") 
                     + f" (straight-line {F.kind} of the KKT matrix, pivots fixed at generation time)",
         inputs=inputs,
         outputs=[OutPort.vector("qdd", qdd, names(eqs.qdd)), OutPort.vector("lambda", lam, lam_names)],
-        info=KernelInfo(solves={"KKT": F}, report=F.report(x), derived_ranges=derived, multipliers=lam_names),
+        info=KernelInfo(solves={"KKT": F}, report=F.report(x), derived_ranges=derived, multipliers=lam_names,
+                        enclosures=[enc] if enc is not None else []),
     )
     return k.with_domain(envelope_domain(eqs, inputs, cover) if cover is not None
                          else dynamics_domain(eqs, A, B, motion, bool(u)))

@@ -52,7 +52,7 @@ from ..ir import ONE, ZERO, Atom, ExpressionError, Sparse, Turn, add, as_atom, c
     folded_mat, folded_vec, is_zero, matmul, matvec, mtv, mul, skew, sub, symbol, vadd, vscale, vsub
 from ..model.joint_kinds import Revolute
 from .common import KernelError, names
-from .kernel import InPort, Kernel, OutPort
+from .kernel import InPort, Kernel, KernelInfo, OutPort
 
 __all__ = ["Link", "OpenTree", "open_tree", "rnea_kernel", "aba_kernel", "mass_matrix_crba_kernel",
            "frame_kinematics_kernel"]
@@ -469,13 +469,14 @@ def _spatial_inertia(m, h, I):
     return [I, skew(h), [[m if i == k else ZERO for k in range(3)] for i in range(3)]]
 
 
-def aba(tree: OpenTree, q, qd, tau) -> list[Atom]:
-    """qdd (one atom per coordinate) under the generalized forces tau, inertia and gravity.
+def aba(tree: OpenTree, q, qd, tau, pivots: dict | None = None) -> list[Atom]:
+    """qdd (one atom per coordinate) under the generalized forces tau, inertia and gravity;
+    `pivots` (a dict) gets {link: (D, 1 / D)} (analysis.bodyfloors floors them).
 
     Spatial vectors as pairs of 3-vectors in link axes at the link origin: motion (w, v),
     force (n, f); an articulated inertia as blocks [n; f] = [[A, B], [B^T, C]] [w; v]."""
     R, rq, cw, cv, IA, pA = _aba_velocities(tree, q, qd)
-    U, invD, uu = _aba_articulated(tree, q, tau, R, rq, cw, cv, IA, pA)
+    U, invD, uu = _aba_articulated(tree, q, tau, R, rq, cw, cv, IA, pA, pivots)
     base = _aba_base(tree, IA, pA) if tree.base is not None else None
     return _aba_accelerations(tree, R, rq, cw, cv, U, invD, uu, base)
 
@@ -559,7 +560,7 @@ def _inertia_and_bias(m, h, I, W, V):
     return S, [vadd(cross(W, n0), cross(V, f0)), cross(W, f0)]
 
 
-def _aba_articulated(tree: OpenTree, q, tau, R, rq, cw, cv, IA, pA):
+def _aba_articulated(tree: OpenTree, q, tau, R, rq, cw, cv, IA, pA, pivots=None):
     """ABA pass 2, leaves to root: articulated inertias and bias forces, each link's handed
     to its parent (IA, pA updated in place); per link U = IA S, 1 / D and u."""
     U, invD, uu = {}, {}, {}
@@ -571,6 +572,8 @@ def _aba_articulated(tree: OpenTree, q, tau, R, rq, cw, cv, IA, pA):
         D = J.project(Un, Uf)
         iD = div(ONE, D)
         U[L], invD[L] = (Un, Uf), iD
+        if pivots is not None:  # what analysis.bodyfloors bounds: the pivot, the inertias, U and U / D
+            pivots[L] = {"D": D, "iD": iD, "IA": (A, Bm, C), "U": (Un, Uf)}
         uu[L] = sub(tau[L.j], J.project(pn, pf))
         P = L.parent
         if P is None and tree.base is None:
@@ -589,6 +592,8 @@ def _aba_articulated(tree: OpenTree, q, tau, R, rq, cw, cv, IA, pA):
         pan = vadd(vadd(pn, vadd(matvec(Aa, c_w), matvec(Ba, c_v))), vscale(s, Un))
         paf = vadd(vadd(pf, vadd(mtv(Ba, c_w), matvec(Ca, c_v))), vscale(s, Uf))
         A1, B1, C1, fn, ff = _inertia_to_parent(L, q, R[L], rq[L], Aa, Ba, Ca, pan, paf)
+        if pivots is not None:
+            pivots[L].update(proj=(Aa, Ba, Ca), Us=(Us_n, Us_f), moved=(A1, B1, C1))
         IA[P] = _add_inertia(IA[P], (A1, B1, C1))
         pA[P] = [vadd(pA[P][0], fn), vadd(pA[P][1], ff)]
     return U, invD, uu
@@ -750,14 +755,67 @@ def aba_kernel(src) -> Kernel:
         tau = _actuated_tau(tree, u)
     else:
         tau = [ZERO] * n
-    qdd = aba(tree, model.q, model.qd, [add(x, y) for x, y in zip(tau, tree.applied)])
+    pivots: dict = {}
+    qdd = aba(tree, model.q, model.qd, [add(x, y) for x, y in zip(tau, tree.applied)], pivots)
     return Kernel(
         model=model.name, name="forward-dynamics-aba",
         description="accelerations qdd from q, qd, t" + (" and actuator inputs u" if tree.act else "")
                     + (" (the floating base's first, its wrench zero)" if tree.base else "")
                     + f" (articulated-body algorithm over {_joints(tree)}, O(N) straight-line code)",
         inputs=inputs,
-        outputs=[OutPort.vector("qdd", qdd, names(rates))])
+        outputs=[OutPort.vector("qdd", qdd, names(rates))],
+        info=KernelInfo(enclosures=[_aba_floors(tree, pivots)] if tree.base is None else []))
+
+
+def _aba_floors(tree: OpenTree, pivots: dict):
+    """The hints of the articulated-body pass (analysis.bodyfloors): D_k = S^T I^A_k S at
+    least the joint's own body's (I^A_k >= I_k), at most M_kk's ceiling; I^A_k, its
+    projection and its move to the parent's origin are positive semidefinite and at most
+    the subtree's composite inertia there (rotational diagonal <= the ceiling of any
+    axis through the origin, translational <= the subtree's mass, |X_ij| <= sqrt(X_ii X_jj)),
+    so |U_i| = |(I^A S)_i| <= sqrt(X_ii D) and |U_i / D| <= sqrt(X_ii / D)."""
+    from ..analysis.bodyfloors import ConstantEnclosure, composite_bounds, link_floor
+    top, mass = composite_bounds(tree.links)
+    hints, labels = [], []
+    for L, got in pivots.items():
+        f, name, j = link_floor(L), tree.model.q[L.j].value.name, L.j
+        what = f"1/(the articulated inertia's pivot D of joint {name}"
+        if not f > 0:
+            labels.append((got["iD"], what + ": no floor proved, its body has no inertia about its axis)"))
+            continue
+        hints += [(got["D"], f, top[j]), (got["iD"], 1.0 / top[j], np.nextafter(1.0 / f, np.inf))]
+        labels.append((got["iD"], what + f", proven in [{f:.3g}, {top[j]:.3g}])"))
+        diag = [top[j]] * 3 + [mass[j]] * 3
+        hints += _block_bounds(got["IA"], diag) + _block_bounds(got.get("proj"), diag)
+        if L.parent is not None:
+            p = L.parent.j
+            hints += _block_bounds(got.get("moved"), [top[p]] * 3 + [mass[p]] * 3)
+        for k, a in enumerate([*got["U"][0], *got["U"][1]]):
+            hints.append((a, -_up(np.sqrt(diag[k] * top[j])), _up(np.sqrt(diag[k] * top[j]))))
+        for k, a in enumerate([*got.get("Us", ([], []))[0], *got.get("Us", ([], []))[1]]):
+            hints.append((a, -_up(np.sqrt(diag[k] / f)), _up(np.sqrt(diag[k] / f))))
+    return ConstantEnclosure(hints, labels=labels)
+
+
+def _up(x) -> float:
+    return float(np.nextafter(x, np.inf) * (1 + 1e-12))
+
+
+def _block_bounds(blocks, diag) -> list:
+    """[(atom, lo, hi)] of a positive semidefinite [[A, B], [B^T, C]] whose diagonal is at
+    most diag (6 numbers): 0 <= X_ii <= diag_i, |X_ij| <= sqrt(diag_i diag_j)."""
+    if blocks is None:
+        return []
+    A, B, C = blocks
+    out = []
+    for i in range(3):
+        for k in range(3):
+            for a, di, dk in ((A[i][k], diag[i], diag[k]), (B[i][k], diag[i], diag[3 + k]),
+                              (C[i][k], diag[3 + i], diag[3 + k])):
+                if a.args:
+                    c = _up(np.sqrt(di * dk))
+                    out.append((a, 0.0 if a is A[i][i] or a is C[i][i] else -c, c))
+    return out
 
 
 def mass_matrix_crba_kernel(src) -> Kernel:

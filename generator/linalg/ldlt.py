@@ -103,7 +103,7 @@ class LDLFactor(_Factor):
 
 def factor_ldlt(A: Sparse, samples: Samples | None = None, names=None, label: str = "A",
                 definite: bool = True, threshold: float = DEFAULT_THRESHOLD,
-                min_relative: float = MIN_RELATIVE) -> LDLFactor:
+                min_relative: float = MIN_RELATIVE, order: list[int] | None = None) -> LDLFactor:
     """Symmetric factorization P A P^T = L D L^T of a sparse matrix of atoms.
 
     A's pattern must be symmetric; the lower triangle's atoms are used (an upper entry
@@ -112,12 +112,14 @@ def factor_ldlt(A: Sparse, samples: Samples | None = None, names=None, label: st
     definite=False: symmetric pivots chosen during the elimination, the minimum-degree
     index whose diagonal passes the worst-case threshold test, else a 2 x 2 block of two
     coupled indices whose determinant does (quasi-definite and saddle-point systems, e.g.
-    a KKT matrix whose mass matrix is singular along a normalization constraint)."""
+    a KKT matrix whose mass matrix is singular along a normalization constraint).
+    `order` (definite only): the elimination order instead of minimum degree (an open
+    tree's leaves first: its pivots have proven floors, analysis.bodyfloors)."""
     with gc_paused():
-        return _factor_ldlt(A, samples, names, label, definite, threshold, min_relative)
+        return _factor_ldlt(A, samples, names, label, definite, threshold, min_relative, order)
 
 
-def _factor_ldlt(A, samples, names, label, definite, threshold, min_relative):
+def _factor_ldlt(A, samples, names, label, definite, threshold, min_relative, order=None):
     n, m = A.shape
     if n != m:
         raise SolveError(f"{label}: LDL^T needs a square matrix, got {n} x {m}")
@@ -148,7 +150,9 @@ def _factor_ldlt(A, samples, names, label, definite, threshold, min_relative):
         scale[j] = np.max(np.vstack([np.abs(dval[j])] + [np.abs(v) for v in oval[j].values()]), axis=0)
     state = (diag, dval, off, oval)
 
-    static = minimum_degree(A.pattern, n) if definite else None
+    if order is not None and (not definite or sorted(order) != list(range(n))):
+        raise SolveError(f"{label}: LDL^T order {order} is not a definite factor's permutation of 0..{n - 1}")
+    static = (list(order) if order is not None else minimum_degree(A.pattern, n)) if definite else None
     alive = set(range(n))
     steps, stats = [], []
     fill = 0

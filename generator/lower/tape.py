@@ -43,9 +43,11 @@ class TapeHints(ABC):
     """Sound enclosures of some temps over input boxes beyond what the tape's ops give
     (analysis.linear: a solve's values from its matrix alone); range analysis intersects
     them. `cut` (where the tape holds its one solve's data: analysis.solve_error) and
-    `enclosed` (the per-box enclosures worked out so far) are None where there are none."""
+    `enclosed` (the per-box enclosures worked out so far) are None where there are none;
+    `labels` {temp: what it is} name a value in a refusal (a pivot's joint) instead of its atom."""
     cut: tuple | None = None
     enclosed: dict | None = None
+    labels: dict | None = None
 
     @abstractmethod
     def __call__(self, in_lo, in_hi) -> dict:
@@ -424,3 +426,14 @@ def op_counts(roots) -> dict[str, int]:
     same lowering the C renderers print (negations folded into subtractions, integer
     powers as multiplications, sin/cos of one argument as one sincos)."""
     return lower(list(roots), inputs=None).counts()
+
+
+def describe(tape: Tape, ins) -> str:
+    """`op computing <atom>` of an instruction, or what the hints call its result or its
+    last operand (a divisor: an LDL^T pivot of a named joint), for an error line."""
+    labels = (tape.hints.labels if tape.hints is not None else None) or {}
+    for o in (("t", ins.dst[0]), ins.args[-1] if ins.args else None):
+        if o is not None and o[0] == "t" and o[1] in labels:
+            return f"{ins.op} computing {labels[o[1]]}"
+    return f"{ins.op} computing {tape.atoms[ins.dst[0]]!r}"[:300] if ins.dst[0] in tape.atoms else ins.op
+

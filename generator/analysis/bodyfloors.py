@@ -1,0 +1,208 @@
+"""Proven floors of an open tree's joint pivots, constant over the whole configuration
+space (range analysis hints of the forward-dynamics kernels).
+
+Interval arithmetic cannot see that a pivot of a mass matrix's LDL^T stays positive: over
+sample_arm's joint ranges its second pivot is enclosed in [-1e6, 1e6], and the Weyl floors
+of analysis.definite need cells too fine in 5 angles to be affordable. The tree gives a
+floor directly. In relative coordinates M = sum_b J_b^T I_b J_b, body b's twist J_b qd the
+sum of the joint twists S_j qd_j of the joints between it and the ground. Factored leaves
+first (every joint after the joints of its subtree: kernels.dynamics), the pivot of joint
+k is the Schur complement of M's block over k and its descendants,
+    min over the descendants' rates of qd^T M qd, qd_k = 1, every other rate 0,
+which is S_k^T I^A_k S_k, the articulated inertia's D_k (the ABA computes the same
+number). Every body's term is >= 0, and body k's own twist is S_k whatever its
+descendants do (its parent stands still), so pivot_k >= S_k^T I_k S_k: body k's moment
+of inertia about its joint axis (revolute) or its mass (prismatic). In the ABA,
+I^A_k = I_k + the children's articulated inertias less their projections (each positive
+semidefinite), so D_k >= S_k^T I_k S_k too. Hence 1 / pivot_k lies in [0, 1 / floor].
+
+Ceilings: pivot_k <= M_kk (a Schur complement of a positive definite matrix is at most
+its diagonal entry), and M_kk, the subtree's composite inertia about joint k's axis, is
+at most sum over its bodies of (lambda_max of the body's inertia about its centre of mass
++ its mass x (its distance from joint k's point)^2), the distance at most the lengths of
+the link offsets between them plus the centre's offset (revolute joints in between:
+prismatic ones move the bodies by unbounded amounts, so no ceiling); a prismatic joint's
+M_kk is the subtree's mass. The multipliers L_ik = S_ik / S_kk of the active (Schur
+complement, positive definite) matrix S have |S_ik| <= sqrt(S_ii S_kk), so
+|L_ik| <= sqrt(ceiling_i / floor_k).
+
+The solve: with every joint revolute and every body's inertia about its centre of mass
+positive definite (lambda_min mu_b), M's smallest eigenvalue is at least
+lambda = min_b mu_b / c_b: qd_k = axis_k . (w_k - w_parent), so qd_k^2 <= 2 |w_k|^2 +
+2 |w_parent|^2 (|w_k|^2 alone at a root), and |w_b|^2 <= mu_b^-1 w_b^T Icom_b w_b <=
+mu_b^-1 (body b's share of qd^T M qd); summed, |qd|^2 <= max_b (c_b / mu_b) qd^T M qd with
+c_b = 2 (1 at a root) + 2 x its children. Then for M x = b, with y = L^-1 P b the forward
+substitution and D the pivots, b^T M^-1 b = sum_k y_k^2 / D_k <= |b|^2 / lambda: so
+|y_k| <= |b| sqrt(ceiling_k / lambda), |y_k / D_k| <= |b| / sqrt(floor_k lambda) and
+|x_i| <= |b| / lambda, |b| read from the range analysis' enclosures of b (lazy hints).
+
+A joint whose body has no inertia about its axis gets no floor (the refusal then names
+it: kernels.dynamics).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..lower.tape import TapeHints
+from .definite import _temps
+from .linear import _locate
+
+MARGIN = 1e-9  # relative: the model's inertia numbers against the atoms' folded constants
+
+__all__ = ["link_floor", "diagonal_ceilings", "eigen_floor", "ConstantEnclosure"]
+
+
+def link_floor(L) -> float:
+    """S^T I S of link L's own body at its origin (kernels.recursive.Link): its inertia
+    about its revolute axis or its mass along a prismatic one, plus each revolute child's
+    least share (_child_floor), less a rounding margin; 0 when it has none."""
+    a = np.asarray(L.axis, dtype=float)
+    v = float(a @ np.asarray(L.I, dtype=float) @ a) if L.joint.revolute else float(L.m)
+    for c in L.children if L.joint.revolute else ():
+        v += _child_floor(a, c) if c.joint.revolute else 0.0
+    return max(0.0, v * (1 - MARGIN))
+
+
+def _child_floor(a, c) -> float:
+    """A lower bound of child c's kinetic energy (x 2) when its parent turns at unit rate
+    about a (through the parent's origin, the grandparent still) and c's own rate is free:
+    c's angular velocity a + b t keeps its part across b (b: c's axis in the parent's
+    axes), so at least mu_c |a x b|^2. When c's centre of mass lies on c's own axis it does
+    not move with c's angle: its velocity a x x (x its position from the parent's origin)
+    whatever t, and m_c |a x x|^2 adds."""
+    b = np.asarray(c.fixed, dtype=float) @ np.asarray(c.axis, dtype=float)
+    v = max(0.0, _mu(c)) * max(0.0, float(np.cross(a, b) @ np.cross(a, b)) * (1 - 1e-12) - 1e-15)
+    m, h = float(c.m), np.asarray(c.h, dtype=float)
+    if m > 0 and not np.cross(np.asarray(c.axis, dtype=float), h).any():  # exactly on the axis
+        x = np.asarray(c.r, dtype=float) + np.asarray(c.fixed, dtype=float) @ (h / m)
+        v += m * max(0.0, float(np.cross(a, x) @ np.cross(a, x)) * (1 - 1e-12) - 1e-15)
+    return v
+
+
+def _mu(L) -> float:
+    """A lower bound of the smallest eigenvalue of L's body's inertia about its centre."""
+    m, h, I = float(L.m), np.asarray(L.h, dtype=float), np.asarray(L.I, dtype=float)
+    Icom = I - (m * (float(h @ h) / m ** 2 * np.eye(3) - np.outer(h, h) / m ** 2) if m > 0 else 0.0)
+    return float(np.linalg.eigvalsh(Icom)[0]) - 1e-12 * float(np.abs(Icom).sum())
+
+
+def _body_reach(L) -> tuple[float, float, float]:
+    """(mass, lambda_max of the inertia about the centre of mass, the centre's distance
+    from the link origin) of link L's own body."""
+    m, h, I = float(L.m), np.asarray(L.h, dtype=float), np.asarray(L.I, dtype=float)
+    if m <= 0:
+        return 0.0, float(np.linalg.eigvalsh(I)[-1]) if I.any() else 0.0, 0.0
+    c = h / m
+    Icom = I - m * (float(c @ c) * np.eye(3) - np.outer(c, c))
+    return m, float(np.linalg.eigvalsh(Icom)[-1]), float(np.linalg.norm(c))
+
+
+def composite_bounds(links: list) -> tuple[dict, dict]:
+    """({coordinate: the rotational ceiling (any axis through the link origin) of its
+    subtree's composite inertia}, {coordinate: its subtree's mass}): diagonal_ceilings
+    for all-revolute trees (inf where a prismatic joint moves bodies below)."""
+    rot, mass = {}, {}
+    for L in links:
+        total, bound, stack = 0.0, 0.0, [(L, 0.0)]
+        while stack:
+            b, reach = stack.pop()
+            m, lam, c = _body_reach(b)
+            total += m
+            bound += lam + m * (reach + c) ** 2
+            if b is not L and not b.joint.revolute:
+                bound = np.inf
+            stack += [(ch, reach + float(np.linalg.norm(ch.r))) for ch in b.children]
+        rot[L.j], mass[L.j] = bound * (1 + 1e-9) + 1e-300, total * (1 + 1e-9) + 1e-300
+    return rot, mass
+
+
+def diagonal_ceilings(links: list) -> dict:
+    """{coordinate: an upper bound of M's diagonal entry over every configuration (inf
+    when a prismatic joint below it moves its bodies)}: see the module docstring."""
+    rot, mass = composite_bounds(links)
+    return {L.j: rot[L.j] if L.joint.revolute else mass[L.j] for L in links}
+
+
+def eigen_floor(links: list) -> float:
+    """A lower bound of the tree's M's smallest eigenvalue over every configuration, or 0
+    (a prismatic joint, a body without inertia about some axis): see the module docstring."""
+    worst = np.inf
+    for L in links:
+        mu = _mu(L)
+        if not L.joint.revolute or not mu > 0:
+            return 0.0
+        worst = min(worst, mu / ((1 if L.parent is None else 2) + 2 * len(L.children)))
+    return max(0.0, worst * (1 - 1e-9))
+
+
+@dataclass(frozen=True)
+class FloorKey:
+    """What the hints compute from beyond the tape (analysis.piececache)."""
+    hints: tuple  # (temp, lo, hi)
+    rhs: tuple  # b's tape (its instructions, as text)
+    scaled: tuple  # (temp, factor)
+
+
+@dataclass
+class ConstantEnclosure:
+    """Enclosures of some atoms of a kernel, bound to the temps of a tape that hold them
+    (or their negation): constant [lo, hi] (a pivot's floor and ceiling, its reciprocal's
+    bounds) and |atom| <= factor x |b|, b the solve's right-hand side (the solution)."""
+
+    atoms: list  # [(atom, lo, hi)]
+    missing: list = field(default_factory=list)  # the joints left without a floor (for the refusal line)
+    rhs: list = field(default_factory=list)  # b's atoms
+    scaled: list = field(default_factory=list)  # [(atom, factor)]
+    labels: list = field(default_factory=list)  # [(atom, what it is)]: for refusal lines
+
+    def bind(self, tape):
+        located = _locate(tape)
+        got: dict = {}
+        for a, lo, hi in self.atoms:
+            for t, sign in _temps(located, a):
+                l, h = (lo, hi) if sign > 0 else (-hi, -lo)
+                ol, oh = got.get(t, (-np.inf, np.inf))
+                got[t] = (max(l, ol), min(h, oh))
+        scaled: dict = {}
+        for a, f in self.scaled:
+            for t, _ in _temps(located, a):
+                scaled[t] = min(f, scaled.get(t, np.inf))
+        labels = {t: text for a, text in self.labels for t, _ in _temps(located, a)}
+        if not got and not scaled and not labels:
+            return None
+        sub = None
+        if scaled:
+            from ..lower import lower
+            sub = lower(list(self.rhs), list(tape.inputs))
+        h = _ConstantHints(tuple(sorted(got.items())), sub, tuple(sorted(scaled.items())))
+        h.labels = labels
+        return h
+
+
+class _ConstantHints(TapeHints):
+    def __init__(self, hints, sub, scaled):
+        self.hints, self.sub, self.scaled = hints, sub, scaled
+
+    def key(self) -> tuple:
+        text = () if self.sub is None else (tuple(f"{i.op} {i.dst} {i.args}" for i in self.sub.instrs)
+                                             + (repr(self.sub.outputs),))
+        return (FloorKey(tuple((t, lo, hi) for t, (lo, hi) in self.hints), text, self.scaled),)
+
+    def __call__(self, in_lo, in_hi) -> dict:
+        B = len(in_lo)
+        out = {t: (np.full(B, lo), np.full(B, hi)) for t, (lo, hi) in self.hints}
+        if self.sub is None:
+            return out
+        from .ranges import analyse_boxes
+        vec = analyse_boxes(self.sub, np.asarray(in_lo, float), np.asarray(in_hi, float), strict=False)
+        norm = np.zeros(B)
+        for o in self.sub.outputs:  # |b| per box, rounded up
+            norm = norm + vec.magnitude(o) ** 2
+        norm = np.nextafter(np.sqrt(norm), np.inf) * (1 + 1e-12)
+        for t, f in self.scaled:
+            m = np.nextafter(f * norm, np.inf)
+            lo, hi = out.get(t, (-m, m))
+            out[t] = (np.maximum(lo, -m), np.minimum(hi, m))
+        return out
