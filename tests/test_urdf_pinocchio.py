@@ -156,7 +156,9 @@ def test_recursive_kernels_equal_pinocchio(robot, tmp_path):
                 continue
             bound = np.array([np.inf if b is None else b for b in m.outputs[0].error_bound])
             if unproved is not None:
-                assert np.isinf(bound).all()  # ABA: no bound from the analysis; the measured margin
+                # ABA: the bodies' floors (analysis.bodyfloors) give loose bounds on some robots,
+                # none on others; where given they hold, and the measured margin holds everywhere
+                assert (err <= bound[None] + 1e-10 * scale).all(), f"{robot} aba float32 beyond its bound"
                 assert (err <= unproved * scale).all(), f"{robot} aba float32: {(err / scale).max():.3g}"
                 continue
             bound = _matrix(kernel, bound[None], n)[0] if want.ndim == 3 else bound
