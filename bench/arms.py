@@ -275,6 +275,57 @@ def scaling(ns, mq) -> dict:
     return out
 
 
+def _print_arm(arm: dict) -> None:
+    """The sample manipulator's table: per kernel and engine its ops, host time and
+    instructions, emulated M4F instructions, flash and stack, and mbforge / Pinocchio."""
+    print("6-revolute sample manipulator (Pinocchio's buildSampleModelManipulator): mbforge's recursive kernels")
+    print("against Pinocchio's RNEA/ABA exported to C through CasADi (casadi::SX evaluation, cse)")
+    if arm["pinocchio"]:
+        print(f"Pinocchio: {arm['pinocchio']}")
+    hdr = (f"{'kernel':<6} {'engine':<10} {'ops':>6} {'host ns':>8} {'host instr':>11} {'M4F instr':>10} "
+           f"{'flash':>6} {'stack':>6}")
+    print(hdr)
+    print("-" * len(hdr))
+    for kname, rows in arm["rows"].items():
+        for e, r in rows.items():
+            dev = (f"{r['instructions_median']:>10.0f} {r['flash']:>6} {r['stack']:>6}"
+                   if "instructions_median" in r else f"{'-':>10} {'-':>6} {'-':>6}")
+            print(f"{kname if e == 'mbforge' else '':<6} {e:<10} {r['ops']:>6} {r['host_ns']:>8.1f} "
+                  f"{r['host_instructions']:>11.0f} {dev}")
+        if "pinocchio" in rows:
+            a, b = rows["mbforge"], rows["pinocchio"]
+            ratio = f"ops {a['ops'] / b['ops']:.2f}, host instr {a['host_instructions'] / b['host_instructions']:.2f}"
+            if "instructions_median" in a and "instructions_median" in b:
+                ratio += f", M4F instr {a['instructions_median'] / b['instructions_median']:.2f}"
+            print(f"{'':<6} mbforge / Pinocchio: {ratio} (goal <= 1); outputs agree to "
+                  f"{b['max_abs_diff']:.1e} (double, 64 states of the envelope)")
+
+
+def _print_scaling(sc: dict, ns: list[int], mq: list[int]) -> None:
+    """The chain's scaling table and fitted exponents (sc["exponents"] set when ns has two
+    lengths or more)."""
+    print("\nN-body spatial chain (joints about z, y, x in turn): operations and generation time in process")
+    print(f"{'N':>5} {'ABA ops':>9} {'ABA [s]':>8} {'RNEA ops':>9} {'RNEA [s]':>9}")
+    for n, row in sc["recursive"].items():
+        a, r = row["forward-dynamics-aba"], row["inverse-dynamics-rnea"]
+        print(f"{n:>5} {a['ops']:>9} {a['seconds']:>8.2f} {r['ops']:>9} {r['seconds']:>9.2f}")
+    if len(ns) >= 2:
+        rec = sc["recursive"]
+        grow = {k: (_fit(ns, [rec[n][k]["ops"] for n in ns]), _fit(ns, [rec[n][k]["seconds"] for n in ns]))
+                for k in ("forward-dynamics-aba", "inverse-dynamics-rnea")}
+        sc["exponents"] = grow
+        a, b = ns[-2], ns[-1]
+        for k, (eo, et) in grow.items():
+            per = (rec[b][k]["ops"] - rec[a][k]["ops"]) / (b - a)
+            print(f"{k}: operations grow as N^{eo:.2f}, generation time as N^{et:.2f} (log-log fit over N); "
+                  f"{per:.0f} operations per added link from N={a} to {b}")
+    if mq:
+        print("M(q)-based forward-dynamics (KKT solve) of the same chain: "
+              + ", ".join(f"N={n}: {r['ops']} ops, {r['seconds']:.1f} s" for n, r in sc["mass_matrix"].items()))
+        if len(mq) >= 2:
+            print(f"  operations grow as N^{_fit(mq, [sc['mass_matrix'][n]['ops'] for n in mq]):.2f}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-device", action="store_true", help="skip the emulated Cortex-M4F")
@@ -288,52 +339,13 @@ def main(argv=None) -> int:
     if not args.no_arm:
         arm = arm_rows(not args.no_device)
         report["arm"] = arm
-        print("6-revolute sample manipulator (Pinocchio's buildSampleModelManipulator): mbforge's recursive kernels")
-        print("against Pinocchio's RNEA/ABA exported to C through CasADi (casadi::SX evaluation, cse)")
-        if arm["pinocchio"]:
-            print(f"Pinocchio: {arm['pinocchio']}")
-        hdr = (f"{'kernel':<6} {'engine':<10} {'ops':>6} {'host ns':>8} {'host instr':>11} {'M4F instr':>10} "
-               f"{'flash':>6} {'stack':>6}")
-        print(hdr)
-        print("-" * len(hdr))
-        for kname, rows in arm["rows"].items():
-            for e, r in rows.items():
-                dev = (f"{r['instructions_median']:>10.0f} {r['flash']:>6} {r['stack']:>6}"
-                       if "instructions_median" in r else f"{'-':>10} {'-':>6} {'-':>6}")
-                print(f"{kname if e == 'mbforge' else '':<6} {e:<10} {r['ops']:>6} {r['host_ns']:>8.1f} "
-                      f"{r['host_instructions']:>11.0f} {dev}")
-            if "pinocchio" in rows:
-                a, b = rows["mbforge"], rows["pinocchio"]
-                ratio = f"ops {a['ops'] / b['ops']:.2f}, host instr {a['host_instructions'] / b['host_instructions']:.2f}"
-                if "instructions_median" in a and "instructions_median" in b:
-                    ratio += f", M4F instr {a['instructions_median'] / b['instructions_median']:.2f}"
-                print(f"{'':<6} mbforge / Pinocchio: {ratio} (goal <= 1); outputs agree to "
-                      f"{b['max_abs_diff']:.1e} (double, 64 states of the envelope)")
+        _print_arm(arm)
     ns = [int(x) for x in args.chain.split(",") if x]
     mq = [int(x) for x in args.mq.split(",") if x]
     if ns:
         sc = scaling(ns, mq)
         report["scaling"] = sc
-        print("\nN-body spatial chain (joints about z, y, x in turn): operations and generation time in process")
-        print(f"{'N':>5} {'ABA ops':>9} {'ABA [s]':>8} {'RNEA ops':>9} {'RNEA [s]':>9}")
-        for n, row in sc["recursive"].items():
-            a, r = row["forward-dynamics-aba"], row["inverse-dynamics-rnea"]
-            print(f"{n:>5} {a['ops']:>9} {a['seconds']:>8.2f} {r['ops']:>9} {r['seconds']:>9.2f}")
-        if len(ns) >= 2:
-            rec = sc["recursive"]
-            grow = {k: (_fit(ns, [rec[n][k]["ops"] for n in ns]), _fit(ns, [rec[n][k]["seconds"] for n in ns]))
-                    for k in ("forward-dynamics-aba", "inverse-dynamics-rnea")}
-            sc["exponents"] = grow
-            a, b = ns[-2], ns[-1]
-            for k, (eo, et) in grow.items():
-                per = (rec[b][k]["ops"] - rec[a][k]["ops"]) / (b - a)
-                print(f"{k}: operations grow as N^{eo:.2f}, generation time as N^{et:.2f} (log-log fit over N); "
-                      f"{per:.0f} operations per added link from N={a} to {b}")
-        if mq:
-            print("M(q)-based forward-dynamics (KKT solve) of the same chain: "
-                  + ", ".join(f"N={n}: {r['ops']} ops, {r['seconds']:.1f} s" for n, r in sc["mass_matrix"].items()))
-            if len(mq) >= 2:
-                print(f"  operations grow as N^{_fit(mq, [sc['mass_matrix'][n]['ops'] for n in mq]):.2f}")
+        _print_scaling(sc, ns, mq)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1, default=str))
     return 0

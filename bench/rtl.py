@@ -223,11 +223,7 @@ def _table_line(r: dict, families: list[str]) -> str:
     return s
 
 
-def main(argv=None) -> int:
-    from mbforge.backends.rtl.schedule import pipeline
-    from mbforge.hdl.pnr import place_and_route
-    from mbforge.hdl.synth import register_bits
-
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="fourbar")
     ap.add_argument("--kernel", default="kinematics")
@@ -240,7 +236,13 @@ def main(argv=None) -> int:
                     "kinematics and the delta's inverse dynamics, before and after")
     ap.add_argument("--map", default="", help="with --table: comma-separated families to map to (ice40, ecp5)")
     ap.add_argument("--only", default=None, help="with --table: one model (fourbar or delta)")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None) -> int:
+    from mbforge.backends.rtl.schedule import pipeline
+
+    args = _parser().parse_args(argv)
     if args.table:
         rows: list = []
         variant_table(rows, [f for f in args.map.split(",") if f], args.only)
@@ -259,6 +261,20 @@ def main(argv=None) -> int:
     designs = [("pipelined", {"variant": "pipelined", "outputs": "aligned"}),
                ("pipelined", {"variant": "pipelined", "outputs": "early"})]
     designs += [("shared", {"variant": "shared", "multipliers": int(m)}) for m in args.multipliers.split(",")]
+    rows = _measure_designs(k, designs, before, args.pnr)
+    _print_recorded(args.model, args.kernel, before)
+    code = goal(rows, args.ice40)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+    return code
+
+
+def _measure_designs(k, designs: list, before: dict, pnr: bool) -> list[dict]:
+    """Each design of kernel k generated, its registers counted (and placed and routed with
+    pnr): one row each, printed as it is measured."""
+    from mbforge.hdl.pnr import place_and_route
+    from mbforge.hdl.synth import register_bits
+
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for i, (name, opts) in enumerate(designs):
@@ -272,29 +288,31 @@ def main(argv=None) -> int:
             rb = register_bits(d)
             row["ff_bits"], row["memory_bits"] = rb["flipflop_bits"], rb["memory_bits"]
             row["delay_line_ff_bits"] = rtl.get("delay_line_ff_bits")
-            if args.pnr:
+            if pnr:
                 rep = place_and_route(d, "auto", seed=1)
                 row["pnr"] = {key: rep.get(key) for key in ("device", "fits", "fmax_mhz", "luts", "ffs", "dsps",
                                                             "brams", "latency_us", "us_per_result", "tried")}
             row["seconds"] = round(time.perf_counter() - t0, 1)
             rows.append(row)
             print(_line(row), flush=True)
-    print(f"\n{args.model} {args.kernel}: delay-line bits of the pipelined schedule before the linear program "
+    return rows
+
+
+def _print_recorded(model: str, kernel: str, before: dict) -> None:
+    """The delay-line bits before the linear program (this run), and the figures recorded
+    before this schedule and of the shared design's place and route (not this run)."""
+    print(f"\n{model} {kernel}: delay-line bits of the pipelined schedule before the linear program "
           f"(ASAP/ALAP): aligned {before['aligned']}, early {before['early']} (same run)")
-    if (args.model, args.kernel) in BEFORE:
+    if (model, kernel) in BEFORE:
         print(f"before this schedule (commit e9d2b0f, measured at its start, not in this run): "
-              f"{BEFORE[(args.model, args.kernel)]}")
-    m = PNR_MEASURED.get((args.model, args.kernel, "shared", 1))
+              f"{BEFORE[(model, kernel)]}")
+    m = PNR_MEASURED.get((model, kernel, "shared", 1))
     if m is not None:
         a = m["after"]
         print(f"shared, 1 mul, placed and routed once on an iCE40 UP5K (not in this run): {a['latency']} cycles "
               f"latency, interval {a['interval']}; Fmax {a['fmax_mhz']} MHz: {a['latency_us']} us latency, "
               f"{a['us_per_result']} us per result; {a['luts']} LUT4, {a['ffs']} FF (wrapper {a['wrapper_ffs']}), "
               f"{a['dsps']} DSP, logic cells {a['logic_cells']}. Before the iterative units: {m['before']}")
-    code = goal(rows, args.ice40)
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
-    return code
 
 
 def _line(r: dict) -> str:

@@ -468,31 +468,39 @@ def compare(c: Case, tols: list[float], horizon: float, repeat: int, tmp: Path) 
     out = {"ladders": {f"{e} {i}": rows for (e, i), rows in ladders.items()}, "host": host["ladder"],
            "tolerances": {}}
     for tol in tols:
-        chosen = {}
-        for (e, i), rows in ladders.items():
-            r = next((r for r in rows if r["error"] <= tol), None)
-            if r:
-                t = ns(e, i, r["dt"])
-                chosen[e, i] = dict(r, ns_per_step=t, ms_per_simulated_s=t / r["dt"] * 1e-6)
-        best = {e: min(((i, r) for (e2, i), r in chosen.items() if e2 == e), key=lambda ir: ir[1]["ms_per_simulated_s"],
-                       default=None) for e in ("mbforge", "MuJoCo")}
-        res = {"runs": {f"{e} {i}": r for (e, i), r in chosen.items()},
-               "best": {e: (b and {"integrator": b[0], **b[1]}) for e, b in best.items()}}
-        if best["mbforge"] and best["MuJoCo"]:
-            res["ratio_equal_accuracy"] = (best["mbforge"][1]["ms_per_simulated_s"]
-                                           / best["MuJoCo"][1]["ms_per_simulated_s"])
-        if best["mbforge"] and f"{tol:g}" in host:
-            h = host[f"{tol:g}"]
-            res["host"] = {**h, "ratio": best["mbforge"][1]["ms_per_simulated_s"] / h["ms_per_simulated_s"]}
-        if best["mbforge"]:
-            dt, mine = best["mbforge"][1]["dt"], best["mbforge"][1]["ns_per_step"]
-            eq = {}
-            for i in MJ_INTEGRATORS:
-                row = next((r for r in ladders["MuJoCo", i] if r["dt"] == dt), None) or mujoco_at(i)(dt)
-                eq[i] = {"error": row["error"], "ns_per_step": ns("MuJoCo", i, dt), "ratio": mine / ns("MuJoCo", i, dt)}
-            res["equal_dt"] = {"dt": dt, "MuJoCo": eq}
-        out["tolerances"][f"{tol:g}"] = res
+        out["tolerances"][f"{tol:g}"] = _at_tolerance(tol, ladders, host, ns, mujoco_at)
     return out
+
+
+def _at_tolerance(tol: float, ladders: dict, host: dict, ns, mujoco_at) -> dict:
+    """compare's row of one tolerance: per engine and integrator the largest dt of its
+    ladder within it (ns per step there, `ns(engine, integrator, dt)`, and CPU time per
+    simulated second), each engine's best, their ratio, the host's, and MuJoCo at
+    mbforge's best dt (`mujoco_at(integrator)(dt)` runs one off its ladder)."""
+    chosen = {}
+    for (e, i), rows in ladders.items():
+        r = next((r for r in rows if r["error"] <= tol), None)
+        if r:
+            t = ns(e, i, r["dt"])
+            chosen[e, i] = dict(r, ns_per_step=t, ms_per_simulated_s=t / r["dt"] * 1e-6)
+    best = {e: min(((i, r) for (e2, i), r in chosen.items() if e2 == e), key=lambda ir: ir[1]["ms_per_simulated_s"],
+                   default=None) for e in ("mbforge", "MuJoCo")}
+    res = {"runs": {f"{e} {i}": r for (e, i), r in chosen.items()},
+           "best": {e: (b and {"integrator": b[0], **b[1]}) for e, b in best.items()}}
+    if best["mbforge"] and best["MuJoCo"]:
+        res["ratio_equal_accuracy"] = (best["mbforge"][1]["ms_per_simulated_s"]
+                                       / best["MuJoCo"][1]["ms_per_simulated_s"])
+    if best["mbforge"] and f"{tol:g}" in host:
+        h = host[f"{tol:g}"]
+        res["host"] = {**h, "ratio": best["mbforge"][1]["ms_per_simulated_s"] / h["ms_per_simulated_s"]}
+    if best["mbforge"]:
+        dt, mine = best["mbforge"][1]["dt"], best["mbforge"][1]["ns_per_step"]
+        eq = {}
+        for i in MJ_INTEGRATORS:
+            row = next((r for r in ladders["MuJoCo", i] if r["dt"] == dt), None) or mujoco_at(i)(dt)
+            eq[i] = {"error": row["error"], "ns_per_step": ns("MuJoCo", i, dt), "ratio": mine / ns("MuJoCo", i, dt)}
+        res["equal_dt"] = {"dt": dt, "MuJoCo": eq}
+    return res
 
 
 def _finite(v):

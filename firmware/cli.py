@@ -10,7 +10,7 @@ from mbforge.firmware import budget as B
 from mbforge.firmware.build import BuildError, build
 from mbforge.firmware.project import (APPS, ENVIRONMENTS, RX_BUFFER, STACK_BYTES, ProjectError, generate_project,
                                       load_manifest, loop_period_ticks, runtime_payload)
-from mbforge.options import OneLineParser, baud, folder, number, parse_args, whole
+from mbforge.options import baud, folder, number, run_subcommand, whole
 from mbforge.targets import BOARDS, Board
 
 
@@ -178,10 +178,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m mbforge.firmware.cli ...`: the same subcommand without the rest of the CLI."""
-    ap = OneLineParser(prog="mbforge")
-    register(ap.add_subparsers(dest="command", required=True))
-    args = parse_args(ap, ["firmware", *(sys.argv[1:] if argv is None else argv)])
-    return args if isinstance(args, int) else args.func(args)
+    return run_subcommand(register, "firmware", argv)
 
 
 if __name__ == "__main__":

@@ -6,13 +6,15 @@ excepted: they are Options fields with their own bounds, mbforge.backends), so "
 number in a stated range, refused in one line naming the option" is defined once. A type
 function words its refusal after the option's name: `OneLineParser.error` prints
 `mbforge CMD: error: --vectors must be a whole number from 0 to 1000000, got 1e12`,
-without argparse's usage block (the help is `mbforge CMD --help`).
+without argparse's usage block (the help is `mbforge CMD --help`). run_subcommand runs one
+command's module on its own (`python -m mbforge.hil.cli`, `python -m mbforge.firmware.cli`).
 """
 from __future__ import annotations
 
 import argparse
 import math
 import re
+import sys
 from pathlib import Path
 
 
@@ -33,6 +35,16 @@ def parse_args(parser: argparse.ArgumentParser, argv) -> argparse.Namespace | in
         return parser.parse_args(argv)
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else 2
+
+
+def run_subcommand(register, command: str, argv: list[str] | None) -> int:
+    """`python -m mbforge.<command>.cli ...`: one subcommand without the rest of the CLI
+    (`register`: its module's function that adds it to a subparsers object; argv: the
+    subcommand's arguments, sys.argv's by default); the exit status."""
+    ap = OneLineParser(prog="mbforge")
+    register(ap.add_subparsers(dest="command", required=True))
+    args = parse_args(ap, [command, *(sys.argv[1:] if argv is None else argv)])
+    return args if isinstance(args, int) else args.func(args)
 
 
 def whole(lo: int, hi: int | None = None, what: str | None = None):

@@ -24,7 +24,7 @@ from mbforge.hil.report import junit_xml, render_html
 from mbforge.hil.rundb import RunDB, RunDBError
 from mbforge.targets import BOARDS
 from mbforge.manifest import MANIFEST_NAME, ManifestError
-from mbforge.options import VECTORS_MAX, OneLineParser, baud, file, number, parse_args, seed, vectors, whole
+from mbforge.options import VECTORS_MAX, baud, file, number, run_subcommand, seed, vectors, whole
 from mbforge.outdir import OutDirError, check_file, write_file
 from mbforge.verify.hostlib import HostLibError
 
@@ -267,10 +267,7 @@ def _kept(path, count: bool = False):
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m mbforge.hil.cli ...`: the same subcommand without the rest of the CLI."""
-    ap = OneLineParser(prog="mbforge")
-    register(ap.add_subparsers(dest="command", required=True))
-    args = parse_args(ap, ["hil", *(sys.argv[1:] if argv is None else argv)])
-    return args if isinstance(args, int) else args.func(args)
+    return run_subcommand(register, "hil", argv)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from ..lower.tape import Tape
 from ..lower.tapeops import TAPE_OPS, Rules, run
 from . import parallel, piececache, solve_error
 from .fixedpoint import TRIG_ERROR, FixedProgram, const_bits, half_ulp, plan_errors, plan_fixed
-from .forms import VForm, quotient_factors, sqrt_form, trig_forms, vmerge, vscale
+from .forms import FormStore, VForm, quotient_factors, sqrt_form, trig_forms, vmerge, vscale
 from .ranges import CHUNK, BoxRanges, BoxView, Ranges, analyse_chunked, refine, split_box
 from .solve_error import find_cut, refine_for_solve, solve_errors_boxes, split_failed
 
@@ -39,7 +39,7 @@ from .solve_error import find_cut, refine_for_solve, solve_errors_boxes, split_f
 MAX_TERMS = 400
 
 
-class _Forms:
+class _Forms(FormStore):
     """What FORM_RULES read and write: the forms of the temps (arrays over the boxes of
     vec) and the rounding symbols (u: half ulps; origin: instruction index, -1 an
     input's; site: the temp each is added to). See output_errors_boxes for the hooks."""
@@ -57,6 +57,7 @@ class _Forms:
         self.in_forms = [self.one(self.new(e)) for e in fx.in_error]
         self.forms: dict = {}
         self.rng, self.rmag = vec.operand, vec.magnitude
+        self.terms = MAX_TERMS
 
     def new(self, mag: float, dst: int | None = None) -> int:
         self.u.append(mag)
@@ -84,19 +85,9 @@ class _Forms:
         return (np.append(ids, k), np.vstack([lo, np.full((1, self.B), sign)]),
                 np.vstack([hi, np.full((1, self.B), sign)]))
 
-    def store(self, d: int, ids, lo, hi, r) -> None:
-        """The form of temp d, its smallest rows beyond MAX_TERMS joined to the remainder."""
-        if ids.shape[0] > MAX_TERMS:
-            w = np.maximum(np.abs(lo), np.abs(hi)) * self.W(ids)[:, None]
-            order = np.lexsort((ids, -w.max(1)))
-            kept = np.sort(order[:MAX_TERMS])
-            r = r + w[order[MAX_TERMS:]].sum(0)
-            ids, lo, hi = ids[kept], lo[kept], hi[kept]
-        self.forms[d] = VForm(ids, lo, hi, r * (1 + 1e-12) + 1e-300)
-        if self.mags_out is not None and d in self.mags_out:
-            self.mags_out[d] = self.fmag(self.forms[d])
-        if self.absorb is not None and d in self.absorb:
-            self.absorb[d], self.forms[d] = self.forms[d], self.Z
+    def row_sizes(self, ids, lo, hi):
+        """|c_k| u_k: a row's absolute error (FormStore.store keeps the MAX_TERMS largest)."""
+        return np.maximum(np.abs(lo), np.abs(hi)) * self.W(ids)[:, None], 1.0
 
 
 def _f_add(s: _Forms, ins) -> None:  # add, sub

@@ -21,7 +21,7 @@ import numpy as np
 from ..lower.tape import Tape
 from ..lower.tapeops import TAPE_OPS, Rules, run
 from . import parallel, piececache, solve_error
-from .forms import VForm, quotient_factors, sqrt_form, trig_forms, vmerge, vscale
+from .forms import FormStore, VForm, quotient_factors, sqrt_form, trig_forms, vmerge, vscale
 from .ranges import BoxRanges, Ranges
 from .solve_error import find_cut, refine_for_solve, solve_errors_boxes, split_failed
 
@@ -173,7 +173,7 @@ def float32_forms_boxes(tape: Tape, vec) -> list[float]:
 
 
 
-class _Forms:
+class _Forms(FormStore):
     """What FORM_RULES read and write: the forms of the temps over the boxes of vec, and
     the count of rounding symbols (numbered below the inputs', so ids stay sorted). See
     float32_forms_per_box for the hooks."""
@@ -186,6 +186,7 @@ class _Forms:
         self.count = 0
         self.forms: dict = {}
         self.rng, self.rmag = vec.operand, vec.magnitude
+        self.terms = F32_TERMS
         self.in_forms = []
         for k in range(len(tape.inputs)):  # the real input rounded to float32
             lo, hi = self.rng(("in", k))
@@ -223,19 +224,10 @@ class _Forms:
         self.count += 1  # below every symbol so far: the ids stay sorted
         return np.concatenate([[-self.count], f.ids]), np.vstack([w[None, :], lo]), np.vstack([w[None, :], hi])
 
-    def store(self, d: int, ids, lo, hi, r) -> None:
-        """The form of temp d, its smallest rows beyond F32_TERMS joined to the remainder."""
-        if ids.shape[0] > F32_TERMS:
-            w = np.maximum(np.abs(lo), np.abs(hi))
-            order = np.lexsort((ids, -w.max(1)))
-            kept = np.sort(order[:F32_TERMS])
-            r = r + w[order[F32_TERMS:]].sum(0) * U
-            ids, lo, hi = ids[kept], lo[kept], hi[kept]
-        self.forms[d] = VForm(ids, lo, hi, r * (1 + 1e-12) + 1e-300)
-        if self.mags_out is not None and d in self.mags_out:
-            self.mags_out[d] = self.fmag(self.forms[d])
-        if self.absorb is not None and d in self.absorb:
-            self.absorb[d], self.forms[d] = self.forms[d], self.Z
+    @staticmethod
+    def row_sizes(ids, lo, hi):
+        """|c_k|, times U: a row's relative rounding (FormStore.store keeps the F32_TERMS largest)."""
+        return np.maximum(np.abs(lo), np.abs(hi)), U
 
     def rounded(self, d: int, ids, lo, hi, r, pre) -> None:
         """store + the rounding of the exact value of d (in [vlo, vhi]) with its error so

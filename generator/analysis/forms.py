@@ -6,7 +6,8 @@ A form is E = sum_k c_k d_k + [-r, r] over the boxes of a BoxRanges: each d_k on
 r (B,) the remainder. fixerror (fixed point: absolute roundings) and floaterror (float32:
 relative ones) build them with their own rule tables; solve_error reads them at a solve.
 The pieces here (scaling, merging, the linearisation of sqrt, the derivative of sin and
-cos, the factors of a quotient) are what those rule tables share, written once.
+cos, the factors of a quotient, FormStore: a finished form truncated and stored) are what
+those rule tables share, written once.
 """
 from __future__ import annotations
 
@@ -28,6 +29,42 @@ class VForm:
         if not self.ids.shape[0]:
             return self.r
         return (np.maximum(np.abs(self.lo), np.abs(self.hi)) * w[:, None]).sum(0) + self.r
+
+
+class FormStore:
+    """What both error analyses' stores of forms (fixerror._Forms, floaterror._Forms) do
+    alike when a temp's form is done: keep its `terms` largest rows, join the others to the
+    remainder, widen the remainder by a relative 1e-12 and 1e-300, record its magnitude
+    (mags_out) or hand it over (absorb). A store sets `forms`, `mags_out`, `absorb`, `Z`
+    (the zero form) and `terms`, and says by `row_sizes` what a row weighs."""
+
+    terms = 0
+    forms: dict
+    mags_out: dict | None
+    absorb: dict | None
+    Z: VForm
+
+    def row_sizes(self, ids, lo, hi):
+        """(w, unit): each row's size per box (K, B), and the factor that turns their sum
+        into the remainder's units."""
+        raise NotImplementedError
+
+    def fmag(self, f: VForm):
+        raise NotImplementedError
+
+    def store(self, d: int, ids, lo, hi, r) -> None:
+        """The form of temp d, its smallest rows beyond `terms` joined to the remainder."""
+        if ids.shape[0] > self.terms:
+            w, unit = self.row_sizes(ids, lo, hi)
+            order = np.lexsort((ids, -w.max(1)))
+            kept = np.sort(order[:self.terms])
+            r = r + w[order[self.terms:]].sum(0) * unit
+            ids, lo, hi = ids[kept], lo[kept], hi[kept]
+        self.forms[d] = VForm(ids, lo, hi, r * (1 + 1e-12) + 1e-300)
+        if self.mags_out is not None and d in self.mags_out:
+            self.mags_out[d] = self.fmag(self.forms[d])
+        if self.absorb is not None and d in self.absorb:
+            self.absorb[d], self.forms[d] = self.forms[d], self.Z
 
 
 def vscale(f: VForm, a, b):

@@ -140,20 +140,19 @@ class FixedBackend(Backend):
 class FixedCBackend(FixedBackend):
     name = "c-fixed"
     use = "cores without an FPU (Cortex-M0/M3): Q formats and error bounds"
+    m0 = False  # products and divisions with Cortex-M0 primitives (backends.fixed.c._M0Exprs)
 
     def render(self, sched, analysis: FixedAnalysis, ctx, options) -> Rendered:
-        return _c_files(render_fixed(sched, analysis.plan, ctx), ctx)
+        return _c_files(render_fixed(sched, analysis.plan, ctx, self.real, self.name, m0=self.m0), ctx)
 
 
 @register
-class FixedM0Backend(FixedBackend):
+class FixedM0Backend(FixedCBackend):
     """c-fixed's plan (Q formats, bounds, bits) printed with Cortex-M0 primitives: only
     how products and divisions are computed differs (backends.fixed.c._M0Exprs)."""
     name = "c-fixed-m0"
     use = "c-fixed for the Cortex-M0/M0+ (no 64-bit product, no divider): the same bits, fewer instructions"
-
-    def render(self, sched, analysis: FixedAnalysis, ctx, options) -> Rendered:
-        return _c_files(render_fixed(sched, analysis.plan, ctx, target=self.name), ctx)
+    m0 = True
 
 
 @register

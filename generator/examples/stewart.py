@@ -88,18 +88,20 @@ ENV_CELLS = {"x": 1, "y": 1, "z": 1, "e1": 4, "e2": 4, "e3": 4}
 FORCE_RANGE = (-120.0, 520.0)
 
 
-def check_motion(model: str, motion: str) -> None:
+def new_model(model: str, motion: str, envelope) -> Model:
+    """The empty Model of a Stewart example (this one, stewart_relative), its build()
+    arguments checked: a motion of MOTIONS, envelope True or False."""
     if motion not in MOTIONS:
         raise ModelError(f"{model}: no motion {motion!r}; known: {', '.join(MOTIONS)}")
+    if not isinstance(envelope, bool):
+        raise ModelError(f"{model}: envelope must be True or False, got {envelope!r}")
+    return Model(model)
 
 
 def build(motion: str = "heave", massless_legs: bool = False, envelope: bool = True) -> Model:
     """envelope=True (default) declares the operating envelope (see the module's doc);
     with envelope=False kernels serve the driven motion's tube."""
-    check_motion("stewart", motion)
-    if not isinstance(envelope, bool):
-        raise ModelError(f"stewart: envelope must be True or False, got {envelope!r}")
-    m = Model("stewart")
+    m = new_model("stewart", motion, envelope)
     law = platform_law(motion, m.t)
     c = _coordinates(m, motion)
     m.time_range(0.0, S.T_END)

@@ -35,9 +35,9 @@ motions and outputs as the 98-coordinate model (stewart.py).
 from __future__ import annotations
 
 from ..ir import atan2, sin, sqrt
-from ..model import Model, ModelError
+from ..model import Model
 from . import _stewart as S
-from .stewart import FORCE_RANGE, MOTIONS, check_motion
+from .stewart import FORCE_RANGE, MOTIONS, new_model
 
 __all__ = ["MOTIONS", "PLATFORM", "build", "platform_law"]
 
@@ -56,10 +56,7 @@ def platform_law(motion: str, t):
 def build(motion: str = "heave", massless_legs: bool = False, envelope: bool = True) -> Model:
     """envelope=True (default) declares the operating envelope (see the module's doc);
     with envelope=False kernels serve the driven motion's tube."""
-    check_motion("stewart_relative", motion)
-    if not isinstance(envelope, bool):
-        raise ModelError(f"stewart_relative: envelope must be True or False, got {envelope!r}")
-    m = Model("stewart_relative")
+    m = new_model("stewart_relative", motion, envelope)
     rng = S.ranges("24")
     guess = S.coords_24(motion, [0.0])[0]
     names = list(PLATFORM) + [f"leg{k + 1}_{p}" for k in range(6) for p in ("a", "b", "L")]

@@ -48,9 +48,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import ONE, ZERO, Atom, ExpressionError, Sparse, Turn, add, as_atom, congruence, cross, div, dot, folded, \
-    folded_mat, folded_vec, is_zero, matmul, matvec, mtv, mul, skew, sub, symbol, vadd, vscale, vsub
-from ..model.joint_kinds import Revolute
+from ..ir import ONE, ZERO, Atom, ExpressionError, Sparse, add, congruence, cross, div, dot, folded, folded_mat, \
+    folded_vec, is_zero, matmul, matvec, mtv, mul, skew, sub, symbol, vadd, vscale, vsub
+from ..model.joint_kinds import Revolute, kind_names
 from .common import KernelError, names
 from .kernel import InPort, Kernel, KernelInfo, OutPort
 
@@ -59,16 +59,6 @@ __all__ = ["Link", "OpenTree", "open_tree", "rnea_kernel", "aba_kernel", "mass_m
 
 
 # ---- the tree -----------------------------------------------------------------------------------
-def _turn(L: "Link", q):
-    """A Turn when the link's rotation is about a principal axis with no fixed placement."""
-    if not L.joint.revolute or not np.allclose(L.fixed, np.eye(3), atol=1e-15):
-        return None
-    for k in range(3):
-        if np.allclose(L.axis, np.eye(3)[k], atol=1e-15):
-            return Turn(k, q)
-    return None
-
-
 class Link:
     """One joint and what it carries. Frame: the joint's axes at the joint point.
 
@@ -368,12 +358,7 @@ def rnea(tree: OpenTree, q, qd, qdd) -> list[Atom]:
         acc[L] = mtv(Rl, ap)
         wpl = mtv(Rl, wp)
         aqd = vscale(qd[L.j], a)
-        if J.revolute:
-            w[L] = vadd(wpl, aqd)
-            al[L] = vadd(vadd(mtv(Rl, alp), vscale(qdd[L.j], a)), cross(wpl, aqd))
-        else:  # the origin slides: Coriolis 2 w x (a qd) and a qdd
-            w[L], al[L] = wpl, mtv(Rl, alp)
-            acc[L] = vadd(acc[L], vadd(vscale(as_atom(2.0), cross(wpl, aqd)), vscale(qdd[L.j], a)))
+        w[L], al[L], acc[L] = J.link_acceleration(wpl, Rl, alp, acc[L], aqd, qdd[L.j])
         f[L], nm[L] = _body_force(L.m, L.h, L.I, w[L], al[L], acc[L])
     b = tree.base
     if b is not None:  # the base's own inertial force, its links' handed to it below
@@ -429,7 +414,7 @@ def _force_to_parent(Rl, r, n, f):
 def _inertia_to_parent(L: Link, q, Rl, r, A, B, C, n=None, f=None):
     """A spatial inertia [[A, B], [B^T, C]] (and a force pair n, f, when given) of link L
     in its parent's frame and origin: rotate, then move the reference point by r."""
-    T = _turn(L, q[L.j])
+    T = L.joint.turn(L.fixed, q[L.j])
     if T is not None:
         A1, B1, C1 = T.sym(A), T.gen(B), T.sym(C)
     else:
@@ -539,13 +524,7 @@ def _aba_velocities(tree: OpenTree, q, qd):
         wpl = mtv(Rl, wp)
         v[L] = mtv(Rl, vp)
         aqd = vscale(qd[L.j], a)
-        if J.revolute:
-            w[L] = vadd(wpl, aqd)
-            cw[L] = cross(wpl, aqd)
-            cv[L] = cross(v[L], aqd)
-        else:  # c = v x (0, a qd) = (0, w x a qd)
-            w[L], v[L] = wpl, vadd(v[L], aqd)
-            cw[L], cv[L] = zero3, cross(wpl, aqd)
+        w[L], v[L], cw[L], cv[L] = J.link_velocity(wpl, v[L], aqd)
         IA[L], pA[L] = _inertia_and_bias(L.m, L.h, L.I, w[L], v[L])
     return R, rq, cw, cv, IA, pA
 
@@ -623,10 +602,7 @@ def _aba_accelerations(tree: OpenTree, R, rq, cw, cv, U, invD, uu, base=None) ->
         Un, Uf = U[L]
         x = mul(invD[L], sub(uu[L], add(dot(Un, a1n), dot(Uf, a1v))))
         qdd[L.j] = x
-        if L.joint.revolute:
-            an[L], av[L] = vadd(a1n, vscale(x, _axis(L))), a1v
-        else:
-            an[L], av[L] = a1n, vadd(a1v, vscale(x, _axis(L)))
+        an[L], av[L] = L.joint.accelerate(a1n, a1v, x)
     if base is None:
         return qdd
     b = tree.base  # the true acceleration: add gravity's back, (0, R^T g) in base axes
@@ -687,9 +663,9 @@ def _joints(tree: OpenTree) -> str:
     jt = tree.model.joint_tree
     kinds = [j.kind for j in jt] if jt is not None else [L.joint.name for L in tree.links]
     on = " on a floating base" if tree.base is not None else ""
-    if all(k == "revolute" for k in kinds):
+    if all(k == Revolute.name for k in kinds):
         return f"{len(kinds)} revolute joints{on}"
-    counts = ", ".join(f"{kinds.count(k)} {k}" for k in ("revolute", "prismatic", "spherical") if k in kinds)
+    counts = ", ".join(f"{kinds.count(k)} {k}" for k in kind_names() if k in kinds)
     return f"{len(kinds)} joints ({counts}){on}"
 
 
@@ -854,7 +830,7 @@ def frame_kinematics(tree: OpenTree, q, L: Link, Rf, pf):
     J = {}
     o = 0 if b is None else 6  # a floating base's 6 velocities come first
     for X, a, c in joints:
-        cols = (cross(a, vsub(p, c)), a) if X.joint.revolute else (a, [ZERO] * 3)
+        cols = X.joint.jacobian(a, p, c)
         for row, x in enumerate(cols[0] + cols[1]):
             J[(row, o + X.j)] = x
     if b is not None:  # base axis k: v moves p along it, w turns p about the base origin

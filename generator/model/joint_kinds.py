@@ -16,13 +16,16 @@ from it (`place`), explicit trees store it (relative.TreeJoint, tree.py, urdf.py
 recursive kernels run over its one-coordinate `steps`: a spherical joint is its three turns
 in series about one point, so the O(N) recursions never see more than one coordinate per
 link. The single-coordinate kinds also give what those recursions ask of a link (its
-placement after a constant one, the force component it transmits, I S).
+placement after a constant one, the force component it transmits, I S, its outward
+velocity and acceleration steps, its Jacobian column), each answered in the kind's own
+class: a new kind of one coordinate is one class, and kind_names() lists it.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..ir import ZERO, Atom, add, as_atom, dot, folded_mat, folded_vec, matmul, matvec, mtv, mul, sub, vadd, vscale
+from ..ir import ZERO, Atom, Turn, add, as_atom, cross, dot, folded_mat, folded_vec, matmul, matvec, mtv, mul, sub, vadd, \
+    vscale, vsub
 from .errors import ModelError
 from .frames import axis_rotation
 
@@ -38,12 +41,26 @@ def _unit(axis, what: str) -> np.ndarray:
     return a if abs(n - 1.0) <= 4e-16 else a / n
 
 
+_KINDS: list[type] = []  # the named kinds in the order they are defined (JointKind.__init_subclass__)
+
+
+def kind_names() -> list[str]:
+    """The names of the joint kinds, in the order they were defined (revolute first): the
+    order a kernel's description counts them in."""
+    return [k.name for k in _KINDS]
+
+
 class JointKind:
     """The interface: `name`, `dof`, `steps()`, `rotation(q)`, `translation(q)`, `subspace(q)`,
     `place(rel, name, base, point, q)`. q: the joint's coordinates (atoms), `dof` of them."""
 
     name = ""
     dof = 0
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        if cls.__dict__.get("name"):  # a kind of its own name: known to kind_names()
+            _KINDS.append(cls)
 
     def steps(self) -> list["JointKind"]:
         """Single-coordinate kinds whose series is this joint (one per coordinate, in order)."""
@@ -82,10 +99,12 @@ class JointKind:
 
 
 class _Single(JointKind):
-    """One coordinate along a unit axis; what the recursions ask of a link's joint."""
+    """One coordinate along a unit axis; what the recursions ask of a link's joint. Each
+    single-coordinate kind (Revolute, Prismatic) answers every question below in its own
+    class: the O(N) kernels never ask which kind a link is."""
 
     dof = 1
-    revolute = False
+    revolute = False  # a turn (joints.of_kind reads it: the constraint pair a step becomes)
 
     def __init__(self, axis):
         self.axis = _unit(axis, f"{self.name} joint")
@@ -95,32 +114,51 @@ class _Single(JointKind):
 
     def placed_rotation(self, fixed, q) -> list[list[Atom]]:
         """R with v_parent = R v_link: fixed @ Rot(axis, q), or the constant fixed."""
-        if not self.revolute:
-            return folded_mat(fixed)
-        Rq = axis_rotation(self.axis, q)
-        if np.allclose(fixed, np.eye(3), atol=1e-15):
-            return Rq
-        return matmul(folded_mat(fixed), Rq)
+        raise NotImplementedError
 
     def offset(self, r, fixed, q) -> list[Atom]:
         """The link origin in the parent link's frame: r, or r + fixed axis q."""
-        if self.revolute:
-            return folded_vec(r)
-        return vadd(folded_vec(r), vscale(q, folded_vec(np.asarray(fixed) @ self.axis)))
+        raise NotImplementedError
+
+    def turn(self, fixed, q):
+        """A Turn (ir.Turn) when the link's rotation is about a principal axis with no fixed
+        placement, else None: congruences by it are cheaper than by its matrix."""
+        return None
 
     def motion(self, s):
         """S s as (angular, linear)."""
-        a = vscale(s, folded_vec(self.axis))
-        return (a, [ZERO] * 3) if self.revolute else ([ZERO] * 3, a)
+        raise NotImplementedError
 
     def project(self, n, f) -> Atom:
         """S^T (n, f): the component of a force pair the joint transmits as its tau."""
-        return dot(folded_vec(self.axis), n if self.revolute else f)
+        raise NotImplementedError
 
     def subspace_force(self, A, B, C):
         """U = I S of a spatial inertia [[A, B], [B^T, C]], as (n, f)."""
-        a = folded_vec(self.axis)
-        return (matvec(A, a), mtv(B, a)) if self.revolute else (matvec(B, a), matvec(C, a))
+        raise NotImplementedError
+
+    def link_acceleration(self, wpl, Rl, alp, acc, aqd, qdd):
+        """RNEA's outward step: (angular velocity, angular acceleration, classical
+        acceleration of the origin) of the link, its axes, from the parent's angular velocity
+        wpl (link axes), angular acceleration alp (parent axes), the joint point's
+        acceleration acc (link axes), aqd = axis qd and the coordinate's acceleration qdd."""
+        raise NotImplementedError
+
+    def link_velocity(self, wpl, vl, aqd):
+        """ABA's outward step: (w, v, cw, cv), the link's spatial velocity and its
+        velocity-product acceleration c = v x S qd, from the parent's motion in link axes
+        (wpl; vl of the joint point) and aqd = axis qd."""
+        raise NotImplementedError
+
+    def accelerate(self, a1n, a1v, x):
+        """ABA's last step: the link's spatial acceleration, the parent's (a1n, a1v, in link
+        axes, with c) plus S x."""
+        raise NotImplementedError
+
+    def jacobian(self, a, p, c):
+        """(linear, angular) Jacobian column of a point p for this joint, its axis a and its
+        point c in the world."""
+        raise NotImplementedError
 
 
 class Revolute(_Single):
@@ -132,6 +170,46 @@ class Revolute(_Single):
 
     def place(self, rel, name, base, point, q):
         return rel.base(f"{name}_axes", base, self.axis, q[0]), point
+
+    def placed_rotation(self, fixed, q) -> list[list[Atom]]:
+        Rq = axis_rotation(self.axis, q)
+        if np.allclose(fixed, np.eye(3), atol=1e-15):
+            return Rq
+        return matmul(folded_mat(fixed), Rq)
+
+    def offset(self, r, fixed, q) -> list[Atom]:
+        return folded_vec(r)
+
+    def turn(self, fixed, q):
+        if not np.allclose(fixed, np.eye(3), atol=1e-15):
+            return None
+        for k in range(3):
+            if np.allclose(self.axis, np.eye(3)[k], atol=1e-15):
+                return Turn(k, q)
+        return None
+
+    def motion(self, s):
+        return vscale(s, folded_vec(self.axis)), [ZERO] * 3
+
+    def project(self, n, f) -> Atom:
+        return dot(folded_vec(self.axis), n)
+
+    def subspace_force(self, A, B, C):
+        a = folded_vec(self.axis)
+        return matvec(A, a), mtv(B, a)
+
+    def link_acceleration(self, wpl, Rl, alp, acc, aqd, qdd):
+        a = folded_vec(self.axis)
+        return vadd(wpl, aqd), vadd(vadd(mtv(Rl, alp), vscale(qdd, a)), cross(wpl, aqd)), acc
+
+    def link_velocity(self, wpl, vl, aqd):
+        return vadd(wpl, aqd), vl, cross(wpl, aqd), cross(vl, aqd)
+
+    def accelerate(self, a1n, a1v, x):
+        return vadd(a1n, vscale(x, folded_vec(self.axis))), a1v
+
+    def jacobian(self, a, p, c):
+        return cross(a, vsub(p, c)), a
 
 
 class Prismatic(_Single):
@@ -145,6 +223,37 @@ class Prismatic(_Single):
 
     def place(self, rel, name, base, point, q):
         return base, rel.point(f"{name}_slide", point, self.translation(q), base)
+
+    def placed_rotation(self, fixed, q) -> list[list[Atom]]:
+        return folded_mat(fixed)
+
+    def offset(self, r, fixed, q) -> list[Atom]:
+        return vadd(folded_vec(r), vscale(q, folded_vec(np.asarray(fixed) @ self.axis)))
+
+    def motion(self, s):
+        return [ZERO] * 3, vscale(s, folded_vec(self.axis))
+
+    def project(self, n, f) -> Atom:
+        return dot(folded_vec(self.axis), f)
+
+    def subspace_force(self, A, B, C):
+        a = folded_vec(self.axis)
+        return matvec(B, a), matvec(C, a)
+
+    def link_acceleration(self, wpl, Rl, alp, acc, aqd, qdd):
+        """The origin slides: Coriolis 2 w x (a qd) and a qdd."""
+        a = folded_vec(self.axis)
+        return wpl, mtv(Rl, alp), vadd(acc, vadd(vscale(as_atom(2.0), cross(wpl, aqd)), vscale(qdd, a)))
+
+    def link_velocity(self, wpl, vl, aqd):
+        """c = v x (0, a qd) = (0, w x a qd)."""
+        return wpl, vadd(vl, aqd), [ZERO] * 3, cross(wpl, aqd)
+
+    def accelerate(self, a1n, a1v, x):
+        return a1n, vadd(a1v, vscale(x, folded_vec(self.axis)))
+
+    def jacobian(self, a, p, c):
+        return a, [ZERO] * 3
 
 
 class Spherical(JointKind):
@@ -225,4 +334,4 @@ class FreeFlyer(JointKind):
         return [f"{name}_{c}" for c in self.VELOCITY]
 
 
-__all__ = ["JointKind", "Revolute", "Prismatic", "Spherical", "FreeFlyer"]
+__all__ = ["JointKind", "Revolute", "Prismatic", "Spherical", "FreeFlyer", "kind_names"]

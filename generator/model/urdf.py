@@ -36,7 +36,9 @@ from .joint_kinds import FreeFlyer, Prismatic, Revolute
 from .relative import FloatingBase, TreeJoint
 from .tree import about_origin
 
-MOVING = ("revolute", "continuous", "prismatic")
+# the joint kind (model.joint_kinds) of each moving URDF joint type, built from its <axis>
+KIND_OF_TYPE = {"revolute": Revolute, "continuous": Revolute, "prismatic": Prismatic}
+MOVING = tuple(KIND_OF_TYPE)
 
 
 class URDFError(ModelError):
@@ -323,7 +325,7 @@ def _place(path, m, t, j, frame, carrier, joints, acceleration, velocity) -> Non
     axis = np.array([1.0, 0.0, 0.0]) if j.axis is None else np.asarray(j.axis, dtype=float)
     if not (np.all(np.isfinite(axis)) and np.linalg.norm(axis) > 0):
         raise URDFError(f"URDF file {path}: joint {j.name!r} has a zero axis")
-    kind = Prismatic(axis) if j.type == "prismatic" else Revolute(axis)
+    kind = KIND_OF_TYPE[j.type](axis)
     rng, vrng, effort = _limits(path, j, velocity)
     q = m.coordinate(_ident(j.name), guess=0.0 if rng[0] <= 0.0 <= rng[1] else 0.5 * (rng[0] + rng[1]),
                      range=rng, vrange=vrng, arange=(-float(acceleration), float(acceleration)))

@@ -15,7 +15,7 @@ import math
 from ...analysis.fixedpoint import FixedProgram
 from ...lower.schedule import Schedule
 from ..c import CHECK_COMMENT
-from ...reals import REALS
+from ...reals import Real
 from ..context import CHeaderContext, CSourceContext, KernelContext
 from ..render import render_context, render_template
 from .ops import INT32_MAX, INT32_MIN, OPS, lower_hw, trig_constants
@@ -214,14 +214,17 @@ def envelope_checks(envelope, in_bits, in_ref) -> list[str]:
     return lines
 
 
-def render_fixed(sched: Schedule, fx: FixedProgram, ctx: KernelContext, target: str = "c-fixed") -> dict[str, str]:
-    """The c-fixed files, or c-fixed-m0's: the same statements with the M0 helpers."""
-    p, m0 = ctx.prefix, target == "c-fixed-m0"
+def render_fixed(sched: Schedule, fx: FixedProgram, ctx: KernelContext, real: Real, target: str,
+                 m0: bool = False) -> dict[str, str]:
+    """The files of a fixed-point C target (its name `target`, its real kind's record `real`,
+    both its backend's): c-fixed's, or with m0 the same statements with the Cortex-M0
+    helpers (c-fixed-m0's)."""
+    p = ctx.prefix
     decls, body, used = fixed_statements(sched, fx, p, lambda k: f"in[{k}]", lambda k: f"out[{k}]", m0=m0)
     body.append("if (ovf) return 1;")
     support = render_template("c/fixed.c.j2", p=p, div=used["div"], sqrt=used["sqrt"], m0=m0,
                               trig=trig_constants() if used["trig"] else None)
-    head = CHeaderContext(ctx, real=REALS["int32"].c_type, target=target)
+    head = CHeaderContext(ctx, real=real.c_type, target=target)
     checks = envelope_checks(ctx.envelope, fx.in_bits, lambda k: f"in[{k}]")
     source = CSourceContext(head, includes=[], support=support, checks=checks, decls=decls, body=body)
     return {ctx.header: render_context("c/kernel.h.j2", head), ctx.source: render_context("c/kernel.c.j2", source)}

@@ -150,67 +150,78 @@ def _delay_lines(hp: HwProgram, plan: DelayPlan) -> tuple[list[dict], list[dict]
     return delays, memories
 
 
+def _tap(ps: PipeSchedule, ref, t) -> str:
+    """The name of value `ref` as read in cycle t: the value itself, or its delayed copy."""
+    d = t - ps.ready[ref]
+    assert 0 <= d <= ps.depth[ref], (ref, t, d)
+    return _name(ref) if d == 0 else f"{_name(ref)}_d{d}"
+
+
+def _pipelined_op(op, src: list[str], t: int, dsp: set[int] | None) -> dict:
+    """What templates/verilog/pipelined.v.j2 writes of one operation started in cycle t, its
+    sources read as `src`."""
+    h = _name(("h", op.id, 0))
+    p = op.p
+    o = {"kind": op.kind, "h": h, "flag": op.flag, "comment": f"h{op.id} {op.kind} @{t}: {_comment(op.note)}",
+         "module": OPS[op.kind].verilog}
+    if op.kind == "add":
+        terms = [("- " if sg < 0 else "+ ") + _align(s_, sh) for s_, sh, sg in zip(src, p["sh"], p["sign"])]
+        if p["lit"]:
+            terms.append("+ " + lit(p["lit"], 64))
+        x = " ".join(terms).lstrip("+ ")
+        o["x"] = lit(0, 64) + " " + x if x.startswith("- ") else x
+        o["y"] = _rsh(f"{h}_x", p["s"])
+    elif op.kind == "mul":
+        # the product register keeps only the bits the rounding shift and the saturation
+        # read: none above the product's width (32 + bits of a literal factor), none below
+        # bit s - 1, as rsh(p, s) = rsh(floor(p / 2^(s-1)), 1) for s >= 1
+        full = 32 + abs(p["lit"]).bit_length() if "lit" in p else 64
+        drop = min(max(p["s"] - 1, 0), full - 2)
+        o.update(a=src[0], b=lit(p["lit"], 32) if "lit" in p else f"$signed({src[1]})", pw=full - drop,
+                 lut=dsp is not None and op.id not in dsp,
+                 sel=f"{full - 1}:{drop}", y=_rsh(f"{h}_pw", p["s"] - drop))
+    elif op.kind == "tsel":
+        sv, cv, q = src
+        if p["which"] == "sin":
+            o["sel"] = f"{q} == 2'd0 ? {sv} : {q} == 2'd1 ? {cv} : {q} == 2'd2 ? 32'd0 - {sv} : 32'd0 - {cv}"
+        else:
+            o["sel"] = f"{q} == 2'd0 ? {cv} : {q} == 2'd1 ? 32'd0 - {sv} : {q} == 2'd2 ? 32'd0 - {cv} : {sv}"
+        o["y"] = _rsh(f"sx({h}_s)", p["sh"])
+    elif op.kind in ("div", "sqrt"):
+        o["n"] = lit(p["nlit"], 64) if "nlit" in p else _align(src[0], p["k"])
+        o["d"] = src[-1]
+    elif op.kind == "tred":
+        o.update(kw=p["kw"], x=src[0], sh=lit(p["sh"], 8))
+    else:
+        raise AssertionError(op.kind)
+    return o
+
+
+def _pipelined_outputs(hp: HwProgram, ps: PipeSchedule) -> list[tuple[str, str]]:
+    """Per output: (its value, the strobe that says it is valid)."""
+    outputs = []
+    for o, c in zip(hp.outputs, ps.out_cycle):
+        v = lit(o[1], 32) if o[0] == "c" else _tap(ps, o, c)
+        # an output computed in cycle c is valid when the vector accepted c cycles ago is
+        outputs.append((v, "ap_done" if c == ps.latency else "ap_start" if c == 0 else f"vld[{c}]"))
+    return outputs
+
+
 def render_pipelined(hp: HwProgram, ps: PipeSchedule, ctx: VerilogContext, top: str, plan: DelayPlan,
                      dsp: set[int] | None = None) -> str:
     """dsp: the ids of the products built as `*` (DSP blocks); the others mul_lut (None: all `*`)."""
-    L = ps.latency
-
-    def tap(ref, t):
-        d = t - ps.ready[ref]
-        assert 0 <= d <= ps.depth[ref], (ref, t, d)
-        return _name(ref) if d == 0 else f"{_name(ref)}_d{d}"
-
     flags: dict[int, list[str]] = {}
     ops: list[dict] = []
     for op in hp.ops:
         t = ps.start[op.id]
-        h = _name(("h", op.id, 0))
-        src = [tap(s, t) for s in op.srcs]
-        p = op.p
-        o = {"kind": op.kind, "h": h, "flag": op.flag, "comment": f"h{op.id} {op.kind} @{t}: {_comment(op.note)}",
-             "module": OPS[op.kind].verilog}
-        if op.kind == "add":
-            terms = [("- " if sg < 0 else "+ ") + _align(s_, sh) for s_, sh, sg in zip(src, p["sh"], p["sign"])]
-            if p["lit"]:
-                terms.append("+ " + lit(p["lit"], 64))
-            x = " ".join(terms).lstrip("+ ")
-            o["x"] = lit(0, 64) + " " + x if x.startswith("- ") else x
-            o["y"] = _rsh(f"{h}_x", p["s"])
-        elif op.kind == "mul":
-            # the product register keeps only the bits the rounding shift and the saturation
-            # read: none above the product's width (32 + bits of a literal factor), none below
-            # bit s - 1, as rsh(p, s) = rsh(floor(p / 2^(s-1)), 1) for s >= 1
-            full = 32 + abs(p["lit"]).bit_length() if "lit" in p else 64
-            drop = min(max(p["s"] - 1, 0), full - 2)
-            o.update(a=src[0], b=lit(p["lit"], 32) if "lit" in p else f"$signed({src[1]})", pw=full - drop,
-                     lut=dsp is not None and op.id not in dsp,
-                     sel=f"{full - 1}:{drop}", y=_rsh(f"{h}_pw", p["s"] - drop))
-        elif op.kind == "tsel":
-            sv, cv, q = src
-            if p["which"] == "sin":
-                o["sel"] = f"{q} == 2'd0 ? {sv} : {q} == 2'd1 ? {cv} : {q} == 2'd2 ? 32'd0 - {sv} : 32'd0 - {cv}"
-            else:
-                o["sel"] = f"{q} == 2'd0 ? {cv} : {q} == 2'd1 ? 32'd0 - {sv} : {q} == 2'd2 ? 32'd0 - {cv} : {sv}"
-            o["y"] = _rsh(f"sx({h}_s)", p["sh"])
-        elif op.kind in ("div", "sqrt"):
-            o["n"] = lit(p["nlit"], 64) if "nlit" in p else _align(src[0], p["k"])
-            o["d"] = src[-1]
-        elif op.kind == "tred":
-            o.update(kw=p["kw"], x=src[0], sh=lit(p["sh"], 8))
-        else:
-            raise AssertionError(op.kind)
+        o = _pipelined_op(op, [_tap(ps, s, t) for s in op.srcs], t, dsp)
         ops.append(o)
         if op.flag:
-            flags.setdefault(t + ps.lat[op.kind], []).append(f"{h}_o")
+            flags.setdefault(t + ps.lat[op.kind], []).append(f"{o['h']}_o")
     delays, memories = _delay_lines(hp, plan)
-    outputs = []
-    for o, c in zip(hp.outputs, ps.out_cycle):
-        v = lit(o[1], 32) if o[0] == "c" else tap(o, c)
-        # an output computed in cycle c is valid when the vector accepted c cycles ago is
-        outputs.append((v, "ap_done" if c == L else "ap_start" if c == 0 else f"vld[{c}]"))
     return render_context("verilog/pipelined.v.j2", VerilogPipelinedContext(
-        _head(ctx, top, hp, "pipelined", any(o.get("lut") for o in ops)), ops=ops, delays=delays, memories=memories, pointer_bits=plan.pointer_bits,
-        L=L, flags=flags, outputs=outputs))
+        _head(ctx, top, hp, "pipelined", any(o.get("lut") for o in ops)), ops=ops, delays=delays, memories=memories,
+        pointer_bits=plan.pointer_bits, L=ps.latency, flags=flags, outputs=_pipelined_outputs(hp, ps)))
 
 
 # per operator class of the shared variant: the fields a unit's input multiplexer sets
