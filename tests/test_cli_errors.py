@@ -329,7 +329,11 @@ def test_a_worker_killed_mid_run_loses_nothing(tmp_path):
 
     import time
 
-    proc, children, out = _generate_in_pieces(tmp_path, 2)
+    # the delta's reduced inverse dynamics over 8 x 8 cells in x and y: about 8 s of CPU per
+    # worker (the Stewart's kernel took 74 s here)
+    (tmp_path / "cells.json").write_text('{"quantities": {"P_x": {"cells": 8}, "P_y": {"cells": 8}}}')
+    delta = ("delta", "--kernel", "inverse-dynamics-reduced", "--envelope", str(tmp_path / "cells.json"))
+    proc, children, out = _generate_in_pieces(tmp_path, 2, delta, MBFORGE_LOCAL_WORK="0")
     # once the worker runs pieces (5 s of CPU: more than its start-up), not while its nanny starts it
     for _ in range(3000):
         if proc.poll() is not None or _cpu_seconds(children[-1]) > 5.0:
