@@ -12,7 +12,8 @@ c-fixed 26,792 (43.4), software float 63,879 (103.5); c-fixed-m0 with C-only hel
 time: products on ADDS/ADCS carries -3,390, the square root on 32-bit words -2,159, every
 product inlined (GCC left 80 of 279 out of line, s a variable) -1,087, the sums' ADDS/SUBS
 + BVC -1,182, one LSLS for a product's range check and result -259, the rounding shift's
-ASRS + ADCS -243: 13,815 (22.4), 4.6 times fewer than software float.
+ASRS + ADCS -243, a square's one middle product (29 of 279) -230: 13,585 (22.0), 4.7 times
+fewer than software float.
 
     python -m bench.fixed_m0 [--kernels delta:inverse-dynamics-reduced,fourbar:kinematics] [--env emulated_microbit] [--json FILE]
 """

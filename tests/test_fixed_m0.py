@@ -47,6 +47,7 @@ int main(void)
         const int s = 1 + (int)(i %% 62);
         uint32_t m1 = 0, m2 = 0;
         if (t_mulrs(a32, d, s, &m1) != t_sat(t_rsh((int64_t)a32 * d, s), &m2) || m1 != m2) bad++;
+        if (t_sqrrs(d, s, &m1) != t_sat(t_rsh((int64_t)d * d, s), &m2) || m1 != m2) bad++;
         uint32_t o1 = 0, o2 = 0;
         const int32_t q1 = t_div(a, d, &o1), q2 = t_div_m0(a, d, &o2);
         if (q1 != q2 || o1 != o2) bad++;
@@ -62,8 +63,8 @@ int main(void)
 
 
 def test_the_m0_helpers_equal_c_fixed_ones_on_edge_and_random_words(tmp_path):
-    """t_mul64 against the int64 product, t_mulrs against t_sat(t_rsh(a * b, s)) for every s
-    of 1 to 62, t_div_m0 against t_div and t_sqrt_m0 against t_sqrt (result and flag), over
+    """t_mul64 against the int64 product, t_mulrs against t_sat(t_rsh(a * b, s)) and t_sqrrs
+    against t_sat(t_rsh(b * b, s)) for every s of 1 to 62, t_div_m0 against t_div and t_sqrt_m0 against t_sqrt (result and flag), over
     every pair of edge words and 400,000 random ones of all magnitudes (gcc, the host's C
     path of the division and of t_mulc)."""
     helpers = render_template("c/fixed.c.j2", p="t", div=True, sqrt=True, m0=True, trig=None)

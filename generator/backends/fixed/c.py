@@ -143,6 +143,8 @@ class _M0Exprs(_FixedExprs):
             k = s - (lit.bit_length() - 1)
             return a if k == 0 else f"{self.p}_rs({a}, {k})"
         b = f"INT32_C({lit})" if lit is not None else self.var(op.srcs[1])
+        if 0 < s < 63 and b == a:  # a square: one middle partial product
+            return f"{self.p}_sqrrs({a}, {s}, &ovf)"
         if 0 < s < 63:
             return f"{self.p}_mulrs({a}, {b}, {s}, &ovf)"
         return f"{self.sat}({self.rsh}({self.p}_mul64({a}, {b}), {s}), &ovf)"
