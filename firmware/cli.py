@@ -69,14 +69,15 @@ M0_CORES = ("cortex-m0", "cortex-m0plus")  # 32 x 32 -> 32 multiply only, no div
 
 def target_note(target: str, env: str) -> str | None:
     """c-fixed on a Cortex-M0/M0+ board: name c-fixed-m0 (the same bits, fewer
-    instructions there); c-fixed-m0 elsewhere: name c-fixed (a core with a 64-bit product
-    and a divider computes it faster)."""
+    instructions there); c-fixed-m0 elsewhere: name c-fixed (not tuned for the core: on the
+    Cortex-M3 either is faster on some shipped kernels, targets/op_costs.py)."""
     board = BOARDS[env]
     if target == "c-fixed" and board.cpu in M0_CORES:
         return (f"{env} ({board.cpu}) has no 32 x 32 -> 64 multiply or divider: --target c-fixed-m0 computes "
-                f"the same bits in fewer instructions (about 0.6 times c-fixed's on the delta robot's inverse dynamics)")
+                f"the same bits in fewer instructions (about half c-fixed's on the delta robot's inverse dynamics)")
     if target == "c-fixed-m0" and board.cpu not in M0_CORES:
-        return f"c-fixed-m0 is meant for a Cortex-M0/M0+; on {env} ({board.cpu}) --target c-fixed is faster"
+        return (f"c-fixed-m0 is meant for a Cortex-M0/M0+; on {env} ({board.cpu}) --target c-fixed computes "
+                f"the same bits, faster on some kernels (compare the budgets)")
     return None
 
 

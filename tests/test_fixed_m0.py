@@ -32,7 +32,7 @@ static const int64_t EDGE[] = {0, 1, -1, 2, -2, 65535, 65536, -65536, -65537, 32
     ((int64_t)1 << 62) - 1, -((int64_t)1 << 62), INT64_MAX, INT64_MIN, INT64_MIN + 1};
 int main(void)
 {
-    long bad = 0, n = 0, sat = 0;
+    long bad = 0, n = 0, sat = 0, rsat = 0;
     const int ne = sizeof EDGE / sizeof EDGE[0];
     for (long i = 0; i < 400000 + ne * ne; i++, n++) {
         int64_t a; int32_t d;
@@ -47,29 +47,34 @@ int main(void)
         const int s = 1 + (int)(i %% 62);
         uint32_t m1 = 0, m2 = 0;
         if (t_mulrs(a32, d, s, &m1) != t_sat(t_rsh((int64_t)a32 * d, s), &m2) || m1 != m2) bad++;
+        if (t_sqrrs(d, s, &m1) != t_sat(t_rsh((int64_t)d * d, s), &m2) || m1 != m2) bad++;
         uint32_t o1 = 0, o2 = 0;
         const int32_t q1 = t_div(a, d, &o1), q2 = t_div_m0(a, d, &o2);
         if (q1 != q2 || o1 != o2) bad++;
         sat += o1;
+        uint32_t r1 = 0, r2 = 0;
+        if (t_sqrt_m0(a, &r1) != t_sqrt(a, &r2) || r1 != r2) bad++;
+        rsat += r1;
     }
-    printf("%%ld %%ld %%ld\n", n, bad, sat);
+    printf("%%ld %%ld %%ld %%ld\n", n, bad, sat, rsat);
     return 0;
 }
 """
 
 
 def test_the_m0_helpers_equal_c_fixed_ones_on_edge_and_random_words(tmp_path):
-    """t_mul64 against the int64 product, t_mulrs against t_sat(t_rsh(a * b, s)) for every s
-    of 1 to 62, t_div_m0 against t_div (quotient and flag), over every pair of edge words and
-    400,000 random ones of all magnitudes (gcc, the host's C path of the division)."""
-    helpers = render_template("c/fixed.c.j2", p="t", div=True, sqrt=False, m0=True, trig=None)
+    """t_mul64 against the int64 product, t_mulrs against t_sat(t_rsh(a * b, s)) and t_sqrrs
+    against t_sat(t_rsh(b * b, s)) for every s of 1 to 62, t_div_m0 against t_div and t_sqrt_m0 against t_sqrt (result and flag), over
+    every pair of edge words and 400,000 random ones of all magnitudes (gcc, the host's C
+    path of the division and of t_mulc)."""
+    helpers = render_template("c/fixed.c.j2", p="t", div=True, sqrt=True, m0=True, trig=None)
     src = tmp_path / "h.c"
     src.write_text(HELPERS_MAIN % helpers)
     exe = tmp_path / "h"
     subprocess.run(["gcc", "-O2", "-Wall", "-Werror", "-Wno-unused-function", str(src), "-o", str(exe)], check=True)
-    n, bad, sat = map(int, subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split())
+    n, bad, sat, rsat = map(int, subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split())
     assert n > 400_000 and bad == 0
-    assert 0 < sat < n  # both the quotient path and the saturating fallback are exercised
+    assert 0 < sat < n and 0 < rsat < n  # the quotient (root) path and the saturating fallback are exercised
 
 
 @pytest.fixture(scope="module")
@@ -93,15 +98,21 @@ def test_c_fixed_m0_keeps_c_fixed_plan(delta):
     assert "delta_mul64(" in src and "delta_div_m0(" in src and "(int64_t)w1 * w" not in src
 
 
+def _envelope_draw(m, n: int) -> np.ndarray:
+    """n input vectors of words drawn inside the envelope's word ranges (inconsistent states:
+    saturations among them)"""
+    rng = np.random.default_rng(7)
+    words = envelope_words([tuple(e) for p in m.inputs for e in p.envelope], [f for p in m.inputs for f in p.frac_bits])
+    return np.stack([rng.integers(lo, hi, n, endpoint=True) for lo, hi in words], axis=1).astype(np.int32)
+
+
 def _bit_exact(fixed_dir, m0_dir, m, consistent: int, random: int) -> np.ndarray:
     """The two kernels' outputs and statuses equal at `consistent` states of the domain and at
     `random` input words drawn inside the envelope's word ranges (inconsistent states:
     saturations among them); the statuses of the random words."""
     fixed, m0 = hostlib.load_kernel(fixed_dir), hostlib.load_kernel(m0_dir)
     X = draw_raw(m, fixed_dir, consistent, seed=3, motion=False)
-    rng = np.random.default_rng(7)
-    words = envelope_words([tuple(e) for p in m.inputs for e in p.envelope], [f for p in m.inputs for f in p.frac_bits])
-    R = np.stack([rng.integers(lo, hi, random, endpoint=True) for lo, hi in words], axis=1).astype(np.int32)
+    R = _envelope_draw(m, random)
     status = []
     for V in (X, R):
         Yf, sf = fixed(V)
@@ -135,10 +146,12 @@ def test_delta_on_the_emulated_microbit_is_bit_exact_under_14000_instructions_an
     """Built by `mbforge firmware` (its budget estimate from the int32-m0 record, no note on
     an M0), run through the harness: bit-exact with the host build, within its bounds, under
     14,000 instructions per call (c-fixed: 14,022.5, bench.fixed_m0), and the estimate within
-    20% of that count."""
+    20% of that count; then 3,000 random envelope words (the Thumb-1 paths' overflow jumps
+    and saturations) bit-exact with the host build, statuses included."""
     from mbforge.firmware.cli import main as firmware_cli
     from mbforge.firmware.qemu import Emulator
     from mbforge.hil.harness import run
+    from mbforge.hil.link import Link
 
     env, dm, dd = "emulated_microbit", delta["c-fixed-m0"][1], delta["c-double"][1]
     assert firmware_cli(["--kernel", str(dm), "--out", str(tmp_path / "fw"), "--build", "--env", env]) == 0
@@ -148,6 +161,12 @@ def test_delta_on_the_emulated_microbit_is_bit_exact_under_14000_instructions_an
     assert "c-fixed-m0" not in err
     with Emulator(tmp_path / "fw" / ".pio" / "build" / env / "program.elf", board=env) as emu:
         rep = run(emu.url, dm, dd, vectors=200, host_model=True)
+        with Link(emu.url, timeout=60.0) as link:
+            link.hello()
+            R = _envelope_draw(delta["c-fixed-m0"][0], 3000)
+            got = link.eval_many(R)
+    Y, st = hostlib.load_kernel(dm)(R)  # the int32 sums' jumps to their fallbacks, saturations
+    assert np.array_equal(got.status, st) and np.array_equal(got.outputs, Y) and (st == 1).any()
     assert rep.passed, rep.table()
     assert rep.host_model == {"vectors_mismatched": 0, "elements_mismatched": 0}
     assert all(g.tolerance_kind == "error_bound" and g.passed for g in rep.outputs)
@@ -162,5 +181,5 @@ def test_firmware_names_the_m0_target_for_the_core():
 
     assert "--target c-fixed-m0" in target_note("c-fixed", "emulated_microbit")
     assert "--target c-fixed-m0" in target_note("c-fixed", "pico")  # the M0+
-    assert "--target c-fixed is faster" in target_note("c-fixed-m0", "emulated_an385")
+    assert "--target c-fixed computes the same bits" in target_note("c-fixed-m0", "emulated_an385")
     assert target_note("c-fixed", "emulated_an385") is None and target_note("c-fixed-m0", "pico") is None

@@ -71,8 +71,6 @@ def fixed_statements(sched: Schedule, fx: FixedProgram, p: str, in_ref, out_ref,
     decls.append("uint32_t ovf = 0u;")
     if used["trig"]:
         decls.append("int32_t ts, tc;")
-    if m0:  # _M0Exprs: an int32 sum and its overflow flag
-        decls.append("int32_t ft; uint32_t fv;")
     return decls, body, used
 
 
@@ -133,10 +131,11 @@ class _M0Exprs(_FixedExprs):
     * a product: four 16-bit partial products (the M0 multiplies 32 x 32 -> 32 only; an
       int64 product is libgcc's __aeabi_lmul); by a literal 2^m with m <= s, a rounding
       shift of the word (exact: rsh(a 2^m, s) = rsh(a, s - m));
-    * a sum: in int32, exact unless an int32 step overflows (flagged in fv), when c-fixed's
-      int64 expression is taken instead (_sum32);
+    * a sum: in int32, exact unless an int32 step overflows, when it jumps to c-fixed's
+      int64 expression (_sum32);
     * a division: a 64/32 shift-subtract routine where the quotient fits 32 bits (else
-      c-fixed's helper, on __aeabi_uldivmod)."""
+      c-fixed's helper, on __aeabi_uldivmod);
+    * a square root: digit by digit on 32-bit words where the root fits 31 bits."""
 
     def mul(self, op) -> str:
         a, lit, s = self.var(op.srcs[0]), op.p.get("lit"), op.p["s"]
@@ -144,16 +143,21 @@ class _M0Exprs(_FixedExprs):
             k = s - (lit.bit_length() - 1)
             return a if k == 0 else f"{self.p}_rs({a}, {k})"
         b = f"INT32_C({lit})" if lit is not None else self.var(op.srcs[1])
+        if 0 < s < 63 and b == a:  # a square: one middle partial product
+            return f"{self.p}_sqrrs({a}, {s}, &ovf)"
         if 0 < s < 63:
             return f"{self.p}_mulrs({a}, {b}, {s}, &ovf)"
         return f"{self.sat}({self.rsh}({self.p}_mul64({a}, {b}), {s}), &ovf)"
 
     def add(self, op) -> str:
         fast = self._sum32(op)
-        return super().add(op) if fast is None else f"(fv = 0u, ft = {fast}, fv ? {super().add(op)} : ft)"
+        if fast is None:
+            return super().add(op)
+        # a step that overflows jumps to o: c-fixed's int64 expression (rare, not on a fast path)
+        return f"({{ __label__ o; int32_t ft = {fast}; if (0) {{ o: ft = {super().add(op)}; }} ft; }})"
 
     def _sum32(self, op) -> str | None:
-        """rsh(lit + sum sign_i align(a_i, sh_i), s) in int32 steps flagging overflow in fv,
+        """rsh(lit + sum sign_i align(a_i, sh_i), s) in int32 steps jumping to o on overflow,
         from rsh(L + H 2^s, s) = rsh(L, s) + H: the terms with sh_i >= s (and the literal's
         part above 2^s) are added after the rounding shift, unshifted by s; None where a
         shift or a literal part does not fit that scheme (c-fixed's expression alone)."""
@@ -167,7 +171,8 @@ class _M0Exprs(_FixedExprs):
             a, k = self.var(src), (sh - s if sh >= s else sh)
             if not -31 <= k <= 31:
                 return None
-            t = a if k == 0 else f"{p}_sl({a}, {k}, &fv)" if k > 0 else f"{p}_rs({a}, {-k})"
+            t = a if k == 0 else f"{p}_AD({a}, {a}, o)" if k == 1 else f"{p}_SL({a}, {k}, o)" if k > 0 \
+                else f"{p}_rs({a}, {-k})"
             (high if sh >= s else low).append((sg, t))
         acc = self._fold(low, "0")
         if s > 0 and acc != "0":
@@ -175,18 +180,21 @@ class _M0Exprs(_FixedExprs):
         return self._fold(high + ([(1, f"INT32_C({hi})")] if hi else []), acc)
 
     def _fold(self, terms, start: str) -> str:
-        """start + the signed terms, each step an overflow-flagging int32 add or sub"""
+        """start + the signed terms, each step an int32 add or sub jumping to o on overflow"""
         acc = start
         for t in terms:
             sg, x = t if isinstance(t, tuple) else (1, t)
             if acc == "0" and sg > 0:
                 acc = x
             else:
-                acc = f"{self.p}_{'ad' if sg > 0 else 'sb'}({acc}, {x}, &fv)"
+                acc = f"{self.p}_{'AD' if sg > 0 else 'SB'}({acc}, {x}, o)"
         return acc
 
     def div(self, op) -> str:
         return super().div(op).replace(f"{self.helper['div']}(", f"{self.p}_div_m0(", 1)
+
+    def sqrt(self, op) -> str:
+        return super().sqrt(op).replace(f"{self.helper['sqrt']}(", f"{self.p}_sqrt_m0(", 1)
 
 
 def envelope_words(envelope: list[tuple[float, float]], in_bits: list[int]) -> list[tuple[int | None, int | None]]:
