@@ -1,8 +1,8 @@
 """Whether a kernel's proved error bounds say anything: the one judgement behind the
 header's note, the warning `mbforge generate` prints and its `--require-bounds` refusal.
 
-An output's bound is *missing* when the analysis proved none (a divisor's enclosure
-reaches 0 somewhere in the domain: None or inf), and
+An output's bound is *missing* when the analysis proved none (a divisor's enclosure, or
+its error bound, reaches 0 somewhere in the domain: None or inf), and
 *useless* when it is at least the output's largest magnitude (its largest |value| at the
 kernel's test vectors where it has them, else over the range analysis' enclosure): such
 a bound allows any result from 0 to twice the true value. An output that is 0 up to
@@ -53,8 +53,8 @@ def bound_summary(labels, bounds, magnitudes) -> str | None:
     n = len(bounds or ())
     parts = []
     if missing:
-        parts.append(f"{len(missing)} of {n} outputs have no error bound (a divisor's enclosure reaches 0 "
-                     f"over the domain): {_names(missing, lambda w: w.label)}")
+        parts.append(f"{len(missing)} of {n} outputs have no error bound (a divisor's enclosure, or its "
+                     f"error bound, reaches 0 over the domain): {_names(missing, lambda w: w.label)}")
     if useless:
         parts.append(f"{len(useless)} of {n} outputs have a bound at least their largest magnitude "
                      f"(useless): {_names(useless, lambda w: f'{w.label} +-{w.bound:.3g} (|value| up to {w.magnitude:.3g})')}")
