@@ -5,6 +5,7 @@ of mbforge.cli: hdl's CLI imports this)."""
 from __future__ import annotations
 
 from .errors import CLIError
+from .domain.states import RESIDUAL as STATE_RESIDUAL
 from .model.model import RECURSIVE
 
 
@@ -54,6 +55,11 @@ def motion_only(eqs, kernel) -> str | None:
     any other state returns status 2, which a user would otherwise learn only on the device."""
     if eqs.envelope or kernel.envelope is not None or kernel.motion is None or kernel.domain is None:
         return None
+    if kernel.step and eqs.phi and not kernel.step.get("alpha"):  # rk4 --penalty 0: domain.states' cover
+        return (f"note: {kernel.model} {kernel.name} serves the {len(kernel.domain)} boxes of states within "
+                f"{STATE_RESIDUAL:g} of its constraints over the declared ranges (domain.states), not a motion; "
+                "a state outside their hull returns status 2 (out of domain), one inside it but farther off the "
+                "constraints gets no bound")
     return (f"note: {kernel.model} {kernel.name} has no operating envelope: it serves only the "
             f"{len(kernel.domain)} boxes around the example's driven motion, and any other state returns "
             "status 2 (out of domain); an operating envelope (Model.operate; the shipped Stewart models declare "
