@@ -25,11 +25,13 @@ from .krawczyk import Cover, Param, build_cover, problem
 from .motion import DOMAIN_STEPS, motion_in_domain, motion_inputs
 
 
-def envelope_cover(eqs, unknowns=None, rows=None) -> Cover | None:
+def envelope_cover(eqs, unknowns=None, rows=None, residual: float = 0.0) -> Cover | None:
     """The cover of the states consistent with the kinematic constraints `rows` (default:
     the kinematic rows) over the model's operating envelope, in the coordinates `unknowns`
     (default: all, from the closed forms of the explicit ones when the model has them:
-    domain.explicit_cover); None if the model declares no envelope."""
+    domain.explicit_cover); None if the model declares no envelope. residual > 0: of the
+    states within `residual` of each row (krawczyk.problem), by Krawczyk on every
+    coordinate (closed forms hold only on the constraints)."""
     env = eqs.envelope
     if not env:
         return None
@@ -49,11 +51,11 @@ def envelope_cover(eqs, unknowns=None, rows=None) -> Cover | None:
     params = [Param(q.name, q.theta, q.theta_d, q.theta_dd, q.range, q.rate, q.accel, q.cells)
               for q in env.quantities]
     extra, extra_names = [q.equation for q in env.quantities], [f"operate({q.name})" for q in env.quantities]
-    if every:  # dependent coordinates in closed form: Krawczyk on the independent ones only
+    if every and not residual:  # dependent coordinates in closed form: Krawczyk on the independent ones only
         cover = explicit_cover(eqs, rows, extra, extra_names, params)
         if cover is not None:
             return cover
-    pr = problem(eqs, unknowns, rows, extra, extra_names, params)
+    pr = problem(eqs, unknowns, rows, extra, extra_names, params, residual)
     return build_cover(pr, np.array([eqs.guess.get(s, 0.0) for s in unknowns]))
 
 

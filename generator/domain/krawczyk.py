@@ -99,6 +99,7 @@ class Problem:
         self.box_Fp = IntervalEvaluator(Fp.values(), self.pos_in)
         self.box_c = IntervalEvaluator(c, self.acc_in)
         self.regions: list[tuple[str, IntervalEvaluator, Evaluator]] = []  # set by problem()
+        self.slack = np.zeros(n)  # per row: |residual| a covered state may have (set by problem())
 
     def _matrix(self, vals, B):
         M = np.zeros((B, len(self.q), len(self.q)))
@@ -381,19 +382,29 @@ def _verify(pr: Problem, plo, phi, Qs, ok, PD, PDD):
         pdh = np.array([a[1] for a in PD if True])[None, :].repeat(C, 0)
         with_d = [i for i, a in enumerate(pr.params) if a.sym_d is not None]
         bl, bh = pr.box_b(np.column_stack([qlo, plo, pdl[:, with_d]]), np.column_stack([qhi, phi, pdh[:, with_d]]))
-        x, xr = _linear_enclosure(*A, *_centre_radius(bl, bh))
+        bc, br = _centre_radius(bl, bh)
+        x, xr = _linear_enclosure(*A, bc, _widened(br, pr.slack))
         qdlo, qdhi = x - xr, x + xr
         good &= np.all(np.isfinite(xr), axis=1)
         if pr.params:
             vlo, vhi = _sensitivity_velocities(pr, A, (qlo, qhi), (plo, phi), (pdl, pdh))
+            if pr.slack.any():  # plus F_q^-1 r, |r| <= slack: the velocities' own residual
+                _, sr = _linear_enclosure(*A, np.zeros((C, len(pr.q))), np.tile(pr.slack, (C, 1)))
+                vlo, vhi = _out(vlo - sr, vhi + sr)
             qdlo, qdhi = np.maximum(qdlo, vlo), np.minimum(qdhi, vhi)
         al = np.array([a[0] for a in PDD])[None, :].repeat(C, 0) if PDD else np.zeros((C, 0))
         ah = np.array([a[1] for a in PDD])[None, :].repeat(C, 0) if PDD else np.zeros((C, 0))
         cl, ch = pr.box_c(np.column_stack([qlo, qdlo, plo, pdl[:, with_d], al]),
                           np.column_stack([qhi, qdhi, phi, pdh[:, with_d], ah]))
-        y, yr = _linear_enclosure(*A, *_centre_radius(cl, ch))
+        cc, cr = _centre_radius(cl, ch)
+        y, yr = _linear_enclosure(*A, cc, _widened(cr, pr.slack))
         good &= np.all(np.isfinite(yr), axis=1)
     return good, qlo, qhi, qdlo, qdhi, y - yr, y + yr
+
+
+def _widened(r, slack):
+    """Radius r grown by the rows' residual slack, rounded up (r unchanged without slack)."""
+    return np.nextafter(r + slack, np.inf) if slack.any() else r
 
 
 def _krawczyk(pr: Problem, plo, phi, Qs, ok):
@@ -402,6 +413,7 @@ def _krawczyk(pr: Problem, plo, phi, Qs, ok):
     C, n = Qs.shape
     Fl, Fh = pr.box_F(np.column_stack([Qs, plo]), np.column_stack([Qs, phi]))
     Fc, Fr = _centre_radius(Fl, Fh)
+    Fr = _widened(Fr, pr.slack)  # F(q, p) = r, |r| <= slack: the near-consistent states too
     _, J0 = pr.residual(Qs, (plo + phi) / 2)
     try:
         Y = np.linalg.inv(J0)
@@ -497,9 +509,12 @@ def _regular(pr: Problem, lo, hi, q0, rcond: float = 1e-6) -> bool:
     return bool(np.all(np.isfinite(S)) and np.all(S[:, -1] > rcond * S[:, 0]))
 
 
-def problem(eqs, unknowns, rows, extra, extra_names, params) -> Problem:
+def problem(eqs, unknowns, rows, extra, extra_names, params, residual: float = 0.0) -> Problem:
     """The Problem of keeping `rows` of the model's constraints and the `extra` equations in
-    `unknowns`, over the cell variables `params` (plus t when the equations depend on it)."""
+    `unknowns`, over the cell variables `params` (plus t when the equations depend on it).
+    residual: each kept constraint row (positions, velocities, accelerations) may be off
+    by up to this (the extra equations stay exact): the cover then holds the
+    near-consistent states of the envelope's assembly branch, not only the consistent ones."""
     idx = {s: j for j, s in enumerate(eqs.q)}
     unknowns = list(unknowns)
     F = [eqs.phi[i] for i in rows] + list(extra)
@@ -518,6 +533,7 @@ def problem(eqs, unknowns, rows, extra, extra_names, params) -> Problem:
                               "declare the envelope in independent coordinates")
     pr = Problem(eqs.model, unknowns, [eqs.qd[idx[s]] for s in unknowns], [eqs.qdd[idx[s]] for s in unknowns],
                  F, names, params)
+    pr.slack = np.array([float(residual)] * len(rows) + [0.0] * len(extra))
     env = getattr(eqs, "envelope", None)
     thetas = [a.sym for a in params]
     for r in (env.regions if env else ()):  # only over the envelope's own quantities (not a time cover)

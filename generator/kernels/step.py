@@ -51,7 +51,8 @@ import numpy as np
 from ..analysis.definite import DefiniteEnclosure
 from ..domain import Domain
 from ..domain.forces import actuator_ranges
-from ..domain.states import MAX_COORDS, state_cover
+from ..domain.cover import envelope_cover, envelope_record
+from ..domain.states import MAX_COORDS, RESIDUAL, state_cover
 from ..domain.sampling import parameters
 from ..ir import ZERO, Atom, Evaluator, ExpressionError, Sparse, add, const, mul, sub, subs, symbol, topo
 from ..ir.subs import subs_shifted
@@ -604,10 +605,15 @@ INDEPENDENT = 1e-2
 
 
 def _configurations(eqs: Equations, ref: _Reference) -> np.ndarray:
-    """Consistent (q, t) where S is checked: the reference run's, and the centres of the
-    positions' boxes of domain.states (over the declared ranges) moved onto the
-    constraints by minimum-norm Newton steps, those that stay inside the ranges."""
+    """Consistent (q, t) where S is checked: the reference run's, and with an operating
+    envelope its cover's cell centres, else the centres of the positions' boxes of
+    domain.states (over the declared ranges) moved onto the constraints by minimum-norm
+    Newton steps, those that stay inside the ranges."""
     X = np.column_stack([ref.Q, ref.t])
+    if eqs.envelope:  # the kernel serves the envelope: its cells' consistent configurations
+        cover = envelope_cover(eqs, rows=range(len(eqs.phi)))
+        t = cover.lo[:, cover.symbols.index(eqs.t)] if eqs.t in cover.symbols else np.full(len(cover), ref.t[0])
+        return np.vstack([X, np.column_stack([cover.centres, t])])
     got = None if parameters(eqs)[0] else state_cover(eqs, False, {eqs.t: tuple(eqs.ranges[eqs.t])}, levels=["q"])
     if got is None:
         return X
@@ -853,7 +859,7 @@ def _assemble(eqs: Equations, integrator: str, state: list[InPort], outs: list[O
     if not cover or getattr(eqs, "params", None):
         return k
     return k.with_domain(Domain(boxes=lambda: _state_boxes(eqs, inputs, offset, integrator == "ali3p"),
-                                motion=k.motion))
+                                motion=k.motion, envelope=envelope_record(eqs) if eqs.envelope else None))
 
 
 def _penalty_note(eqs: Equations, integrator: str) -> str:
@@ -873,18 +879,34 @@ def _exact_note(eqs: Equations) -> str:
     Phi_q^T not bounded away from 0 over the domain, the cover of near-consistent states, or the
     declared box (states off the constraints) where the cover is not built."""
     rows = ", ".join(eqs.phi_names[:3]) + (" ..." if len(eqs.phi) > 3 else "")
-    where = ("the boxes of near-consistent states (domain.states)" if len(eqs.q) <= MAX_COORDS else
+    where = ("the boxes of near-consistent states of its operating envelope (its cover, each constraint "
+             "allowed a residual)" if eqs.envelope else
+             "the boxes of near-consistent states (domain.states)" if len(eqs.q) <= MAX_COORDS else
              f"the declared box of states, which holds states off the constraints (no cover of near-consistent "
-             f"states for more than {MAX_COORDS} coordinates: {eqs.model} has {len(eqs.q)})")
+             f"states for more than {MAX_COORDS} coordinates without an operating envelope: {eqs.model} has "
+             f"{len(eqs.q)})")
     return (f"step: {eqs.model}: rk4 --penalty 0 divides by the pivots of M and of Phi_q M^-1 Phi_q^T ({rows}), "
             f"not all bounded away from 0 over {where}")
 
 
+def _near_consistent(eqs: Equations, accelerations: bool):
+    """(symbols, lo, hi): boxes holding every state within RESIDUAL of the constraints, of
+    the operating envelope when the model declares one (its Krawczyk cover with each
+    constraint row allowed RESIDUAL: grows with the degrees of freedom, any number of
+    coordinates; t and the envelope's quantities among the symbols), else of the declared
+    ranges (domain.states, up to MAX_COORDS coordinates); None where neither is built."""
+    if not eqs.envelope:
+        return state_cover(eqs, accelerations, {eqs.t: tuple(eqs.ranges[eqs.t])})
+    cover = envelope_cover(eqs, rows=range(len(eqs.phi)), residual=RESIDUAL)
+    return cover.symbols, cover.lo, cover.hi
+
+
 def _state_boxes(eqs: Equations, inputs: list[InPort], offset: list[float], accelerations: bool):
-    """The step's domain (domain.states): boxes over its inputs holding every state of the
-    declared ranges within RESIDUAL of the constraints (the positions shifted like the q
-    port, rounded outward); None (the declared box) where the cover is not worked out."""
-    got = state_cover(eqs, accelerations, {eqs.t: tuple(eqs.ranges[eqs.t])})
+    """The step's domain (_near_consistent): boxes over its inputs holding every
+    near-consistent state (the positions shifted like the q port, rounded outward; t and
+    u over their ports' ranges where the boxes do not bound them); None (the declared
+    box) where no cover is built."""
+    got = _near_consistent(eqs, accelerations)
     if got is None:
         return None
     syms, lo, hi = got
