@@ -145,7 +145,8 @@ def _joint(name="j", kind="revolute", parent="a", child="b", limit='<limit lower
      "joint 'j' mimics 'nope', which is no other revolute, continuous or prismatic joint"),
     (_robot(_joint() + _joint("k", child="c").replace("</joint>", '<mimic joint="j"/></joint>'),
             links=("a", "b", "c")), ("mimic=True",),
-     "r: recursive dynamics needs an open tree without constraints; equation 'mimic_k' closes a loop"),
+     "r: mimic joints couple the tree's branches: the articulated-body algorithm and frame kinematics take none "
+     "('mimic_k')"),
     (_robot(_joint()), ("path=x",), "from_urdf() takes no option path (--set); its options: floating, gravity, "
                                     "acceleration, velocity, mimic"),
 ])

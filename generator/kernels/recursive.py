@@ -46,6 +46,8 @@ same model gives the same atoms; inputs carry the model's declared ranges.
 """
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from ..ir import ONE, ZERO, Atom, ExpressionError, Sparse, add, congruence, cross, div, dot, folded, folded_mat, \
@@ -95,10 +97,11 @@ def _numeric_R(base) -> np.ndarray:
     return R
 
 
-def open_tree(model) -> OpenTree:
+def open_tree(model, mimic: bool = False) -> OpenTree:
     """The links of a model's explicit joint tree (from_urdf), or else of its relative trees
     (KernelError when it is not an open tree of revolute joints, naming the first thing
-    that does not fit)."""
+    that does not fit). mimic: the constraints of mimic joints (Model.mimic) are accepted,
+    for kernels that substitute them (_reduction)."""
     from ..model.model import Model
 
     if not isinstance(model, Model):
@@ -107,9 +110,14 @@ def open_tree(model) -> OpenTree:
     tree = model.relative_trees
     if tree is None:
         raise KernelError(f"{name}: recursive dynamics needs a model in relative coordinates (model.relative())")
-    if model.phi or model.nh:
-        eq = (model.phi_names + model.nh_names)[0]
-        raise KernelError(f"{name}: recursive dynamics needs an open tree without constraints; equation {eq!r} "
+    held = {f"mimic_{q.value.name}" for q in model.mimic} if mimic else set()
+    others = [e for e in model.phi_names + model.nh_names if e not in held]
+    if others and model.mimic and others[0].startswith("mimic_"):
+        raise KernelError(f"{name}: mimic joints couple the tree's branches: the articulated-body algorithm and "
+                          f"frame kinematics take none ({others[0]!r}); inverse-dynamics-rnea and mass-matrix-crba "
+                          "substitute them, forward-dynamics solves their constraints")
+    if others:
+        raise KernelError(f"{name}: recursive dynamics needs an open tree without constraints; equation {others[0]!r} "
                           "closes a loop or drives a coordinate (use forward-dynamics / inverse-dynamics)")
     if model.joint_tree is not None:
         depth_order = _explicit_links(model)
@@ -645,6 +653,52 @@ def crba(tree: OpenTree, q) -> dict[tuple[int, int], Atom]:
     return M
 
 
+def _reduction(model):
+    """The mimic joints substituted (Model.mimic; the identity without them): (indices of the
+    independent coordinates, q, qd, qdd of every coordinate as atoms of the independent
+    ones, and per coordinate (its independent coordinate's position, multiplier))."""
+    free = [j for j, x in enumerate(model.q) if x not in model.mimic]
+    pos = {model.q[j]: i for i, j in enumerate(free)}
+    q, qd, qdd, G = [], [], [], []
+    for j, x in enumerate(model.q):
+        src, k, c = model.mimic.get(x, (x, 1.0, 0.0))
+        if src in model.mimic:
+            raise KernelError(f"{model.name}: mimic joint {x.value.name!r} follows {src.value.name!r}, itself a "
+                              "mimic joint: name the independent joint in the URDF")
+        s = model.q.index(src)
+        if x in model.mimic:
+            q.append(add(mul(folded(k), src), folded(c)))
+            qd.append(mul(folded(k), model.qd[s]))
+            qdd.append(mul(folded(k), model.qdd[s]))
+        else:
+            q.append(x), qd.append(model.qd[j]), qdd.append(model.qdd[j])
+        G.append((pos[src], k))
+    return free, q, qd, qdd, G
+
+
+def _reduced(tau: list[Atom], G) -> list[Atom]:
+    """Generalized forces of the independent coordinates: tau_s + sum k tau_mimic (virtual power)."""
+    out = [ZERO] * (max(i for i, _ in G) + 1)
+    for x, (i, k) in zip(tau, G):
+        out[i] = add(out[i], x if k == 1.0 else mul(folded(k), x))
+    return out
+
+
+def _reduced_actuators(tree: OpenTree, G) -> OpenTree:
+    """A copy of `tree` whose actuators name the independent coordinates' positions (a
+    mimic joint has none: from_urdf gives it its constraint instead)."""
+    out = copy.copy(tree)
+    act = {}
+    for k, (j, c) in tree.act.items():
+        i, mult = G[j]
+        if tree.model.q[j] in tree.model.mimic:
+            raise KernelError(f"{tree.model.name}: actuator {tree.act_names[k]!r} drives the mimic joint "
+                              f"{tree.model.q[j].value.name!r}")
+        act[k] = (i, c)
+    out.act = act
+    return out
+
+
 def _actuated_tau(tree: OpenTree, u) -> list[Atom]:
     tau = [ZERO] * len(tree.model.q)
     for k, (j, c) in tree.act.items():
@@ -673,15 +727,21 @@ def rnea_kernel(src) -> Kernel:
     """u from q, qd, qdd, t by the recursive Newton-Euler algorithm (tau when the model has
     no actuators). `src`: the Model, or its Equations."""
     model = _model(src)
-    tree = open_tree(model)
-    n = len(model.q)
+    tree = open_tree(model, mimic=True)
     q, qd, qdd = _state(tree)
-    tau = rnea(tree, model.q, model.qd, model.qdd)
+    free, qf, qdf, qddf, G = _reduction(model)
+    tau = rnea(tree, qf, qdf, qddf)
+    if model.mimic:  # the kernel takes the independent coordinates; their forces by virtual power
+        tau = _reduced([sub(x, y) for x, y in zip(tau, tree.applied)], G)
+        q, qd, qdd = ([v[j] for j in free] for v in (q, qd, qdd))
+        tree = _reduced_actuators(tree, G)
+    n = len(q)
+    coords = [model.q[j] for j in free]
     if tree.base is not None:  # the base's wrench, then each coordinate's force (forces refused)
         port = OutPort.vector("tau", tau, [f"tau_base_{c}" for c in ("fx", "fy", "fz", "nx", "ny", "nz")]
                               + [f"tau_{s}" for s in names(model.q)])
     elif tree.act:
-        tau = [sub(x, y) for x, y in zip(tau, tree.applied)]
+        tau = tau if model.mimic else [sub(x, y) for x, y in zip(tau, tree.applied)]
         cols = {}
         for k, (j, c) in tree.act.items():
             cols.setdefault(j, []).append((k, c))
@@ -693,8 +753,8 @@ def rnea_kernel(src) -> Kernel:
             out[k] = tau[j] if c == 1.0 else div(tau[j], folded(c))
         port = OutPort.vector("u", out, [f"u_{a}" for a in tree.act_names])
     else:
-        tau = [sub(x, y) for x, y in zip(tau, tree.applied)]
-        port = OutPort.vector("tau", tau, [f"tau_{s}" for s in names(model.q)])
+        tau = tau if model.mimic else [sub(x, y) for x, y in zip(tau, tree.applied)]
+        port = OutPort.vector("tau", tau, [f"tau_{s}" for s in names(coords)])
     return Kernel(
         model=model.name, name="inverse-dynamics-rnea",
         description=("generalized forces (the floating base's wrench, then the joints')" if tree.base else
@@ -798,10 +858,19 @@ def mass_matrix_crba_kernel(src) -> Kernel:
     """The mass matrix M from q by the composite-rigid-body algorithm (sparse: the entries
     of coordinate pairs on one branch of the tree). `src`: the Model, or its Equations."""
     model = _model(src)
-    tree = open_tree(model)
+    tree = open_tree(model, mimic=True)
     q, qd, _ = _state(tree)
     qs = names(qd)[:len(qd) - len(model.q)] + names(model.q)  # a floating base's velocities, the coordinates
-    M = Sparse((len(qs), len(qs)), crba(tree, model.q))
+    free, qf, _, _, G = _reduction(model)
+    entries = crba(tree, qf)
+    if model.mimic:  # G^T M G over the independent coordinates (no base: from_urdf refuses both)
+        q, qs = [q[j] for j in free], [qs[j] for j in free]
+        reduced: dict = {}
+        for (i, j), v in entries.items():
+            (a, ka), (b, kb) = G[i], G[j]
+            reduced[(a, b)] = add(reduced.get((a, b), ZERO), v if ka * kb == 1.0 else mul(folded(ka * kb), v))
+        entries = reduced
+    M = Sparse((len(qs), len(qs)), entries)
     return Kernel(
         model=model.name, name="mass-matrix-crba",
         description=f"mass matrix M from q (composite-rigid-body algorithm over {_joints(tree)}, "

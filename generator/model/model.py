@@ -94,6 +94,10 @@ class Model:
         # its free-flying root (relative.FloatingBase; from_urdf(floating=True)): only the
         # recursive kernels take it, equations() refuses
         self.floating_base = None
+        # mimic joints (from_urdf(mimic=True)): coordinate -> (source coordinate, multiplier,
+        # offset), each also held by its constraint mimic_<name>; the recursive kernels
+        # substitute them instead of solving the constraints
+        self.mimic: dict[Atom, tuple[Atom, float, float]] = {}
         self.explicit_coords: dict[Atom, Atom] = {}  # dependent coordinate -> atom in the others
         self.explicit_measures: dict[str, Atom] = {}  # actuator -> its measure in the independent coordinates
         self.explicit_guards: list[tuple[str, Atom, float]] = []  # (what, atom, smallest value allowed)

@@ -149,7 +149,8 @@ def from_urdf(path, /, floating: bool = False, gravity=(0.0, 0.0, -9.81), accele
     floating=True: the root link flies free (Model.floating_base, joint_kinds.FreeFlyer:
     Pinocchio's JointModelFreeFlyer convention); only the recursive kernels take it.
     mimic=True: each <mimic> joint is held by a constraint q = multiplier q_source + offset
-    and has no actuator (the M(q)-based kernels serve the model); False: an independent joint."""
+    and has no actuator (the M(q)-based kernels serve the model, and RNEA and CRBA over the
+    independent joints); False: an independent joint."""
     path = Path(path)
     g = _options(path, floating, gravity, acceleration, velocity)
     if floating and mimic:
@@ -279,6 +280,7 @@ def _mimics(path: Path, robot, joints) -> dict:
 def _hold_mimic(m: Model, q, source, k: float, c: float, name: str) -> None:
     """The constraint q = k source + c, named mimic_<name>; the guess put on it when it fits."""
     m.constraint(sub(q, add(mul(as_atom(k), source), as_atom(c))), f"mimic_{name}")
+    m.mimic[q] = (source, k, c)
     guess = k * m.guess[source] + c
     if m.ranges[q][0] <= guess <= m.ranges[q][1]:
         m.guess[q] = guess
