@@ -413,32 +413,37 @@ def _nfourbar_states(n_par, swing, count, seed, residual=0.0):
     return X[np.maximum(np.abs(pos).max(1), np.abs(vel).max(1)) <= residual]
 
 
-def test_fixed_point_rk4_step_of_a_closed_loop_beyond_4_coordinates_over_its_envelope(tmp_path):
-    """The N-four-bar with two parallelograms (6 coordinates, 5 constraints) swinging 0.5
-    rad about hanging (--set swing=0.5: an operating envelope away from the ground line's
-    singular positions): rk4 --penalty 0 in c-fixed, analysed over the envelope's cover
-    with each constraint row allowed a residual of 1e-3 (128 boxes). Every one of 20,000
-    consistent states and of the near-consistent ones (residual up to 1e-3, about 30 % of
-    which the cover of the constraints alone leaves out) lies in a box, and there the
-    fixed-point step stays within its per-step bound of the double step fed the same
-    state; over 10 s from rest it follows the 1-DOF angle equation."""
+@pytest.mark.parametrize("n, dt, limits", [(2, 0.01, (1e-7, 1e-4)), (4, 0.002, (2e-7, 2e-3))])
+def test_fixed_point_rk4_step_of_a_closed_loop_beyond_4_coordinates_over_its_envelope(tmp_path, n, dt, limits):
+    """The N-four-bar with n parallelograms (2n + 2 coordinates, 2n + 1 constraints: 6 and
+    10) swinging 0.5 rad about hanging (--set swing=0.5: an operating envelope away from the
+    ground line's singular positions): rk4 --penalty 0 in c-fixed, analysed over the
+    envelope's cover with each constraint row allowed a residual of 1e-3 (128 boxes). Every
+    one of 20,000 consistent states and of the near-consistent ones (residual up to 1e-3,
+    about 30 % of which the cover of the constraints alone leaves out for n = 2) lies in a
+    box, and there the fixed-point step stays within its per-step bound of the double step
+    fed the same state; over 10 s from rest it follows the 1-DOF angle equation within
+    1e-5 m. Measured (n = 2, dt 10 ms): errors up to 1.7e-9 m and 1.3e-8 m/s against bounds
+    2.5e-8 m and 3.0e-5 m/s; 3.1e-7 m from the angle equation (the c-double step 2.0e-7 m).
+    n = 4 needs dt 2 ms: rk4's stages move q by dt times the velocity boxes, and at 5 ms
+    a pivot of Phi_q M^-1 Phi_q^T is no longer bounded away from 0 over them."""
     from mbforge.domain.motion import inside
     from mbforge.verify.vectors import from_raw
 
-    n, swing = 2, 0.5
-    args = ("--set", f"n={n}", "--set", f"swing={swing}", "--dt", "0.01", "--integrator", "rk4", "--penalty", "0")
+    swing, nq = 0.5, 2 * (n + 1)
+    args = ("--set", f"n={n}", "--set", f"swing={swing}", "--dt", str(dt), "--integrator", "rk4", "--penalty", "0")
     fx = generate_step(tmp_path, "nfourbar", *args, "--target", "c-fixed", name="fx")
     db = generate_step(tmp_path, "nfourbar", *args, name="db")
     kf, kd = load_kernel(fx), load_kernel(db)
     m = kf.manifest
     bound = np.concatenate([np.asarray(g.error_bound) for g in m.outputs])
-    assert (bound[:6] < 1e-7).all() and (bound[6:] < 1e-4).all(), bound
+    assert (bound[:nq] < limits[0]).all() and (bound[nq:] < limits[1]).all(), bound
     boxes = json.loads((fx / m.domain).read_text())["boxes"]
     off = np.array(m.step_offset())
     for residual, seed in ((0.0, 5), (1e-3, 6)):
         S = _nfourbar_states(n, swing, 20_000, seed, residual)
         X = from_raw(m, to_raw(m, S - off), "inputs")
-        assert len(X) > 10_000 and inside(boxes, X).all(), residual
+        assert len(X) > 5_000 and inside(boxes, X).all(), residual
         Yf, sf = kf(to_raw(m, X))
         Yd, sd = kd(to_raw(kd.manifest, X))
         assert (sf == 0).all() and (sd == 0).all()
