@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,6 +26,9 @@ def _angle(theta0, rate0, accel, t):
     sol = solve_ivp(lambda _t, y: [y[1], accel(y[0])], (0.0, t[-1]), [theta0, rate0], t_eval=t,
                     rtol=1e-12, atol=1e-12, method="DOP853")
     return sol.y[0]
+
+
+ENVELOPE_TO_GROUND = Path(__file__).parent / "fixtures" / "nfourbar_envelope_to_ground.json"
 
 
 @pytest.mark.parametrize("target, limit", [("c-double", 1.2e-4), ("c-float32", 1.5e-4)])
@@ -156,6 +160,11 @@ def test_a_manifest_whose_state_is_not_its_outputs_is_refused(tmp_path):
     # the N-four-bar's singular positions (every point on the ground line) lie inside its ranges
     (["nfourbar", "--set", "n=1", "--kernel", "step", "--dt", "0.001", "--integrator", "rk4", "--penalty", "0"],
      "crank1_len, crank0_len, coupler0_len are nearly dependent at the consistent configuration"),
+    # ... and inside an operating envelope that reaches the ground line (crank angle -pi)
+    (["nfourbar", "--set", "n=2", "--set", "swing=0.5", "--kernel", "step", "--dt", "0.01", "--integrator", "rk4",
+      "--penalty", "0", "--envelope", str(ENVELOPE_TO_GROUND)], "x2=1, y2=-0.00107 inside the operating envelope "
+     "(a singular position"),
+    (["nfourbar", "--set", "swing=2", "--kernel", "step", "--dt", "0.01"], "swing 0 (full turns) or up to 1.3 rad"),
     (["pendulum_block", "--kernel", "step", "--dt", "0.01", "--integrator", "rk4", "--penalty", "0", "--target",
       "c-fixed"], "no cover of near-consistent states for more than 4 coordinates without an operating envelope: "
                  "pendulum_block has 6"),
