@@ -602,6 +602,11 @@ def _multiplier_matrices(eqs: Equations, FM) -> tuple[Sparse, Sparse]:
 # dependent constraints. A singular position between the configurations checked (the
 # positions' boxes of domain.states are 1/32 of each range wide) shows as about 1e-3.
 INDEPENDENT = 1e-2
+# over an operating envelope's grid (8 configurations per cell, 0.009 rad apart on the
+# swinging N-four-bar) a singular position shows far smaller (1.3e-7 there, the smallest
+# eigenvalue falling with the square of the distance), and a well-conditioned loop may sit
+# below 1e-2 (the free four-bar: 8e-3 at its crank 0.49 rad), so the grid is held to this
+INDEPENDENT_GRID = 1e-3
 
 
 def _configurations(eqs: Equations, ref: _Reference) -> np.ndarray:
@@ -651,7 +656,7 @@ def _check_independent(eqs: Equations, S: Sparse, ref: _Reference) -> None:
     w, V = np.linalg.eigh(Sm)
     ratio = w[:, 0] / np.maximum(np.abs(w[:, -1]), 1e-300)
     b = int(np.argmin(ratio))
-    if ratio[b] > INDEPENDENT:
+    if ratio[b] > (INDEPENDENT_GRID if eqs.envelope else INDEPENDENT):
         return
     v = np.abs(V[b, :, 0])
     rows = [eqs.phi_names[i] for i in np.argsort(-v) if v[i] > 0.1 * v.max()]
