@@ -21,7 +21,7 @@ import numpy as np
 from ..reference.solvers import mobility
 from .base import Domain, DomainError
 from .explicit_cover import explicit_cover
-from .krawczyk import Cover, Param, build_cover, problem
+from .krawczyk import Cover, Param, _continue, _start_values, build_cover, problem
 from .motion import DOMAIN_STEPS, motion_in_domain, motion_inputs
 
 
@@ -48,15 +48,36 @@ def envelope_cover(eqs, unknowns=None, rows=None, residual: float = 0.0) -> Cove
         if mob.redundant:
             raise DomainError(f"{eqs.model}: the operating envelope's cover needs independent constraints "
                               f"(Krawczyk's test solves with F_q): {mob.describe()}; leave the redundant ones out")
-    params = [Param(q.name, q.theta, q.theta_d, q.theta_dd, q.range, q.rate, q.accel, q.cells)
-              for q in env.quantities]
-    extra, extra_names = [q.equation for q in env.quantities], [f"operate({q.name})" for q in env.quantities]
+    params, extra, extra_names = _envelope_problem(env)
     if every and not residual:  # dependent coordinates in closed form: Krawczyk on the independent ones only
         cover = explicit_cover(eqs, rows, extra, extra_names, params)
         if cover is not None:
             return cover
     pr = problem(eqs, unknowns, rows, extra, extra_names, params, residual)
     return build_cover(pr, np.array([eqs.guess.get(s, 0.0) for s in unknowns]))
+
+
+def _envelope_problem(env):
+    """(cell variables, extra equations, their names) of an operating envelope."""
+    params = [Param(q.name, q.theta, q.theta_d, q.theta_dd, q.range, q.rate, q.accel, q.cells)
+              for q in env.quantities]
+    return params, [q.equation for q in env.quantities], [f"operate({q.name})" for q in env.quantities]
+
+
+def envelope_configurations(eqs, rows, per_cell: int = 8):
+    """(Q, t): consistent configurations (rows over eqs.q; t where the rows depend on
+    time, else None) on a grid of the envelope's quantities,
+    per_cell points per declared cell and quantity, each reached by Newton continued from
+    the model's guess (the cover's assembly branch): a cheap look along the envelope,
+    e.g. for where the constraints become dependent; points where Newton fails left out."""
+    params, extra, names = _envelope_problem(eqs.envelope)
+    pr = problem(eqs, eqs.q, rows, extra, names, params)
+    axes = [np.linspace(*a.range, per_cell * a.cells + 1) for a in pr.params]
+    P = np.array(np.meshgrid(*axes, indexing="ij")).reshape(len(axes), -1).T
+    guess = np.array([eqs.guess.get(s, 0.0) for s in eqs.q])
+    Q, ok = _continue(pr, guess, _start_values(pr, guess), P)
+    ts = [k for k, a in enumerate(pr.params) if a.sym is eqs.t]
+    return Q[ok], (P[ok, ts[0]] if ts else None)
 
 
 def time_cover(eqs, cells: int) -> Cover:

@@ -51,7 +51,7 @@ import numpy as np
 from ..analysis.definite import DefiniteEnclosure
 from ..domain import Domain
 from ..domain.forces import actuator_ranges
-from ..domain.cover import envelope_cover, envelope_record
+from ..domain.cover import envelope_configurations, envelope_cover, envelope_record
 from ..domain.states import MAX_COORDS, RESIDUAL, state_cover
 from ..domain.sampling import parameters
 from ..ir import ZERO, Atom, Evaluator, ExpressionError, Sparse, add, const, mul, sub, subs, symbol, topo
@@ -602,18 +602,22 @@ def _multiplier_matrices(eqs: Equations, FM) -> tuple[Sparse, Sparse]:
 # dependent constraints. A singular position between the configurations checked (the
 # positions' boxes of domain.states are 1/32 of each range wide) shows as about 1e-3.
 INDEPENDENT = 1e-2
+# over an operating envelope's grid (8 configurations per cell, 0.009 rad apart on the
+# swinging N-four-bar) a singular position shows far smaller (1.3e-7 there, the smallest
+# eigenvalue falling with the square of the distance), and a well-conditioned loop may sit
+# below 1e-2 (the free four-bar: 8e-3 at its crank 0.49 rad), so the grid is held to this
+INDEPENDENT_GRID = 1e-3
 
 
 def _configurations(eqs: Equations, ref: _Reference) -> np.ndarray:
     """Consistent (q, t) where S is checked: the reference run's, and with an operating
-    envelope its cover's cell centres, else the centres of the positions' boxes of
+    envelope a grid over it (8 points per cell), else the centres of the positions' boxes of
     domain.states (over the declared ranges) moved onto the constraints by minimum-norm
     Newton steps, those that stay inside the ranges."""
     X = np.column_stack([ref.Q, ref.t])
-    if eqs.envelope:  # the kernel serves the envelope: its cells' consistent configurations
-        cover = envelope_cover(eqs, rows=range(len(eqs.phi)))
-        t = cover.lo[:, cover.symbols.index(eqs.t)] if eqs.t in cover.symbols else np.full(len(cover), ref.t[0])
-        return np.vstack([X, np.column_stack([cover.centres, t])])
+    if eqs.envelope:  # the kernel serves the envelope: a grid of its consistent configurations
+        Q, t = envelope_configurations(eqs, range(len(eqs.phi)))
+        return np.vstack([X, np.column_stack([Q, np.full(len(Q), ref.t[0]) if t is None else t])])
     got = None if parameters(eqs)[0] else state_cover(eqs, False, {eqs.t: tuple(eqs.ranges[eqs.t])}, levels=["q"])
     if got is None:
         return X
@@ -652,16 +656,18 @@ def _check_independent(eqs: Equations, S: Sparse, ref: _Reference) -> None:
     w, V = np.linalg.eigh(Sm)
     ratio = w[:, 0] / np.maximum(np.abs(w[:, -1]), 1e-300)
     b = int(np.argmin(ratio))
-    if ratio[b] > INDEPENDENT:
+    if ratio[b] > (INDEPENDENT_GRID if eqs.envelope else INDEPENDENT):
         return
     v = np.abs(V[b, :, 0])
     rows = [eqs.phi_names[i] for i in np.argsort(-v) if v[i] > 0.1 * v.max()]
     at = ", ".join(f"{s.value.name}={x:.3g}" for s, x in zip(eqs.q, X[b]))
+    where, fix = (("operating envelope", "an envelope that avoids it (--envelope), or the penalty (the default)")
+                  if eqs.envelope else ("declared ranges", "keep the penalty (the default) for this model"))
     raise StepError(f"step: {eqs.model}: --penalty 0 needs independent constraints, but {', '.join(rows[:6])}"
                     f"{' ...' if len(rows) > 6 else ''} are {'nearly ' if ratio[b] > 0 else ''}dependent at the "
-                    f"consistent configuration {at} inside the declared ranges (a singular position, or redundant "
+                    f"consistent configuration {at} inside the {where} (a singular position, or redundant "
                     f"constraints: Phi_q M^-1 Phi_q^T's smallest eigenvalue {ratio[b]:.2g} of its largest), where "
-                    "the exact multipliers are unbounded: keep the penalty (the default) for this model")
+                    f"the exact multipliers are unbounded: {fix}")
 
 
 REFINED = 1e-8  # accelerations within this (relative to their scale) of the exact ones, at 9 in 10 states
