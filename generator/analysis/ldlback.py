@@ -211,9 +211,13 @@ class _Bound:
                 out[t] = (1 - eta) * self.R.floor[k] * (1 - 1e-9)
         return out
 
-    def overrides(self, eta: float) -> dict:
-        """{temp: bound on |computed - exact|} of the factor's quantities, given ||Delta|| <=
-        eta lambda (module doc)."""
+    def overrides(self, eta: float, rho: dict | None) -> dict:
+        """{temp: bound on |computed - exact|, before its own rounding} of the factor's
+        quantities, given ||Delta|| <= eta lambda over the steps before (module doc): an
+        active entry's value before its rounding is an entry of the Schur complement of M
+        perturbed by the other roundings alone, and a multiplier's product E_b r_k is the
+        stage's exact multiplier plus E_b rho_k (rho: the reciprocals' roundings assumed,
+        checked by settle; None: the multipliers keep their propagated errors)."""
         top, fl = self.R.top, self.R.floor
         out: dict = {}
 
@@ -224,20 +228,21 @@ class _Bound:
         for k, piv, rec, low, ups in self.steps:
             put(piv, eta * top[k])
             put(rec, eta / ((1 - eta) * fl[k]))
-            for b, t in low.items():
-                put(t, 2 * eta / (1 - eta) * np.sqrt(top[b] / fl[k]))
+            for b, t in low.items() if rho is not None else ():
+                put(t, 2 * eta / (1 - eta) * np.sqrt(top[b] / fl[k]) + (1 + eta) * np.sqrt(top[b] * top[k]) * rho[k])
             for a, b, u, nw in ups:
                 put(nw, eta * np.sqrt(top[a] * top[b]))
         return {t: v * (1 + 1e-9) for t, v in out.items()}
 
-    def settle(self, s, eta: float) -> tuple[float, object]:
+    def settle(self, s, eta: float) -> tuple:
         """(the eta the plan state s's formats and M's errors give, the solution's error
-        bound (an array over s's boxes, or a number), valid when that eta <= eta)."""
+        bound (an array over s's boxes, or a number), the reciprocals' roundings {k: rho_k}):
+        valid when that eta <= eta and those rho are at most the ones overrides assumed."""
         R, top, fl = self.R, self.R.top, self.R.floor
         ins = {fi.dst[0]: fi for fi in s.out}
 
-        def d(t):  # local rounding of the instruction writing t
-            return 0.0 if t is None else local_error(s, ins[t])
+        def d(t):  # local rounding of the instruction writing t (none of the solve's before it)
+            return 0.0 if t is None or t in self.upstream else local_error(s, ins[t])
 
         def err(t):
             return 0.0 if t is None else float(np.max(s.ferr(("t", t))))
@@ -255,12 +260,14 @@ class _Bound:
                 W[b, k] += c * top[k] * eps[b]
                 W[k, b] += c * top[k] * eps[b]
             for a, b, u, nw in ups:
-                v = c * max(np.sqrt(top[a] * top[k]) * eps[b], np.sqrt(top[b] * top[k]) * eps[a]) + d(u) + d(nw)
+                # |L_ak D_k| <= |E_a| + D_k |eps_ak|
+                v = c * max((np.sqrt(top[a] * top[k]) + top[k] * eps[a]) * eps[b],
+                            (np.sqrt(top[b] * top[k]) + top[k] * eps[b]) * eps[a]) + d(u) + d(nw)
                 W[a, b] += v
                 W[b, a] += v if a != b else 0.0
         norm = float(W.sum(1).max()) * (1 + 1e-9)
         eta1 = norm / R.lam
-        return eta1, self._solution(s, max(eta, eta1), norm, rho, d)
+        return eta1, self._solution(s, max(eta, eta1), norm, rho, d), rho
 
     def _eps(self, k, b, t, eta, rho, d, err):
         """A bound on |L_bk - E_b / D_k| (computed values): E_b rho_k + L's rounding, or for an
