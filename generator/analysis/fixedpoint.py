@@ -385,29 +385,19 @@ def plan_errors(fx: FixedProgram, vec) -> tuple[dict, list]:
 
 
 def _backward_run(tape: Tape, make) -> _Plan:
-    """run PLAN_RULES on the state make() returns; for an open tree's LDL^T solve
-    (analysis.ldlback) with its factor's errors bounded as a perturbation of M: eta and the
-    reciprocals' roundings assumed, checked against the ones the plan's formats give,
-    assumed larger until they hold."""
+    """run PLAN_RULES on the state make() returns; for an open tree's LDL^T solve, with its
+    factor's errors bounded as a perturbation of M (analysis.ldlback.iterate)."""
     from . import ldlback
     bw = getattr(tape.hints, "backward", None)
-    eta, rho, got = ldlback.ETA_START, None, 0.0
-    for _ in range(ldlback.ROUNDS if bw is not None else 0):
-        if eta > ldlback.ETA_MAX:
-            raise ExpressionError(f"fixed point: the LDL^T solve's roundings (and M's own errors) perturb M by "
-                                  f"{got:.3g} x the floor of its smallest eigenvalue ({bw.R.lam:.3g}), more than "
-                                  f"{ldlback.ETA_MAX}: the pivots are not proven positive, no bound")
-        s = make()
-        s.override, s.den_floor = bw.overrides(eta, rho), bw.floors(eta)
-        run(tape, PLAN_RULES, s)
-        try:
-            got, sol, rho_got = bw.settle(s, eta)
-        except LookupError:  # an instruction no local error rule covers: the op-by-op bounds
-            break
-        if got <= eta and (rho is None or all(rho_got[k] <= rho[k] for k in rho_got)):
-            bw.finish(s, sol)
+    if bw is not None:
+        def hooks(s):
+            ins = {fi.dst[0]: fi for fi in s.out}
+            return (lambda t: ldlback.local_error(s, ins[t]), lambda t: s.ferr(("t", t)), lambda t: s.mag(("t", t)))
+        s, why = ldlback.iterate(bw, make, lambda s: run(tape, PLAN_RULES, s), hooks)
+        if s is not None:
             return s
-        eta, rho = max(eta, 2 * got), {k: 2 * v for k, v in rho_got.items()}
+        if why is not None:
+            raise ExpressionError(f"fixed point: {why}")
     s = make()
     run(tape, PLAN_RULES, s)
     return s

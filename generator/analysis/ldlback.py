@@ -23,11 +23,19 @@ steps, with eta < 1: the computed pivot D_k >= (1 - eta) f_k > 0 (f_k its body f
 D_k <= (1 + eta) top_k, every active entry within eta sqrt(top_i top_j) of its exact
 value (eta top_i on the diagonal), every multiplier within 2 eta / (1 - eta) sqrt(top_b /
 f_k) of its exact value, and |L_ak D_k| <= sqrt((M + Delta)_aa D_k) <= (1 + eta)
-sqrt(top_a top_k). Those bounds are the errors the format plan uses for these temps
-(overrides, instead of the propagated ones); the local roundings come from the formats.
-eta is assumed, the plan run, eta recomputed from the chosen formats: accepted when it is
-at most the assumed one (the induction then holds), else assumed larger and the plan run
-again.
+sqrt(top_a top_k) <= |E_a| + D_k |eps_ak|. The format plan uses these bounds for these
+temps (overrides, instead of the propagated errors), for the value before the temp's own
+rounding so that no bound leans on itself: an active entry before its rounding is the
+entry of a Schur complement of M perturbed by the other roundings alone (a subset of
+Delta's terms), a reciprocal's 1/D_k moves by at most eta / ((1 - eta) f_k), a
+multiplier's product E_b r_k is the stage's exact multiplier E_b / D_k (within 2 eta /
+(1 - eta) sqrt(top_b / f_k) of M's) plus E_b rho_k. Each value then fits its format, so
+every local rounding is at most the half ulp the formats give. eta and the reciprocals'
+rho are assumed, the plan run, both recomputed from the chosen formats: accepted when
+they are at most the assumed ones (the induction over the steps then holds), else
+assumed larger and the plan run again. A multiplier computed before the elimination (a
+leaf's constant pivot folded into it) has |eps| <= its own error + (E's error + |E| eta)
+/ ((1 - eta) f_k), E then read before the elimination too.
 
 Solve. The forward substitution's roundings give L y = b^ + e exactly (each rounding of
 y_i's chain adds to y_i); z_k = r_k y_k + its rounding = y_k / D_k + e_z,k with |e_z,k| <=
@@ -188,12 +196,11 @@ class _Bound:
         # M's entries and b keep their propagated errors: eta is computed from them
         self.upstream = {t for t in list(entries.values()) + rhs if t is not None}
 
-    def finish(self, s, sol) -> None:
-        """The solution's temps (and their negations) get at most the bound sol."""
-        xs = {t for t in self.x if t is not None}
-        xs |= {fi.dst[0] for fi in s.out if fi.op == "neg" and fi.args[0][0] == "t" and fi.args[0][1] in xs}
-        for t in xs:
-            s.err[t] = np.minimum(s.err[t], sol)
+    def finish(self, err: dict, sol) -> None:
+        """The solution's temps (and their negations) in err {temp: bound} get at most sol."""
+        for x in self.x:
+            for t in [x] + self.alias.get(x, []) if x is not None else []:
+                err[t] = np.minimum(err[t], sol)
 
     def role_temps(self) -> set:
         out = set()
@@ -234,18 +241,19 @@ class _Bound:
                 put(nw, eta * np.sqrt(top[a] * top[b]))
         return {t: v * (1 + 1e-9) for t, v in out.items()}
 
-    def settle(self, s, eta: float) -> tuple:
-        """(the eta the plan state s's formats and M's errors give, the solution's error
-        bound (an array over s's boxes, or a number), the reciprocals' roundings {k: rho_k}):
-        valid when that eta <= eta and those rho are at most the ones overrides assumed."""
+    def settle(self, eta: float, local, errs, mag) -> tuple:
+        """(the eta the plan's formats and M's errors give, the solution's error bound (an
+        array over the boxes, or a number), the reciprocals' roundings {k: rho_k}): valid
+        when that eta <= eta and those rho are at most the ones overrides assumed.
+        local(t): the rounding of the instruction writing temp t; errs(t), mag(t): its
+        error bound and magnitude (arrays over the boxes, or numbers)."""
         R, top, fl = self.R, self.R.top, self.R.floor
-        ins = {fi.dst[0]: fi for fi in s.out}
 
         def d(t):  # local rounding of the instruction writing t (none of the solve's before it)
-            return 0.0 if t is None or t in self.upstream else local_error(s, ins[t])
+            return 0.0 if t is None or t in self.upstream else local(t)
 
         def err(t):
-            return 0.0 if t is None else float(np.max(s.ferr(("t", t))))
+            return 0.0 if t is None else float(np.max(errs(t)))
 
         W = np.zeros((R.n, R.n))
         for (i, j), t in self.entries.items():
@@ -267,7 +275,7 @@ class _Bound:
                 W[b, a] += v if a != b else 0.0
         norm = float(W.sum(1).max()) * (1 + 1e-9)
         eta1 = norm / R.lam
-        return eta1, self._solution(s, max(eta, eta1), norm, rho, d), rho
+        return eta1, self._solution(errs, mag, max(eta, eta1), norm, rho, d), rho
 
     def _eps(self, k, b, t, eta, rho, d, err):
         """A bound on |L_bk - E_b / D_k| (computed values): E_b rho_k + L's rounding, or for an
@@ -282,13 +290,13 @@ class _Bound:
             raise LookupError("a multiplier computed before the elimination from an entry computed in it")
         return err(t) + (err(e) + emax * eta) / ((1 - eta) * fl[k])
 
-    def _solution(self, s, eta, norm, rho, d):
+    def _solution(self, errs, mag, eta, norm, rho, d):
         """The bound on every solution entry's error (module doc, Solve)."""
         R = self.R
         if not eta < 1:
             return np.inf
-        bmag = sum(s.mag(("t", t)) ** 2 if t is not None else 0.0 for t in self.rhs) ** 0.5
-        berr = sum(s.ferr(("t", t)) ** 2 if t is not None else 0.0 for t in self.rhs) ** 0.5
+        bmag = sum(mag(t) ** 2 if t is not None else 0.0 for t in self.rhs) ** 0.5
+        berr = sum(errs(t) ** 2 if t is not None else 0.0 for t in self.rhs) ** 0.5
         e = sum(sum(d(t) for t in ch) ** 2 for ch in self.fwd.values()) ** 0.5
         lam_t = (1 - eta) * R.lam
         bp = bmag + berr + e
@@ -322,3 +330,30 @@ def local_error(s, fi) -> float:
         if p["lit"] / 2.0 ** p["lit_bits"] == fi.args[0][1]:  # an exact constant over the pivot: 1 / D_k
             return half_ulp(f)
     raise LookupError(f"no local error rule for {fi.op}")
+
+
+def iterate(bw: "_Bound", make, run_rules, hooks):
+    """The plan (fixed point) or bound (float32) pass with the factor's errors bounded as
+    a perturbation of M: eta and the reciprocals' rho assumed, checked against the ones
+    the pass gives, assumed larger until they hold. make() -> a fresh state (with
+    .override, .den_floor, .err), run_rules(state), hooks(state) -> (local, errs, mag) for
+    settle. (the accepted state, None), or (None, why) when no bound is proven (why None:
+    the tape holds an instruction no local error rule covers)."""
+    eta, rho, got = ETA_START, None, 0.0
+    for _ in range(ROUNDS):
+        if eta > ETA_MAX:
+            break
+        s = make()
+        s.override, s.den_floor = bw.overrides(eta, rho), bw.floors(eta)
+        run_rules(s)
+        try:
+            got, sol, rho_got = bw.settle(eta, *hooks(s))
+        except LookupError:
+            return None, None
+        if got <= eta and (rho is None or all(rho_got[k] <= rho[k] for k in rho_got)):
+            bw.finish(s.err, sol)
+            return s, None
+        eta, rho = max(eta, 2 * got), {k: 2 * v for k, v in rho_got.items()}
+    return None, (f"the LDL^T solve's roundings (and M's own errors) perturb M by {got:.3g} x the floor of its "
+                  f"smallest eigenvalue ({bw.R.lam:.3g}), more than {ETA_MAX}: the pivots are not proven positive, "
+                  "no bound")
