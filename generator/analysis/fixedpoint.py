@@ -170,7 +170,9 @@ class _Plan:
         if self.like is not None:
             return self.like.temp_bits[d]
         m = self.ranges.temps[d].mag
-        pre_err = min(float(np.max(pre_err)), self.override.get(d, np.inf))
+        pre_err = float(np.max(pre_err))
+        if self.override.get(d, np.inf) < pre_err:  # the value before its rounding, and at most 2 half ulps
+            pre_err, rounding = self.override[d], (lambda f, r=rounding: 3 * r(f))  # of alignment before it
         f = frac_bits_for(m + pre_err + 2.0 ** -60)
         while f > -30 and (m + pre_err + rounding(f)) * 2.0 ** f >= MAXMAG * (1 - 1e-12):
             f -= 1
@@ -178,10 +180,13 @@ class _Plan:
 
     def set(self, ins, f: int, e, p: dict) -> None:
         d = ins.dst[0]
-        if d in self.override:  # the override bounds the whole error: its own rounding is slack
-            e = np.minimum(e, self.override[d] + half_ulp(f))
-        self.bits[d], self.err[d] = f, e
-        self.out.append(FixedInstr(ins.op, ins.dst, ins.args, p))
+        fi = FixedInstr(ins.op, ins.dst, ins.args, p)
+        self.bits[d] = f
+        if d in self.override:  # the override bounds the value before the instruction's own errors
+            from .ldlback import local_error
+            e = np.minimum(e, self.override[d] + local_error(self, fi))
+        self.err[d] = e
+        self.out.append(fi)
 
 
 def _r_add(s: _Plan, ins) -> None:  # add, sub: operands aligned to a common format

@@ -345,10 +345,10 @@ def iterate(bw: "_Bound", make, run_rules, hooks):
             break
         s = make()
         s.override, s.den_floor = bw.overrides(eta, rho), bw.floors(eta)
-        run_rules(s)
         try:
+            run_rules(s)
             got, sol, rho_got = bw.settle(eta, *hooks(s))
-        except LookupError:
+        except LookupError:  # an instruction without a local error rule: the op-by-op bounds
             return None, None
         if got <= eta and (rho is None or all(rho_got[k] <= rho[k] for k in rho_got)):
             bw.finish(s.err, sol)
