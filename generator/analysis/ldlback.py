@@ -63,14 +63,14 @@ from .definite import _temps
 from .linear import _locate
 
 ETA_START = 1e-6  # the first assumed ||Delta|| / lambda: a 32-bit plan of a well-scaled M lands near it
-ETA_MAX = 0.25  # beyond it the floors are too weak to be worth a kernel: refused by the op-by-op plan
+ETA_MAX = 0.25  # beyond it the pivots' floors are too eroded to be worth a bound: iterate gives none
 ROUNDS = 8
 
 
 @dataclass
 class LDLRoles:
     """The atoms of an open tree's LDL^T solve (kernels.dynamics._tree_factor), by role,
-    and the tree's floors. steps: [(k, pivot, recip, {b: L_bk}, [(a, b, u, new)])]; fwd:
+    and the tree's floors. steps: [(k, pivot, recip, {b: L_bk}, [(a, b, u, new)], {b: E_b})]; fwd:
     {i: [atoms of y_i's chain]}; z: {k: z_k}; back: {k: [atoms of x_k's chain after z_k]}."""
     n: int
     entries: dict  # (i, j), i >= j -> M's atom
