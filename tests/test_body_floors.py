@@ -79,18 +79,19 @@ def test_every_hint_holds_at_random_states(name, kernel):
         assert (np.abs(S) <= np.array([f for _, f in enc.scaled]) * norm[:, None]).all()
 
 
-def test_a_refusal_names_the_joint_whose_pivot_fails(tmp_path):
-    """c-fixed sample_arm forward dynamics (M, LDL^T) is still refused: the forward error
-    analysis through the elimination exceeds the root's proven floor 0.02 (which the
-    pivot reaches). One line naming the joint's pivot and its proven range, no traceback."""
+def test_a_refusal_is_one_line_when_the_backward_bound_fails(tmp_path):
+    """c-fixed spatial_chain forward dynamics (M, LDL^T) is refused: M's smallest eigenvalue
+    is floored at only 2.5e-5, and the factor's roundings with M's own errors perturb M by
+    far more (analysis.ldlback). One line naming that floor, no traceback. (sample_arm's
+    generates since the backward bound: tests/test_ldl_backward.py.)"""
     import subprocess
     from helpers.builds import MBFORGE
-    r = subprocess.run([MBFORGE, "generate", "sample_arm", "--kernel", "forward-dynamics", "--target", "c-fixed",
+    r = subprocess.run([MBFORGE, "generate", "spatial_chain", "--kernel", "forward-dynamics", "--target", "c-fixed",
                         "--out", str(tmp_path / "k")], capture_output=True, text=True)
     assert r.returncode != 0
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in r.stderr
-    assert "M's LDL^T pivot of joint shoulder1, proven in [0.02, 12.2]" in lines[0]
+    assert "the floor of its smallest eigenvalue (2.5e-05)" in lines[0] and "no bound" in lines[0]
 
 
 @pytest.mark.host

@@ -156,6 +156,7 @@ class ConstantEnclosure:
     rhs: list = field(default_factory=list)  # b's atoms
     scaled: list = field(default_factory=list)  # [(atom, factor)]
     labels: list = field(default_factory=list)  # [(atom, what it is)]: for refusal lines
+    roles: object = None  # analysis.ldlback.LDLRoles: the solve's backward error (fixed point)
 
     def bind(self, tape):
         located = _locate(tape)
@@ -170,6 +171,17 @@ class ConstantEnclosure:
             for t, _ in _temps(located, a):
                 scaled[t] = min(f, scaled.get(t, np.inf))
         labels = {t: text for a, text in self.labels for t, _ in _temps(located, a)}
+        # a temp negated by a neg instruction holds -atom: the same enclosure, mirrored (the
+        # formats of a neg follow its operand's, so an enclosure of the neg alone does not reach them)
+        for ins in tape.instrs:
+            t, a = ins.dst[0], ins.args[0] if ins.op == "neg" else None
+            if a is not None and a[0] == "t" and (t in got or t in scaled):
+                if t in got:
+                    l, h = got[t]
+                    ol, oh = got.get(a[1], (-np.inf, np.inf))
+                    got[a[1]] = (max(-h, ol), min(-l, oh))
+                if t in scaled:
+                    scaled[a[1]] = min(scaled[t], scaled.get(a[1], np.inf))
         if not got and not scaled and not labels:
             return None
         sub = None
@@ -178,6 +190,7 @@ class ConstantEnclosure:
             sub = lower(list(self.rhs), list(tape.inputs))
         h = _ConstantHints(tuple(sorted(got.items())), sub, tuple(sorted(scaled.items())))
         h.labels = labels
+        h.backward = self.roles.bind(tape) if self.roles is not None else None
         return h
 
 

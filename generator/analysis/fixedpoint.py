@@ -138,6 +138,8 @@ class _Plan:
         self.bits: dict[int, int] = {}
         self.err: dict = {}
         self.out: list[FixedInstr] = []
+        self.override: dict = {}  # temp -> a bound on its error proven otherwise (analysis.ldlback)
+        self.den_floor: dict = {}  # temp -> a floor of its computed |value| proven otherwise (same)
 
     def ferr(self, o):
         kind, v = o
@@ -169,6 +171,8 @@ class _Plan:
             return self.like.temp_bits[d]
         m = self.ranges.temps[d].mag
         pre_err = float(np.max(pre_err))
+        if self.override.get(d, np.inf) < pre_err:  # the value before its rounding, and at most 2 half ulps
+            pre_err, rounding = self.override[d], (lambda f, r=rounding: 3 * r(f))  # of alignment before it
         f = frac_bits_for(m + pre_err + 2.0 ** -60)
         while f > -30 and (m + pre_err + rounding(f)) * 2.0 ** f >= MAXMAG * (1 - 1e-12):
             f -= 1
@@ -176,8 +180,13 @@ class _Plan:
 
     def set(self, ins, f: int, e, p: dict) -> None:
         d = ins.dst[0]
-        self.bits[d], self.err[d] = f, e
-        self.out.append(FixedInstr(ins.op, ins.dst, ins.args, p))
+        fi = FixedInstr(ins.op, ins.dst, ins.args, p)
+        self.bits[d] = f
+        if d in self.override:  # the override bounds the value before the instruction's own errors
+            from .ldlback import local_error
+            e = np.minimum(e, self.override[d] + local_error(self, fi))
+        self.err[d] = e
+        self.out.append(fi)
 
 
 def _r_add(s: _Plan, ins) -> None:  # add, sub: operands aligned to a common format
@@ -250,14 +259,17 @@ def _r_div(s: _Plan, ins) -> None:
     dlo, dhi = s.operand(den)
     lo_den = np.where((dlo <= 0) & (dhi >= 0), 0.0, np.minimum(np.abs(dlo), np.abs(dhi)))
     eb = s.ferr(den)
-    close = np.atleast_1d(~(lo_den > eb))
+    # the computed divisor's smallest |value|: its range less its error, or a floor proven
+    # of the computed value itself (an LDL^T pivot: analysis.ldlback)
+    lo_comp = np.maximum(lo_den - eb, s.den_floor.get(den[1], 0.0) if den[0] == "t" else 0.0)
+    close = np.atleast_1d(~(lo_comp > 0))
     if close.any():
         b = int(np.argmax(close))
         dl, dh, e_b = (np.broadcast_to(x, close.shape)[b] for x in (dlo, dhi, eb))
         raise ExpressionError(f"{s.where(ins, b)}: the divisor can come within its error bound of 0 "
                               f"(range [{dl:.6g}, {dh:.6g}], error {e_b:.3g})")
     qmag = s.mag(("t", d)) if s.boxes is not None else s.ranges.temps[d].mag
-    e_pre = (s.ferr(num) + qmag * eb) / (lo_den - eb)
+    e_pre = (s.ferr(num) + qmag * eb) / lo_comp
     f = s.choose(d, e_pre, half_ulp)
     fn = s.fbits(num) if num[0] != "c" else const_bits(num[1])
     k = f - fn + s.fbits(den)
@@ -343,8 +355,8 @@ def plan_fixed(tape: Tape, ranges: Ranges, boxes=None) -> FixedProgram:
     elimination); the reported bounds are the largest over the boxes."""
     caps: dict = {}
     for _ in range(FEEDBACK_ROUNDS):
-        s = _Plan(tape, ranges, boxes, None, lambda bits: [half_ulp(f) for f in bits], 0.0, caps)
-        run(tape, PLAN_RULES, s)
+        s = _backward_run(tape, lambda: _Plan(tape, ranges, boxes, None, lambda bits: [half_ulp(f) for f in bits],
+                                              0.0, caps))
         if not _tie_feedback(tape, s, caps):
             break
     else:
@@ -370,8 +382,27 @@ def plan_errors(fx: FixedProgram, vec) -> tuple[dict, list]:
     BoxRanges vec (how a union of boxes gets bounds box by box, fixerror.bound_over_boxes):
     ({temp: array over boxes}, [array over boxes per output])."""
     B = vec.n_boxes
-    s = _Plan(fx.tape, None, vec, fx, lambda bits: [np.full(B, e) for e in fx.in_error], np.zeros(B))
     with np.errstate(all="ignore"):
-        run(fx.tape, PLAN_RULES, s)
+        s = _backward_run(fx.tape, lambda: _Plan(fx.tape, None, vec, fx, lambda bits: [np.full(B, e) for e in fx.in_error],
+                                                 np.zeros(B)))
     outs = [np.full(B, fx.out_error[k]) if o[0] == "c" else s.ferr(o) + 0.0 for k, o in enumerate(fx.tape.outputs)]
     return s.err, outs
+
+
+def _backward_run(tape: Tape, make) -> _Plan:
+    """run PLAN_RULES on the state make() returns; for an open tree's LDL^T solve, with its
+    factor's errors bounded as a perturbation of M (analysis.ldlback.iterate)."""
+    from . import ldlback
+    bw = getattr(tape.hints, "backward", None)
+    if bw is not None:
+        def hooks(s):
+            ins = {fi.dst[0]: fi for fi in s.out}
+            return (lambda t: ldlback.local_error(s, ins[t]), lambda t: s.ferr(("t", t)), lambda t: s.mag(("t", t)))
+        s, why = ldlback.iterate(bw, make, lambda s: run(tape, PLAN_RULES, s), hooks)
+        if s is not None:
+            return s
+        if why is not None:
+            raise ExpressionError(f"fixed point: {why}")
+    s = make()
+    run(tape, PLAN_RULES, s)
+    return s

@@ -148,6 +148,7 @@ def _f_div(s: _Forms, ins) -> None:
     ids, lo, hi = vmerge(fn.ids, l1, h1, fd.ids, l2, h2)
     first = s.fmag(fn) + qmag * ed
     r = (fn.r + qmag * fd.r) / lo_den + first * ed / (lo_den * (lo_den - ed))
+    r = np.where(lo_den > ed, r, np.inf)  # the divisor's error reaches 0: no first-order bound
     if p["k"] < 0 and num[0] != "c":
         r = r + half_ulp(s.fx.bits(num) + p["k"]) / lo_den
     if "lit" in p:

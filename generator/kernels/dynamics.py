@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..analysis.bodyfloors import ConstantEnclosure, diagonal_ceilings, eigen_floor, link_floor
+from ..analysis.ldlback import build_roles
 from ..domain.cover import envelope_cover, envelope_domain
 from ..domain.forces import actuator_ranges, dynamics_domain
 from ..domain.motion import driven_domain, motion_states
@@ -107,7 +108,10 @@ def _tree_factor(eqs: Equations, rhs, samples, col_names, label):
     x = F.solve(rhs)
     lam = eigen_floor(list(links.values()))
     scaled = _solve_bounds(F, rhs, x, top, links, lam) if lam > 0 and not missing else []
-    return F, x, ConstantEnclosure(hints, missing, list(rhs), scaled, labels)
+    roles = None
+    if lam > 0 and not missing:  # the fixed-point plan's backward error of the solve (analysis.ldlback)
+        roles = build_roles(F, rhs, x, top, {j: link_floor(L) for j, L in links.items()}, lam)
+    return F, x, ConstantEnclosure(hints, missing, list(rhs), scaled, labels, roles)
 
 
 def _active_bounds(F, top) -> list:

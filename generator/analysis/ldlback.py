@@ -1,0 +1,359 @@
+"""Backward error of an open tree's fixed-point LDL^T solve (forward dynamics): the
+factorisation's errors bounded as a perturbation of M, not propagated op by op.
+
+Op-by-op propagation through the elimination multiplies the largest |L| by the smallest
+1/D as if together: on sample_arm the root pivot's error bound reached 26 against its
+floor 0.02 and the kernel was refused. The argument here (Higham's for Cholesky, with
+absolute fixed-point roundings):
+
+Factorisation. Read every computed quantity as exact and name the local errors: the
+reciprocal r_k = 1/D_k + rho_k, the multiplier L_bk = E_b r_k + mu_bk (E_b the computed
+active entry (b, k) at step k), so L_bk = E_b / D_k + eps_bk with |eps_bk| <= |E_b| rho_k
++ mu_bk; each Schur update S_ab <- S_ab - L_ak E_b adds its product's and its
+subtraction's roundings (sigma_abk). Substituting E_b = D_k (L_bk - eps_bk), the computed
+L (unit lower) and D (the computed pivots) satisfy L D L^T = M^ + dM exactly, M^ the
+computed M, with |dM_ab| <= sum over the steps k before both of (|L_ak D_k| |eps_bk| +
+sigma_abk) and |dM_bk| <= D_k |eps_bk| + (the same sums). With Delta = M^ - M + dM and
+||Delta||_2 <= eta lambda (lambda: bodyfloors' floor of M's smallest eigenvalue; the
+norm bounded by the row sums of the entrywise bound), (1 - eta) M <= M + Delta <= (1 +
+eta) M, and the same holds for every Schur complement (monotone, homogeneous). After
+steps 0..k-1 the computed active matrix is exactly the Schur complement of M plus the
+perturbation of those steps alone (its bound is at most eta's), so by induction over the
+steps, with eta < 1: the computed pivot D_k >= (1 - eta) f_k > 0 (f_k its body floor),
+D_k <= (1 + eta) top_k, every active entry within eta sqrt(top_i top_j) of its exact
+value (eta top_i on the diagonal), every multiplier within 2 eta / (1 - eta) sqrt(top_b /
+f_k) of its exact value, and |L_ak D_k| <= sqrt((M + Delta)_aa D_k) <= (1 + eta)
+sqrt(top_a top_k) <= |E_a| + D_k |eps_ak|. The format plan uses these bounds for these
+temps (overrides, instead of the propagated errors), for the value before the temp's own
+rounding so that no bound leans on itself: an active entry before its rounding is the
+entry of a Schur complement of M perturbed by the other roundings alone (a subset of
+Delta's terms), a reciprocal's 1/D_k moves by at most eta / ((1 - eta) f_k), a
+multiplier's product E_b r_k is the stage's exact multiplier E_b / D_k (within 2 eta /
+(1 - eta) sqrt(top_b / f_k) of M's) plus E_b rho_k. Each value then fits its format, so
+every local rounding is at most the half ulp the formats give. eta and the reciprocals'
+rho are assumed, the plan run, both recomputed from the chosen formats: accepted when
+they are at most the assumed ones (the induction over the steps then holds), else
+assumed larger and the plan run again. A multiplier computed before the elimination (a
+leaf's constant pivot folded into it) has |eps| <= its own error + (E's error + |E| eta)
+/ ((1 - eta) f_k), E then read before the elimination too.
+
+Solve. The forward substitution's roundings give L y = b^ + e exactly (each rounding of
+y_i's chain adds to y_i); z_k = r_k y_k + its rounding = y_k / D_k + e_z,k with |e_z,k| <=
+rho_k |y_k| + its rounding; the back substitution x = z - L^T x + e_x. So
+(M + Delta) x^ = b^ + e + L D (e_z + e_x), and with M x = b,
+x^ - x = (M + Delta)^-1 (b^ - b + e - Delta x) + L^-T (e_z + e_x), where
+||(M + Delta)^-1|| <= 1 / ((1 - eta) lambda), ||x|| <= ||b|| / lambda, ||L^-T|| <=
+sqrt(max D / lambda_min(M + Delta)), and |y_k| <= ||b^ + e|| sqrt(D_k / lambda_min(M +
+Delta)) (b^T A^-1 b = sum y_k^2 / D_k). Every solution entry's error is at most that
+2-norm; the plan keeps the smaller of it and the propagated bound.
+
+Sound when the tape computes exactly these atoms: every instruction after M's entries
+and b (not in their cone) must be one of the roles replayed here, each role atom held by
+one temp (sign aside); otherwise no backward treatment (bind returns None) and the
+op-by-op bounds stand.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir import ZERO, add, mul, sub
+from .definite import _temps
+from .linear import _locate
+
+ETA_START = 1e-6  # the first assumed ||Delta|| / lambda: a 32-bit plan of a well-scaled M lands near it
+ETA_MAX = 0.25  # beyond it the pivots' floors are too eroded to be worth a bound: iterate gives none
+ROUNDS = 8
+
+
+@dataclass
+class LDLRoles:
+    """The atoms of an open tree's LDL^T solve (kernels.dynamics._tree_factor), by role,
+    and the tree's floors. steps: [(k, pivot, recip, {b: L_bk}, [(a, b, u, new)], {b: E_b})]; fwd:
+    {i: [atoms of y_i's chain]}; z: {k: z_k}; back: {k: [atoms of x_k's chain after z_k]}."""
+    n: int
+    entries: dict  # (i, j), i >= j -> M's atom
+    rhs: list
+    steps: list
+    fwd: dict
+    z: dict
+    back: dict
+    x: list
+    top: dict
+    floor: dict
+    lam: float
+
+    def bind(self, tape):
+        """The roles as temps of the tape, or None when the tape is not made of them."""
+        loc = _locate(tape)
+
+        def one(a):  # the temp holding a (or -a); None for a constant; False: not found or twice
+            if not a.args:
+                return None
+            ts = {t for t, _ in _temps(loc, a)}
+            return ts.pop() if len(ts) == 1 else False
+
+        try:
+            return _bind(self, tape, one)
+        except LookupError:
+            return None
+
+
+def build_roles(F, rhs, x, top, floor, lam) -> LDLRoles:
+    """The roles of factor F's (LDL^T, 1 x 1 pivots) solve of M x = rhs, replayed as
+    factor_ldlt and LDLFactor.solve build them (the same atoms)."""
+    act = {(i, j): a for (i, j), a in F.A.entries.items() if i >= j}
+    steps = []
+    for st in F.steps:
+        (k,) = st.idx
+        nb = sorted(st.lower)
+        E = {i: act.get((max(i, k), min(i, k)), ZERO) for i in nb}
+        ups = []
+        for a_, i in enumerate(nb):
+            (li,) = st.lower[i]
+            for j in nb[a_:]:
+                key = (max(i, j), min(i, j))
+                u = mul(li, E[j])
+                act[key] = new = sub(act.get(key, ZERO), u)
+                ups.append((i, j, u, new))
+        steps.append((k, st.pivot, st.recip, {i: ls[0] for i, ls in st.lower.items()}, ups, E))
+    y = list(rhs)
+    fwd = {i: [] for i in range(F.n)}
+    for st in F.steps:
+        (k,) = st.idx
+        for i, (l,) in st.lower.items():
+            p = mul(l, y[k])
+            y[i] = sub(y[i], p)
+            fwd[i] += [p, y[i]]
+    z, back = {}, {}
+    for st in F.steps:
+        (k,) = st.idx
+        z[k] = acc = add(ZERO, mul(st.inv[0][0], y[k]))  # as LDLFactor.solve builds it
+        chain = []
+        for i, (l,) in st.lower.items():
+            p = mul(l, x[i])
+            acc = sub(acc, p)
+            chain += [p, acc]
+        back[k] = chain
+    entries = {(i, j): a for (i, j), a in F.A.entries.items() if i >= j}
+    return LDLRoles(F.n, entries, list(rhs), steps, fwd, z, back, list(x), dict(top), dict(floor), float(lam))
+
+
+def _bind(R: LDLRoles, tape, one):
+    writer = {ins.dst[0]: ins for ins in tape.instrs}
+
+    def root(t):  # the temp of the instruction whose rounding makes t (through negations)
+        while t is not None and writer[t].op == "neg" and writer[t].args[0][0] == "t":
+            t = writer[t].args[0][1]
+        return t
+
+    def need(a):
+        t = one(a)
+        if t is False:
+            raise LookupError(a)
+        return root(t)
+
+    upstream = [o for o in (need(a) for a in list(R.entries.values()) + R.rhs) if o is not None]
+    needed = tape.cone(("t", t) for t in upstream)[0]
+    steps, ends = [], {}
+    for k, piv, rec, low, ups, E in R.steps:
+        steps.append((k, need(piv), need(rec), {b: need(l) for b, l in low.items()},
+                      [(a, b, need(u), need(new)) for a, b, u, new in ups]))
+        ends[k] = {b: need(e) for b, e in E.items()}
+        for b, t in steps[-1][3].items():  # L_bk = fl(E_b r_k), or computed before the elimination
+            if t is not None and t not in needed and not _reads(writer[t], {ends[k][b], steps[-1][2]} - {None}, root):
+                return None
+    B = _Bound(R, steps, {i: [need(a) for a in ch] for i, ch in R.fwd.items()}, {k: need(a) for k, a in R.z.items()},
+               {k: [need(a) for a in ch] for k, ch in R.back.items()}, [need(a) for a in R.x],
+               {ij: need(a) for ij, a in R.entries.items()}, [need(a) for a in R.rhs])
+    B.upstream, B.ends = needed, ends
+    B.alias = {}  # root temp -> the temps holding its negation
+    for ins in tape.instrs:
+        if ins.op == "neg" and ins.args[0][0] == "t":
+            B.alias.setdefault(root(ins.args[0][1]), []).append(ins.dst[0])
+    known = B.role_temps()
+    for ins in tape.instrs:
+        d = ins.dst[0]
+        if d not in needed and d not in known and ins.op != "neg":
+            return None  # an instruction of the solve this replay does not know: no backward bound
+    return B
+
+
+def _reads(ins, temps: set, root) -> bool:
+    """ins is a product of exactly these temps (through negations; a literal for a constant)."""
+    return ins.op == "mul" and {root(o[1]) for o in ins.args if o[0] == "t"} == temps
+
+
+class _Bound:
+    """LDLRoles bound to temps (None: a constant, exact). Used by fixedpoint's plan:
+    overrides(eta) -> {temp: error bound}; settle(s, eta) -> the eta the plan's formats
+    give (and the solution's bound, kept for finish)."""
+
+    def __init__(self, R, steps, fwd, z, back, x, entries, rhs):
+        self.R, self.steps, self.fwd, self.z, self.back, self.x = R, steps, fwd, z, back, x
+        self.entries, self.rhs = entries, rhs
+        # M's entries and b keep their propagated errors: eta is computed from them
+        self.upstream = {t for t in list(entries.values()) + rhs if t is not None}
+
+    def finish(self, err: dict, sol) -> None:
+        """The solution's temps (and their negations) in err {temp: bound} get at most sol."""
+        for x in self.x:
+            for t in [x] + self.alias.get(x, []) if x is not None else []:
+                err[t] = np.minimum(err[t], sol)
+
+    def role_temps(self) -> set:
+        out = set()
+        for k, piv, rec, low, ups in self.steps:
+            out |= {piv, rec, *low.values(), *(t for *_, u, nw in ups for t in (u, nw))}
+        for ch in list(self.fwd.values()) + list(self.back.values()):
+            out |= set(ch)
+        return (out | set(self.z.values())) - {None}
+
+    def floors(self, eta: float) -> dict:
+        """{temp: a floor of the computed |pivot|}: (1 - eta) f_k (module doc)."""
+        out = {}
+        for k, piv, *_ in self.steps:
+            for t in [piv] + self.alias.get(piv, []) if piv is not None else []:
+                out[t] = (1 - eta) * self.R.floor[k] * (1 - 1e-9)
+        return out
+
+    def overrides(self, eta: float, rho: dict | None) -> dict:
+        """{temp: bound on |computed - exact|, before its own rounding} of the factor's
+        quantities, given ||Delta|| <= eta lambda over the steps before (module doc): an
+        active entry's value before its rounding is an entry of the Schur complement of M
+        perturbed by the other roundings alone, and a multiplier's product E_b r_k is the
+        stage's exact multiplier plus E_b rho_k (rho: the reciprocals' roundings assumed,
+        checked by settle; None: the multipliers keep their propagated errors)."""
+        top, fl = self.R.top, self.R.floor
+        out: dict = {}
+
+        def put(t, v):
+            if t is not None and t not in self.upstream:
+                out[t] = min(out.get(t, np.inf), v)
+
+        for k, piv, rec, low, ups in self.steps:
+            put(piv, eta * top[k])
+            put(rec, eta / ((1 - eta) * fl[k]))
+            for b, t in low.items() if rho is not None else ():
+                put(t, 2 * eta / (1 - eta) * np.sqrt(top[b] / fl[k]) + (1 + eta) * np.sqrt(top[b] * top[k]) * rho[k])
+            for a, b, u, nw in ups:
+                put(nw, eta * np.sqrt(top[a] * top[b]))
+        return {t: v * (1 + 1e-9) for t, v in out.items()}
+
+    def settle(self, eta: float, local, errs, mag) -> tuple:
+        """(the eta the plan's formats and M's errors give, the solution's error bound (an
+        array over the boxes, or a number), the reciprocals' roundings {k: rho_k}): valid
+        when that eta <= eta and those rho are at most the ones overrides assumed.
+        local(t): the rounding of the instruction writing temp t; errs(t), mag(t): its
+        error bound and magnitude (arrays over the boxes, or numbers)."""
+        R, top, fl = self.R, self.R.top, self.R.floor
+
+        def d(t):  # local rounding of the instruction writing t (none of the solve's before it)
+            return 0.0 if t is None or t in self.upstream else local(t)
+
+        def err(t):
+            return 0.0 if t is None else float(np.max(errs(t)))
+
+        W = np.zeros((R.n, R.n))
+        for (i, j), t in self.entries.items():
+            W[i, j] += err(t)
+            W[j, i] += err(t) if i != j else 0.0
+        c = 1 + eta
+        rho = {}
+        for k, piv, rec, low, ups in self.steps:
+            rho[k] = d(rec)
+            eps = {b: self._eps(k, b, t, eta, rho[k], d, err) for b, t in low.items()}
+            for b in low:
+                W[b, k] += c * top[k] * eps[b]
+                W[k, b] += c * top[k] * eps[b]
+            for a, b, u, nw in ups:
+                # |L_ak D_k| <= |E_a| + D_k |eps_ak|
+                v = c * max((np.sqrt(top[a] * top[k]) + top[k] * eps[a]) * eps[b],
+                            (np.sqrt(top[b] * top[k]) + top[k] * eps[b]) * eps[a]) + d(u) + d(nw)
+                W[a, b] += v
+                W[b, a] += v if a != b else 0.0
+        norm = float(W.sum(1).max()) * (1 + 1e-9)
+        eta1 = norm / R.lam
+        return eta1, self._solution(errs, mag, max(eta, eta1), norm, rho, d), rho
+
+    def _eps(self, k, b, t, eta, rho, d, err):
+        """A bound on |L_bk - E_b / D_k| (computed values): E_b rho_k + L's rounding, or for an
+        L computed before the elimination (a leaf's constant pivot folded into it), L's
+        and E's own errors over the pivot's floor (E then read before the elimination too)."""
+        top, fl = self.R.top, self.R.floor
+        emax = (1 + eta) * np.sqrt(top[b] * top[k])
+        if t is not None and t not in self.upstream:
+            return emax * rho + d(t)
+        e = self.ends[k][b]
+        if e is not None and e not in self.upstream:
+            raise LookupError("a multiplier computed before the elimination from an entry computed in it")
+        return err(t) + (err(e) + emax * eta) / ((1 - eta) * fl[k])
+
+    def _solution(self, errs, mag, eta, norm, rho, d):
+        """The bound on every solution entry's error (module doc, Solve)."""
+        R = self.R
+        if not eta < 1:
+            return np.inf
+        bmag = sum(mag(t) ** 2 if t is not None else 0.0 for t in self.rhs) ** 0.5
+        berr = sum(errs(t) ** 2 if t is not None else 0.0 for t in self.rhs) ** 0.5
+        e = sum(sum(d(t) for t in ch) ** 2 for ch in self.fwd.values()) ** 0.5
+        lam_t = (1 - eta) * R.lam
+        bp = bmag + berr + e
+        ezx = sum((rho[k] * bp * np.sqrt((1 + eta) * R.top[k] / lam_t) + d(self.z[k]) + sum(d(t) for t in ch)) ** 2
+                  for k, ch in self.back.items()) ** 0.5
+        dmax = (1 + eta) * max(R.top.values())
+        out = (berr + e + norm * bmag / R.lam) / lam_t + np.sqrt(dmax / lam_t) * ezx
+        return np.nextafter(out * (1 + 1e-9), np.inf)
+
+
+def local_error(s, fi) -> float:
+    """The error instruction fi adds to exact operands (its roundings, its literals'
+    quantisation): fixedpoint's rules with every operand's error 0."""
+    from .fixedpoint import const_bits, half_ulp
+    p, f = fi.params, s.bits[fi.dst[0]]
+    if fi.op in ("add", "sub"):
+        e = 0.0
+        for o, (kind, v) in zip(fi.args, p["align"]):
+            e += abs(v / 2.0 ** p["F"] - o[1]) if kind == "lit" else half_ulp(p["F"]) if v < 0 else 0.0
+        return e + (half_ulp(f) if p["s"] > 0 else 0.0)
+    if fi.op == "neg":
+        return 0.0
+    if fi.op == "mul":
+        if "lit" not in p:
+            return half_ulp(f) if p["s"] > 0 else 0.0
+        x, cst = (fi.args[1], fi.args[0]) if p["const_first"] else fi.args
+        ec = abs(p["lit"] / 2.0 ** const_bits(cst[1]) - cst[1])
+        tz = (abs(p["lit"]) & -abs(p["lit"])).bit_length() - 1 if p["lit"] else 64
+        return float(np.max(s.mag(x) + s.ferr(x))) * ec + (half_ulp(f) if 0 < p["s"] and p["s"] > tz else 0.0)
+    if fi.op == "div" and fi.args[0][0] == "c" and p["lit"] == round(fi.args[0][1] * 2.0 ** p["lit_bits"]):
+        if p["lit"] / 2.0 ** p["lit_bits"] == fi.args[0][1]:  # an exact constant over the pivot: 1 / D_k
+            return half_ulp(f)
+    raise LookupError(f"no local error rule for {fi.op}")
+
+
+def iterate(bw: "_Bound", make, run_rules, hooks):
+    """The plan (fixed point) or bound (float32) pass with the factor's errors bounded as
+    a perturbation of M: eta and the reciprocals' rho assumed, checked against the ones
+    the pass gives, assumed larger until they hold. make() -> a fresh state (with
+    .override, .den_floor, .err), run_rules(state), hooks(state) -> (local, errs, mag) for
+    settle. (the accepted state, None), or (None, why) when no bound is proven (why None:
+    the tape holds an instruction no local error rule covers)."""
+    eta, rho, got = ETA_START, None, 0.0
+    for _ in range(ROUNDS):
+        if eta > ETA_MAX:
+            break
+        s = make()
+        s.override, s.den_floor = bw.overrides(eta, rho), bw.floors(eta)
+        try:
+            run_rules(s)
+            got, sol, rho_got = bw.settle(eta, *hooks(s))
+        except LookupError:  # an instruction without a local error rule: the op-by-op bounds
+            return None, None
+        if got <= eta and (rho is None or all(rho_got[k] <= rho[k] for k in rho_got)):
+            bw.finish(s.err, sol)
+            return s, None
+        eta, rho = max(eta, 2 * got), {k: 2 * v for k, v in rho_got.items()}
+    return None, (f"the LDL^T solve's roundings (and M's own errors) perturb M by {got:.3g} x the floor of its "
+                  f"smallest eigenvalue ({bw.R.lam:.3g}), more than {ETA_MAX}: the pivots are not proven positive, "
+                  "no bound")
