@@ -181,14 +181,21 @@ def _index_defines(macro: str, inputs, outputs) -> list[str]:
     return lines
 
 
+JUDGE_SAMPLES = 256  # states over the inputs' ranges where a kernel without test vectors is judged
+
+
 def _magnitudes(kernel: Kernel, vectors, analysis: Analysis) -> list[float | None] | None:
     """What analysis.boundnotes judges each output's error bound against: its largest |value|
     in double at the kernel's test vectors (consistent states over the envelope or along the
-    motion: the enclosure of a value behind a solve can be 10^4 times wider), else the
-    enclosure's. None where the target has no bounds."""
-    if analysis.out_error is None or not vectors:
+    motion: the enclosure of a value behind a solve can be 10^4 times wider), else at
+    JUDGE_SAMPLES states drawn over its inputs' ranges. None where the target has no bounds."""
+    if analysis.out_error is None:
         return analysis.out_magnitude
-    with np.errstate(invalid="ignore"):
+    if not vectors:  # states drawn over the inputs' ranges (seeded): an enclosure behind a solve
+        # is so wide that a bound 1,000 times the largest value would pass as useful
+        lo, hi = np.array([r for p in kernel.inputs for r in p.ranges], dtype=float).T
+        vectors = np.random.default_rng(0).uniform(lo, hi, (JUDGE_SAMPLES, len(lo)))
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         y = np.abs(Evaluator(kernel.output_atoms, kernel.input_symbols)(np.array(vectors, dtype=float)))
     peak = np.where(np.isnan(y), -np.inf, y).max(axis=0)  # NaN or inf at every vector: None
     return [float(v) if math.isfinite(v) else None for v in peak]

@@ -62,3 +62,14 @@ def test_clean_kernels_do_not_warn(tmp_path):
                     "--out", out)
         assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
         assert "Error bounds:" not in (out / f"{model}.c").read_text()
+
+
+def test_a_kernel_without_test_vectors_is_judged_at_states_over_its_ranges(tmp_path):
+    # the 6-R arm's forward dynamics in fixed point (the LDL^T's backward-error bound,
+    # analysis.ldlback): sound, 2.2e6 rad/s^2 on accelerations of at most a few thousand; it
+    # has no test vectors and its outputs' enclosure reaches 1.8e8, so judged against the
+    # enclosure the bound passed as useful
+    r = mbforge("generate", "sample_arm", "--kernel", "forward-dynamics", "--target", "c-fixed", "--require-bounds",
+                "--out", tmp_path / "fd")
+    assert r.returncode == 2 and "6 of 6 outputs have a bound at least their largest magnitude" in r.stderr, r.stderr
+    assert "shoulder1_dd +-" in r.stderr and not (tmp_path / "fd").exists()
