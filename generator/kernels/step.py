@@ -861,7 +861,7 @@ def _assemble(eqs: Equations, integrator: str, state: list[InPort], outs: list[O
     if record.get("alpha"):  # a penalty step: its analysis runs over the declared box
         k = k.replace(analysis_note=_penalty_note(eqs, integrator))
     elif cover:
-        k = k.replace(analysis_note=_exact_note(eqs))
+        k = k.replace(analysis_note=_exact_note(eqs, record["dt"]))
     if not cover or getattr(eqs, "params", None):
         return k
     return k.with_domain(Domain(boxes=lambda: _state_boxes(eqs, inputs, offset, integrator == "ali3p"),
@@ -880,11 +880,13 @@ def _penalty_note(eqs: Equations, integrator: str) -> str:
             "states (c-fixed) where the constraints stay independent")
 
 
-def _exact_note(eqs: Equations) -> str:
+def _exact_note(eqs: Equations, dt: float) -> str:
     """What a refused analysis of rk4 --penalty 0 means: a pivot of M or of Phi_q M^-1
     Phi_q^T not bounded away from 0 over the domain, the cover of near-consistent states, or the
     declared box (states off the constraints) where the cover is not built."""
     rows = ", ".join(eqs.phi_names[:3]) + (" ..." if len(eqs.phi) > 3 else "")
+    hint = (f"; the later stages take q + dt/2 qd over whole velocity boxes, so a smaller --dt (e.g. {dt / 2:g}) "
+            "or narrower cells may prove them")
     where = ("the boxes of near-consistent states of its operating envelope (its cover, each constraint "
              "allowed a residual)" if eqs.envelope else
              "the boxes of near-consistent states (domain.states)" if len(eqs.q) <= MAX_COORDS else
@@ -892,7 +894,7 @@ def _exact_note(eqs: Equations) -> str:
              f"states for more than {MAX_COORDS} coordinates without an operating envelope: {eqs.model} has "
              f"{len(eqs.q)})")
     return (f"step: {eqs.model}: rk4 --penalty 0 divides by the pivots of M and of Phi_q M^-1 Phi_q^T ({rows}), "
-            f"not all bounded away from 0 over {where}")
+            f"not all bounded away from 0 over {where}" + (hint if eqs.envelope or len(eqs.q) <= MAX_COORDS else ""))
 
 
 def _near_consistent(eqs: Equations, accelerations: bool):
