@@ -62,6 +62,31 @@ def half_ulp(f: int) -> float:
     return 2.0 ** -(f + 1)
 
 
+def local_error(s, fi) -> float:
+    """The error instruction fi adds to exact operands (its roundings, its literals'
+    quantisation): this module's rules with every operand's error 0 (analysis.ldlback's
+    perturbation bound charges each factor value its own local error on top)."""
+    p, f = fi.params, s.bits[fi.dst[0]]
+    if fi.op in ("add", "sub"):
+        e = 0.0
+        for o, (kind, v) in zip(fi.args, p["align"]):
+            e += abs(v / 2.0 ** p["F"] - o[1]) if kind == "lit" else half_ulp(p["F"]) if v < 0 else 0.0
+        return e + (half_ulp(f) if p["s"] > 0 else 0.0)
+    if fi.op == "neg":
+        return 0.0
+    if fi.op == "mul":
+        if "lit" not in p:
+            return half_ulp(f) if p["s"] > 0 else 0.0
+        x, cst = (fi.args[1], fi.args[0]) if p["const_first"] else fi.args
+        ec = abs(p["lit"] / 2.0 ** const_bits(cst[1]) - cst[1])
+        tz = (abs(p["lit"]) & -abs(p["lit"])).bit_length() - 1 if p["lit"] else 64
+        return float(np.max(s.mag(x) + s.ferr(x))) * ec + (half_ulp(f) if 0 < p["s"] and p["s"] > tz else 0.0)
+    if fi.op == "div" and fi.args[0][0] == "c" and p["lit"] == round(fi.args[0][1] * 2.0 ** p["lit_bits"]):
+        if p["lit"] / 2.0 ** p["lit_bits"] == fi.args[0][1]:  # an exact constant over the pivot: 1 / D_k
+            return half_ulp(f)
+    raise LookupError(f"no local error rule for {fi.op}")
+
+
 @dataclass
 class FixedInstr:
     op: str
@@ -183,7 +208,6 @@ class _Plan:
         fi = FixedInstr(ins.op, ins.dst, ins.args, p)
         self.bits[d] = f
         if d in self.override:  # the override bounds the value before the instruction's own errors
-            from .ldlback import local_error
             e = np.minimum(e, self.override[d] + local_error(self, fi))
         self.err[d] = e
         self.out.append(fi)
@@ -397,7 +421,7 @@ def _backward_run(tape: Tape, make) -> _Plan:
     if bw is not None:
         def hooks(s):
             ins = {fi.dst[0]: fi for fi in s.out}
-            return (lambda t: ldlback.local_error(s, ins[t]), lambda t: s.ferr(("t", t)), lambda t: s.mag(("t", t)))
+            return (lambda t: local_error(s, ins[t]), lambda t: s.ferr(("t", t)), lambda t: s.mag(("t", t)))
         s, why = ldlback.iterate(bw, make, lambda s: run(tape, PLAN_RULES, s), hooks)
         if s is not None:
             return s

@@ -307,31 +307,6 @@ class _Bound:
         return np.nextafter(out * (1 + 1e-9), np.inf)
 
 
-def local_error(s, fi) -> float:
-    """The error instruction fi adds to exact operands (its roundings, its literals'
-    quantisation): fixedpoint's rules with every operand's error 0."""
-    from .fixedpoint import const_bits, half_ulp
-    p, f = fi.params, s.bits[fi.dst[0]]
-    if fi.op in ("add", "sub"):
-        e = 0.0
-        for o, (kind, v) in zip(fi.args, p["align"]):
-            e += abs(v / 2.0 ** p["F"] - o[1]) if kind == "lit" else half_ulp(p["F"]) if v < 0 else 0.0
-        return e + (half_ulp(f) if p["s"] > 0 else 0.0)
-    if fi.op == "neg":
-        return 0.0
-    if fi.op == "mul":
-        if "lit" not in p:
-            return half_ulp(f) if p["s"] > 0 else 0.0
-        x, cst = (fi.args[1], fi.args[0]) if p["const_first"] else fi.args
-        ec = abs(p["lit"] / 2.0 ** const_bits(cst[1]) - cst[1])
-        tz = (abs(p["lit"]) & -abs(p["lit"])).bit_length() - 1 if p["lit"] else 64
-        return float(np.max(s.mag(x) + s.ferr(x))) * ec + (half_ulp(f) if 0 < p["s"] and p["s"] > tz else 0.0)
-    if fi.op == "div" and fi.args[0][0] == "c" and p["lit"] == round(fi.args[0][1] * 2.0 ** p["lit_bits"]):
-        if p["lit"] / 2.0 ** p["lit_bits"] == fi.args[0][1]:  # an exact constant over the pivot: 1 / D_k
-            return half_ulp(f)
-    raise LookupError(f"no local error rule for {fi.op}")
-
-
 def iterate(bw: "_Bound", make, run_rules, hooks):
     """The plan (fixed point) or bound (float32) pass with the factor's errors bounded as
     a perturbation of M: eta and the reciprocals' rho assumed, checked against the ones
