@@ -455,9 +455,11 @@ def _explicit(eqs: Equations, opts: StepOptions, ref: _Reference) -> Kernel:
     _check_stable(eqs, acc, u, opts, ref)
     stages = []  # the positions M is factored at: its pivots' floors (analysis.definite) read them
 
+    at = _accelerations_at(eqs, acc)
+
     def f(q, v, t):
         stages.append(list(q))
-        return subs(acc, {**dict(zip(eqs.q, q)), **dict(zip(eqs.qd, v)), eqs.t: t})
+        return at(q, v, t)
 
     lin = _AtomAlgebra.lin  # a x + y, elementwise
     q0, v0, t0 = list(eqs.q), list(eqs.qd), eqs.t
@@ -508,11 +510,8 @@ def _rk4_projected(eqs: Equations, opts: StepOptions, ref: _Reference) -> Kernel
     _check_stable(eqs, acc, u, opts, ref)
     dt = opts.dt
 
-    def f(q, v, t):
-        return subs(acc, {**dict(zip(eqs.q, q)), **dict(zip(eqs.qd, v)), eqs.t: t})
-
     t1 = add(eqs.t, _c(dt))
-    q1, v1 = _rk4(f, eqs, dt)
+    q1, v1 = _rk4(_accelerations_at(eqs, acc), eqs, dt)
     # the projection at q+: positions by one Gauss-Newton step, then the velocities there
     at1 = {**dict(zip(eqs.q, q1)), eqs.t: t1}
     corr = F.solve(eqs.phi_q.rmatvec([mul(_c(a), p) for p in eqs.phi]))
@@ -556,11 +555,8 @@ def _rk4_exact(eqs: Equations, opts: StepOptions, ref: _Reference) -> Kernel:
     _check_stable(eqs, acc, u, opts, ref)
     dt = opts.dt
 
-    def f(q, v, t):
-        return subs(acc, {**dict(zip(eqs.q, q)), **dict(zip(eqs.qd, v)), eqs.t: t})
-
     t1 = add(eqs.t, _c(dt))
-    q1, v1 = _rk4(f, eqs, dt)
+    q1, v1 = _rk4(_accelerations_at(eqs, acc), eqs, dt)
     corr = W.matvec(FS.solve(list(eqs.phi)))
     q2 = [sub(x, d) for x, d in zip(q1, subs(corr, {**dict(zip(eqs.q, q1)), eqs.t: t1}))]
     vcorr = W.matvec(FS.solve([sub(r, b) for r, b in zip(eqs.phi_q.matvec(list(eqs.qd)), eqs.beta)]))
@@ -803,6 +799,13 @@ class _Shifted:
 
     def __call__(self, atoms: list[Atom]) -> list[Atom]:
         return subs_shifted(list(atoms), self.shift)
+
+
+def _accelerations_at(eqs: Equations, acc: list[Atom]):
+    """The integrators' right-hand side f(q, qd, t): `acc` with the state's atoms substituted."""
+    def f(q, v, t):
+        return subs(acc, {**dict(zip(eqs.q, q)), **dict(zip(eqs.qd, v)), eqs.t: t})
+    return f
 
 
 def _rk4(f, eqs: Equations, dt: float) -> tuple[list[Atom], list[Atom]]:
