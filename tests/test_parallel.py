@@ -5,6 +5,7 @@ mid-run included; finished pieces are reused from the cache (analysis.piececache
 scheduler out of reach or workers of another mbforge are one line."""
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -133,6 +134,39 @@ def test_a_killed_worker_loses_nothing(boxes, on_cluster, monkeypatch):
     t.join(180)
     assert not t.is_alive() and "out" in got
     assert all(np.array_equal(a, b) for a, b in zip(got["out"], clean))
+
+
+@pytest.mark.slow
+def test_a_pass_whose_inputs_died_with_the_workers_is_sent_again(boxes, on_cluster, monkeypatch):
+    """Every worker killed between the pass's inputs being shipped and its tasks being sent (a
+    worker killed as a pass starts, the CI's case): the scheduler cancels the tasks for "lost
+    dependencies"; the pass ships its inputs again and ends with the clean run's result."""
+    from distributed import Client
+
+    monkeypatch.setenv("MBFORGE_CACHE_DIR", "off")
+    tape, lo, hi = boxes
+    clean = [_slow_pieces(tape, lo, hi, 0)(i) for i in range(2)]
+    scatter, shipped = Client.scatter, []
+
+    def scatter_then_kill_every_worker(self, *args, **kwargs):
+        out = scatter(self, *args, **kwargs)
+        if not shipped:
+            pids = set(on_cluster.run(os.getpid).values())
+            for pid in pids:
+                os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 60  # until both nannies have started new workers
+            while time.monotonic() < deadline:
+                with contextlib.suppress(Exception):
+                    now = set(on_cluster.run(os.getpid).values())
+                    if len(now) == 2 and not now & pids:
+                        break
+                time.sleep(0.2)
+        shipped.append(out)
+        return out
+    monkeypatch.setattr(Client, "scatter", scatter_then_kill_every_worker)
+    out = parallel.run(_slow_pieces(tape, lo, hi, 0), 2)
+    assert len(shipped) == 2, "the pass was not sent again"
+    assert all(np.array_equal(a, b) for a, b in zip(out, clean))
 
 
 @pytest.mark.slow

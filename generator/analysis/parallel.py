@@ -110,8 +110,29 @@ def run(fn, n: int, work: int = 0, key=None) -> list:
     return out
 
 
+# how often a pass is sent again when the scheduler cancels its tasks because their shipped
+# inputs died with a worker ("lost dependencies": the worker was killed while the pass started)
+RESUBMITS = 3
+
+
 def _submit(fn, n: int, todo: list, out: list, keys) -> None:
-    """Pieces `todo` as tasks, each result into out[i] (and the cache) as it comes."""
+    """Pieces `todo` as tasks, each result into out[i] (and the cache) as it comes; the pieces
+    still missing are sent again (with their inputs) when the cluster lost what they needed."""
+    from distributed.client import FutureCancelledError
+
+    from . import piececache
+
+    for attempt in range(RESUBMITS + 1):
+        try:
+            _submit_once(fn, n, [i for i in todo if out[i] is piececache.MISS], out, keys)
+            return
+        except FutureCancelledError as e:
+            if attempt == RESUBMITS:
+                raise CLIError(f"analysis: the cluster cancelled the pieces {RESUBMITS + 1} times ({e.reason}); "
+                               "MBFORGE_JOBS=1 runs the pieces one after the other, in this process") from None
+
+
+def _submit_once(fn, n: int, todo: list, out: list, keys) -> None:
     from distributed import as_completed
 
     from ..cache import version
