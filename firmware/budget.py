@@ -14,7 +14,8 @@ written by bench.op_costs), so a budget exists before any build. `fits(budget)` 
 the measured stack frames (.su files PlatformIO leaves beside the objects).
 
 Invariants: nothing here writes into the kernel or project folders (objects go to a
-temporary folder); the estimate depends only on the kernel's files and the board record; a
+temporary folder; their figures are kept in mbforge's cache, keyed by the kernel's files,
+the compiler and its flags); the estimate depends only on the kernel's files and the board record; a
 missing cross compiler is a BudgetError naming it, never a traceback.
 """
 from __future__ import annotations
@@ -24,7 +25,10 @@ import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
+
+import numpy as np
 
 from mbforge.manifest import Manifest
 from mbforge.reals import REALS, soft_float
@@ -222,8 +226,39 @@ class Compiled:
     calls: dict
 
 
+COMPILED_FIELDS = ("flash", "ram", "stack", "body", "call_names", "call_counts")
+
+
 def compile_kernel(kernel_dir: str | Path, board: Board, m: Manifest) -> Compiled:
+    """The kernel compiled for the board's core; kept in mbforge's cache under its sources,
+    headers, compiler and flags (a large kernel takes gcc seconds per core, and `firmware`
+    and `simulate --device` ask again for what an earlier command compiled)."""
+    from mbforge import cache
+
     kernel_dir = Path(kernel_dir).resolve()  # the compiler runs in a temporary folder
+    files = sorted(p for p in kernel_dir.rglob("*") if p.suffix in (".c", ".h") and p.is_file())
+    k = cache.key("budget", _gcc_version(tool("gcc")), *machine_flags(board), *COMPILE_FLAGS, m.function, m.prefix,
+                  *m.sources, *(x for p in files for x in (p.relative_to(kernel_dir).as_posix(), p.read_bytes())))
+    hit = cache.load("budget", k, COMPILED_FIELDS)
+    if hit is not None:
+        calls = dict(zip(map(str, hit["call_names"]), map(int, hit["call_counts"])))
+        stack = int(hit["stack"])
+        return Compiled(int(hit["flash"]), int(hit["ram"]), None if stack < 0 else stack, int(hit["body"]), calls)
+    c = _compile_kernel(kernel_dir, board, m)
+    names = sorted(c.calls)
+    cache.store("budget", k, flash=np.array(c.flash), ram=np.array(c.ram),
+                stack=np.array(-1 if c.stack is None else c.stack), body=np.array(c.body),
+                call_names=np.array(names, dtype=str), call_counts=np.array([c.calls[n] for n in names], dtype=np.int64))
+    return c
+
+
+@lru_cache(maxsize=None)
+def _gcc_version(gcc: str) -> str:
+    proc = subprocess.run([gcc, "--version"], capture_output=True, text=True)
+    return gcc + "\n" + proc.stdout
+
+
+def _compile_kernel(kernel_dir: Path, board: Board, m: Manifest) -> Compiled:
     gcc = tool("gcc")
     with tempfile.TemporaryDirectory(prefix="mbf_budget_") as tmp:
         objects = []

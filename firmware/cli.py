@@ -82,14 +82,21 @@ def target_note(target: str, env: str) -> str | None:
 
 
 def budgets(kernel_dir: str, boards: list[Board], manifest) -> dict[str, B.Budget]:
-    """The kernel's budget on each board, compiled once per core and FPU."""
-    by_core: dict[tuple, B.Budget] = {}
+    """The kernel's budget on each board, compiled once per core and FPU (the cores' compilers
+    run side by side: one process each, MBFORGE_JOBS at a time)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mbforge.analysis.parallel import jobs
+
+    first_of = {}
+    for b in boards:
+        first_of.setdefault((b.cpu, b.fpu), b)
+    with ThreadPoolExecutor(max_workers=min(jobs(), len(first_of))) as pool:
+        done = {key: pool.submit(B.kernel_budget, kernel_dir, b, manifest) for key, b in first_of.items()}
+        by_core = {key: f.result() for key, f in done.items()}  # the first failure, in board order
     out = {}
     for b in boards:
-        key = (b.cpu, b.fpu)
-        if key not in by_core:
-            by_core[key] = B.kernel_budget(kernel_dir, b, manifest)
-        first = by_core[key]
+        first = by_core[(b.cpu, b.fpu)]
         out[b.env] = dataclasses.replace(first, board=b,
                                          cycles=B.estimate_cycles(manifest, first.body, first.calls, b))
     return out

@@ -56,6 +56,27 @@ def test_kernel_budget_matches_the_compiled_objects(fourbar, tmp_path):
     assert b.body == sum(1 for x in body.splitlines() if x.strip()) > 100
 
 
+def test_a_compiled_budget_is_kept_until_the_kernel_changes(fourbar, tmp_path, monkeypatch):
+    """The objects' figures are kept in mbforge's cache: asked again for an unchanged kernel,
+    no compiler runs; an edited source (here one more int of data) is compiled again."""
+    import shutil
+
+    monkeypatch.setenv("MBFORGE_CACHE_DIR", str(tmp_path / "cache"))
+    kernel = tmp_path / "k"
+    shutil.copytree(fourbar / "c-fixed", kernel)
+    board, m = BOARDS["emulated_microbit"], Manifest.load(kernel)
+    first = B.compile_kernel(kernel, board, m)
+    compiles, run = [], subprocess.run
+    monkeypatch.setattr(B.subprocess, "run", lambda cmd, *a, **kw: compiles.append(cmd) or run(cmd, *a, **kw))
+    assert B.compile_kernel(kernel, board, m) == first and compiles == []
+    assert B.compile_kernel(kernel, BOARDS["emulated_f405"], m) != first and compiles  # another core
+    src = kernel / m.sources[0]
+    src.write_text(src.read_text() + "\nint mbforge_budget_test_word = 3;\n")
+    compiles.clear()
+    again = B.compile_kernel(kernel, board, m)
+    assert compiles and (again.flash, again.ram) == (first.flash + 4, first.ram + 4)
+
+
 def test_the_estimate_follows_the_core(fourbar):
     hard = B.kernel_budget(fourbar / "c-float32", BOARDS["emulated_f405"])
     soft = B.kernel_budget(fourbar / "c-float32", BOARDS["emulated_an385"])
