@@ -139,10 +139,28 @@ def _check_fits(kernel_dir: Path, env: str, m) -> None:
         print(f"mbforge simulate: note: no budget: {e}", file=sys.stderr)
 
 
-def _device_run(fw_dir: Path, env: str, port: str | None, m, x_raw, steps: int, decim: int, dt: float):
-    """(DeviceRun, timing dict, device dict): the firmware built and run in QEMU (or the board
-    at `port`), SIM requests over the link."""
+def _checked_build(dev_dir: Path, env: str, port: str | None, m, out) -> Path | None:
+    """The firmware project written to out/firmware and built (its ELF; None for a board at
+    `port`, which runs what was flashed), while the budget check compiles the kernel alone
+    for the board's core beside the build (both take seconds for a large kernel): its
+    refusal, when the kernel does not fit, is the error, whatever the build did."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from mbforge.firmware.build import build
+    from mbforge.firmware.project import generate_project
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        fits = pool.submit(_check_fits, dev_dir, env, m)
+        try:
+            proj = generate_project(dev_dir, out.sub("firmware"))
+            return build(proj, env) if port is None else None
+        finally:
+            fits.result()
+
+
+def _device_run(elf: Path | None, env: str, port: str | None, m, x_raw, steps: int, decim: int, dt: float):
+    """(DeviceRun, timing dict, device dict): the built firmware run in QEMU (or the board
+    at `port`), SIM requests over the link."""
     from mbforge.firmware.qemu import Emulator
     from mbforge.hil.link import Link
     from mbforge.hil.simulate import budget_ticks, run_horizon, timing, work_scale
@@ -165,7 +183,6 @@ def _device_run(fw_dir: Path, env: str, port: str | None, m, x_raw, steps: int, 
 
     if port is not None:
         return on(port)
-    elf = build(fw_dir, env)
     with Emulator(elf, board=env) as emu:
         return on(emu.url)
 
@@ -251,7 +268,7 @@ def run_device(eqs, stem: str, out, env: str, port: str | None, target: str, opt
     """Generate, build, run on the device and on the host, write DIR/<stem>.csv, report.json
     and report.html; the report (a dict, with "summary" and "status")."""
     from mbforge.firmware.build import BuildError
-    from mbforge.firmware.project import ProjectError, generate_project
+    from mbforge.firmware.project import ProjectError
     from mbforge.firmware.qemu import EmulatorError
     from mbforge.verify.hostlib import HostLibError
     from mbforge.hil.link import LinkError
@@ -267,9 +284,8 @@ def run_device(eqs, stem: str, out, env: str, port: str | None, target: str, opt
         dev_dir, dbl_dir, m = _kernels(eqs, opts, target, out)
         x = np.array(m.step_start(t0, x0))
         x_raw = to_raw(m, x[None, :], "inputs")[0]
-        _check_fits(dev_dir, env, m)
-        proj = generate_project(dev_dir, out.sub("firmware"))
-        run, timing, device = _device_run(proj, env, port, m, x_raw, steps, decim, dt)
+        elf = _checked_build(dev_dir, env, port, m, out)
+        run, timing, device = _device_run(elf, env, port, m, x_raw, steps, decim, dt)
         host = _host_runs(m, dev_dir, dbl_dir, x, run.steps, decim)
     except (BuildError, ProjectError, EmulatorError, LinkError, HostLibError, OutDirError) as e:
         raise CLIError(str(e)) from None
