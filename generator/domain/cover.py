@@ -143,14 +143,25 @@ def envelope_domain(eqs, ports, cover: Cover, vectors: int = 256, seed: int = 0)
     kernel accepts is what the envelope reaches), and verification vectors: consistent
     states drawn uniformly over the envelope (inputs the cover does not bound uniform in
     their fallback ranges)."""
-    fb = input_fallback(eqs, ports)
     symbols = [s for p in ports for s in p.symbols]
-    boxes = cover.boxes(symbols, fb)
+    boxes = cover.boxes(symbols, input_fallback(eqs, ports))
     D = np.asarray(boxes)
     lo, hi = D[:, :, 0].min(axis=0), D[:, :, 1].max(axis=0)
-    S = cover.sample(vectors, seed)
+    return Domain(boxes=boxes, motion=envelope_states(eqs, ports, cover, vectors, seed).tolist(),
+                  ranges=tuple((float(a), float(b)) for a, b in zip(lo, hi)), envelope=envelope_record(eqs, cover))
+
+
+def envelope_states(eqs, ports, cover: Cover | None, count: int, seed: int = 0) -> np.ndarray:
+    """Consistent states drawn uniformly over the envelope's cover (Cover.sample), as rows
+    of the flat inputs of `ports` [<= count, n] (states where Newton fails left out; inputs
+    the cover does not bound uniform in their fallback ranges, input_fallback): the
+    verification vectors of envelope_domain, and more of them on demand (`mbforge hdl
+    --vectors` beyond the motion file's). cover None: the model's envelope_cover."""
+    cover = envelope_cover(eqs) if cover is None else cover
+    fb = input_fallback(eqs, ports)
+    symbols = [s for p in ports for s in p.symbols]
+    S = cover.sample(count, seed)
     m = len(next(iter(S.values()))) if S else 0
     rng = np.random.default_rng(seed + 1)
-    cols = [S[s] if s in S else rng.uniform(*fb[s], m) for s in symbols]
-    return Domain(boxes=boxes, motion=[[float(c[i]) for c in cols] for i in range(m)],
-                  ranges=tuple((float(a), float(b)) for a, b in zip(lo, hi)), envelope=envelope_record(eqs, cover))
+    cols = [np.asarray(S[s], dtype=np.float64) if s in S else rng.uniform(*fb[s], m) for s in symbols]
+    return np.column_stack(cols) if cols else np.zeros((m, 0))
