@@ -98,6 +98,52 @@ def _vectors(args, dirs, eqs, kernel):
     return X
 
 
+def _search(args, dirs, eqs, kernel) -> dict | None:
+    """--search N: domain.cover.search_states over the envelope's consistent states for the
+    worst error / bound of the c-fixed host model (bit-exact with the RTL) against the
+    c-double reference, on the inputs rounded to the kernel's format; its final states,
+    as raw vectors ("raw"), join the RTL's, the figures the report. None, with a note,
+    where there is no envelope to search (or a step kernel)."""
+    from mbforge.domain.base import DomainError
+    from mbforge.domain.cover import envelope_cover, search_states
+    from mbforge.manifest import Manifest
+    from mbforge.verify import hostlib
+    from mbforge.verify.compare import row_bound_ratios
+    from mbforge.verify.vectors import VectorError, for_reference, from_raw, states_raw
+
+    m = Manifest.load(dirs["fixed"])
+    if not eqs.envelope or not m.envelope or kernel.step:
+        print(f"note: --search: {kernel.model} {kernel.name} has no operating envelope to search"
+              + (" (a step kernel)" if kernel.step else "") + "; skipped")
+        return None
+    fixed, double = hostlib.load_kernel(dirs["fixed"]), hostlib.load_kernel(dirs["double"])
+
+    def score(X):
+        R = states_raw(m, dirs["fixed"], X)
+        Yf, sf = fixed(R)
+        Yd, _ = double(for_reference(m, dirs["fixed"], from_raw(m, R, "inputs")))
+        return row_bound_ratios(m, from_raw(m, Yf, "outputs"), sf, Yd)
+
+    t0 = time.perf_counter()
+    try:
+        best, X, first = search_states(eqs, kernel.inputs, envelope_cover(eqs), score, args.search, seed=args.seed)
+    except (DomainError, VectorError) as e:
+        print(f"note: --search: {e}; skipped")
+        return None
+    if not len(best):
+        print("note: --search: no consistent state drawn; skipped")
+        return None
+    w = int(np.argmax(best))
+    out = {"states": args.search, "searched": len(best), "worst_error_ratio": float(best[w]),
+           "worst_error_ratio_drawn": float(first.max()),
+           "worst_state": [float(v) for v in X[w]], "seconds": time.perf_counter() - t0,
+           "raw": states_raw(m, dirs["fixed"], X)}
+    print(f"search over the operating envelope (seed {args.seed}): from the {len(best)} worst of {args.search} "
+          f"consistent states (worst error / bound {first.max():.3g}), worst error / bound on the c-fixed host model {best[w]:.3g} "
+          f"({out['seconds']:.1f} s); the {len(best)} states found are simulated in the RTL after the drawn ones")
+    return out
+
+
 def _simulate(args, dirs, eqs, kernel) -> tuple[list, object]:
     """HLS C against the c-fixed host model, the RTL simulation and (--interface axis) the
     AXI-Stream one: (the failed steps, the RTL build)."""
@@ -111,8 +157,11 @@ def _simulate(args, dirs, eqs, kernel) -> tuple[list, object]:
     from . import sim as S
     from .axis import simulate_axis
 
-    # the drawn vectors, then the labelled robustness set (what simulate() adds)
+    # the drawn vectors (and the search's states), then the labelled robustness set (what simulate() adds)
     X0 = _vectors(args, dirs, eqs, kernel)
+    found = _search(args, dirs, eqs, kernel) if args.search else None
+    if found is not None:
+        X0 = np.vstack([X0, found.pop("raw")]).astype(np.int32)
     X = S.with_robustness(dirs["fixed"], X0)[0]
     Yf, sf = hostlib.load_kernel(dirs["fixed"])(X)
     Yh, sh = hostlib.load_kernel(dirs["hls"])(X)
@@ -123,8 +172,9 @@ def _simulate(args, dirs, eqs, kernel) -> tuple[list, object]:
     b = S.build(dirs["rtl"], args.sim)
     r = S.simulate(b, dirs["fixed"], dirs["double"], seed=args.seed, X=X0, robust=True)
     print(r.table())
+    rep = dataclasses.asdict(r) | ({"search": found} if found is not None else {})
     write_file(Path(dirs["rtl"]) / "sim_report.json",
-               (json.dumps(dataclasses.asdict(r), indent=1, sort_keys=True, default=str) + "\n").encode(), "--out")
+               (json.dumps(rep, indent=1, sort_keys=True, default=str) + "\n").encode(), "--out")
     failed += [] if r.passed else [f"RTL simulation: {_sim_failure(r)}"]
     if args.interface == "axis":
         ar = simulate_axis(dirs["rtl"], args.sim, dirs["fixed"], X, seed=args.seed)
@@ -218,6 +268,10 @@ def register(sub) -> None:
     p.add_argument("--vectors", type=vectors, default=200,
                    help=f"random vectors, 0 to {VECTORS_MAX} (the motion's come on top; default 200)")
     p.add_argument("--seed", type=seed, default=0, help="seed of the random vectors, >= 0 (default 0)")
+    p.add_argument("--search", type=whole(0, VECTORS_MAX), default=0,
+                   help="kernels with an operating envelope: a local search for the worst error / bound of the c-fixed "
+                        "host model over the envelope's consistent states, from the worst of this many drawn (--seed); "
+                        "the states found are simulated in the RTL too (default 0: none)")
     p.add_argument("--prefix", default=None, help="prefix of emitted symbols (default: model name)")
     p.add_argument("--interface", choices=("ap_ctrl_hs", "axis"), default="ap_ctrl_hs",
                    help="axis: also rtl/<top>_axis.v, an AXI-Stream wrapper (inputs in, then outputs and the status "

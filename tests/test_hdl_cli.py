@@ -59,3 +59,20 @@ def test_vectors_beyond_the_envelope_pool_are_fresh_distinct_states(tmp_path, ca
         assert f"({reps[n]['distinct']} distinct in the domain)" in text
     assert reps[120]["worst_error_ratio"] >= reps[60]["worst_error_ratio"]
     assert reps[120]["vectors"] - reps[60]["vectors"] == 60  # the same motion and robustness set after them
+
+
+def test_search_for_the_worst_error_bound_goes_to_the_rtl_and_the_report(tmp_path, capsys):
+    """--search: a local search over the four-bar's envelope from the worst of 200 drawn
+    consistent states, on the c-fixed host model; the states it ends on are simulated in
+    the RTL (bit-exact), so the RTL's worst error / bound is at least the search's."""
+    out = tmp_path / "s"
+    rc = _run(["hdl", "fourbar", "--kernel", "equations", "--variant", "shared", "--vectors", "20",
+               "--search", "200", "--seed", "7", "--no-synth", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    rep = json.loads((out / "rtl" / "sim_report.json").read_text())
+    s = rep["search"]
+    assert s["states"] == 200 and s["searched"] == 16 and len(s["worst_state"]) == 9
+    assert 0 < s["worst_error_ratio_drawn"] <= s["worst_error_ratio"] <= 1
+    assert rep["bit_exact"] and rep["worst_error_ratio"] >= s["worst_error_ratio"] * (1 - 1e-12)
+    assert f"worst error / bound on the c-fixed host model {s['worst_error_ratio']:.3g}" in text

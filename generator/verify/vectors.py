@@ -320,6 +320,13 @@ def pool_size(m: Manifest, kernel_dir: str | Path) -> int:
 STATES_CHUNK = 256  # consistent states sampled per seeded chunk (fresh_raw)
 
 
+def states_raw(m: Manifest, kernel_dir: str | Path, X) -> np.ndarray:
+    """Real input rows (consistent states) as the kernel's raw vectors, each moved inside
+    the envelope as `draw` moves its own (by less than one unit of the format)."""
+    X = np.asarray(X, dtype=np.float64).reshape(-1, m.n_in)
+    return to_raw(m, _inward(m, X, *envelope(m, kernel_dir)) if _checked(m) else X, "inputs")
+
+
 def fresh_raw(m: Manifest, kernel_dir: str | Path, sample, n: int, seed: int = 0, motion: bool = True,
               rounds: int = 64) -> np.ndarray:
     """n distinct raw vectors of consistent states, then the motion file's (as `draw`):
@@ -329,7 +336,6 @@ def fresh_raw(m: Manifest, kernel_dir: str | Path, sample, n: int, seed: int = 0
     to the kernel's format, repeats dropped: the vectors for n are the first n of those
     for any larger n (same seed). Fewer than n when `rounds` chunks give no more."""
     kernel_dir = Path(kernel_dir)
-    lo, hi = envelope(m, kernel_dir)
     rows, seen = [], set()
     for k in range(rounds):
         if len(rows) >= n:
@@ -338,7 +344,7 @@ def fresh_raw(m: Manifest, kernel_dir: str | Path, sample, n: int, seed: int = 0
         X = np.asarray(sample(STATES_CHUNK, s), dtype=np.float64).reshape(-1, m.n_in)
         if not len(X):
             continue
-        R = to_raw(m, _inward(m, X, lo, hi) if _checked(m) else X, "inputs")
+        R = states_raw(m, kernel_dir, X)
         for r in R:
             key = r.tobytes()
             if key not in seen:
@@ -348,5 +354,5 @@ def fresh_raw(m: Manifest, kernel_dir: str | Path, sample, n: int, seed: int = 0
     if motion and m.motion:
         mv = _motion(m, kernel_dir)
         if len(mv):
-            R = np.vstack([R, to_raw(m, _inward(m, mv, lo, hi) if _checked(m) else mv, "inputs")])
+            R = np.vstack([R, states_raw(m, kernel_dir, mv)])
     return R
