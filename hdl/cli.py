@@ -4,7 +4,8 @@ Into --out it writes rtl/ (target verilog; with --interface axis its AXI-Stream 
 too), hls/ (target hls-c), fixed/ (c-fixed, the bit-exact host model), double/ (c-double,
 the reference); then it builds the RTL with the simulator, runs the cocotb bench
 (mbforge.hdl.bench; with --interface axis the wrapper's test_axis too), checks the HLS C's C
-simulation against the host model, prints the comparison and the yosys report
+simulation against the host model, prints the comparison (rtl/sim_report.json: the vectors,
+how many distinct, the worst error / bound ratio, ...) and the yosys report
 (rtl/synth_report.txt) and, with --pnr, nextpnr's Fmax and utilisation (iCE40, ECP5)
 (rtl/pnr_report.json; mbforge.hdl.pnr). Exit status 0 when everything passed (and the
 design fits the part asked for), 1 otherwise, 2 when a tool is missing or failed.
@@ -19,7 +20,7 @@ import numpy as np
 
 def _cmd_hdl(args) -> int:
     out, dirs, eqs, kernel = _generate(args)
-    failed, b = _simulate(args, dirs)
+    failed, b = _simulate(args, dirs, eqs, kernel)
     hr = _horizon(eqs, args, b, dirs) if kernel.step else None
     if hr is not None and not hr.passed:
         failed.append("horizon run: see its table below")
@@ -63,16 +64,105 @@ def _generate(args):
     return out, {name: sub.path for name, sub in subs.items()}, eqs, kernel
 
 
-def _simulate(args, dirs) -> tuple[list, object]:
+def _vectors(args, dirs, eqs, kernel):
+    """The raw vectors of the RTL simulation, before the robustness set: mbforge.verify's
+    draw (the motion file's states drawn with replacement on a kernel with an operating
+    envelope), or, when --vectors asks for more than those states and the kernel is not a
+    step, --vectors distinct consistent states drawn afresh over the envelope by the
+    sampler that made them (domain.cover.envelope_states, seeded by --seed), then the
+    motion's."""
+    import functools
+
+    from mbforge.domain.base import DomainError
+    from mbforge.domain.cover import envelope_cover, envelope_states
+    from mbforge.manifest import Manifest
+    from mbforge.verify.vectors import VectorError, fresh_raw, pool_size
+
+    from . import sim as S
+
+    m = Manifest.load(dirs["fixed"])
+    pool = pool_size(m, dirs["fixed"])
+    if not pool or args.vectors <= pool or kernel.step or not eqs.envelope:
+        return S.make_vectors(dirs["fixed"], args.vectors, args.seed)
+    t0 = time.perf_counter()
+    try:
+        sample = functools.partial(envelope_states, eqs, kernel.inputs, envelope_cover(eqs))
+        X = fresh_raw(m, dirs["fixed"], sample, args.vectors, args.seed)
+    except (DomainError, VectorError) as e:
+        print(f"note: --vectors {args.vectors} drawn from the motion file's {pool} states (no fresh ones: {e})")
+        return S.make_vectors(dirs["fixed"], args.vectors, args.seed)
+    n = len(X) - len(S.make_vectors(dirs["fixed"], 0, args.seed))  # the motion's rows come last
+    print(f"--vectors {args.vectors}: more than the motion file's {pool} distinct states: {n} distinct consistent "
+          f"states drawn afresh over the operating envelope (seed {args.seed}, {time.perf_counter() - t0:.1f} s), "
+          f"the motion's after them")
+    return X
+
+
+def _search(args, dirs, eqs, kernel) -> dict | None:
+    """--search N: domain.cover.search_states over the envelope's consistent states for the
+    worst error / bound of the c-fixed host model (bit-exact with the RTL) against the
+    c-double reference, on the inputs rounded to the kernel's format; its final states,
+    as raw vectors ("raw"), join the RTL's, the figures the report. None, with a note,
+    where there is no envelope to search (or a step kernel)."""
+    from mbforge.domain.base import DomainError
+    from mbforge.domain.cover import envelope_cover, search_states
+    from mbforge.manifest import Manifest
+    from mbforge.verify import hostlib
+    from mbforge.verify.compare import row_bound_ratios
+    from mbforge.verify.vectors import VectorError, for_reference, from_raw, states_raw
+
+    m = Manifest.load(dirs["fixed"])
+    if not eqs.envelope or not m.envelope or kernel.step:
+        print(f"note: --search: {kernel.model} {kernel.name} has no operating envelope to search"
+              + (" (a step kernel)" if kernel.step else "") + "; skipped")
+        return None
+    fixed, double = hostlib.load_kernel(dirs["fixed"]), hostlib.load_kernel(dirs["double"])
+
+    def score(X):
+        R = states_raw(m, dirs["fixed"], X)
+        Yf, sf = fixed(R)
+        Yd, _ = double(for_reference(m, dirs["fixed"], from_raw(m, R, "inputs")))
+        return row_bound_ratios(m, from_raw(m, Yf, "outputs"), sf, Yd)
+
+    t0 = time.perf_counter()
+    try:
+        best, X, first = search_states(eqs, kernel.inputs, envelope_cover(eqs), score, args.search, seed=args.seed)
+    except (DomainError, VectorError) as e:
+        print(f"note: --search: {e}; skipped")
+        return None
+    if not len(best):
+        print("note: --search: no consistent state drawn; skipped")
+        return None
+    w = int(np.argmax(best))
+    out = {"states": args.search, "searched": len(best), "worst_error_ratio": float(best[w]),
+           "worst_error_ratio_drawn": float(first.max()),
+           "worst_state": [float(v) for v in X[w]], "seconds": time.perf_counter() - t0,
+           "raw": states_raw(m, dirs["fixed"], X)}
+    print(f"search over the operating envelope (seed {args.seed}): from the {len(best)} worst of {args.search} "
+          f"consistent states (worst error / bound {first.max():.3g}), worst error / bound on the c-fixed host model {best[w]:.3g} "
+          f"({out['seconds']:.1f} s); the {len(best)} states found are simulated in the RTL after the drawn ones")
+    return out
+
+
+def _simulate(args, dirs, eqs, kernel) -> tuple[list, object]:
     """HLS C against the c-fixed host model, the RTL simulation and (--interface axis) the
     AXI-Stream one: (the failed steps, the RTL build)."""
+    import dataclasses
+    import json
+    from pathlib import Path
+
+    from mbforge.outdir import write_file
     from mbforge.verify import hostlib
 
     from . import sim as S
     from .axis import simulate_axis
 
-    # the vectors simulate() draws: the domain's, then the labelled robustness set
-    X = S.with_robustness(dirs["fixed"], S.make_vectors(dirs["fixed"], args.vectors, args.seed))[0]
+    # the drawn vectors (and the search's states), then the labelled robustness set (what simulate() adds)
+    X0 = _vectors(args, dirs, eqs, kernel)
+    found = _search(args, dirs, eqs, kernel) if args.search else None
+    if found is not None:
+        X0 = np.vstack([X0, found.pop("raw")]).astype(np.int32)
+    X = S.with_robustness(dirs["fixed"], X0)[0]
     Yf, sf = hostlib.load_kernel(dirs["fixed"])(X)
     Yh, sh = hostlib.load_kernel(dirs["hls"])(X)
     hls_ok = bool(np.array_equal(Yf, Yh) and np.array_equal(sf, sh))
@@ -80,8 +170,11 @@ def _simulate(args, dirs) -> tuple[list, object]:
     print(f"HLS C (gcc C simulation) versus the c-fixed host model on {len(X)} vectors: "
           f"{'bit-exact' if hls_ok else 'DIFFERENT'}")
     b = S.build(dirs["rtl"], args.sim)
-    r = S.simulate(b, dirs["fixed"], dirs["double"], vectors=args.vectors, seed=args.seed)
+    r = S.simulate(b, dirs["fixed"], dirs["double"], seed=args.seed, X=X0, robust=True)
     print(r.table())
+    rep = dataclasses.asdict(r) | ({"search": found} if found is not None else {})
+    write_file(Path(dirs["rtl"]) / "sim_report.json",
+               (json.dumps(rep, indent=1, sort_keys=True, default=str) + "\n").encode(), "--out")
     failed += [] if r.passed else [f"RTL simulation: {_sim_failure(r)}"]
     if args.interface == "axis":
         ar = simulate_axis(dirs["rtl"], args.sim, dirs["fixed"], X, seed=args.seed)
@@ -175,6 +268,10 @@ def register(sub) -> None:
     p.add_argument("--vectors", type=vectors, default=200,
                    help=f"random vectors, 0 to {VECTORS_MAX} (the motion's come on top; default 200)")
     p.add_argument("--seed", type=seed, default=0, help="seed of the random vectors, >= 0 (default 0)")
+    p.add_argument("--search", type=whole(0, VECTORS_MAX), default=0,
+                   help="kernels with an operating envelope: a local search for the worst error / bound of the c-fixed "
+                        "host model over the envelope's consistent states, from the worst of this many drawn (--seed); "
+                        "the states found are simulated in the RTL too (default 0: none)")
     p.add_argument("--prefix", default=None, help="prefix of emitted symbols (default: model name)")
     p.add_argument("--interface", choices=("ap_ctrl_hs", "axis"), default="ap_ctrl_hs",
                    help="axis: also rtl/<top>_axis.v, an AXI-Stream wrapper (inputs in, then outputs and the status "

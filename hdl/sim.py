@@ -34,7 +34,7 @@ from mbforge.outdir import OutDir, OutDirError
 from mbforge.verify import hostlib
 from mbforge.verify.compare import CompareError, check_pair, compare, status_checks
 from mbforge.verify.device import Evaluation
-from mbforge.verify.vectors import VectorError, draw_raw, for_reference, from_raw, robustness, to_raw
+from mbforge.verify.vectors import VectorError, distinct, draw_raw, for_reference, from_raw, robustness, to_raw
 
 SIMULATORS = ("icarus", "verilator")
 BENCH_MODULE = "mbforge.hdl.bench"
@@ -215,6 +215,7 @@ class SimResult:
     top: str
     variant: str
     vectors: int
+    distinct: int  # distinct vectors among those the error bound covers (the robustness set's apart)
     bit_exact: bool
     mismatches: list[str]
     reset_ok: bool
@@ -236,7 +237,7 @@ class SimResult:
 
     def table(self) -> str:
         lines = [f"{self.top} ({self.variant}) on {self.sim}: {'PASS' if self.passed else 'FAIL'}",
-                 f"  vectors {self.vectors}: bit-exact with the c-fixed host model: {self.bit_exact}"
+                 f"  vectors {self.vectors} ({self.distinct} distinct in the domain): bit-exact with the c-fixed host model: {self.bit_exact}"
                  + (f" ({len(self.mismatches)} mismatches, first: {self.mismatches[0]})" if self.mismatches else ""),
                  f"  versus the double reference: "
                  + ("no reference" if self.within_bound is None else
@@ -254,7 +255,9 @@ class SimResult:
 
 def simulate(b: Build, fixed_dir: str | Path, double_dir: str | Path | None = None, vectors: int = 200,
              seed: int = 0, gap: float = 0.3, tests: tuple[str, ...] = ("test_vectors", "test_reset_midway"),
-             X: np.ndarray | None = None) -> SimResult:
+             X: np.ndarray | None = None, robust: bool = False) -> SimResult:
+    """The RTL on X (raw inputs; default: `vectors` drawn by seed, mbforge.verify.vectors),
+    then, when X is not given or `robust`, the labelled robustness set after them."""
     fixed_dir = Path(fixed_dir).resolve()
     m = Manifest.load(b.rtl_dir)
     mf = Manifest.load(fixed_dir)
@@ -269,8 +272,8 @@ def simulate(b: Build, fixed_dir: str | Path, double_dir: str | Path | None = No
         reference = hostlib.load_kernel(double_dir)
     t0 = time.perf_counter()
     rob, n_nom = None, len(X) if X is not None else 0
-    if X is None:  # drawn in the domain, then the labelled robustness set (verify.vectors)
-        X, rob, n_nom = with_robustness(fixed_dir, make_vectors(fixed_dir, vectors, seed))
+    if X is None or robust:  # drawn in the domain, then the labelled robustness set (verify.vectors)
+        X, rob, n_nom = with_robustness(fixed_dir, make_vectors(fixed_dir, vectors, seed) if X is None else X)
     host = hostlib.load_kernel(fixed_dir).eval(X)
     t_model = time.perf_counter() - t0
     res, errors, t_sim = _run_bench(b, X, host, tests, gap, seed)
@@ -295,7 +298,7 @@ def simulate(b: Build, fixed_dir: str | Path, double_dir: str | Path | None = No
     n_b2b = tv.get("back_to_back_vectors") or 0
     expected = b.rtl.get("latency")
     return SimResult(
-        sim=b.sim, top=b.top, variant=b.rtl.get("variant", "?"), vectors=len(X),
+        sim=b.sim, top=b.top, variant=b.rtl.get("variant", "?"), vectors=len(X), distinct=distinct(X[:n_nom]),
         bit_exact=exact is not None and exact.equal, mismatches=exact.mismatches if exact else ["no results"],
         reset_ok=("test_reset_midway" not in tests) or bool(rr is not None and not rr.get("mismatches") and rr.get("stray_done") == 0),
         latency=tv.get("latency_first"), interval=tv.get("interval_min"), expected_latency=expected,

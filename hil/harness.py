@@ -58,7 +58,7 @@ from mbforge.verify import hostlib
 from mbforge.verify.compare import CompareError, GroupResult, compare, compare_groups, status_checks
 from mbforge.verify.compare import check_pair as _check_pair
 from mbforge.verify.device import Evaluation
-from mbforge.verify.vectors import VectorError, draw, for_reference, from_raw, robustness, to_raw
+from mbforge.verify.vectors import VectorError, distinct, draw, for_reference, from_raw, robustness, to_raw
 
 
 class HarnessError(RuntimeError):
@@ -85,6 +85,9 @@ class Report:
     statuses: list[dict] = field(default_factory=list)
     statuses_notes: list[str] = field(default_factory=list)  # robustness vectors left out, why
     robustness_vectors: int = 0  # evaluated after the `vectors` (domain, motion) ones
+    # distinct ones among the `vectors` (on a kernel with an operating envelope the random
+    # ones are drawn with replacement from its motion file's states: vectors.draw)
+    distinct: int | None = None
 
     def to_json(self) -> dict:
         return {
@@ -104,12 +107,14 @@ class Report:
             "statuses": self.statuses,
             "statuses_notes": self.statuses_notes,
             "robustness_vectors": self.robustness_vectors,
+            "distinct": self.distinct,
             **({"per_vector": self.per_vector} if self.per_vector is not None else {}),
         }
 
     def table(self) -> str:
         lines = [f"kernel {self.kernel} on {self.device['firmware']} "
                  f"({self.device['real']}, counter {self.device['counter']}): {self.vectors} vectors"
+                 + (f" ({self.distinct} distinct)" if self.distinct is not None and self.distinct < self.vectors else "")
                  + (f" (+ {self.robustness_vectors} robustness vectors)" if self.robustness_vectors else "")]
         head = f"{'output':<16}{'max abs err':>13}{'max rel err':>13}{'scale':>12}{'tolerance':>12}  {'worst (vector)':<24}ok"
         lines += [head, "-" * len(head)]
@@ -412,6 +417,7 @@ def report_from_db(db: RunDB, S: _Setup | None = None, tol=None) -> Report:
                 "vectors_per_second": evaluated / timing["eval"] if timing.get("eval") else None}, details)
     r.link, r.run, r.vectors_missing = link, {"path": db.path, "state": db.get("state")}, missing
     r.statuses, r.statuses_notes, r.robustness_vectors = statuses, list(S.notes), n - S.n_nominal
+    r.distinct = distinct(S.X_dev[:S.n_nominal])
     return r
 
 

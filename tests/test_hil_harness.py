@@ -93,6 +93,21 @@ def test_hil_with_motion_vectors(device, tmp_path, capsys):
     assert json.loads(report.read_text())["vectors"] == 12
 
 
+@pytest.mark.firmware
+def test_hil_says_how_many_vectors_are_distinct(device, tmp_path, capsys):
+    """On a kernel with an operating envelope `draw` picks the random vectors from the
+    motion file's states (with replacement): the report says how many are distinct."""
+    kernel = edited_copy(TOY, tmp_path / "k", motion="motion.json", envelope={"source": "test"})
+    (kernel / "motion.json").write_text(json.dumps({"vectors": [[0.1, 0.2, 0.3], [1.0, -1.0, 2.0]]}))
+    report = tmp_path / "r.json"
+    code = hil_cli(["--port", device, "--kernel", str(kernel), "--reference", str(TOY_DOUBLE),
+                    "--vectors", "10", "--json", str(report)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    r = json.loads(report.read_text())
+    assert (r["vectors"], r["distinct"]) == (12, 2) and "12 vectors (2 distinct)" in out, out
+
+
 def test_hil_refuses_another_model(tmp_path, capsys):
     ref = edited_copy(TOY_DOUBLE, tmp_path / "ref", model_digest="9" * 64)
     code = hil_cli(["--port", "socket://127.0.0.1:1", "--kernel", str(TOY), "--reference", str(ref)])

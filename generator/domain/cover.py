@@ -143,14 +143,81 @@ def envelope_domain(eqs, ports, cover: Cover, vectors: int = 256, seed: int = 0)
     kernel accepts is what the envelope reaches), and verification vectors: consistent
     states drawn uniformly over the envelope (inputs the cover does not bound uniform in
     their fallback ranges)."""
-    fb = input_fallback(eqs, ports)
     symbols = [s for p in ports for s in p.symbols]
-    boxes = cover.boxes(symbols, fb)
+    boxes = cover.boxes(symbols, input_fallback(eqs, ports))
     D = np.asarray(boxes)
     lo, hi = D[:, :, 0].min(axis=0), D[:, :, 1].max(axis=0)
-    S = cover.sample(vectors, seed)
+    return Domain(boxes=boxes, motion=envelope_states(eqs, ports, cover, vectors, seed).tolist(),
+                  ranges=tuple((float(a), float(b)) for a, b in zip(lo, hi)), envelope=envelope_record(eqs, cover))
+
+
+def envelope_states(eqs, ports, cover: Cover | None, count: int, seed: int = 0) -> np.ndarray:
+    """Consistent states drawn uniformly over the envelope's cover (Cover.sample), as rows
+    of the flat inputs of `ports` [<= count, n] (states where Newton fails left out; inputs
+    the cover does not bound uniform in their fallback ranges, input_fallback): the
+    verification vectors of envelope_domain, and more of them on demand (`mbforge hdl
+    --vectors` beyond the motion file's). cover None: the model's envelope_cover."""
+    cover = envelope_cover(eqs) if cover is None else cover
+    fb = input_fallback(eqs, ports)
+    symbols = [s for p in ports for s in p.symbols]
+    S = cover.sample(count, seed)
     m = len(next(iter(S.values()))) if S else 0
     rng = np.random.default_rng(seed + 1)
-    cols = [S[s] if s in S else rng.uniform(*fb[s], m) for s in symbols]
-    return Domain(boxes=boxes, motion=[[float(c[i]) for c in cols] for i in range(m)],
-                  ranges=tuple((float(a), float(b)) for a, b in zip(lo, hi)), envelope=envelope_record(eqs, cover))
+    cols = [np.asarray(S[s], dtype=np.float64) if s in S else rng.uniform(*fb[s], m) for s in symbols]
+    return np.column_stack(cols) if cols else np.zeros((m, 0))
+
+
+SEARCH_STEPS, SEARCH_TRIES, SEARCH_STEP = 12, 8, 0.05  # rounds, tries per round, first step (of each range)
+
+
+def search_states(eqs, ports, cover: Cover | None, score, count: int, start: int = 16, seed: int = 0):
+    """A local search over the envelope's consistent states for the largest score(X) (X
+    rows of the flat inputs of `ports`; score: one value per row, larger is worse): from
+    the `start` states with the largest score among `count` drawn as envelope_states
+    draws them (seed), random steps in the envelope's quantities, rates and accelerations
+    (SEARCH_STEP of each range at first, clipped to it, shrinking by 0.6 each of
+    SEARCH_STEPS rounds of SEARCH_TRIES tries), each state recomputed by Newton from the
+    one it moves from (Cover.states: on the constraints, in a cell of the cover), a step
+    kept where it raises the score. Inputs the cover does not bound stay as drawn.
+    (scores [start], states [start, n]) at the end, and the starts' scores [start]
+    (largest first); bench/stewart_envelope.py's search, per kernel."""
+    cover = envelope_cover(eqs) if cover is None else cover
+    pr = cover.problem
+    fb = input_fallback(eqs, ports)
+    symbols = [s for p in ports for s in p.symbols]
+    S = cover.sample(count, seed)
+    m = len(next(iter(S.values()))) if S else 0
+    rng = np.random.default_rng(seed + 1)
+    free = {s: rng.uniform(*fb[s], m) for s in symbols if s not in S}  # as envelope_states draws them
+
+    def rows(D, idx):
+        return np.column_stack([np.asarray(D[s], dtype=np.float64) if s in D else free[s][idx] for s in symbols])
+
+    X = rows(S, slice(None))
+    with np.errstate(all="ignore"):
+        sc = np.nan_to_num(np.asarray(score(X), dtype=np.float64), nan=-np.inf)
+    top = np.argsort(-sc, kind="stable")[:start]
+    ps = pr.params
+    dp = [a for a in ps if a.sym_d is not None]
+    ddp = [a for a in ps if a.sym_dd is not None]
+    k, kd = len(ps), len(dp)
+    lo = np.array([a.range[0] for a in ps] + [a.rate[0] for a in dp] + [a.accel[0] for a in ddp], dtype=np.float64)
+    hi = np.array([a.range[1] for a in ps] + [a.rate[1] for a in dp] + [a.accel[1] for a in ddp], dtype=np.float64)
+    P = np.column_stack([S[a.sym][top] for a in ps] + [S[a.sym_d][top] for a in dp] + [S[a.sym_dd][top] for a in ddp])
+    Q = np.column_stack([S[q][top] for q in pr.q])
+    best, Xb, first = sc[top].copy(), X[top].copy(), sc[top].copy()
+    step = SEARCH_STEP * (hi - lo)
+    for _ in range(SEARCH_STEPS):
+        for _ in range(SEARCH_TRIES):
+            Pn = np.clip(P + step * rng.standard_normal(P.shape), lo, hi)
+            with np.errstate(all="ignore"):
+                D, ok = cover.states(Pn[:, :k], Pn[:, k:k + kd], Pn[:, k + kd:], Q)
+                Xn = rows(D, top)
+                ok &= np.all(np.isfinite(Xn), axis=1)
+                sn = np.where(ok, np.nan_to_num(np.asarray(score(np.where(ok[:, None], Xn, Xb)), dtype=np.float64),
+                                                nan=-np.inf), -np.inf)
+            better = sn > best
+            P[better], best[better], Xb[better] = Pn[better], sn[better], Xn[better]
+            Q[better] = np.column_stack([D[q] for q in pr.q])[better]
+        step = step * 0.6
+    return best, Xb, first

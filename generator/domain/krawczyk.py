@@ -203,13 +203,23 @@ class Cover:
             count = len(P)
         PD = np.column_stack([rng.uniform(*a.rate, count) for a in pr.params if a.sym_d is not None] or [np.zeros((count, 0))])
         PDD = np.column_stack([rng.uniform(*a.accel, count) for a in pr.params if a.sym_dd is not None] or [np.zeros((count, 0))])
+        out, ok = self.states(P, PD, PDD)
+        return {s: v[ok] for s, v in out.items()}
+
+    def states(self, P, PD, PDD, Q0=None) -> tuple[dict[Atom, np.ndarray], np.ndarray]:
+        """The consistent states at the envelope's quantities P [N, k], their rates PD and
+        accelerations PDD (the columns of the params that have them): ({symbol: values}
+        as `sample`, for all N rows, and which rows hold one: Newton converged from Q0
+        (default: the centre of the cell that holds each row of P) and P inside a cell)."""
+        pr = self.problem
+        count = len(P)
         pcol = [self.symbols.index(a.sym) for a in pr.params]
         cell = np.full(count, -1)
         for start in range(0, count, 4096):  # the cell that holds each p: its centre starts Newton
             sl = slice(start, start + 4096)
             inside = np.all((P[sl, None, :] >= self.lo[None, :, pcol]) & (P[sl, None, :] <= self.hi[None, :, pcol]), axis=2)
             cell[sl] = np.where(inside.any(axis=1), inside.argmax(axis=1), -1)
-        Q, ok = pr.newton(self.centres[np.maximum(cell, 0)], P)
+        Q, ok = pr.newton(self.centres[np.maximum(cell, 0)] if Q0 is None else Q0, P)
         QD, QDD = pr.rates(Q, P, PD, PDD)
         ok &= cell >= 0
         out = {}
@@ -218,10 +228,12 @@ class Cover:
                 [a.sym_dd for a in pr.params if a.sym_dd is not None]]
         for S, X in zip(syms, cols):
             for j, s in enumerate(S):
-                out[s] = X[ok, j]
-        if self.explicit is not None:  # the dependent coordinates from their closed forms
-            out.update(self.explicit.points(out))
-        return out
+                out[s] = X[:, j]
+        if self.explicit is not None:  # the dependent coordinates from their closed forms (rows that hold a state)
+            for s, v in self.explicit.points({s: v[ok] for s, v in out.items()}).items():
+                out[s] = np.full(count, np.nan)
+                out[s][ok] = v
+        return out, ok
 
 
 def _grid(params: list[Param]):

@@ -279,3 +279,16 @@ def compare(m: Manifest, dev, ref=None, host=None, tol: float | None = None) -> 
         if not m.real_kind.host_bit_exact:
             exact = host_within_tolerance(m, exact, Yd_raw, sd, host[0], host[1])
     return Comparison(groups, status_mm, ratio, exact)
+
+
+def row_bound_ratios(m: Manifest, Yd: np.ndarray, status: np.ndarray, Yr: np.ndarray) -> np.ndarray:
+    """Per vector, bound_ratio of it alone; -inf where the device status is not 0."""
+    bound = np.array([b if b is not None else np.inf
+                      for g in m.outputs for b in (g.error_bound or [None] * g.size)], dtype=np.float64)
+    Yd, Yr = np.atleast_2d(Yd), np.atleast_2d(Yr)
+    if bound.size == 0:
+        return np.zeros(len(Yd))
+    e = np.where(np.isfinite(Yr), np.abs(Yd - Yr), 0.0)
+    fin = np.isfinite(bound)
+    ratio = np.where(fin, e / np.where(fin, np.maximum(bound, 1e-300), 1.0), 0.0).max(axis=1)
+    return np.where(np.asarray(status) == 0, ratio, -np.inf)

@@ -300,3 +300,59 @@ def _beyond(m: Manifest, bound: float, k: int, sign: int) -> float | None:
 def draw_raw(m: Manifest, kernel_dir: str | Path, n: int, seed: int = 0, motion: bool = True) -> np.ndarray:
     """`draw`, converted to the kernel's raw type."""
     return to_raw(m, draw(m, kernel_dir, n, seed, motion), "inputs")
+
+
+def distinct(R) -> int:
+    """How many distinct rows R [N, n] holds (raw vectors: what the device computes on)."""
+    R = np.asarray(R)
+    return int(len(np.unique(R.reshape(len(R), -1), axis=0))) if len(R) else 0
+
+
+def pool_size(m: Manifest, kernel_dir: str | Path) -> int:
+    """The distinct raw vectors `draw` picks its random ones from on a kernel with an
+    operating envelope (its motion file's states); 0 when it draws over the domain."""
+    if not (m.envelope and m.motion):
+        return 0
+    pool = _motion(m, kernel_dir)
+    return distinct(to_raw(m, _inward(m, pool, *envelope(m, kernel_dir)) if _checked(m) else pool)) if len(pool) else 0
+
+
+STATES_CHUNK = 256  # consistent states sampled per seeded chunk (fresh_raw)
+
+
+def states_raw(m: Manifest, kernel_dir: str | Path, X) -> np.ndarray:
+    """Real input rows (consistent states) as the kernel's raw vectors, each moved inside
+    the envelope as `draw` moves its own (by less than one unit of the format)."""
+    X = np.asarray(X, dtype=np.float64).reshape(-1, m.n_in)
+    return to_raw(m, _inward(m, X, *envelope(m, kernel_dir)) if _checked(m) else X, "inputs")
+
+
+def fresh_raw(m: Manifest, kernel_dir: str | Path, sample, n: int, seed: int = 0, motion: bool = True,
+              rounds: int = 64) -> np.ndarray:
+    """n distinct raw vectors of consistent states, then the motion file's (as `draw`):
+    sample(count, seed) -> real rows [<= count, n_in] (domain.cover.envelope_states: the
+    sampler of the motion file's states) is called on chunks of STATES_CHUNK, chunk k
+    seeded from (seed, k), each row moved inside the envelope as `draw` does and rounded
+    to the kernel's format, repeats dropped: the vectors for n are the first n of those
+    for any larger n (same seed). Fewer than n when `rounds` chunks give no more."""
+    kernel_dir = Path(kernel_dir)
+    rows, seen = [], set()
+    for k in range(rounds):
+        if len(rows) >= n:
+            break
+        s = int(np.random.SeedSequence([seed, k]).generate_state(1)[0])
+        X = np.asarray(sample(STATES_CHUNK, s), dtype=np.float64).reshape(-1, m.n_in)
+        if not len(X):
+            continue
+        R = states_raw(m, kernel_dir, X)
+        for r in R:
+            key = r.tobytes()
+            if key not in seen:
+                seen.add(key)
+                rows.append(r)
+    R = np.array(rows[:n], dtype=to_raw(m, np.zeros((1, m.n_in))).dtype).reshape(-1, m.n_in)
+    if motion and m.motion:
+        mv = _motion(m, kernel_dir)
+        if len(mv):
+            R = np.vstack([R, states_raw(m, kernel_dir, mv)])
+    return R
