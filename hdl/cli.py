@@ -190,7 +190,8 @@ def _implement(args, dirs, failed: list):
     from .synth import report_text, synthesize
 
     if not args.no_synth:
-        print(report_text(synthesize(dirs["rtl"], ice40=True if args.ice40 else None)))
+        # with --pnr the part's own mapping gives the resources: no iCE40 estimate, no note of one
+        print(report_text(synthesize(dirs["rtl"], ice40=True if args.ice40 else (False if args.pnr else None))))
     if not args.pnr:
         return None
     rep = place_and_route(dirs["rtl"], PNR_DEVICE[args.pnr], seed=args.pnr_seed)

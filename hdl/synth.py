@@ -137,7 +137,7 @@ def synthesize(rtl_dir: str | Path, ice40: bool | None = None, timeout: float = 
                    "brams": c.get("SB_RAM40_4K", 0)}
             ice["fits_up5k"] = ice["luts"] <= UP5K["SB_LUT4"] and ice["dsps"] <= UP5K["SB_MAC16"]
             rep["ice40"] = ice
-        else:
+        elif ice40 is None:  # skipped for its size, not because the caller said so
             rep["notes"].append(f"iCE40 mapping skipped: {n_ops} hardware operators > {ICE40_MAX_OPS} "
                                 "(`mbforge hdl --ice40` forces it; about a minute per 100 operators)")
     rep["rtl"] = {k: rtl.get(k) for k in ("latency", "interval", "multipliers", "registers", "delay_line_bits", "units")}

@@ -63,6 +63,9 @@ def test_large_designs_get_the_coarse_flow_only(tmp_path, monkeypatch):
     generate(tiny_kernel(), "verilog", options={"variant": "shared", "multipliers": 1}).write(tmp_path)
     rep = synth.synthesize(tmp_path)
     assert rep["ice40"] is None and "skipped" in rep["notes"][0]
+    # `hdl --pnr` maps for its part itself: no iCE40 estimate, and no note that one was skipped
+    rep = synth.synthesize(tmp_path, ice40=False)
+    assert rep["ice40"] is None and rep["notes"] == []
 
 
 def test_delay_lines_in_memories_are_block_rams_not_flip_flops(tmp_path):
