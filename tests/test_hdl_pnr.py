@@ -29,6 +29,8 @@ def test_small_kernel_is_placed_and_routed_on_an_up5k(tmp_path):
     assert rep["ffs"] > rep["wrapper_ffs"] and rep["luts"] > 0
     # cycles become microseconds at the routed clock
     assert rep["latency_us"] == pytest.approx(rep["latency"] / rep["fmax_mhz"], rel=1e-2)
+    assert rep["results_per_s"] == round(rep["fmax_mhz"] * 1e6 / rep["interval"])
+    assert set(rep["seconds"]) == {"synth_up5k", "nextpnr_up5k"}
     text = pnr_text(rep)
     assert "Fmax" in text and "UP5K" in text and "MHz" in text
 
