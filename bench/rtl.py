@@ -22,7 +22,7 @@ of the designs up to MAP_MAX_CELLS word-level cells.
 
     python -m bench.rtl [--model fourbar --kernel kinematics --multipliers 1,2,4 --pnr --json FILE]
     python -m bench.rtl --goal-only
-    python -m bench.rtl --table [--map ecp5,ice40] [--only delta] [--json FILE]
+    python -m bench.rtl --table [--map ecp5,ice40] [--only delta] [--pnr ecp5-25k] [--json FILE]
 """
 from __future__ import annotations
 
@@ -150,6 +150,24 @@ TABLE_DESIGNS = (
     ("shared, 4 mul", "+4 div", dict(SHIFT, variant="shared", multipliers=4, dividers=4)),
 )
 MAP_MAX_CELLS = 2000
+# the delta's shared design, 1 multiplier, 4 dividers, placed and routed once on an ECP5 25K
+# (mbforge hdl --pnr ecp5-25k: IO wrapper, synth_ecp5, nextpnr-ecp5 of the yowasp wheel,
+# --seed 1); nextpnr-ecp5 under WebAssembly takes minutes, so quoted beside the table
+PNR_TABLE_MEASURED = {
+    ("delta", "inverse-dynamics"): {
+        "part": "ecp5-25k",
+        "text": "shared, 1 mul, +4 div: 152 cycles latency, interval 153; Fmax 34.4 MHz: 224,706 results/s "
+                "(issue 32's goal 100,000); logic cells 14226/24288, 4/28 MULT18X18D, 0 DP16KD; 10,294 LUT4, "
+                "3,060 FF (wrapper 800); yosys 43 s, nextpnr-ecp5 346 s"},
+    ("delta", "inverse-dynamics-reduced"): {
+        "part": "ecp5-25k",
+        "text": "shared, 1 mul, +4 div: 394 cycles latency, interval 395; Fmax 35.1 MHz: 88,810 results/s "
+                "(short of issue 32's 100,000: its 354 products wait for the one multiplier); logic cells "
+                "16762/24288, 4/28 MULT18X18D, 0 DP16KD; 14,738 LUT4, 2,753 FF (wrapper 320); yosys 37 s, "
+                "nextpnr-ecp5 576 s. Shared, 2 mul, +4 div (not a table row): 234 cycles, interval 235; Fmax "
+                "36.9 MHz: 156,936 results/s; logic cells 20146/24288, 8/28 MULT18X18D; yosys 93 s, nextpnr-ecp5 "
+                "2,123 s"},
+}
 TABLE_DESIGNS = (
     ("pipelined", "before", dict(MULTIPLY, variant="pipelined")),
     ("pipelined", "after", {"variant": "pipelined"}),
@@ -181,10 +199,13 @@ def _mapped(d: Path, family: str) -> dict:
     return dict(out, seconds=round(time.perf_counter() - t0, 1))
 
 
-def variant_table(json_rows: list, families: list[str], only: str | None = None) -> None:
+def variant_table(json_rows: list, families: list[str], only: str | None = None, pnr: str | None = None) -> None:
     """Every variant of TABLE_KERNELS before and after, built and measured in this run:
     latency, interval, multiplier operators, dividers; yosys word level (cells, $mul/$macc,
-    flip-flop bits); and the families' technology mapping when asked."""
+    flip-flop bits); and the families' technology mapping when asked. pnr (a --pnr part of
+    mbforge hdl, e.g. ecp5-25k): the shared designs with 4 dividers placed and routed there
+    too (mbforge.hdl.pnr; nextpnr-ecp5 takes about ten minutes a design here)."""
+    from mbforge.hdl.pnr import PNR_DEVICE, place_and_route
     from mbforge.hdl.synth import synthesize
 
     for model, kernel, options in TABLE_KERNELS:
@@ -201,12 +222,21 @@ def variant_table(json_rows: list, families: list[str], only: str | None = None)
                 c = synthesize(d, ice40=False)["coarse"]
                 # a technology mapping takes minutes per thousand word-level cells here
                 maps = {f: _mapped(d, f) if c["cells"] <= MAP_MAX_CELLS else None for f in families}
+                placed = (place_and_route(d, PNR_DEVICE[pnr], seed=1)
+                          if pnr and opts.get("variant") == "shared" and opts.get("dividers") == 4 else None)
             row = {"model": model, "kernel": kernel, "design": name, "when": when, "options": opts,
                    "latency": rtl["latency"], "interval": rtl["interval"], "mul_ops": rtl["hw_ops"].get("mul", 0),
                    "dividers": (rtl.get("units") or {}).get("div", rtl["hw_ops"].get("div", 0)),
                    "cells": c["cells"], "yosys_multipliers": c["multipliers"], "ff_bits": c["flipflop_bits"], **maps}
+            if placed is not None:
+                row["pnr"] = {key: placed.get(key) for key in ("device", "fits", "fmax_mhz", "results_per_s", "luts",
+                                                               "ffs", "dsps", "brams", "utilization", "seconds",
+                                                               "tried")}
             json_rows.append(row)
             print(_table_line(row, families), flush=True)
+        m = PNR_TABLE_MEASURED.get((model, kernel))
+        if m is not None and not pnr:
+            print(f"  placed and routed once (not in this run; --pnr {m['part']} redoes it): {m['text']}")
 
 
 def _table_line(r: dict, families: list[str]) -> str:
@@ -220,15 +250,29 @@ def _table_line(r: dict, families: list[str]) -> str:
             continue
         s += (f"; {f}: {m['luts']} LUT4, {m['dsps']} DSP, {m['ffs']} FF, {m['brams']} BRAM "
               f"({m['seconds']} s)")
+    p = r.get("pnr")
+    if p is not None:
+        from mbforge.hdl.pnr import DEVICES, FAMILIES, part_name, pnr_failure
+
+        lc = FAMILIES[DEVICES[p["device"] or "up5k"]["family"]]["lc"]
+        s += (f"\n{'':22s}placed and routed on {part_name(p['device'])}: Fmax {p['fmax_mhz']:.1f} MHz, "
+              f"{p['results_per_s']:,} results/s; logic cells {'/'.join(map(str, p['utilization'][lc]))}, "
+              f"{p['dsps']} DSP, {p['brams']} BRAM ({sum(p['seconds'].values()):.0f} s)"
+              if p["fits"] else f"\n{'':22s}place and route: {pnr_failure(p)}")
     return s
 
 
 def _parser() -> argparse.ArgumentParser:
+    from mbforge.hdl.pnr import PNR_CHOICES
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="fourbar")
     ap.add_argument("--kernel", default="kinematics")
     ap.add_argument("--multipliers", default="1,2,4", help="unit counts of the shared variant")
-    ap.add_argument("--pnr", action="store_true", help="place and route every design (minutes each)")
+    ap.add_argument("--pnr", nargs="?", const="ice40", default=None, choices=PNR_CHOICES,
+                    help="place and route every design on the first iCE40 it fits (or on this part; minutes "
+                    "each); with --table: the shared designs with 4 dividers, e.g. --pnr ecp5-25k (about ten "
+                    "minutes each)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--goal-only", action="store_true", help="only issue 14's flip-flop goal (both designs)")
     ap.add_argument("--ice40", action="store_true", help="the goal's four-bar designs through synth_ice40 (minutes)")
@@ -245,7 +289,7 @@ def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     if args.table:
         rows: list = []
-        variant_table(rows, [f for f in args.map.split(",") if f], args.only)
+        variant_table(rows, [f for f in args.map.split(",") if f], args.only, args.pnr)
         if args.json:
             Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
         return 0
@@ -269,10 +313,10 @@ def main(argv=None) -> int:
     return code
 
 
-def _measure_designs(k, designs: list, before: dict, pnr: bool) -> list[dict]:
+def _measure_designs(k, designs: list, before: dict, pnr: str | None) -> list[dict]:
     """Each design of kernel k generated, its registers counted (and placed and routed with
     pnr): one row each, printed as it is measured."""
-    from mbforge.hdl.pnr import place_and_route
+    from mbforge.hdl.pnr import PNR_DEVICE, place_and_route
     from mbforge.hdl.synth import register_bits
 
     rows = []
@@ -289,7 +333,7 @@ def _measure_designs(k, designs: list, before: dict, pnr: bool) -> list[dict]:
             row["ff_bits"], row["memory_bits"] = rb["flipflop_bits"], rb["memory_bits"]
             row["delay_line_ff_bits"] = rtl.get("delay_line_ff_bits")
             if pnr:
-                rep = place_and_route(d, "auto", seed=1)
+                rep = place_and_route(d, PNR_DEVICE[pnr], seed=1)
                 row["pnr"] = {key: rep.get(key) for key in ("device", "fits", "fmax_mhz", "luts", "ffs", "dsps",
                                                             "brams", "latency_us", "us_per_result", "tried")}
             row["seconds"] = round(time.perf_counter() - t0, 1)
@@ -316,6 +360,8 @@ def _print_recorded(model: str, kernel: str, before: dict) -> None:
 
 
 def _line(r: dict) -> str:
+    from mbforge.hdl.pnr import part_name
+
     o = r["options"]
     what = f"pipelined, outputs {o['outputs']}" if r["design"] == "pipelined" else f"shared, {o['multipliers']} mul"
     dl = (f"delay lines {r['delay_line_bits']} bits (ASAP/ALAP schedule: {r['delay_line_bits_before']}), "
@@ -325,11 +371,11 @@ def _line(r: dict) -> str:
     p = r.get("pnr")
     if p is not None:
         if p["fits"]:
-            s += (f"\n{'':28s} iCE40 {p['device'].upper()}: {p['luts']} LUT4, {p['ffs']} FF, {p['dsps']} DSP, "
+            s += (f"\n{'':28s} {part_name(p['device'])}: {p['luts']} LUT4, {p['ffs']} FF, {p['dsps']} DSP, "
                   f"{p['brams']} BRAM; Fmax {p['fmax_mhz']:.1f} MHz: {p['latency_us']:.2f} us latency, "
                   f"{p['us_per_result']:.3f} us per result")
         else:
-            s += f"\n{'':28s} " + "; ".join(f"iCE40 {t['device'].upper()}: {t['why']}" for t in p["tried"])
+            s += f"\n{'':28s} " + "; ".join(f"{part_name(t['device'])}: {t['why']}" for t in p["tried"])
     return s
 
 

@@ -192,6 +192,8 @@ def place_and_route(rtl_dir: str | Path, device: str = "up5k", seed: int = 1, ti
         cyc = rep["latency"] or 0
         rep["latency_us"] = round(cyc / rep["fmax_mhz"], 3)
         rep["us_per_result"] = round((rep["interval"] or 1) / rep["fmax_mhz"], 4)
+        # back to back, one vector every interval cycles at the routed clock
+        rep["results_per_s"] = round(rep["fmax_mhz"] * 1e6 / (rep["interval"] or 1))
     # beside the RTL, never through a symlink planted there (mbforge.outdir)
     write_file(rtl_dir / "pnr_report.json", (json.dumps(rep, indent=1, sort_keys=True) + "\n").encode(), "--out")
     return rep
@@ -264,6 +266,13 @@ def pnr_text(rep: dict) -> str:
     return (f"place and route of {rep['top']} ({rep['variant']}) on {part_name(rep['device'])} "
             f"({fam['nextpnr'].removeprefix('yowasp-')}, seed {rep['seed']}): Fmax {rep['fmax_mhz']:.1f} MHz; "
             f"latency {rep['latency']} cycles = {rep['latency_us']:.3f} us, one result per "
-            f"{rep['interval']} cycles = {rep['us_per_result']:.4f} us\n"
+            f"{rep['interval']} cycles = {rep['us_per_result']:.4f} us = {rep['results_per_s']:,} results/s\n"
             f"  utilisation: logic cells {cell(fam['lc'])}, DSPs {cell(fam['dsp'])}, block RAMs {cell(fam['ram'])}; from yosys: {rep['luts']} LUT4, "
-            f"{rep['ffs']} flip-flops (IO wrapper: {rep['wrapper_ffs']} of them)")
+            f"{rep['ffs']} flip-flops (IO wrapper: {rep['wrapper_ffs']} of them)\n"
+            f"  seconds: {_seconds(rep['seconds'])}")
+
+
+def _seconds(sec: dict) -> str:
+    """synth_ecp5-25k: 40.1 -> `yosys (ECP5 25K) 40.1 s, nextpnr (ECP5 25K) 600.2 s`."""
+    tools = {"synth": "yosys", "nextpnr": "nextpnr"}
+    return ", ".join(f"{tools[k.split('_', 1)[0]]} ({part_name(k.split('_', 1)[1])}) {v} s" for k, v in sec.items())

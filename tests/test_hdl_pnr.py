@@ -29,6 +29,8 @@ def test_small_kernel_is_placed_and_routed_on_an_up5k(tmp_path):
     assert rep["ffs"] > rep["wrapper_ffs"] and rep["luts"] > 0
     # cycles become microseconds at the routed clock
     assert rep["latency_us"] == pytest.approx(rep["latency"] / rep["fmax_mhz"], rel=1e-2)
+    assert rep["results_per_s"] == round(rep["fmax_mhz"] * 1e6 / rep["interval"])
+    assert set(rep["seconds"]) == {"synth_up5k", "nextpnr_up5k"}
     text = pnr_text(rep)
     assert "Fmax" in text and "UP5K" in text and "MHz" in text
 
@@ -112,3 +114,17 @@ def test_a_synthesis_failure_is_one_line_naming_the_step(tmp_path):
     msg = str(e.value)
     assert msg.startswith("synthesis (synth_ecp5) failed: tk_tiny_hw.v:") and "ERROR: syntax error" in msg
     assert "\n" not in msg and str(tmp_path) not in msg
+
+
+def test_the_report_gives_results_per_second_and_the_seconds_each_tool_took():
+    """A routed design's text: results per second back to back at the Fmax (the figure an
+    application asks for, e.g. 100,000 inverse dynamics a second) and yosys' and nextpnr's
+    wall time (nextpnr-ecp5 under WebAssembly takes minutes on a large kernel)."""
+    rep = {"top": "k_hw", "variant": "shared", "fits": True, "device": "ecp5-25k", "seed": 1, "fmax_mhz": 30.6,
+           "latency": 152, "interval": 153, "latency_us": 4.967, "us_per_result": 5.0,
+           "results_per_s": round(30.6e6 / 153), "utilization": {"TRELLIS_COMB": [9000, 24288]},
+           "luts": 8000, "ffs": 2500, "wrapper_ffs": 320,
+           "seconds": {"synth_ecp5-25k": 95.2, "nextpnr_ecp5-25k": 812.4}}
+    text = pnr_text(rep)
+    assert "one result per 153 cycles = 5.0000 us = 200,000 results/s" in text
+    assert text.endswith("seconds: yosys (ECP5 25K) 95.2 s, nextpnr (ECP5 25K) 812.4 s")
