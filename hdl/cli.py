@@ -54,8 +54,9 @@ def _generate(args):
         raise CLIError(f"--horizon goes with --kernel step, not --kernel {args.kernel}")
     eqs, kernel = model_kernel(args)
     generate(kernel, "verilog", prefix=args.prefix, options=opts).write(subs["rtl"])
-    generate(kernel, "hls-c", prefix=args.prefix).write(subs["hls"])
-    generate(kernel, "c-fixed", prefix=args.prefix).write(subs["fixed"])
+    shared = {k: v for k, v in given.items() if k in FIXED_POINT_SHARED}
+    generate(kernel, "hls-c", prefix=args.prefix, options=shared).write(subs["hls"])
+    generate(kernel, "c-fixed", prefix=args.prefix, options=shared).write(subs["fixed"])
     generate(kernel, "c-double", prefix=args.prefix).write(subs["double"])
     print(f"generated {kernel.model} {kernel.name} ({opts.variant}) in {time.perf_counter() - t0:.1f} s -> {out.path}")
     note = motion_only(eqs, kernel)
@@ -247,11 +248,18 @@ def cmd_hdl(args) -> int:
         return 2
 
 
+# options of every target that hdl passes to each fixed-point folder (rtl/, hls/ and the
+# bit-exact host model fixed/): the RTL and its models must agree on them
+FIXED_POINT_SHARED = ("input_check",)
+
+
 def _rtl_fields():
-    """The verilog backend's own options (variant, unit counts): the flags of the RTL."""
+    """The verilog backend's own options (variant, unit counts) and FIXED_POINT_SHARED: the
+    flags of the RTL."""
     from mbforge.backends import Options, get_backend
 
-    return [f for f in get_backend("verilog").Options.fields() if f.name not in Options.names()]
+    return [f for f in get_backend("verilog").Options.fields()
+            if f.name not in Options.names() or f.name in FIXED_POINT_SHARED]
 
 
 def register(sub) -> None:

@@ -30,6 +30,24 @@ def test_hdl_command_generates_simulates_and_reports(tmp_path, capsys):
     assert rep["rtl"]["multipliers"] == 2
 
 
+def test_input_check_off_reaches_the_rtl_and_its_models(tmp_path, capsys):
+    """--input-check off (a design whose caller validates its inputs: the four-bar's
+    kinematics then fits an iCE40 UP5K, docs/kernels.md) goes to rtl/, hls/ and the bit-exact
+    host model fixed/ alike: none returns status 2, and the robustness set has no out-of-envelope vectors to expect a 2 from."""
+    out = tmp_path / "fb"
+    rc = _run(["hdl", "fourbar", "--kernel", "equations", "--variant", "shared", "--multipliers", "1",
+               "--input-check", "off", "--vectors", "10", "--no-synth", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0 and "PASS" in text and "bit-exact" in text, text
+    for d in ("rtl", "hls", "fixed"):
+        assert "2" not in json.loads((out / d / "manifest.json").read_text())["status_codes"], d
+    assert "out of envelope" not in text
+    rc = _run(["hdl", "fourbar", "--kernel", "equations", "--variant", "shared", "--multipliers", "1",
+               "--vectors", "10", "--no-synth", "--out", str(tmp_path / "on")])
+    text = capsys.readouterr().out
+    assert rc == 0 and "out of envelope (expected 2)" in text  # the default checks, and is checked
+
+
 @pytest.mark.needs("yosys")
 def test_a_design_that_fits_no_part_closes_with_the_step_that_failed(tmp_path, capsys):
     """The pendulum's pipelined equations need 16 SB_MAC16 (real synth_ice40 -dsp): the run
