@@ -173,8 +173,7 @@ def _index_defines(macro: str, inputs, outputs) -> list[str]:
     lines = ["/* in[] and out[] indices by name" + ("; _FRAC: fractional bits of the element's Q format "
                                                  "(value = word / 2^FRAC)" if fixed else "") + " */"]
     for side, groups in (("IN", inputs), ("OUT", outputs)):
-        frac = [f for g in groups for f in (g.frac_bits or [None] * g.size)]
-        for k, (name, f) in enumerate(zip(_element_names(groups), frac)):
+        for k, (name, f) in enumerate(_elements(groups)):
             lines.append(f"#define {macro}_{side}_{name} {k}")
             if f is not None:
                 lines.append(f"#define {macro}_{side}_{name}_FRAC {f}")
@@ -312,7 +311,14 @@ def _kernel_context(kernel: Kernel, backend: Backend, sched, analysis: Analysis,
                  f"peak {sched.peak_live} live values",
         notes=backend.notes(analysis) + ([f"Error bounds: {weak}."] if weak else []),
         envelope=checked,
+        in_elems=_elements(inputs), out_elems=_elements(outputs),
     )
+
+
+def _elements(groups) -> list[tuple[str, int | None]]:
+    """(name, fractional bits or None) of every flat element of the groups."""
+    frac = [f for g in groups for f in (g.frac_bits or [None] * g.size)]
+    return list(zip(_element_names(groups), frac))
 
 
 def _analysed(kernel: Kernel, backend: Backend, tape, model_digest: str) -> Analysis:

@@ -73,6 +73,39 @@ def test_rtl_matches_host_model_and_reference(work, builds, name, sim, variant):
         assert r.interval == rtl["interval"] == rtl["cycles"] + 2
 
 
+def test_the_header_gives_an_instantiating_design_what_it_needs(work, tmp_path):
+    """rtl/<top>.vh (a header of the manifest): `define macros of the port counts, the latency
+    and interval and each port's index and fractional bits by element name, as a Verilog
+    design that includes it reads them (iverilog): rtl.json's and manifest.json's values.
+    Each port of the module carries its element and Q format in a comment."""
+    import subprocess
+
+    from mbforge.manifest import Manifest
+
+    for variant in ("pipelined", "shared"):
+        rtl = work / "fourbar" / variant
+        desc, m = json.loads((rtl / "rtl.json").read_text()), Manifest.load(rtl)
+        top = desc["top"]
+        M = top.upper()
+        assert f"{top}.vh" in m.headers
+        tb = tmp_path / f"tb_{variant}.v"
+        tb.write_text(f'`include "{top}.vh"\nmodule tb;\ninitial begin\n'
+                      f'$display("%0d %0d %0d %0d %0d %0d %0d %0d", `{M}_N_IN, `{M}_N_OUT, `{M}_LATENCY, '
+                      f'`{M}_INTERVAL, `{M}_IN_yC, `{M}_IN_yC_FRAC, `{M}_OUT_yC_d, `{M}_OUT_yC_d_FRAC);\n'
+                      "$finish;\nend\nendmodule\n")
+        exe = tmp_path / f"tb_{variant}"
+        subprocess.run(["iverilog", "-I", str(rtl), "-o", str(exe), str(tb), *[str(rtl / f) for f in m.sources]],
+                       check=True)
+        got = [int(v) for v in subprocess.run(["vvp", "-n", str(exe)], capture_output=True, text=True,
+                                              check=True).stdout.split()[:8]]
+        frac_in = [f for g in m.inputs for f in g.frac_bits]
+        frac_out = [f for g in m.outputs for f in g.frac_bits]
+        assert got == [m.n_in, m.n_out, desc["latency"], desc["interval"], 3, frac_in[3], 3, frac_out[3]], got
+        text = (rtl / f"{top}.v").read_text()
+        assert f"input  wire [31:0] in_3,  // yC: value = word / 2^{frac_in[3]}, checked within [" in text
+        assert f"output wire [31:0] out_3,  // yC_d: value = word / 2^{frac_out[3]}" in text
+
+
 def test_aligned_outputs_match_too(work, tmp_path):
     """The pipelined kernel with every output in the ap_done cycle (outputs=aligned)."""
     generate(fourbar_kinematics(), "verilog", options={"outputs": "aligned"}).write(tmp_path / "rtl")

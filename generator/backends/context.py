@@ -55,6 +55,9 @@ class KernelContext(_Context):
     ops_line: str
     notes: list[str]  # the backend's lines for the header comment
     envelope: list[tuple[float, float]]  # the range each input is checked against
+    # (element name, fractional bits or None) of every flat input and output, in order
+    in_elems: list[tuple[str, int | None]]
+    out_elems: list[tuple[str, int | None]]
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,8 @@ class VerilogHeadContext(_Context):
     n_in: int
     n_out: int
     env: str  # the expression true when an input word is outside its envelope
+    in_doc: list[str]  # each input port's comment: its element, Q format and checked range
+    out_doc: list[str]
     lut_mul: bool = False  # a multiplier is built of LUTs (--dsp): the mul_lut function is needed
 
 
