@@ -69,6 +69,8 @@ def test_rtl_matches_host_model_and_reference(work, builds, name, sim, variant):
         # the long delay lines were ring buffers in memories (delay_lines=memory, the default)
         assert rtl["delay_lines"] == "memory" and rtl["delay_line_memory_bits"] > 0
         assert rtl["delay_line_ff_bits"] < rtl["delay_line_bits"]
+        # an operator per operation; no register file, so no `registers` (not a null one)
+        assert sum(rtl["units"].values()) == sum(rtl["hw_ops"].values()) and "registers" not in rtl
     else:
         assert r.interval == rtl["interval"] == rtl["cycles"] + 2
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 
 from ..fixed.c import envelope_words
 from ..fixed.ops import DIV_STAGES, LATENCY, OPS, SQRT_STAGES, HwProgram, trig_constants
@@ -507,7 +508,10 @@ def render_verilog(hp: HwProgram, ctx: VerilogContext, options) -> tuple[dict[st
                     delay_memories=[f"{m['depth']}x{m['width']}" for m in plan.memories],
                     outputs_timing=ps.outputs, output_cycles=ps.out_cycle,
                     multipliers=counts.get("mul", 0), dsp_multipliers=len(dsp),
-                    lut_multipliers=counts.get("mul", 0) - len(dsp), registers=None)
+                    lut_multipliers=counts.get("mul", 0) - len(dsp),
+                    # an operator per operation (the shared variant's `units` are what it shares);
+                    # no register file, so no `registers`: the delay lines' bits are above
+                    units=dict(sorted(Counter(unit_class(op.kind) for op in hp.ops).items())))
     else:
         units = default_units(hp, o["multipliers"], o["adders"], options.dividers)
         ss = shared(hp, units)
