@@ -127,17 +127,7 @@ def compare_groups(m: Manifest, Yd: np.ndarray, Yr: np.ndarray, tol: float | Non
 def bound_ratio(m: Manifest, Yd: np.ndarray, status: np.ndarray, Yr: np.ndarray) -> float:
     """max |Yd - Yr| / error_bound over elements with a finite bound, vectors with device
     status 0 and a finite reference (0.0 when there are none)."""
-    bound = np.array([b if b is not None else np.inf
-                      for g in m.outputs for b in (g.error_bound or [None] * g.size)], dtype=np.float64)
-    ok = np.asarray(status) == 0
-    if not ok.any() or bound.size == 0:
-        return 0.0
-    e = np.abs(Yd[ok] - Yr[ok])
-    e = np.where(np.isfinite(Yr[ok]), e, 0.0).max(axis=0)
-    fin = np.isfinite(bound)
-    # an exact output (bound 0) must match exactly; rounding dust of 1e-300 aside
-    ratio = np.where(fin, e / np.where(fin, np.maximum(bound, 1e-300), 1.0), 0.0)
-    return float(ratio.max())
+    return float(row_bound_ratios(m, Yd, status, Yr).max(initial=0.0))
 
 
 @dataclass
@@ -282,7 +272,9 @@ def compare(m: Manifest, dev, ref=None, host=None, tol: float | None = None) -> 
 
 
 def row_bound_ratios(m: Manifest, Yd: np.ndarray, status: np.ndarray, Yr: np.ndarray) -> np.ndarray:
-    """Per vector, bound_ratio of it alone; -inf where the device status is not 0."""
+    """Per vector, max |Yd - Yr| / error_bound over its elements with a finite bound and a
+    finite reference (0.0 when none); -inf where the device status is not 0 (bound_ratio is
+    their largest)."""
     bound = np.array([b if b is not None else np.inf
                       for g in m.outputs for b in (g.error_bound or [None] * g.size)], dtype=np.float64)
     Yd, Yr = np.atleast_2d(Yd), np.atleast_2d(Yr)
@@ -290,5 +282,6 @@ def row_bound_ratios(m: Manifest, Yd: np.ndarray, status: np.ndarray, Yr: np.nda
         return np.zeros(len(Yd))
     e = np.where(np.isfinite(Yr), np.abs(Yd - Yr), 0.0)
     fin = np.isfinite(bound)
+    # an exact output (bound 0) must match exactly; rounding dust of 1e-300 aside
     ratio = np.where(fin, e / np.where(fin, np.maximum(bound, 1e-300), 1.0), 0.0).max(axis=1)
     return np.where(np.asarray(status) == 0, ratio, -np.inf)
