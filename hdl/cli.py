@@ -88,15 +88,14 @@ def _vectors(args, dirs, eqs, kernel):
     t0 = time.perf_counter()
     try:
         sample = functools.partial(envelope_states, eqs, kernel.inputs, envelope_cover(eqs))
-        X = fresh_raw(m, dirs["fixed"], sample, args.vectors, args.seed)
+        fresh = fresh_raw(m, dirs["fixed"], sample, args.vectors, args.seed)
     except (DomainError, VectorError) as e:
         print(f"note: --vectors {args.vectors} drawn from the motion file's {pool} states (no fresh ones: {e})")
         return S.make_vectors(dirs["fixed"], args.vectors, args.seed)
-    n = len(X) - len(S.make_vectors(dirs["fixed"], 0, args.seed))  # the motion's rows come last
-    print(f"--vectors {args.vectors}: more than the motion file's {pool} distinct states: {n} distinct consistent "
-          f"states drawn afresh over the operating envelope (seed {args.seed}, {time.perf_counter() - t0:.1f} s), "
-          f"the motion's after them")
-    return X
+    print(f"--vectors {args.vectors}: more than the motion file's {pool} distinct states: {len(fresh)} distinct "
+          f"consistent states drawn afresh over the operating envelope (seed {args.seed}, "
+          f"{time.perf_counter() - t0:.1f} s), the motion's after them")
+    return np.vstack([fresh, S.make_vectors(dirs["fixed"], 0, args.seed)])  # no random ones: the motion's
 
 
 def _search(args, dirs, eqs, kernel) -> dict | None:

@@ -183,7 +183,7 @@ def draw(m: Manifest, kernel_dir: str | Path, n: int, seed: int = 0, motion: boo
         X = pool[rng.integers(0, len(pool), n)]
         if motion:
             X = np.vstack([X, pool])
-        return _inward(m, X, *envelope(m, kernel_dir)) if _checked(m) else X
+        return _inside(m, kernel_dir, X)
     if m.domain:
         boxes = _boxes(m, kernel_dir)
         pick = boxes[rng.integers(0, len(boxes), n)]
@@ -195,9 +195,13 @@ def draw(m: Manifest, kernel_dir: str | Path, n: int, seed: int = 0, motion: boo
     if motion and m.motion:
         mv = _motion(m, kernel_dir)
         X = np.vstack([X, mv]) if mv.size else X
-    if _checked(m):
-        X = _inward(m, X, *envelope(m, kernel_dir))
-    return X
+    return _inside(m, kernel_dir, X)
+
+
+def _inside(m: Manifest, kernel_dir, X: np.ndarray) -> np.ndarray:
+    """Rows X moved inside the envelope the kernel checks (by less than one unit of its
+    format, _inward), as every drawn vector is; X itself when the kernel checks nothing."""
+    return _inward(m, X, *envelope(m, kernel_dir)) if _checked(m) else X
 
 
 def _motion(m: Manifest, kernel_dir) -> np.ndarray:
@@ -314,7 +318,7 @@ def pool_size(m: Manifest, kernel_dir: str | Path) -> int:
     if not (m.envelope and m.motion):
         return 0
     pool = _motion(m, kernel_dir)
-    return distinct(to_raw(m, _inward(m, pool, *envelope(m, kernel_dir)) if _checked(m) else pool)) if len(pool) else 0
+    return distinct(states_raw(m, kernel_dir, pool)) if len(pool) else 0
 
 
 STATES_CHUNK = 256  # consistent states sampled per seeded chunk (fresh_raw)
@@ -323,19 +327,16 @@ STATES_CHUNK = 256  # consistent states sampled per seeded chunk (fresh_raw)
 def states_raw(m: Manifest, kernel_dir: str | Path, X) -> np.ndarray:
     """Real input rows (consistent states) as the kernel's raw vectors, each moved inside
     the envelope as `draw` moves its own (by less than one unit of the format)."""
-    X = np.asarray(X, dtype=np.float64).reshape(-1, m.n_in)
-    return to_raw(m, _inward(m, X, *envelope(m, kernel_dir)) if _checked(m) else X, "inputs")
+    return to_raw(m, _inside(m, kernel_dir, np.asarray(X, dtype=np.float64).reshape(-1, m.n_in)), "inputs")
 
 
-def fresh_raw(m: Manifest, kernel_dir: str | Path, sample, n: int, seed: int = 0, motion: bool = True,
-              rounds: int = 64) -> np.ndarray:
-    """n distinct raw vectors of consistent states, then the motion file's (as `draw`):
-    sample(count, seed) -> real rows [<= count, n_in] (domain.cover.envelope_states: the
-    sampler of the motion file's states) is called on chunks of STATES_CHUNK, chunk k
-    seeded from (seed, k), each row moved inside the envelope as `draw` does and rounded
-    to the kernel's format, repeats dropped: the vectors for n are the first n of those
-    for any larger n (same seed). Fewer than n when `rounds` chunks give no more."""
-    kernel_dir = Path(kernel_dir)
+def fresh_raw(m: Manifest, kernel_dir: str | Path, sample, n: int, seed: int = 0, rounds: int = 64) -> np.ndarray:
+    """n distinct raw vectors of consistent states: sample(count, seed) -> real rows
+    [<= count, n_in] (domain.cover.envelope_states: the sampler of the motion file's
+    states) is called on chunks of STATES_CHUNK, chunk k seeded from (seed, k), each row
+    moved inside the envelope as `draw` does and rounded to the kernel's format, repeats
+    dropped: the vectors for n are the first n of those for any larger n (same seed).
+    Fewer than n when `rounds` chunks give no more."""
     rows, seen = [], set()
     for k in range(rounds):
         if len(rows) >= n:
@@ -344,15 +345,9 @@ def fresh_raw(m: Manifest, kernel_dir: str | Path, sample, n: int, seed: int = 0
         X = np.asarray(sample(STATES_CHUNK, s), dtype=np.float64).reshape(-1, m.n_in)
         if not len(X):
             continue
-        R = states_raw(m, kernel_dir, X)
-        for r in R:
+        for r in states_raw(m, kernel_dir, X):
             key = r.tobytes()
             if key not in seen:
                 seen.add(key)
                 rows.append(r)
-    R = np.array(rows[:n], dtype=to_raw(m, np.zeros((1, m.n_in))).dtype).reshape(-1, m.n_in)
-    if motion and m.motion:
-        mv = _motion(m, kernel_dir)
-        if len(mv):
-            R = np.vstack([R, states_raw(m, kernel_dir, mv)])
-    return R
+    return np.array(rows[:n], dtype=to_raw(m, np.zeros((1, m.n_in))).dtype).reshape(-1, m.n_in)
