@@ -157,13 +157,26 @@ def envelope_states(eqs, ports, cover: Cover | None, count: int, seed: int = 0) 
     the cover does not bound uniform in their fallback ranges, input_fallback): the
     verification vectors of envelope_domain, and more of them on demand (`mbforge hdl
     --vectors` beyond the motion file's). cover None: the model's envelope_cover."""
+    S, symbols, free, _ = _drawn(eqs, ports, cover, count, seed)
+    return _rows(S, symbols, free, slice(None), len(next(iter(S.values()))) if S else 0)
+
+
+def _drawn(eqs, ports, cover: Cover | None, count: int, seed: int):
+    """What envelope_states draws: (Cover.sample's {symbol: values}, the flat input symbols
+    of `ports`, {symbol: values} of the inputs the cover does not bound, uniform in their
+    fallback ranges, and the generator that drew those, which search_states goes on with)."""
     cover = envelope_cover(eqs) if cover is None else cover
     fb = input_fallback(eqs, ports)
     symbols = [s for p in ports for s in p.symbols]
     S = cover.sample(count, seed)
     m = len(next(iter(S.values()))) if S else 0
     rng = np.random.default_rng(seed + 1)
-    cols = [np.asarray(S[s], dtype=np.float64) if s in S else rng.uniform(*fb[s], m) for s in symbols]
+    return S, symbols, {s: rng.uniform(*fb[s], m) for s in symbols if s not in S}, rng
+
+
+def _rows(D, symbols, free, idx, m: int) -> np.ndarray:
+    """Rows [m, n] of the flat inputs: D's values where it has the symbol, else free's [idx]."""
+    cols = [np.asarray(D[s], dtype=np.float64) if s in D else free[s][idx] for s in symbols]
     return np.column_stack(cols) if cols else np.zeros((m, 0))
 
 
@@ -183,15 +196,10 @@ def search_states(eqs, ports, cover: Cover | None, score, count: int, start: int
     (largest first); bench/stewart_envelope.py's search, per kernel."""
     cover = envelope_cover(eqs) if cover is None else cover
     pr = cover.problem
-    fb = input_fallback(eqs, ports)
-    symbols = [s for p in ports for s in p.symbols]
-    S = cover.sample(count, seed)
-    m = len(next(iter(S.values()))) if S else 0
-    rng = np.random.default_rng(seed + 1)
-    free = {s: rng.uniform(*fb[s], m) for s in symbols if s not in S}  # as envelope_states draws them
+    S, symbols, free, rng = _drawn(eqs, ports, cover, count, seed)
 
     def rows(D, idx):
-        return np.column_stack([np.asarray(D[s], dtype=np.float64) if s in D else free[s][idx] for s in symbols])
+        return _rows(D, symbols, free, idx, 0)
 
     X = rows(S, slice(None))
     with np.errstate(all="ignore"):
