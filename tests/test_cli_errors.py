@@ -259,6 +259,50 @@ def _generate_in_pieces(tmp_path, pieces: int, model=("stewart", "--kernel", "in
     return proc, children, out
 
 
+@pytest.mark.firmware
+def test_ctrl_c_while_simulate_device_compiles_its_budget_is_one_line(tmp_path):
+    """SIGINT while `simulate --device` builds the firmware and compiles the kernel's budget
+    beside it (a thread), sent to the process group as a terminal sends it: one line, exit
+    130, and the budget's compiler ends with the command (it once added a 'no budget: does not
+    compile' note for the compiler it saw interrupted)."""
+    import signal
+    import time
+
+    env = dict(os.environ, MBFORGE_CACHE_DIR=str(tmp_path / "cache"))  # the budget not cached: compiled
+    proc = subprocess.Popen([sys.executable, "-m", "mbforge.cli", "simulate", "nfourbar", "--set", "n=2", "--set",
+                             "swing=0.5", "--device", "emulated_microbit", "--target", "c-fixed", "--dt", "0.01",
+                             "--integrator", "rk4", "--penalty", "0", "--t-end", "1", "--out", str(tmp_path / "s")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True,  # its own process group, which a terminal's Ctrl-C signals
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+    def budget_compilers() -> list[int]:
+        found = []
+        for d in Path("/proc").iterdir():
+            try:
+                if d.name.isdigit() and b"mbf_budget_" in (d / "cmdline").read_bytes() \
+                        and (d / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                    found.append(int(d.name))
+            except OSError:
+                pass
+        return found
+    compilers: list[int] = []
+    for _ in range(1200):
+        compilers = budget_compilers()
+        if compilers or proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    assert compilers and proc.poll() is None, f"no budget compile seen: {proc.communicate()}"
+    os.killpg(proc.pid, signal.SIGINT)  # the command, the PlatformIO build and the budget's compiler
+    try:
+        _, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError(f"no exit 120 s after SIGINT: {proc.communicate()[1][-2000:]}")
+    assert proc.returncode == 130 and err.strip() == "mbforge simulate: interrupted", err
+    assert budget_compilers() == []
+
+
 def _cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process (0 once it is gone)."""
     try:

@@ -121,41 +121,51 @@ def _kernels(eqs, opts, target: str, out):
     return folders[target], folders["c-double"], manifest
 
 
-def _check_fits(kernel_dir: Path, env: str, m) -> None:
+def _budget_note(kernel_dir: Path, env: str, m) -> str | None:
     """The firmware's budget on the board (`mbforge firmware`'s check: ProjectError, one line,
-    when kernel and link buffers do not fit its RAM or flash); a note on soft floating point."""
-    import sys
-
+    when kernel and link buffers do not fit its RAM or flash); the note to print when there
+    is no budget (no cross compiler: the build will say what it says), else None."""
     from mbforge.firmware import budget as B
-    from mbforge.firmware.cli import check_budget, soft_float_note
+    from mbforge.firmware.cli import check_budget
     from mbforge.targets import BOARDS
 
-    note = soft_float_note(m.real, env)
-    if note:
-        print(f"mbforge simulate: note: {note}", file=sys.stderr)
     try:
         check_budget(str(kernel_dir), BOARDS[env], m)
-    except B.BudgetError as e:  # no cross compiler: the build will say what it says
-        print(f"mbforge simulate: note: no budget: {e}", file=sys.stderr)
+    except B.BudgetError as e:
+        return f"mbforge simulate: note: no budget: {e}"
+    return None
 
 
 def _checked_build(dev_dir: Path, env: str, port: str | None, m, out) -> Path | None:
     """The firmware project written to out/firmware and built (its ELF; None for a board at
     `port`, which runs what was flashed), while the budget check compiles the kernel alone
     for the board's core beside the build (both take seconds for a large kernel): its
-    refusal, when the kernel does not fit, is the error, whatever the build did."""
+    refusal, when the kernel does not fit, is the error, whatever the build did; a note on
+    soft floating point first."""
+    import sys
     from concurrent.futures import ThreadPoolExecutor
 
     from mbforge.firmware.build import build
+    from mbforge.firmware.cli import soft_float_note
     from mbforge.firmware.project import generate_project
 
+    soft = soft_float_note(m.real, env)
+    if soft:
+        print(f"mbforge simulate: note: {soft}", file=sys.stderr)
     with ThreadPoolExecutor(max_workers=1) as pool:
-        fits = pool.submit(_check_fits, dev_dir, env, m)
+        fits = pool.submit(_budget_note, dev_dir, env, m)
         try:
             proj = generate_project(dev_dir, out.sub("firmware"))
-            return build(proj, env) if port is None else None
-        finally:
-            fits.result()
+            elf = build(proj, env) if port is None else None
+        except (KeyboardInterrupt, SystemExit):
+            raise  # the budget's compiler was interrupted too: nothing of it to report
+        except BaseException:
+            fits.result()  # a kernel that does not fit: its refusal rather than the build's error
+            raise
+        note = fits.result()
+    if note:
+        print(note, file=sys.stderr)
+    return elf
 
 
 def _device_run(elf: Path | None, env: str, port: str | None, m, x_raw, steps: int, decim: int, dt: float):
