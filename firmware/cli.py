@@ -93,7 +93,11 @@ def budgets(kernel_dir: str, boards: list[Board], manifest) -> dict[str, B.Budge
         first_of.setdefault((b.cpu, b.fpu), b)
     with ThreadPoolExecutor(max_workers=min(jobs(), len(first_of))) as pool:
         done = {key: pool.submit(B.kernel_budget, kernel_dir, b, manifest) for key, b in first_of.items()}
-        by_core = {key: f.result() for key, f in done.items()}  # the first failure, in board order
+        try:
+            by_core = {key: f.result() for key, f in done.items()}  # the first failure, in board order
+        except BaseException:  # a core failed, or Ctrl-C: the cores not started yet are not compiled
+            pool.shutdown(cancel_futures=True)
+            raise
     out = {}
     for b in boards:
         first = by_core[(b.cpu, b.fpu)]

@@ -275,24 +275,7 @@ def test_ctrl_c_while_simulate_device_compiles_its_budget_is_one_line(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True,  # its own process group, which a terminal's Ctrl-C signals
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-
-    def budget_compilers() -> list[int]:
-        found = []
-        for d in Path("/proc").iterdir():
-            try:
-                if d.name.isdigit() and b"mbf_budget_" in (d / "cmdline").read_bytes() \
-                        and (d / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
-                    found.append(int(d.name))
-            except OSError:
-                pass
-        return found
-    compilers: list[int] = []
-    for _ in range(1200):
-        compilers = budget_compilers()
-        if compilers or proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    assert compilers and proc.poll() is None, f"no budget compile seen: {proc.communicate()}"
+    _await_budget_compiler(proc)
     os.killpg(proc.pid, signal.SIGINT)  # the command, the PlatformIO build and the budget's compiler
     try:
         _, err = proc.communicate(timeout=120)
@@ -300,7 +283,62 @@ def test_ctrl_c_while_simulate_device_compiles_its_budget_is_one_line(tmp_path):
         proc.kill()
         raise AssertionError(f"no exit 120 s after SIGINT: {proc.communicate()[1][-2000:]}")
     assert proc.returncode == 130 and err.strip() == "mbforge simulate: interrupted", err
-    assert budget_compilers() == []
+    assert _budget_compilers() == []
+
+
+def _budget_compilers() -> list[int]:
+    """The running compilers of firmware.budget (their objects go to an mbf_budget_ folder)."""
+    found = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and b"mbf_budget_" in (d / "cmdline").read_bytes() \
+                    and (d / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                found.append(int(d.name))
+        except OSError:
+            pass
+    return found
+
+
+def _await_budget_compiler(proc) -> None:
+    """Until a budget compiler runs (AssertionError if the command ends first)."""
+    import time
+
+    for _ in range(1200):
+        if _budget_compilers() or proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    assert _budget_compilers() and proc.poll() is None, f"no budget compile seen: {proc.communicate()}"
+
+
+@pytest.mark.firmware
+def test_ctrl_c_while_firmware_compiles_the_budgets_ends_at_once(tmp_path):
+    """SIGINT (to the process group, as a terminal sends it) while `firmware` compiles the
+    kernel for each core side by side: one line, exit 130, and the cores not started yet are
+    not compiled after it (it once went on for 15 s, compiling them one by one)."""
+    import signal
+    import time
+
+    env = dict(os.environ, MBFORGE_CACHE_DIR=str(tmp_path / "cache"))
+    kernel = tmp_path / "k"  # five cores, a few seconds of gcc each
+    subprocess.run([sys.executable, "-m", "mbforge.cli", "generate", "nfourbar", "--set", "n=2", "--set", "swing=0.5",
+                    "--kernel", "step", "--dt", "0.01", "--integrator", "rk4", "--penalty", "0", "--target", "c-fixed",
+                    "--out", str(kernel)], check=True, capture_output=True, env=env)
+    proc = subprocess.Popen([sys.executable, "-m", "mbforge.cli", "firmware", "--kernel", str(kernel), "--env",
+                             "emulated_f405", "--out", str(tmp_path / "fw")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    _await_budget_compiler(proc)
+    os.killpg(proc.pid, signal.SIGINT)
+    t0 = time.monotonic()
+    try:
+        _, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError(f"no exit 120 s after SIGINT: {proc.communicate()[1][-2000:]}")
+    assert proc.returncode == 130 and err.strip().splitlines()[-1] == "mbforge firmware: interrupted", err
+    assert "Traceback" not in err and "no budget" not in err
+    assert time.monotonic() - t0 < 5, "the remaining cores were compiled after the interrupt"
+    assert _budget_compilers() == [] and not (tmp_path / "fw").exists()
 
 
 def _cpu_seconds(pid: int) -> float:
