@@ -21,16 +21,20 @@ True) on a floating base, Model.floating_base: the root the links without parent
 from, a joint_kinds.FreeFlyer whose 7 configuration numbers, 6 velocities and their rates
 lead the inputs, whose wrench leads RNEA's output and whose 6 velocities lead the rows and
 columns of M and J; ABA solves its 6 x 6 articulated inertia by L D L^T), else it is read
-off the model's relative trees (Model.relative_trees), revolute joints only:
-* a link is a base turned by exactly one coordinate (its angle is the coordinate's
-  symbol); bases at a constant angle and fixed bases are constant placements, folded
-  into the link above them;
-* a point's vector must be constant (no prismatic joints yet); a point is rigidly carried
-  by the link of the base its vector is given in, when its parent point is carried by
-  that same link; when its parent point is carried by the link's parent, that parent
-  point is on the link's joint axis (the joint point, the link frame's origin);
-* a body (base c, point P) belongs to the link of c; P is carried by that link or is its
-  joint point. Bodies on the ground are ignored (they do not move).
+off the model's relative trees (Model.relative_trees), revolute and prismatic joints:
+* a revolute link is a base turned by exactly one coordinate (its angle is the
+  coordinate's symbol); bases at a constant angle and fixed bases are constant
+  placements, folded into the link above them;
+* a prismatic link is a point whose vector is a unit axis times one coordinate (what
+  tree.joint(Prismatic(axis), ...) makes): it keeps its parent link's axes, its origin is
+  the slide point;
+* every other point's vector is constant; a point is carried by the deeper of the link
+  of its base and the link carrying its parent point: the latter when it keeps the
+  former's axes (it is the same link, or slides from it), else its parent point is on
+  the axis of every joint between them (the joint point, the link frame's origin). A
+  turn whose joint point a slide carries hangs from that slide (a pendulum on a cart);
+* a body (base c, point P) belongs to the link that carries its point by the same rule.
+  Bodies on the ground are ignored (they do not move).
 The model must have no constraints. Gravity enters the recursions (as an acceleration of
 the ground); force elements (springs, dampers, applied forces and torques) enter as
 their generalized forces by virtual power, as in Model.equations (their own cost, O(N)
@@ -50,9 +54,9 @@ import copy
 
 import numpy as np
 
-from ..ir import ONE, ZERO, Atom, ExpressionError, Sparse, add, congruence, cross, div, dot, folded, folded_mat, \
+from ..ir import ONE, ZERO, Atom, ExpressionError, Sparse, add, congruence, cross, diff, div, dot, folded, folded_mat, \
     folded_vec, is_zero, matmul, matvec, mtv, mul, skew, sub, symbol, vadd, vscale, vsub
-from ..model.joint_kinds import Revolute, kind_names
+from ..model.joint_kinds import Prismatic, Revolute, kind_names
 from .common import KernelError, names
 from .kernel import InPort, Kernel, KernelInfo, OutPort
 
@@ -99,8 +103,8 @@ def _numeric_R(base) -> np.ndarray:
 
 def open_tree(model, mimic: bool = False) -> OpenTree:
     """The links of a model's explicit joint tree (from_urdf), or else of its relative trees
-    (KernelError when it is not an open tree of revolute joints, naming the first thing
-    that does not fit). mimic: the constraints of mimic joints (Model.mimic) are accepted,
+    (KernelError when it is not an open tree of revolute and prismatic joints, naming the
+    first thing that does not fit). mimic: the constraints of mimic joints (Model.mimic) are accepted,
     for kernels that substitute them (_reduction)."""
     from ..model.model import Model
 
@@ -145,12 +149,15 @@ def open_tree(model, mimic: bool = False) -> OpenTree:
 
 class _RelativeReader:
     """Reads links off a model's relative trees: which link carries each base and point, and
-    each link's joint point (memoized; KernelError for what is not an open revolute tree)."""
+    each link's joint point (memoized; KernelError for what is not an open tree of revolute
+    and prismatic joints). A base turned by one coordinate is a revolute link; a point whose
+    vector is a unit axis times one coordinate (tree.joint(Prismatic(axis), ...)) is a
+    prismatic link, with its parent's axes (fixed = I) and the slide point as its origin."""
 
     def __init__(self, model):
         self.model, self.name = model, model.name
         self.index = {s: j for j, s in enumerate(model.q)}
-        self.links: dict = {}  # joint base -> Link
+        self.links: dict = {}  # joint base (revolute) or slide point (prismatic) -> Link
         self.joint_point: dict = {}  # link -> (point, position in the parent link)
         self._bases: dict = {}
         self._points: dict = {}
@@ -165,23 +172,26 @@ class _RelativeReader:
             out = (self.joint(base), np.eye(3))
         elif base.angle is not None and not base.angle.is_const:
             raise KernelError(f"{self.name}: base {base.name!r} turns by {base.angle}, not by one coordinate: "
-                              "not an open tree of revolute joints")
+                              "not an open tree of revolute and prismatic joints")
         else:
             L, R = self.link_of(base.parent)
             out = (L, R @ _numeric_R(base))
         self._bases[base] = out
         return out
 
+    def _new_link(self, key, j, parent, joint, fixed, base=None):
+        if any(o.j == j for o in self.links.values()):
+            raise KernelError(f"{self.name}: coordinate {self.model.q[j].value.name!r} moves two joints")
+        L = Link(j, parent, joint, fixed, base, depth=0 if parent is None else parent.depth + 1)
+        self.links[key] = L
+        return L
+
     def joint(self, base) -> Link:
         """The link a base turned by one coordinate is the joint of."""
         L = self.links.get(base)
         if L is None:
-            j = self.index[base.angle]
-            if any(o.j == j for o in self.links.values()):
-                raise KernelError(f"{self.name}: coordinate {self.model.q[j].value.name!r} turns two bases")
             P, R = self.link_of(base.parent)
-            L = Link(j, P, Revolute(base.axis), R, base)
-            self.links[base] = L
+            L = self._new_link(base, self.index[base.angle], P, Revolute(base.axis), R, base)
         return L
 
     def claim(self, L: Link, p, where) -> None:
@@ -193,21 +203,62 @@ class _RelativeReader:
             raise KernelError(f"{self.name}: the axis of {self.model.q[L.j].value.name!r} would pass through both "
                               f"{old[0].name!r} and {p.name!r}: not an open tree of revolute joints")
 
+    @staticmethod
+    def _slides_to(L, A) -> bool:
+        """A is above L, reached through prismatic links only: L keeps A's axes."""
+        while L is not None and not L.joint.revolute:
+            L = L.parent
+            if L is A:
+                return True
+        return False
+
     def descend(self, p, Lp, op, L, what):
         """Position in link L of point p, carried by Lp (an ancestor of L, or L) at op: p is
-        then on the axis of every joint from Lp down to L (the joint point of each)."""
+        then on the axis of every joint from Lp down to L (the joint point of each). A
+        revolute link whose parent's axes Lp keeps (Lp slides from it) and whose joint point
+        is not yet known hangs from Lp: a turn on a slide (a pendulum on a cart)."""
         path = []
         X = L
         while X is not Lp:
             if X is None:
                 raise KernelError(f"{self.name}: {what} the joints above it do not carry: not an open tree of "
-                                  "revolute joints")
+                                  "revolute and prismatic joints")
+            if not X.joint.revolute:
+                raise KernelError(f"{self.name}: {what} the slide {self.model.q[X.j].value.name!r} moves away "
+                                  "from: not an open tree of revolute and prismatic joints")
+            if X not in self.joint_point and self._slides_to(Lp, X.parent):
+                X.parent = Lp
             path.append(X)
             X = X.parent
         for X in reversed(path):
             self.claim(X, p, op)
             op = np.zeros(3)
         return op
+
+    def carry(self, p, Lp, op, Lc, d, what):
+        """(link, position in it) of the point at op in Lp (point p's position) plus d in
+        Lc's axes: Lp when it keeps Lc's axes (Lc is Lp or Lp slides from it), else Lc, p
+        then on the axes of the joints from Lp down to Lc."""
+        if Lc is Lp or self._slides_to(Lp, Lc):
+            return Lp, op + d
+        return Lc, self.descend(p, Lp, op, Lc, what) + d
+
+    def _slide(self, p):
+        """(coordinate index, unit axis in p.base's axes) of a point whose vector is a unit
+        axis times one coordinate; None for a constant vector; KernelError otherwise."""
+        v = p.vector
+        if all(isinstance(x, Atom) and x.is_const for x in v):
+            return None
+        moved = [j for j, s in enumerate(self.model.q) if any(diff(x, s) is not ZERO for x in v)]
+        if len(moved) == 1:
+            s = self.model.q[moved[0]]
+            a = [diff(x, s) for x in v]
+            if all(c.is_const for c in a) and all(sub(x, mul(c, s)) is ZERO for x, c in zip(v, a)):
+                axis = np.array([c.value for c in a], dtype=float)
+                if abs(np.linalg.norm(axis) - 1.0) < 1e-12:
+                    return moved[0], axis
+        raise KernelError(f"{self.name}: point {p.name!r} moves by {', '.join(str(x) for x in v)}, not by one "
+                          "coordinate along a unit axis: not an open tree of revolute and prismatic joints")
 
     def resolve(self, p):
         """(link carrying point p, its position in that link's frame)."""
@@ -216,20 +267,24 @@ class _RelativeReader:
         if p.parent is None:
             out = (None, np.zeros(3))
         else:
-            if not all(isinstance(x, Atom) and x.is_const for x in p.vector):
-                raise KernelError(f"{self.name}: point {p.name!r} moves along a coordinate: the recursive kernels "
-                                  "handle revolute joints only")
-            e = np.array([x.value for x in p.vector], dtype=float)
             Lp, op = self.resolve(p.parent)
             Lc, R = self.link_of(p.base)
-            o = self.descend(p.parent, Lp, op, Lc, f"point {p.name!r} hangs from {p.parent.name!r}, which")
-            out = (Lc, o + R @ e)
+            slide = self._slide(p)
+            what = f"point {p.name!r} hangs from {p.parent.name!r}, which"
+            if slide is None:
+                e = np.array([x.value for x in p.vector], dtype=float)
+                out = self.carry(p.parent, Lp, op, Lc, R @ e, what)
+            else:
+                P, o = self.carry(p.parent, Lp, op, Lc, np.zeros(3), what)
+                S = self._new_link(p, slide[0], P, Prismatic(R @ slide[1]), np.eye(3))
+                self.joint_point[S] = (p.parent, o)
+                out = (S, np.zeros(3))
         self._points[p] = out
         return out
 
 
 def _relative_links(model, tree) -> list[Link]:
-    """The links read off the relative trees (revolute joints only), parents first."""
+    """The links read off the relative trees (revolute and prismatic joints), parents first."""
     from ..model.relative import RelBody
 
     name = model.name
@@ -240,12 +295,11 @@ def _relative_links(model, tree) -> list[Link]:
     rd = _RelativeReader(model)
     placed = []
     for b in bodies:
-        L, R = rd.link_of(b.base)
+        Lb, R = rd.link_of(b.base)
         Lp, op = rd.resolve(b.origin)
-        if L is None:
-            continue
-        o = rd.descend(b.origin, Lp, op, L, f"body {b.name!r} is placed at {b.origin.name!r}, which")
-        placed.append((L, R, o, b))
+        L, o = rd.carry(b.origin, Lp, op, Lb, np.zeros(3), f"body {b.name!r} is placed at {b.origin.name!r}, which")
+        if L is not None:
+            placed.append((L, R, o, b))
     for L, R, o, b in placed:  # inertia about the joint point, link axes
         com = o + R @ np.asarray(b.com, dtype=float)
         Ic = R @ np.asarray(b.inertia, dtype=float) @ R.T
@@ -260,7 +314,8 @@ def _relative_links(model, tree) -> list[Link]:
     used = {L.j for L in rd.links.values()}
     missing = [model.q[j].value.name for j in range(len(model.q)) if j not in used]
     if missing:
-        raise KernelError(f"{name}: coordinate(s) {', '.join(missing)} turn no base of the relative trees")
+        raise KernelError(f"{name}: coordinate(s) {', '.join(missing)} turn no base and slide no point of the "
+                          "relative trees")
     return _parents_first(list(rd.links.values()))
 
 
