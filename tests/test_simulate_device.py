@@ -180,6 +180,17 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, extra, words):
     assert not out.exists()
 
 
+def test_a_warning_of_the_device_run_is_one_line(tmp_path):
+    """Bricard's redundant constraint, found while its initial state is solved: the host
+    run's warning line, not Python's warning with a file name and a source line."""
+    (tmp_path / "afile").write_text("")
+    p = _run("simulate", "bricard", *DEV, "--out", str(tmp_path / "afile" / "dev"), timeout=120)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(lines) == 2, p.stderr
+    assert lines[0].startswith("mbforge simulate: warning: bricard: 1 redundant equation(s)"), p.stderr
+    assert "is a file, not a folder" in lines[1] and "Warning:" not in p.stderr
+
+
 def _kernel_dir(tmp_path, kernel: str, **options) -> Path:
     from mbforge.examples import load_model
     from mbforge.kernels.builders import build_kernel

@@ -56,7 +56,7 @@ from ..domain.states import MAX_COORDS, RESIDUAL, state_cover
 from ..domain.sampling import parameters
 from ..ir import ZERO, Atom, Evaluator, ExpressionError, Sparse, add, const, mul, sub, subs, symbol, topo
 from ..ir.subs import subs_shifted
-from ..linalg import Samples, factor_ldlt
+from ..linalg import Samples, SingularPivotError, factor_ldlt
 from ..model.equations import Equations
 from .common import KernelError, actuator_symbols, actuators, names, need_inertia, port
 from .kernel import InPort, Kernel, KernelInfo, OutPort
@@ -544,7 +544,12 @@ def _rk4_exact(eqs: Equations, opts: StepOptions, ref: _Reference) -> Kernel:
     act, B = actuators(eqs)
     u = actuator_symbols(eqs, act)
     n = len(eqs.q)
-    FM = factor_ldlt(eqs.M, samples, names=names(eqs.q), label=f"{eqs.model} M")
+    try:
+        FM = factor_ldlt(eqs.M, samples, names=names(eqs.q), label=f"{eqs.model} M")
+    except SingularPivotError as e:  # a massless link: only the penalty's Phi_q^T Phi_q makes it definite
+        raise StepError(f"step: {eqs.model}: --penalty 0 (exact multipliers) solves with the mass matrix M alone, "
+                        f"which is not positive definite: {str(e).split('. The matrix')[0]}; keep the penalty "
+                        "(the default: M + penalty Phi_q^T Phi_q is definite)") from None
     W, S = _multiplier_matrices(eqs, FM)
     _check_independent(eqs, S, ref)
     FS = factor_ldlt(S, samples, names=list(eqs.phi_names), label=f"{eqs.model} Phi_q M^-1 Phi_q^T")

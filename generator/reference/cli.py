@@ -120,8 +120,19 @@ def cmd_simulate(args) -> int:
 
     if _device_or_host(args):
         from .device import cmd_simulate_device
+        from .solvers import RedundantConstraintsWarning
 
-        return cmd_simulate_device(args)
+        with warnings.catch_warnings(record=True) as caught:  # one line each, as the host run's
+            warnings.simplefilter("always", RedundantConstraintsWarning)
+            try:
+                return cmd_simulate_device(args)
+            finally:
+                for w in caught:
+                    if not issubclass(w.category, RedundantConstraintsWarning):
+                        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+                for text in dict.fromkeys(str(w.message) for w in caught
+                                          if issubclass(w.category, RedundantConstraintsWarning)):
+                    print(f"mbforge simulate: warning: {text}", file=sys.stderr)
     try:  # before the run: a result that cannot be written is not computed
         OutDir(args.out).check_writable()
     except OutDirError as e:
