@@ -140,13 +140,11 @@ def _joint(name="j", kind="revolute", parent="a", child="b", limit='<limit lower
     (_robot(_joint()).replace('<link name="a"><inertial><mass value="1"/>', '<link name="a"><inertial><mass value="0"/>'),
      ("floating=True",), "a floating base needs a root link 'a' with mass"),
     (_robot(_joint()), ("gravity=9.81",), "gravity must be 3 numbers, got 9.81"),
-    (_robot(_joint()), ("floating=True", "mimic=True"), "floating=True and mimic=True: no kernel takes both"),
     (_robot(_joint().replace("</joint>", '<mimic joint="nope"/></joint>')), ("mimic=True",),
      "joint 'j' mimics 'nope', which is no other revolute, continuous or prismatic joint"),
     (_robot(_joint() + _joint("k", child="c").replace("</joint>", '<mimic joint="j"/></joint>'),
             links=("a", "b", "c")), ("mimic=True",),
-     "r: mimic joints couple the tree's branches: the articulated-body algorithm and frame kinematics take none "
-     "('mimic_k')"),
+     "r: mimic joints couple the tree's branches: the articulated-body algorithm takes none ('mimic_k')"),
     (_robot(_joint()), ("path=x",), "from_urdf() takes no option path (--set); its options: floating, gravity, "
                                     "acceleration, velocity, mimic"),
 ])

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from mbforge.verify import hostlib
+from mbforge.ir import Evaluator
 from mbforge.kernels.recursive import aba_kernel, frame_kinematics_kernel, mass_matrix_crba_kernel, rnea_kernel
 from mbforge.kernels.common import KernelError
 from mbforge.manifest import Manifest
@@ -267,6 +268,55 @@ def test_mimic_joints_in_rnea_and_crba_equal_pinocchio(tmp_path):
             assert (np.abs(Y - ref) <= bound + 1e-12 * scale).all(), (kernel.name, target)
     with pytest.raises(KernelError, match=r"^gripper: mimic joints couple the tree's branches: the articulated-body"):
         aba_kernel(model)
+
+
+@pytest.mark.host
+@pytest.mark.needs(modules=("pinocchio",))
+def test_mimic_joints_on_a_floating_base_equal_pinocchio(tmp_path):
+    """from_urdf(floating=True, mimic=True): the base's 7 + 6 numbers lead, the mimic joints
+    substituted behind them; RNEA's base wrench and joint forces and CRBA's matrix over the
+    base and the independent joints equal Pinocchio's free-flyer model with mimic joints
+    (c-double 1e-12 relative, c-fixed within its proved bounds); ABA refuses in one line."""
+    import pinocchio as pin
+
+    path = _urdf("floating_gripper")
+    model = from_urdf(path, floating=True, mimic=True)
+    pm = pin.buildModelFromUrdf(str(path), pin.JointModelFreeFlyer(), mimic=True)
+    data = pm.createData()
+    assert (pm.nq, pm.nv) == (9, 8)
+    rng = np.random.default_rng(31)
+    quat = rng.normal(size=(SAMPLES, 4))
+    lo, hi = np.array([model.ranges[q] for q in model.q[:2]]).T
+    Q = np.hstack([rng.uniform(-1.0, 1.0, (SAMPLES, 3)), quat / np.linalg.norm(quat, axis=1, keepdims=True),
+                   rng.uniform(lo, hi, (SAMPLES, 2))])
+    V, A = rng.uniform(-1.5, 1.5, (SAMPLES, 8)), rng.uniform(-5.0, 5.0, (SAMPLES, 8))
+    tau = np.array([pin.rnea(pm, data, q, v, a) for q, v, a in zip(Q, V, A)])
+    M = np.array([pin.crba(pm, data, q) for q in Q])
+    M = np.triu(M) + np.transpose(np.triu(M, 1), (0, 2, 1))
+    kr, kc = rnea_kernel(model), mass_matrix_crba_kernel(model)
+    assert kr.outputs[0].labels[5:] == ["tau_base_nz", "tau_wrist", "tau_left_knuckle"]
+    for kernel, X, ref in ((kr, np.hstack([Q, V, A, np.full((SAMPLES, 1), 0.5)]), tau), (kc, Q, M)):
+        for target in ("c-double", "c-fixed"):
+            Y, m = _run(kernel, target, tmp_path / f"{kernel.name}-{target}", X)
+            bound = np.array([np.inf if b is None else b for b in m.outputs[0].error_bound]) \
+                if target == "c-fixed" else np.zeros(Y.shape[1])
+            if ref.ndim == 3:
+                Y, bound = _matrix(kernel, Y, 8), _matrix(kernel, bound[None], 8)[0]
+            assert np.isfinite(bound).all(), (kernel.name, target)
+            assert (np.abs(Y - ref) <= bound + 1e-12 * np.abs(ref).max()).all(), (kernel.name, target)
+    with pytest.raises(KernelError, match=r"^floating_gripper: mimic joints couple the tree's branches"):
+        aba_kernel(model)
+    # the slider's frame (moved by a mimic joint) and its Jacobian over the base and the independent joints
+    kf = frame_kinematics_kernel(model, "slider")
+    fid = pm.getFrameId("slider")
+    for x in Q[:6]:
+        pin.framesForwardKinematics(pm, data, x)
+        Jp = pin.computeFrameJacobian(pm, data, x, fid, pin.LOCAL_WORLD_ALIGNED)
+        y = Evaluator(kf.output_atoms, kf.input_symbols)(x[None])[0]
+        assert np.allclose(y[:12], np.r_[data.oMf[fid].translation, data.oMf[fid].rotation.ravel()], atol=1e-12)
+        J = np.zeros((6, 8))
+        J[tuple(np.array(kf.outputs[2].pattern).T)] = y[12:]
+        assert np.abs(J - Jp).max() <= 1e-12 * np.abs(Jp).max(), (J, Jp)
 
 
 @pytest.mark.host

@@ -117,8 +117,8 @@ def open_tree(model, mimic: bool = False) -> OpenTree:
     held = {f"mimic_{q.value.name}" for q in model.mimic} if mimic else set()
     others = [e for e in model.phi_names + model.nh_names if e not in held]
     if others and model.mimic and others[0].startswith("mimic_"):
-        raise KernelError(f"{name}: mimic joints couple the tree's branches: the articulated-body algorithm and "
-                          f"frame kinematics take none ({others[0]!r}); inverse-dynamics-rnea and mass-matrix-crba "
+        raise KernelError(f"{name}: mimic joints couple the tree's branches: the articulated-body algorithm takes "
+                          f"none ({others[0]!r}); inverse-dynamics-rnea, mass-matrix-crba and frame-kinematics "
                           "substitute them, forward-dynamics solves their constraints")
     if others:
         raise KernelError(f"{name}: recursive dynamics needs an open tree without constraints; equation {others[0]!r} "
@@ -731,6 +731,14 @@ def _reduction(model):
     return free, q, qd, qdd, G
 
 
+def _independent(model, q, qs, free, G):
+    """(q, velocity names, G) over the independent coordinates (_reduction's free and G), a
+    floating base's configuration and velocities kept ahead of them (G: identity there)."""
+    w, nq = len(qs) - len(model.q), len(q) - len(model.q)
+    return (q[:nq] + [q[nq + j] for j in free], qs[:w] + [qs[w + j] for j in free],
+            [(i, 1.0) for i in range(w)] + [(w + i, k) for i, k in G])
+
+
 def _reduced(tau: list[Atom], G) -> list[Atom]:
     """Generalized forces of the independent coordinates: tau_s + sum k tau_mimic (virtual power)."""
     out = [ZERO] * (max(i for i, _ in G) + 1)
@@ -787,14 +795,16 @@ def rnea_kernel(src) -> Kernel:
     free, qf, qdf, qddf, G = _reduction(model)
     tau = rnea(tree, qf, qdf, qddf)
     if model.mimic:  # the kernel takes the independent coordinates; their forces by virtual power
-        tau = _reduced([sub(x, y) for x, y in zip(tau, tree.applied)], G)
-        q, qd, qdd = ([v[j] for j in free] for v in (q, qd, qdd))
+        w = 0 if tree.base is None else 6  # a floating base's wrench leads, kept as it is
+        tau = tau[:w] + _reduced([sub(x, y) for x, y in zip(tau[w:], tree.applied)], G)
+        q, qd, qdd = (v[:len(v) - len(model.q)] + [v[len(v) - len(model.q) + j] for j in free]
+                      for v in (q, qd, qdd))
         tree = _reduced_actuators(tree, G)
     n = len(q)
     coords = [model.q[j] for j in free]
     if tree.base is not None:  # the base's wrench, then each coordinate's force (forces refused)
         port = OutPort.vector("tau", tau, [f"tau_base_{c}" for c in ("fx", "fy", "fz", "nx", "ny", "nz")]
-                              + [f"tau_{s}" for s in names(model.q)])
+                              + [f"tau_{s}" for s in names(coords)])
     elif tree.act:
         tau = tau if model.mimic else [sub(x, y) for x, y in zip(tau, tree.applied)]
         cols = {}
@@ -918,8 +928,8 @@ def mass_matrix_crba_kernel(src) -> Kernel:
     qs = names(qd)[:len(qd) - len(model.q)] + names(model.q)  # a floating base's velocities, the coordinates
     free, qf, _, _, G = _reduction(model)
     entries = crba(tree, qf)
-    if model.mimic:  # G^T M G over the independent coordinates (no base: from_urdf refuses both)
-        q, qs = [q[j] for j in free], [qs[j] for j in free]
+    if model.mimic:  # G^T M G over the independent coordinates
+        q, qs, G = _independent(model, q, qs, free, G)
         reduced: dict = {}
         for (i, j), v in entries.items():
             (a, ka), (b, kb) = G[i], G[j]
@@ -970,7 +980,7 @@ def frame_kinematics_kernel(src, frame: str | None = None) -> Kernel:
     """Position, orientation and Jacobian of the named frame from q (a URDF link's frame:
     Model.joint_tree). `src`: the Model, or its Equations."""
     model = _model(src)
-    tree = open_tree(model)
+    tree = open_tree(model, mimic=True)
     q, qd, _ = _state(tree)
     where = {f[0]: (L, f) for L in tree.links for f in L.frames}
     if tree.base is not None:  # the links fixed to a floating root move too
@@ -980,8 +990,16 @@ def frame_kinematics_kernel(src, frame: str | None = None) -> Kernel:
         raise KernelError(f"{model.name}: frame-kinematics needs a frame that moves (--frame NAME), got "
                           f"{frame!r}; the model's: {known}")
     L, (name, Rf, pf) = where[frame]
-    p, R, J = frame_kinematics(tree, model.q, L, np.asarray(Rf, dtype=float), np.asarray(pf, dtype=float))
+    free, qf, _, _, G = _reduction(model)
+    p, R, J = frame_kinematics(tree, qf, L, np.asarray(Rf, dtype=float), np.asarray(pf, dtype=float))
     qs = names(qd)[:len(qd) - len(model.q)] + names(model.q)
+    if model.mimic:  # J G: a mimic joint's column k times into its source's
+        q, qs, G = _independent(model, q, qs, free, G)
+        reduced: dict = {}
+        for (row, c), x in J.items():
+            i, k = G[c]
+            reduced[(row, i)] = add(reduced.get((row, i), ZERO), x if k == 1.0 else mul(folded(k), x))
+        J = reduced
     return Kernel(
         model=model.name, name="frame-kinematics",
         description=f"placement of frame {name} from q: origin p and axes R (world; v_world = R v_frame, row "

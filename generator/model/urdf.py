@@ -149,13 +149,11 @@ def from_urdf(path, /, floating: bool = False, gravity=(0.0, 0.0, -9.81), accele
     floating=True: the root link flies free (Model.floating_base, joint_kinds.FreeFlyer:
     Pinocchio's JointModelFreeFlyer convention); only the recursive kernels take it.
     mimic=True: each <mimic> joint is held by a constraint q = multiplier q_source + offset
-    and has no actuator (the M(q)-based kernels serve the model, and RNEA and CRBA over the
-    independent joints); False: an independent joint."""
+    and has no actuator (the M(q)-based kernels serve the model, and RNEA, CRBA and frame
+    kinematics over the independent joints, also on a floating base); False: an
+    independent joint."""
     path = Path(path)
     g = _options(path, floating, gravity, acceleration, velocity)
-    if floating and mimic:
-        raise URDFError(f"URDF file {path}: floating=True and mimic=True: no kernel takes both (a floating base "
-                        "only the recursive kernels, constraints only the M(q)-based ones)")
     robot = _read(path)
     root, children, links = _tree(path, robot)
     m = Model(_ident(robot.name or path.stem))
