@@ -13,6 +13,7 @@
       -> verify             mbforge.verify     vectors, the one comparison, the host library
            on a board       mbforge.hil        serial link and harness against the double reference
            in RTL           mbforge.hdl        cocotb benches of the generated Verilog
+    the motion, host or board mbforge.simulate  `mbforge simulate`: reference runs, step kernels on a board
 """
 __version__ = "0.1.0"
 

@@ -88,7 +88,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     from .firmware import cli as fw_cli
     from .hdl import cli as hdl_cli
     from .hil import cli as hil_cli
-    from .reference import cli as model_cli
+    from .simulate import cli as model_cli
 
     for register in (fw_cli.register, hil_cli.register, model_cli.register, hdl_cli.register, register_demo):
         register(sub)

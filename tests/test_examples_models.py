@@ -123,7 +123,7 @@ def test_forward_dynamics_under_gravity_10s(build):
 
 # ---- mbforge simulate ----------------------------------------------------------------------------
 def _simulate(argv):
-    from mbforge.reference import cli
+    from mbforge.simulate import cli
 
     ap = argparse.ArgumentParser()
     cli.register(ap.add_subparsers(dest="command"))
@@ -308,7 +308,7 @@ def test_cli_reports_a_bad_model_file_in_one_line(tmp_path, capsys):
     assert len(err.splitlines()) == 1
 
 
-@pytest.mark.parametrize("module", ["mbforge.reference.solvers", "mbforge.reference.cli", "mbforge.demo",
+@pytest.mark.parametrize("module", ["mbforge.reference.solvers", "mbforge.simulate.cli", "mbforge.demo",
                                     "mbforge.hdl.cli", "mbforge.kernels.builders", "mbforge.examples"])
 def test_modules_import_alone_and_commands_without_the_cli(module):
     """Each imports first in a fresh interpreter (an import cycle through a package's

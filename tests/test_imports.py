@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from helpers import ROOT
 from helpers.packaging import modules, package_folders
 
@@ -143,19 +145,28 @@ def test_verify_and_hdl_never_import_hil():
     assert shared & graph["mbforge.hil.harness"] and shared & graph["mbforge.hdl.sim"]  # both use it
 
 
-def test_the_domain_stage_never_imports_the_kernels():
-    """mbforge.domain comes before mbforge.kernels (reference -> domain -> kernels): no
-    module of it reaches a kernels module, directly or through others."""
-    graph = import_graph(repository_folders())
-    seen = [m for m in graph if m == "mbforge.domain" or m.startswith("mbforge.domain.")]
-    assert len(seen) > 5
+def _reached(graph, stage: str) -> list[str]:
+    """The modules of a stage and every module they reach, directly or through others."""
+    seen = [m for m in graph if m == stage or m.startswith(stage + ".")]
     todo = list(seen)
     while todo:
         for n in graph[todo.pop()]:
             if n not in seen:
                 seen.append(n)
                 todo.append(n)
-    assert not [m for m in seen if m == "mbforge.kernels" or m.startswith("mbforge.kernels.")]
+    return seen
+
+
+@pytest.mark.parametrize("stage, above", [
+    # reference -> domain -> kernels: the domain never reaches a kernel
+    ("mbforge.domain", ("mbforge.kernels",)),
+    # the solvers judge kernels and never make one, nor load a model by name (mbforge.simulate does)
+    ("mbforge.reference", ("mbforge.kernels", "mbforge.pipeline", "mbforge.examples", "mbforge.simulate")),
+])
+def test_a_stage_never_imports_the_stages_above_it(stage, above):
+    seen = _reached(import_graph(repository_folders()), stage)
+    assert len([m for m in seen if m.startswith(stage)]) > 3
+    assert not [m for m in seen if m in above or m.startswith(tuple(a + "." for a in above))]
 
 
 def test_the_checker_finds_a_function_level_cycle(tmp_path):

@@ -12,7 +12,7 @@ import pytest
 from mbforge.examples.loader import load
 from mbforge.kernels.builders import build_kernel
 from mbforge.manifest import Manifest
-from mbforge.reference.cli import _panels
+from mbforge.simulate.cli import _panels
 
 from helpers.builds import MBFORGE
 

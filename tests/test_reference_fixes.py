@@ -110,7 +110,7 @@ def test_conservative_runs_keep_the_plain_drift():
 
 
 def test_simulate_reports_the_balance(tmp_path):
-    from mbforge.reference.cli import simulate
+    from mbforge.simulate.cli import simulate
 
     m = Model("esim")
     xb = m.coordinate("esim_x", range=(-1, 1), vrange=(-2, 2), arange=(-9, 9))

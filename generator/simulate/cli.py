@@ -72,7 +72,7 @@ DEVICE_FLAGS = ("port", "target", "dt", "integrator", "iterations", "penalty", "
 
 
 def _register_device(p) -> None:
-    """The flags of a run on a board (reference/device.py); --dt is required with --device."""
+    """The flags of a run on a board (simulate/device.py); --dt is required with --device."""
     from ..kernels.options import penalty_ratio
     from ..kernels.step import INTEGRATORS
     from ..options import number, whole
@@ -116,11 +116,11 @@ def cmd_simulate(args) -> int:
     from ..errors import CLIError
     from ..examples import parse_options
     from ..outdir import OutDir, OutDirError
-    from .solvers import AssemblyError, DynamicsError
+    from ..reference.solvers import AssemblyError, DynamicsError
 
     if _device_or_host(args):
         from .device import cmd_simulate_device
-        from .solvers import RedundantConstraintsWarning
+        from ..reference.solvers import RedundantConstraintsWarning
 
         with warnings.catch_warnings(record=True) as caught:  # one line each, as the host run's
             warnings.simplefilter("always", RedundantConstraintsWarning)
@@ -153,7 +153,7 @@ def cmd_simulate(args) -> int:
 def _initial_state(kin, eqs, t0: float, q0: dict, qd0: dict):
     """Kinematics.initial, its refusals as one CLI line."""
     from ..errors import CLIError
-    from .solvers import DynamicsError
+    from ..reference.solvers import DynamicsError
 
     try:
         return kin.initial(t0, q0, qd0)
@@ -179,7 +179,7 @@ def _motion(kin, eqs, times, q0, qd0, method, rtol, atol):
     """(Q, QD, QDD, U, traj, mode, note): the driven motion (traj None) when the model is fully
     driven, by rank (`solvers.mobility`), else a forward run from a consistent state."""
     from ..errors import CLIError
-    from .solvers import Dynamics, DynamicsError, mobility
+    from ..reference.solvers import Dynamics, DynamicsError, mobility
 
     mob = mobility(eqs)
     if mob.driven:
@@ -217,7 +217,7 @@ def simulate(model, out: Path, points: int = 251, t_end: float | None = None, ta
     Returns {"csv": path, "png": path, "columns": [...], "data": array, "summary": str,
     "warnings": [str]}."""
     from ..errors import CLIError
-    from .solvers import Dynamics, Kinematics, RedundantConstraintsWarning
+    from ..reference.solvers import Dynamics, Kinematics, RedundantConstraintsWarning
 
     eqs = model.equations()
     lo, hi = eqs.ranges[eqs.t]

@@ -1,5 +1,5 @@
 """What a host run and a device run write alike: the model loaded from the command line,
-NAME=VALUE pairs, the CSV's columns and text (reference/cli.py and reference/device.py)."""
+NAME=VALUE pairs, the CSV's columns and text (simulate/cli.py and simulate/device.py)."""
 from __future__ import annotations
 
 import io

@@ -5,7 +5,7 @@ checked against the host.
     model -> step kernel (TARGET, and c-double) -> firmware -> QEMU / board
           -> SIM requests over the link (mbforge.hil.simulate) -> CSV, report.json, HTML
 
-DIR/<model>.csv has the columns of the host `mbforge simulate` (reference/cli.columns) at the
+DIR/<model>.csv has the columns of the host `mbforge simulate` (simulate/columns.columns) at the
 device's samples (every `--every` seconds): its states, with the outputs, accelerations,
 energies and checks computed from them in double on the host. report.json holds the
 real-time factor and work per step (hil.simulate.timing), and the device's divergence from
@@ -256,7 +256,7 @@ def _reference(dyn, eqs, t0: float, t_end: float, every: float, x0: np.ndarray):
 
 def _device_traj(dyn, times, Q, QD, ref):
     """A Trajectory of the device's states (energies and residuals computed in double)."""
-    from .solvers import DynamicsError, Trajectory
+    from ..reference.solvers import DynamicsError, Trajectory
 
     pn, vn = dyn.residual_norms(times, Q, QD)
     tr = Trajectory(t=times, Q=Q, QD=QD, residual=float(pn.max()), vresidual=float(vn.max()),
@@ -287,7 +287,7 @@ def run_device(eqs, stem: str, out, env: str, port: str | None, target: str, opt
     from ..errors import CLIError
     from ..outdir import OutDirError
     from .columns import columns, csv_text
-    from .solvers import Dynamics
+    from ..reference.solvers import Dynamics
 
     dt, every = opts.dt, opts.dt * decim
     try:
