@@ -17,10 +17,10 @@ double on the four motions and on random consistent states of the envelope.
    inputs converted to its type (to_raw: fixed-point rounding, or float32); the reference
    is double (ir Evaluator) at the UNROUNDED inputs, so input rounding counts.
 4. Per output: largest error per set, the manifest's bound, bound / observed; status codes.
-5. Adversarial search, once per output: from its `--search` worst random states (error /
-   bound), random steps in the envelope's quantities, rates and accelerations (projected
-   back on the constraint, kept inside the envelope), shrinking, keeping what raises
-   err_i / bound_i. On the heave tube (--envelope-off), whose consistent states are the
+5. Adversarial search, once per output (domain.cover.search_states, the search of `mbforge
+   hdl --search`): from its `--search` worst random states (error / bound), random steps in
+   the envelope's quantities, rates and accelerations (projected back on the constraint,
+   kept inside the envelope), shrinking, keeping what raises err_i / bound_i. On the heave tube (--envelope-off), whose consistent states are the
    heave motion itself: the time grid refined 50x around the `--search` worst points.
 6. The floor (analysis.aligned): per state the error with every rounding aligned, its
    largest over the sets and over a search like 5.; bound / floor is how far the analysis
@@ -171,7 +171,7 @@ from mbforge.verify.vectors import VectorError
 from mbforge.ir import Evaluator
 from mbforge.model.errors import ModelError
 from mbforge.kernels.builders import build_kernel
-from mbforge.domain.cover import envelope_cover
+from mbforge.domain.cover import drawn_rows, drawn_states, envelope_cover, search_states
 from mbforge.kernels.reduced import reduced_inverse_dynamics_kernel, reduction
 from mbforge.manifest import Manifest
 from mbforge.pipeline import generate
@@ -204,12 +204,13 @@ def motion_inputs(kernel, n: int) -> dict:
     return {motion: motion_at(kernel, motion, t) for motion in S.MOTIONS}
 
 
-def random_inputs(kernel, cover, n: int, seed: int = 11):
-    """(kernel inputs [n', 21], envelope parameters [n', 18]: quantities, rates, accelerations)."""
-    S_ = cover.sample(n, seed)
-    ps = cover.problem.params
+def random_inputs(eqs, kernel, cover, n: int, seed: int = 11):
+    """(kernel inputs [n', 21], envelope parameters [n', 18]: quantities, rates,
+    accelerations, the draw itself: domain.cover.drawn_states, which the searches start from)."""
+    drawn = drawn_states(eqs, kernel.inputs, cover, n, seed)
+    S_, ps = drawn[0], cover.problem.params
     P = np.column_stack([S_[a.sym] for a in ps] + [S_[a.sym_d] for a in ps] + [S_[a.sym_dd] for a in ps])
-    return np.column_stack([S_[s] for s in kernel.input_symbols]), P
+    return drawn_rows(drawn), P, drawn
 
 
 class Runner:
@@ -227,55 +228,15 @@ class Runner:
         return np.abs(from_raw(self.m, Y, "outputs") - self.ref(X)), np.asarray(status)
 
 
-def adversarial(run: Runner, cover, X0, P0, score, steps: int = 12, tries: int = 8, seed: int = 3):
-    """Local search from X0 (consistent states) for the largest score(X) (one value per
-    row): random steps in the envelope's quantities, rates and accelerations (clipped to
-    their ranges, the state recomputed on the constraint), shrinking each round."""
-    pr = cover.problem
-    rng = np.random.default_rng(seed)
-    params = pr.params
-    k = len(params)
-    lo = np.array([a.range[0] for a in params] + [a.rate[0] for a in params] + [a.accel[0] for a in params])
-    hi = np.array([a.range[1] for a in params] + [a.rate[1] for a in params] + [a.accel[1] for a in params])
-    inputs = run.kernel_inputs
-
-    def states(P, Qstart):
-        Q, ok = pr.newton(Qstart, P[:, :k])
-        QD, QDD = pr.rates(Q, P[:, :k], P[:, k:2 * k], P[:, 2 * k:])
-        vals = {}
-        for S_, M in ((pr.q, Q), (pr.qd, QD), (pr.qdd, QDD)):
-            for j, s in enumerate(S_):
-                vals[s] = M[:, j]
-        return np.column_stack([vals[s] for s in inputs]), ok
-
-    def q_of(X):
-        return np.column_stack([X[:, inputs.index(s)] for s in pr.q])
-
-    P = P0.copy()
-    X, _ = states(P, q_of(X0))
-    best = score(X)
-    step = 0.05 * (hi - lo)
-    for _ in range(steps):
-        for _ in range(tries):
-            Pn = np.clip(P + step * rng.standard_normal(P.shape), lo, hi)
-            Xn, ok = states(Pn, q_of(X))
-            with np.errstate(invalid="ignore"):
-                sc = np.where(ok & np.all(np.isfinite(Xn), axis=1), score(Xn), -1.0)
-            better = sc > best
-            P[better], best[better], X[better] = Pn[better], sc[better], Xn[better]
-        step = step * 0.6
-    w = int(np.argmax(best))
-    return float(best[w]), X[w]
-
-
-def search_outputs(run: Runner, cover, X, P, scores, start: int) -> list:
-    """adversarial() once per output j, from the `start` states of X with the largest
-    scores(X)[:, j], for the largest scores(.)[:, j]: [(score, input)] per output."""
-    S0 = scores(X)
+def search_outputs(eqs, kernel, cover, drawn, scores, start: int) -> list:
+    """domain.cover.search_states once per output j, from the `start` states of the random
+    draw with the largest scores(X)[:, j], for the largest scores(.)[:, j]: [(score, input)]
+    per output."""
     out = []
-    for j in range(S0.shape[1]):
-        top = np.argsort(-S0[:, j])[:start]
-        out.append(adversarial(run, cover, X[top], P[top], lambda Y, j=j: scores(Y)[:, j]))
+    for j in range(len(kernel.output_atoms)):
+        sc, X, _ = search_states(eqs, kernel.inputs, cover, lambda Y, j=j: scores(Y)[:, j], 0, start, drawn=drawn)
+        w = int(np.argmax(sc))
+        out.append((float(sc[w]), X[w]))
     return out
 
 
@@ -309,7 +270,6 @@ def main(argv=None) -> int:
         return 2
     kernel, plan, out = built
     run = Runner(kernel, out)
-    run.kernel_inputs = list(kernel.input_symbols)
     report["ops"] = run.m.ops
     report["bound"] = run.bound.tolist()
     sets = motion_inputs(kernel, a.motion_points)
@@ -317,9 +277,9 @@ def main(argv=None) -> int:
     if not a.envelope_off and a.random:
         red = reduction(eqs)
         cover = envelope_cover(eqs, unknowns=red.z, rows=red.psi)
-        sets["random"], P_random = random_inputs(kernel, cover, a.random)
+        sets["random"], P_random, drawn = random_inputs(eqs, kernel, cover, a.random)
     ok, worst_all = _errors(run, sets, a.envelope_off, report)
-    _floors(a, kernel, plan, run, sets, cover, P_random, worst_all, report)
+    _floors(a, eqs, kernel, plan, run, sets, (cover, P_random, drawn), worst_all, report)
     if a.envelope_off and a.search:
         score, t_best = search_along(run, kernel, sets["heave"], a.motion_points, a.search)
         report["adversarial"] = {"max_err_over_bound": score, "t": t_best}
@@ -406,9 +366,11 @@ def _errors(run: Runner, sets: dict, envelope_off: bool, report: dict):
     return ok, worst_all
 
 
-def _floors(a, kernel, plan, run: Runner, sets: dict, cover, P_random, worst_all, report: dict) -> None:
-    """The aligned floor (analysis.aligned) over the sets and, over the envelope, the
-    searches per output; the ratios between bound, floor and observed; printed and into report."""
+def _floors(a, eqs, kernel, plan, run: Runner, sets: dict, envelope, worst_all, report: dict) -> None:
+    """The aligned floor (analysis.aligned) over the sets and, over the envelope (its
+    cover, the random states' parameters and draw, or Nones), the searches per output;
+    the ratios between bound, floor and observed; printed and into report."""
+    cover, P_random, drawn = envelope if envelope[0] is not None else (None, None, None)
     tape = kernel.tape()
     if a.target == "c-fixed":  # the floor of any bound under the rounding model (analysis.aligned)
         sites = fixed_sites(kernel, plan.analysis.plan if plan.analysis is not None else None)
@@ -425,8 +387,7 @@ def _floors(a, kernel, plan, run: Runner, sets: dict, cover, P_random, worst_all
     print(f"aligned roundings      {_fmt(floor)}  (max over the sets of sum |dy/dv_i| x rounding_i: no bound sound "
           "under the rounding model is lower; analysis.aligned)")
     if cover is not None and a.search and np.all(np.isfinite(run.bound)):
-        worst_all, floor = _searches(a.search, kernel, run, cover, sets["random"], P_random, floor_of, worst_all,
-                                     floor, report)
+        worst_all, floor = _searches(a.search, eqs, kernel, run, cover, drawn, floor_of, worst_all, floor, report)
     print(f"bound / aligned        {_fmt(run.bound / floor)}  (how far the analysis is from the model's floor)")
     if a.target == "c-float32" and cover is not None:
         report["summed_over_aligned"] = per_cell = summed_per_cell(tape, cover, sets["random"], P_random)
@@ -438,11 +399,11 @@ def _floors(a, kernel, plan, run: Runner, sets: dict, cover, P_random, worst_all
     print("roundings per output    " + " ".join(str(x) for x in report["roundings"]))
 
 
-def _searches(search: int, kernel, run: Runner, cover, X, P, floor_of, worst_all, floor, report: dict):
+def _searches(search: int, eqs, kernel, run: Runner, cover, drawn, floor_of, worst_all, floor, report: dict):
     """The adversarial searches per output, of error / bound then of floor / bound, from
     the `search` worst random states: (worst_all, floor) raised by what they found."""
     t_s = time.perf_counter()
-    found = search_outputs(run, cover, X, P, lambda Y: run.errors(Y)[0] / run.bound, search)
+    found = search_outputs(eqs, kernel, cover, drawn, lambda Y: run.errors(Y)[0] / run.bound, search)
     report["adversarial"] = [{"max_err_over_bound": sc, "input": x.tolist()} for sc, x in found]
     print(f"adversarial search per output (from its {search} worst random states, "
           f"{time.perf_counter() - t_s:.0f} s): error / bound {_fmt([sc for sc, _ in found])}")
@@ -452,7 +413,7 @@ def _searches(search: int, kernel, run: Runner, cover, X, P, floor_of, worst_all
     ratio = run.bound / np.where(worst_all > 0, worst_all, np.nan)
     report["bound_over_observed_with_search"] = ratio.tolist()
     print(f"bound / observed, search included {_fmt(ratio)}")
-    found = search_outputs(run, cover, X, P, lambda Y: floor_of(Y) / run.bound, search)
+    found = search_outputs(eqs, kernel, cover, drawn, lambda Y: floor_of(Y) / run.bound, search)
     floor = np.maximum(floor, np.array([sc for sc, _ in found]) * run.bound)
     report["aligned_floor_with_search"] = floor.tolist()
     report["aligned_search"] = [{"aligned_over_bound": sc, "input": x.tolist()} for sc, x in found]

@@ -322,3 +322,28 @@ def test_an_envelope_file_may_repeat_the_models_regions_but_not_change_them():
     data["regions"] = {"cylinder": "env_P_x**2 - 0.01 <= 0"}
     with pytest.raises(ModelError, match=r"^m.json: regions: a region is an expression of the model"):
         env.override(data, "m.json", ["motor1", "motor2", "motor3"])
+
+
+def test_a_search_from_one_draw_is_the_search_from_its_own_draw():
+    """domain.cover.search_states: the states it ends on are consistent states of the
+    envelope that score at least as high as where they started; started from a draw made
+    once (drawn_states, as bench/stewart_envelope.py's per-output searches are), it is the
+    search that draws for itself with the same count and seed."""
+    from mbforge.domain.cover import drawn_rows, drawn_states, search_states
+    from mbforge.examples import load
+
+    eqs = load("nfourbar", n=1, swing=0.5).equations()
+    kernel = build_kernel(eqs, "equations")
+    cover = envelope_cover(eqs)
+    col = [s.value.name for p in kernel.inputs for s in p.symbols].index("x0_d")
+
+    def score(X):
+        return X[:, col]  # the crank end's speed along x: the search climbs towards the rate limit
+
+    best, X, first = search_states(eqs, kernel.inputs, cover, score, 200, start=4, seed=5)
+    drawn = drawn_states(eqs, kernel.inputs, cover, 200, 5)
+    assert len(drawn_rows(drawn)) == 200
+    again = search_states(eqs, kernel.inputs, cover, score, 0, start=4, drawn=drawn)
+    assert np.array_equal(best, again[0]) and np.array_equal(X, again[1])
+    assert (best >= first).all() and best.max() > first.max()
+    assert _inside(cover, list(eqs.q) + list(eqs.qd), X[:, :8]).all()

@@ -157,14 +157,14 @@ def envelope_states(eqs, ports, cover: Cover | None, count: int, seed: int = 0) 
     the cover does not bound uniform in their fallback ranges, input_fallback): the
     verification vectors of envelope_domain, and more of them on demand (`mbforge hdl
     --vectors` beyond the motion file's). cover None: the model's envelope_cover."""
-    S, symbols, free, _ = _drawn(eqs, ports, cover, count, seed)
-    return _rows(S, symbols, free, slice(None), len(next(iter(S.values()))) if S else 0)
+    return drawn_rows(drawn_states(eqs, ports, cover, count, seed))
 
 
-def _drawn(eqs, ports, cover: Cover | None, count: int, seed: int):
+def drawn_states(eqs, ports, cover: Cover | None, count: int, seed: int):
     """What envelope_states draws: (Cover.sample's {symbol: values}, the flat input symbols
     of `ports`, {symbol: values} of the inputs the cover does not bound, uniform in their
-    fallback ranges, and the generator that drew those, which search_states goes on with)."""
+    fallback ranges, and the generator that drew those, which search_states goes on with).
+    Drawn once, it serves several searches (search_states(drawn=...))."""
     cover = envelope_cover(eqs) if cover is None else cover
     fb = input_fallback(eqs, ports)
     symbols = [s for p in ports for s in p.symbols]
@@ -172,6 +172,12 @@ def _drawn(eqs, ports, cover: Cover | None, count: int, seed: int):
     m = len(next(iter(S.values()))) if S else 0
     rng = np.random.default_rng(seed + 1)
     return S, symbols, {s: rng.uniform(*fb[s], m) for s in symbols if s not in S}, rng
+
+
+def drawn_rows(drawn) -> np.ndarray:
+    """drawn_states' states as rows of the flat inputs [m, n]."""
+    S, symbols, free, _ = drawn
+    return _rows(S, symbols, free, slice(None), len(next(iter(S.values()))) if S else 0)
 
 
 def _rows(D, symbols, free, idx, m: int) -> np.ndarray:
@@ -183,7 +189,8 @@ def _rows(D, symbols, free, idx, m: int) -> np.ndarray:
 SEARCH_STEPS, SEARCH_TRIES, SEARCH_STEP = 12, 8, 0.05  # rounds, tries per round, first step (of each range)
 
 
-def search_states(eqs, ports, cover: Cover | None, score, count: int, start: int = 16, seed: int = 0):
+def search_states(eqs, ports, cover: Cover | None, score, count: int, start: int = 16, seed: int = 0,
+                  drawn=None):
     """A local search over the envelope's consistent states for the largest score(X) (X
     rows of the flat inputs of `ports`; score: one value per row, larger is worse): from
     the `start` states with the largest score among `count` drawn as envelope_states
@@ -193,10 +200,12 @@ def search_states(eqs, ports, cover: Cover | None, score, count: int, start: int
     one it moves from (Cover.states: on the constraints, in a cell of the cover), a step
     kept where it raises the score. Inputs the cover does not bound stay as drawn.
     (scores [start], states [start, n]) at the end, and the starts' scores [start]
-    (largest first); bench/stewart_envelope.py's search, per kernel."""
+    (largest first). drawn: drawn_states' result to start from instead of `count` new
+    draws (its generator goes on: searches one after the other from one draw, as
+    bench/stewart_envelope.py's per output)."""
     cover = envelope_cover(eqs) if cover is None else cover
     pr = cover.problem
-    S, symbols, free, rng = _drawn(eqs, ports, cover, count, seed)
+    S, symbols, free, rng = drawn_states(eqs, ports, cover, count, seed) if drawn is None else drawn
 
     def rows(D, idx):
         return _rows(D, symbols, free, idx, 0)
