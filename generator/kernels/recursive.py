@@ -874,7 +874,8 @@ def _aba_floors(tree: OpenTree, pivots: dict):
     projection and its move to the parent's origin are positive semidefinite and at most
     the subtree's composite inertia there (rotational diagonal <= the ceiling of any
     axis through the origin, translational <= the subtree's mass, |X_ij| <= sqrt(X_ii X_jj)),
-    so |U_i| = |(I^A S)_i| <= sqrt(X_ii D) and |U_i / D| <= sqrt(X_ii / D)."""
+    so |U_i| = |(I^A S)_i| <= sqrt(X_ii D) and |U_i / D| <= sqrt(X_ii / D). A slide's D is
+    a translational diagonal entry: at most the subtree's mass."""
     from ..analysis.bodyfloors import ConstantEnclosure, composite_bounds, link_floor
     top, mass = composite_bounds(tree.links)
     hints, labels = [], []
@@ -884,15 +885,18 @@ def _aba_floors(tree: OpenTree, pivots: dict):
         if not f > 0:
             labels.append((got["iD"], what + ": no floor proved, its body has no inertia about its axis)"))
             continue
-        hints += [(got["D"], f, top[j]), (got["iD"], 1.0 / top[j], np.nextafter(1.0 / f, np.inf))]
-        labels.append((got["iD"], what + f", proven in [{f:.3g}, {top[j]:.3g}])"))
+        # D = S^T I^A S: a rotational diagonal entry for a turn, a translational one (at most
+        # the subtree's mass) for a slide
+        ceil = top[j] if L.joint.revolute else mass[j]
+        hints += [(got["D"], f, ceil), (got["iD"], 1.0 / ceil, np.nextafter(1.0 / f, np.inf))]
+        labels.append((got["iD"], what + f", proven in [{f:.3g}, {ceil:.3g}])"))
         diag = [top[j]] * 3 + [mass[j]] * 3
         hints += _block_bounds(got["IA"], diag) + _block_bounds(got.get("proj"), diag)
         if L.parent is not None:
             p = L.parent.j
             hints += _block_bounds(got.get("moved"), [top[p]] * 3 + [mass[p]] * 3)
         for k, a in enumerate([*got["U"][0], *got["U"][1]]):
-            hints.append((a, -_up(np.sqrt(diag[k] * top[j])), _up(np.sqrt(diag[k] * top[j]))))
+            hints.append((a, -_up(np.sqrt(diag[k] * ceil)), _up(np.sqrt(diag[k] * ceil))))
         for k, a in enumerate([*got.get("Us", ([], []))[0], *got.get("Us", ([], []))[1]]):
             hints.append((a, -_up(np.sqrt(diag[k] / f)), _up(np.sqrt(diag[k] / f))))
     return ConstantEnclosure(hints, labels=labels)
