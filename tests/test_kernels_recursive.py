@@ -208,7 +208,8 @@ def _two_links(actuate):
 
 @pytest.mark.parametrize("actuate, kernel, message", [
     (lambda m, a, b: m.actuator("only_a", a), rnea_kernel,
-     r"pair: inverse-dynamics-rnea needs one actuator per coordinate \(1 actuators for 2 coordinates\)"),
+     r"pair: inverse-dynamics-rnea needs one actuator per coordinate \(1 actuators for 2 coordinates\), or none: "
+     "it then returns the generalized forces tau"),
     (lambda m, a, b: m.actuator("both", a + b), aba_kernel,
      "pair: actuator 'both' does not act on one coordinate with a constant coefficient"),
 ])

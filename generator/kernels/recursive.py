@@ -812,7 +812,8 @@ def rnea_kernel(src) -> Kernel:
             cols.setdefault(j, []).append((k, c))
         if len(tree.act) != n or any(len(v) != 1 for v in cols.values()):
             raise KernelError(f"{model.name}: inverse-dynamics-rnea needs one actuator per coordinate "
-                              f"({len(tree.act)} actuators for {n} coordinates)")
+                              f"({len(tree.act)} actuators for {n} coordinates), or none: it then returns the "
+                              "generalized forces tau of every coordinate")
         out = [ZERO] * n
         for j, ((k, c),) in cols.items():
             out[k] = tau[j] if c == 1.0 else div(tau[j], folded(c))
