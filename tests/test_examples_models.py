@@ -190,6 +190,9 @@ def test_simulate_rejects_bad_initial_states():
     with pytest.raises(CLIError, match=r"fourbar is fully driven \(rank 4 of its 4 equations at the consistent "
                                        r"state of t=0 .*\): its motion is prescribed"):
         _simulate(["fourbar", "--out", "/tmp/unused", "--qd0", "xB=1"])
+    with pytest.raises(CLIError, match=r"--q0 xB=5: no configuration on the constraints was found that holds it "
+                                       r"\(fourbar_free: position problem at t=0.0 did not close"):
+        _simulate(["fourbar", "--set", "driven=False", "--out", "/tmp/unused", "--q0", "xB=5"])
 
 
 def test_model_files_take_options_and_import_their_neighbours(tmp_path, capsys):

@@ -332,7 +332,12 @@ class Kinematics:
                                     f"{', '.join(names)}")
         q = np.array([q0.get(n, eqs.guess.get(s, 0.0)) for n, s in zip(names, eqs.q)], float)
         if q0:
-            q = self.position(t0, q, fixed=list(q0))
+            try:
+                q = self.position(t0, q, fixed=list(q0))
+            except AssemblyError as e:  # the values given are the likely cause: say so first
+                given = ", ".join(f"{n}={v:g}" for n, v in q0.items())
+                raise type(e)(f"--q0 {given}: no configuration on the constraints was found that holds it "
+                              f"({e})") from None
         qd = self.velocity(t0, q, fixed=qd0) if qd0 else np.zeros(len(names))
         return q, qd
 
