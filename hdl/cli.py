@@ -1,7 +1,8 @@
 """`mbforge hdl MODEL --kernel K --sim icarus|verilator`: generate, simulate, compare, report.
 
-Into --out it writes rtl/ (target verilog; with --interface axis its AXI-Stream wrapper
-too), hls/ (target hls-c), fixed/ (c-fixed, the bit-exact host model), double/ (c-double,
+Into --out it writes rtl/ (target verilog; the plain Verilog testbench rtl/<top>_tb.v with
+the simulated vectors and the host model's results as hex files, mbforge.hdl.tb; with
+--interface axis its AXI-Stream wrapper too), hls/ (target hls-c), fixed/ (c-fixed, the bit-exact host model), double/ (c-double,
 the reference); then it builds the RTL with the simulator, runs the cocotb bench
 (mbforge.hdl.bench; with --interface axis the wrapper's test_axis too), checks the HLS C's C
 simulation against the host model, prints the comparison (rtl/sim_report.json: the vectors,
@@ -156,6 +157,7 @@ def _simulate(args, dirs, eqs, kernel) -> tuple[list, object]:
 
     from . import sim as S
     from .axis import simulate_axis
+    from .tb import write_tb
 
     # the drawn vectors (and the search's states), then the labelled robustness set (what simulate() adds)
     X0 = _vectors(args, dirs, eqs, kernel)
@@ -164,6 +166,7 @@ def _simulate(args, dirs, eqs, kernel) -> tuple[list, object]:
         X0 = np.vstack([X0, found.pop("raw")]).astype(np.int32)
     X = S.with_robustness(dirs["fixed"], X0)[0]
     Yf, sf = hostlib.load_kernel(dirs["fixed"])(X)
+    write_tb(dirs["rtl"], X, Yf, sf)  # the plain bench, on these vectors and the host model's results
     Yh, sh = hostlib.load_kernel(dirs["hls"])(X)
     hls_ok = bool(np.array_equal(Yf, Yh) and np.array_equal(sf, sh))
     failed = [] if hls_ok else ["HLS C simulation: not bit-exact with the c-fixed host model"]
