@@ -80,7 +80,7 @@ def tb_commands(top: str, sim: str, sources: list[str]) -> list[list[str]]:
     if sim == "icarus":
         return [["iverilog", "-g2012", "-o", "tb", *sources], ["vvp", "-n", "tb"]]
     if sim == "verilator":
-        return [["verilator", "--binary", "--timing", "-Wno-fatal", "--top-module", f"{top}_tb", *sources],
+        return [["verilator", "--binary", "--timing", "--top-module", f"{top}_tb", *sources],
                 [f"obj_dir/V{top}_tb"]]
     raise S.SimError(f"unknown simulator {sim!r}; known: {', '.join(S.SIMULATORS)}")
 
