@@ -1,11 +1,13 @@
 """Every generated Verilog file passes `verilator --lint-only -Wall` with no warning
 (mbforge.hdl.lint): both variants of the four-bar's kinematics and the four-bar's and
-slider-crank's equations, each with its AXI-Stream wrapper and its plain testbench."""
+slider-crank's equations, each with its AXI-Stream and AXI4-Lite wrappers and its plain
+testbench."""
 import json
 
 import numpy as np
 import pytest
 
+from mbforge.hdl.axilite import write_axil
 from mbforge.hdl.axis import write_axis
 from mbforge.hdl.lint import lint
 from mbforge.hdl.tb import write_tb
@@ -21,6 +23,7 @@ def _design(tmp_path, model, kernel, variant):
                      "--out", str(out)]) == 0
     rtl = json.loads((out / "rtl.json").read_text())
     write_axis(out)
+    write_axil(out)
     n = 3
     write_tb(out, np.zeros((n, rtl["n_in"]), np.int32), np.zeros((n, rtl["n_out"]), np.int32), np.zeros(n, np.int32))
     return out, rtl["top"]
@@ -31,7 +34,7 @@ def _design(tmp_path, model, kernel, variant):
 @pytest.mark.parametrize("variant", ["pipelined", "shared"])
 def test_generated_verilog_is_lint_clean(tmp_path, model, kernel, variant):
     out, top = _design(tmp_path, model, kernel, variant)
-    for t in (top, f"{top}_axis", f"{top}_tb"):  # the core, the wrapper and the bench, each as the top
+    for t in (top, f"{top}_axis", f"{top}_axil", f"{top}_tb"):  # the core, the wrappers, the bench: each the top
         assert lint(out, t) == [], t
 
 
