@@ -168,7 +168,9 @@ def _simulate(args, dirs, eqs, kernel) -> tuple[list, object]:
         X0 = np.vstack([X0, found.pop("raw")]).astype(np.int32)
     X = S.with_robustness(dirs["fixed"], X0)[0]
     Yf, sf = hostlib.load_kernel(dirs["fixed"])(X)
-    write_tb(dirs["rtl"], X, Yf, sf)  # the plain bench, on these vectors and the host model's results
+    tb = write_tb(dirs["rtl"], X, Yf, sf)  # the plain bench, on these vectors and the host model's results
+    print(f"plain Verilog bench: rtl/{tb[0]} on rtl/{tb[1]} and rtl/{tb[2]} ({len(X)} vectors); "
+          f"in {Path(dirs['rtl']).parent}: iverilog -g2012 -o tb rtl/*.v && vvp tb")
     Yh, sh = hostlib.load_kernel(dirs["hls"])(X)
     hls_ok = bool(np.array_equal(Yf, Yh) and np.array_equal(sf, sh))
     failed = [] if hls_ok else ["HLS C simulation: not bit-exact with the c-fixed host model"]
