@@ -1,7 +1,7 @@
 """Every generated Verilog file passes `verilator --lint-only -Wall` with no warning
 (mbforge.hdl.lint): both variants of the four-bar's kinematics and the four-bar's and
 slider-crank's equations, each with its AXI-Stream and AXI4-Lite wrappers and its plain
-testbench."""
+testbench, and every operator module (a test kernel of them all, four option sets)."""
 import json
 
 import numpy as np
@@ -11,6 +11,9 @@ from mbforge.hdl.axilite import write_axil
 from mbforge.hdl.axis import write_axis
 from mbforge.hdl.lint import lint
 from mbforge.hdl.tb import write_tb
+from mbforge.pipeline import generate
+
+from helpers.hdl_kernels import functions_kernel
 
 pytestmark = [pytest.mark.hdl, pytest.mark.slow]
 
@@ -36,6 +39,17 @@ def test_generated_verilog_is_lint_clean(tmp_path, model, kernel, variant):
     out, top = _design(tmp_path, model, kernel, variant)
     for t in (top, f"{top}_axis", f"{top}_axil", f"{top}_tb"):  # the core, the wrappers, the bench: each the top
         assert lint(out, t) == [], t
+
+
+@pytest.mark.parametrize("options", [{"variant": "pipelined"}, {"variant": "pipelined", "dsp": 0},
+                                     {"variant": "shared", "const_products": "shift-add"},
+                                     {"variant": "shared", "multipliers": 2, "dividers": 2, "dsp": 0}])
+def test_every_operator_is_lint_clean(tmp_path, options):
+    """Every operator module (division, square root, sin/cos reduction; mul_lut with --dsp 0)."""
+    generate(functions_kernel(), "verilog", options=options).write(tmp_path)
+    write_axil(tmp_path)
+    top = json.loads((tmp_path / "rtl.json").read_text())["top"]
+    assert lint(tmp_path, top) == [] and lint(tmp_path, f"{top}_axil") == []
 
 
 def test_lint_reports_a_width_mismatch(tmp_path):
