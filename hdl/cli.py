@@ -1,9 +1,11 @@
 """`mbforge hdl MODEL --kernel K --sim icarus|verilator`: generate, simulate, compare, report.
 
-Into --out it writes rtl/ (target verilog; with --interface axis its AXI-Stream wrapper
-too), hls/ (target hls-c), fixed/ (c-fixed, the bit-exact host model), double/ (c-double,
+Into --out it writes rtl/ (target verilog; the plain Verilog testbench rtl/<top>_tb.v with
+the simulated vectors and the host model's results as hex files, mbforge.hdl.tb; with
+--interface axis its AXI-Stream wrapper, with --interface axilite its AXI4-Lite register
+map too), hls/ (target hls-c), fixed/ (c-fixed, the bit-exact host model), double/ (c-double,
 the reference); then it builds the RTL with the simulator, runs the cocotb bench
-(mbforge.hdl.bench; with --interface axis the wrapper's test_axis too), checks the HLS C's C
+(mbforge.hdl.bench; with --interface axis or axilite the wrapper's test too), checks the HLS C's C
 simulation against the host model, prints the comparison (rtl/sim_report.json: the vectors,
 how many distinct, the worst error / bound ratio, ...) and the yosys report
 (rtl/synth_report.txt) and, with --pnr, nextpnr's Fmax and utilisation (iCE40, ECP5)
@@ -155,7 +157,9 @@ def _simulate(args, dirs, eqs, kernel) -> tuple[list, object]:
     from mbforge.verify import hostlib
 
     from . import sim as S
+    from .axilite import simulate_axil
     from .axis import simulate_axis
+    from .tb import write_tb
 
     # the drawn vectors (and the search's states), then the labelled robustness set (what simulate() adds)
     X0 = _vectors(args, dirs, eqs, kernel)
@@ -164,6 +168,9 @@ def _simulate(args, dirs, eqs, kernel) -> tuple[list, object]:
         X0 = np.vstack([X0, found.pop("raw")]).astype(np.int32)
     X = S.with_robustness(dirs["fixed"], X0)[0]
     Yf, sf = hostlib.load_kernel(dirs["fixed"])(X)
+    tb = write_tb(dirs["rtl"], X, Yf, sf)  # the plain bench, on these vectors and the host model's results
+    print(f"plain Verilog bench: rtl/{tb[0]} on rtl/{tb[1]} and rtl/{tb[2]} ({len(X)} vectors); "
+          f"in {Path(dirs['rtl']).parent}: iverilog -g2012 -o tb rtl/*.v && vvp tb")
     Yh, sh = hostlib.load_kernel(dirs["hls"])(X)
     hls_ok = bool(np.array_equal(Yf, Yh) and np.array_equal(sf, sh))
     failed = [] if hls_ok else ["HLS C simulation: not bit-exact with the c-fixed host model"]
@@ -180,6 +187,10 @@ def _simulate(args, dirs, eqs, kernel) -> tuple[list, object]:
         ar = simulate_axis(dirs["rtl"], args.sim, dirs["fixed"], X, seed=args.seed)
         print(ar.line())
         failed += [] if ar.passed else ["AXI-Stream simulation: see the line above"]
+    if args.interface == "axilite":
+        lr = simulate_axil(dirs["rtl"], args.sim, dirs["fixed"], X, seed=args.seed)
+        print(lr.line())
+        failed += [] if lr.passed else ["AXI4-Lite simulation: see the line above"]
     return failed, b
 
 
@@ -281,10 +292,13 @@ def register(sub) -> None:
                         "host model over the envelope's consistent states, from the worst of this many drawn (--seed); "
                         "the states found are simulated in the RTL too (default 0: none)")
     p.add_argument("--prefix", default=None, help="prefix of emitted symbols (default: model name)")
-    p.add_argument("--interface", choices=("ap_ctrl_hs", "axis"), default="ap_ctrl_hs",
+    p.add_argument("--interface", choices=("ap_ctrl_hs", "axis", "axilite"), default="ap_ctrl_hs",
                    help="axis: also rtl/<top>_axis.v, an AXI-Stream wrapper (inputs in, then outputs and the status "
                         "word out, 32-bit beats; docs/kernels.md), simulated with random tvalid gaps and tready "
-                        "stalls against the c-fixed host model (default ap_ctrl_hs: the core alone)")
+                        "stalls against the c-fixed host model; axilite: also rtl/<top>_axil.v, an AXI4-Lite "
+                        "register map (CTRL, STATUS, a register per input and output word; offsets in "
+                        "rtl/<top>_axil.vh), simulated with random valid and ready delays (default ap_ctrl_hs: "
+                        "the core alone)")
     p.add_argument("--no-synth", action="store_true", help="skip the yosys report")
     p.add_argument("--ice40", action="store_true", help="run synth_ice40 even on a large design")
     p.add_argument("--pnr", choices=PNR_CHOICES, default=None,

