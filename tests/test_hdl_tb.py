@@ -40,7 +40,9 @@ def _rerun(rtl, sim):
     return p.returncode, p.stdout + p.stderr
 
 
-@pytest.mark.parametrize("sim", ["icarus", "verilator"])
+# Verilator on one variant: its --binary build is the slow part, and the bench is the same file
+@pytest.mark.parametrize("rtl, sim", [("pipelined", "icarus"), ("shared", "icarus"), ("pipelined", "verilator")],
+                         indirect=["rtl"])
 def test_plain_bench_passes_then_fails_on_one_flipped_expected_word(rtl, sim):
     n = len((rtl / f"{TOP}_in.hex").read_text().split()) // 5  # the four-bar's kinematics: 5 inputs
     r = run_tb(rtl, sim)
@@ -58,9 +60,9 @@ def test_plain_bench_passes_then_fails_on_one_flipped_expected_word(rtl, sim):
     assert "MISMATCH vector 1 out_1:" in text, text[-3000:]
 
 
+@pytest.mark.parametrize("rtl", ["pipelined"], indirect=True)  # the files' writer is the same for both
 def test_plain_bench_files_are_deterministic(rtl, tmp_path):
-    variant = "shared" if "shared" in rtl.parent.name else "pipelined"
-    again = _hdl(tmp_path / "again", variant)
+    again = _hdl(tmp_path / "again", "pipelined")
     for name in FILES:
         assert (again / name).read_bytes() == (rtl / name).read_bytes(), name
 
