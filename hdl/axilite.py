@@ -65,13 +65,6 @@ def simulate_axil(rtl_dir: str | Path, sim: str, fixed_dir: str | Path, X: np.nd
                   gap: float = 0.3) -> AxilResult:
     """X (raw int32 vectors) through `<top>_axil`, each channel's valid and ready held back on
     a share `gap` of the cycles, against the c-fixed host model."""
-    from mbforge.verify import hostlib
-
-    b = S.build(rtl_dir, sim, wrapper=write_axil(rtl_dir)[0])
-    X = np.asarray(X, dtype=np.int32)
-    Y, st = hostlib.load_kernel(Path(fixed_dir))(X)
-    expected = S.Evaluation(np.asarray(Y), np.asarray(st), np.zeros(len(X), dtype=np.int64))
-    res, errors, _ = S._run_bench(b, X, expected, ("test_axilite",), gap, seed)
-    r = res.get("test_axilite", {})
-    return AxilResult(b.top, int(r.get("vectors", 0)), list(r.get("mismatches", [])), r.get("cycles_per_vector"),
+    top, r, errors = S.run_wrapper(rtl_dir, sim, write_axil(rtl_dir)[0], "test_axilite", fixed_dir, X, seed, gap)
+    return AxilResult(top, int(r.get("vectors", 0)), list(r.get("mismatches", [])), r.get("cycles_per_vector"),
                       {k: r.get(k, 0) for k in ("valid_delays", "ready_delays")}, errors)

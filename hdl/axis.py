@@ -68,13 +68,6 @@ def simulate_axis(rtl_dir: str | Path, sim: str, fixed_dir: str | Path, X: np.nd
                   gap: float = 0.3) -> AxisResult:
     """X (raw int32 vectors) through `<top>_axis` under random tvalid gaps and tready
     stalls (a share `gap` of the cycles each), against the c-fixed host model."""
-    from mbforge.verify import hostlib
-
-    b = S.build(rtl_dir, sim, wrapper=write_axis(rtl_dir))
-    X = np.asarray(X, dtype=np.int32)
-    Y, st = hostlib.load_kernel(Path(fixed_dir))(X)
-    expected = S.Evaluation(np.asarray(Y), np.asarray(st), np.zeros(len(X), dtype=np.int64))
-    res, errors, _ = S._run_bench(b, X, expected, ("test_axis",), gap, seed)
-    r = res.get("test_axis", {})
-    return AxisResult(b.top, int(r.get("vectors", 0)), list(r.get("mismatches", [])), r.get("cycles_per_vector"),
+    top, r, errors = S.run_wrapper(rtl_dir, sim, write_axis(rtl_dir), "test_axis", fixed_dir, X, seed, gap)
+    return AxisResult(top, int(r.get("vectors", 0)), list(r.get("mismatches", [])), r.get("cycles_per_vector"),
                       {k: r.get(k, 0) for k in ("tvalid_gaps", "tready_stalls")}, errors)

@@ -149,6 +149,21 @@ def with_robustness(kernel_dir: str | Path, X: np.ndarray):
     return np.vstack([X, R]).astype(np.int32), rob, len(X)
 
 
+def run_wrapper(rtl_dir: str | Path, sim: str, wrapper: str, test: str, fixed_dir: str | Path, X: np.ndarray,
+                seed: int, gap: float) -> tuple[str, dict, list[str]]:
+    """X (raw int32 vectors) through an interface wrapper of the kernel (`wrapper`, a .v
+    file in rtl_dir; the bench's `test`, with a share `gap` of held-back cycles) against
+    the c-fixed host model in fixed_dir: (the wrapper's top, the test's results, failures)."""
+    from mbforge.verify import hostlib
+
+    b = build(rtl_dir, sim, wrapper=wrapper)
+    X = np.asarray(X, dtype=np.int32)
+    Y, st = hostlib.load_kernel(Path(fixed_dir))(X)
+    expected = Evaluation(np.asarray(Y), np.asarray(st), np.zeros(len(X), dtype=np.int64))
+    res, errors, _ = _run_bench(b, X, expected, (test,), gap, seed)
+    return b.top, res.get(test, {}), errors
+
+
 def _run_bench(b: Build, X: np.ndarray, expected: Evaluation | None, tests: tuple[str, ...],
                gap: float, seed: int, horizon: dict | None = None) -> tuple[dict, list[str], float]:
     """Run the cocotb bench's `tests` on X; (its results, failures, seconds). With
