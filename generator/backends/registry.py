@@ -169,8 +169,9 @@ SHARED_UNITS_MAX = 256
 
 @dataclass(frozen=True)
 class VerilogOptions(Options):
-    variant: str = option("pipelined", "pipelined: one vector per cycle; shared: a few operators reused",
-                          choices=("pipelined", "shared"))
+    variant: str = option("pipelined", "pipelined: one vector per cycle; shared: a few operators reused; "
+                          "microcode: one operator per class under a microcode ROM, operands from a register file "
+                          "in block RAM", choices=("pipelined", "shared", "microcode"))
     # a shared design of more units than a kernel has operations is a pipelined one spelled
     # long (--multipliers 1000 wrote 2.2 MB of Verilog for 33 multiplications)
     multipliers: int = option(4, "multipliers of the shared variant", kind=int, minimum=1, maximum=SHARED_UNITS_MAX)
