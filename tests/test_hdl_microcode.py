@@ -114,16 +114,20 @@ def test_output_is_deterministic(work, tmp_path):
 
 @pytest.mark.slow
 def test_block_ram_and_fewer_luts_than_shared(tmp_path, work):
-    """yosys synth_ecp5 and synth_ice40 -dsp of the four-bar's kinematics: the microcode
-    design's ROM and register file are block RAMs, and it takes fewer LUTs than the shared
-    design with one multiplier (about 10 s a mapping here)."""
+    """yosys of the four-bar's kinematics: synth_ice40 -dsp (mbforge.hdl.synth) and synth_ecp5
+    (bench.rtl's mapping, mbforge.hdl.pnr's cell names): the microcode design's ROM and
+    register file are block RAMs, and it takes fewer LUTs than the shared design with one
+    multiplier (about 15 s a mapping here)."""
     from bench.rtl import _mapped
+    from mbforge.hdl.synth import synthesize
 
     k = KERNELS["fourbar"]()
     generate(k, "verilog", options={"variant": "shared", "multipliers": 1}).write(tmp_path / "shared")
     shutil.copytree(work / "fourbar" / "rtl", tmp_path / "microcode")
-    for fam in ("ecp5", "ice40"):
-        mc = _mapped(tmp_path / "microcode", fam)
-        sh = _mapped(tmp_path / "shared", fam)
-        assert mc["brams"] > 0 and sh["brams"] == 0, (fam, mc, sh)
-        assert mc["luts"] < sh["luts"], (fam, mc, sh)
+    mc, sh = synthesize(tmp_path / "microcode", ice40=True), synthesize(tmp_path / "shared", ice40=True)
+    assert mc["coarse"]["memories"] >= 3 and sh["coarse"]["memories"] == 0  # the ROM and the file's copies
+    assert mc["ice40"]["brams"] > 0 and sh["ice40"]["brams"] == 0
+    assert mc["ice40"]["luts"] < sh["ice40"]["luts"], (mc["ice40"], sh["ice40"])
+    mc, sh = _mapped(tmp_path / "microcode", "ecp5"), _mapped(tmp_path / "shared", "ecp5")
+    assert mc["brams"] > 0 and sh["brams"] == 0, (mc, sh)
+    assert mc["luts"] < sh["luts"], (mc, sh)
