@@ -160,6 +160,11 @@ MICROCODE_MEASURED: dict[tuple[str, str], tuple[str, ...]] = {
         "microcode, 1 divider, placed and routed on ECP5 25K (seed 1): 145 cycles latency, interval 146; Fmax "
         "41.7 MHz: 285,342 results/s; logic cells 4858/24288, 8/28 MULT18X18D, 6/56 DP16KD; 3,534 LUT4, 1,068 FF "
         "(wrapper 192); yosys 20 s, nextpnr-ecp5 240 s",),
+    ("delta", "inverse-dynamics"): (
+        "microcode, 4 dividers, placed and routed on ECP5 25K (seed 1): 287 cycles latency, interval 288; Fmax "
+        "31.5 MHz: 109,271 results/s; logic cells 13071/24288, 4/28 MULT18X18D, 5/56 DP16KD; 9,345 LUT4, 1,962 FF "
+        "(wrapper 800); yosys 110 s, nextpnr-ecp5 942 s (the shared design, 1 mul, 4 dividers: 224,706 results/s "
+        "in 14226 logic cells, PNR_TABLE_MEASURED)",),
 }
 # the delta's shared design, 1 multiplier, 4 dividers, placed and routed once on an ECP5 25K
 # (mbforge hdl --pnr ecp5-25k: IO wrapper, synth_ecp5, nextpnr-ecp5 of the yowasp wheel,
