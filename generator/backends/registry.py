@@ -197,7 +197,7 @@ class VerilogOptions(Options):
     # a product by +-2^k is a shift, by +-2^p +-2^q a shift-add: no multiplier (rtl.lower.shift_constants)
     const_products: str = option("auto", "products by a literal: shift-add: +-2^k as shifts and +-2^p +-2^q "
                                  "as shift-adds; shift: only +-2^k; multiply: all as multipliers; auto: shift-add "
-                                 "pipelined, multiply shared (fewer LUTs there)",
+                                 "pipelined, multiply shared and microcode (fewer LUTs there)",
                                  choices=CONST_PRODUCTS)
 
 

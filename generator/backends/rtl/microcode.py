@@ -166,11 +166,11 @@ class _Rom:
 
     def set(self, t: int, name: str, v: int) -> None:
         lo, w = self.at[name]
-        assert 0 <= t and (v & ((1 << w) - 1)) == v or v < 0, (name, v)
+        assert t >= 0 and (v < 0 or v >> w == 0), (name, t, v)  # a negative literal: its two's complement
         self.words[t] = self.words.get(t, 0) | ((v & ((1 << w) - 1)) << lo)
 
 
-def _unit_plan(c: str, n: str, ops: list, issued: dict) -> dict:
+def _unit_plan(c: str, ops: list, issued: dict) -> dict:
     """One unit's fields: per field its kind (port p, rom, port-or-rom, go, zero) and width."""
     from .verilog import UNIT_FIELDS, _sbits
 
@@ -312,7 +312,7 @@ def render_microcode(hp: HwProgram, ms: MicroSchedule, ctx, top: str, dsp: int |
     by_unit: dict[str, list] = {}
     for op in hp.ops:
         by_unit.setdefault(f"{unit_class(op.kind)}{ms.unit[op.id]}", []).append(op)
-    plans = {f"{c}{u}": _unit_plan(c, f"{c}{u}", by_unit.get(f"{c}{u}", []), issued)
+    plans = {f"{c}{u}": _unit_plan(c, by_unit.get(f"{c}{u}", []), issued)
              for c in ms.units for u in range(ms.units[c])}
     wsrc, index = _write_sources(hp, ms)
     rom = _layout(hp, ms, plans, len(wsrc), ports)
