@@ -15,6 +15,8 @@ from mbforge.backends.rtl.microcode import default_micro_units, schedule
 from mbforge.backends.rtl.schedule import _readers
 from mbforge.examples import load
 from mbforge.hdl import sim as S
+from mbforge.ir import const, symbol
+from mbforge.kernels import InPort, Kernel, OutPort
 from mbforge.kernels.builders import build_kernel
 from mbforge.pipeline import generate
 
@@ -38,9 +40,13 @@ def work(tmp_path_factory):
     return root
 
 
-@pytest.mark.parametrize("name", list(KERNELS))
-def test_microcode_matches_host_model_and_reference(work, name):
-    r = S.simulate(S.build(work / name / "rtl", "icarus"), work / name / "fixed", work / name / "double",
+# every kernel on Icarus; Verilator (a C++ build of a minute here) on the kernel of every operator
+RUNS = [(name, "icarus") for name in KERNELS] + [("functions", "verilator")]
+
+
+@pytest.mark.parametrize("name,sim", RUNS)
+def test_microcode_matches_host_model_and_reference(work, name, sim):
+    r = S.simulate(S.build(work / name / "rtl", sim), work / name / "fixed", work / name / "double",
                    vectors=30, seed=5)
     assert r.passed, r.table()
     assert r.bit_exact and r.within_bound and r.reset_ok
@@ -51,6 +57,19 @@ def test_microcode_matches_host_model_and_reference(work, name):
     n_values = sum(rtl["hw_ops"].values()) + rtl["n_in"]
     assert 1 <= rtl["registers"] == rtl["register_file_depth"] < n_values / 3
     assert rtl["rom_words"] == rtl["cycles"] + 1
+
+
+def test_no_operations(tmp_path):
+    """A kernel of inputs and a constant passed through: no unit, an empty schedule, still the protocol."""
+    x, y = symbol("pt_x"), symbol("pt_y")
+    k = Kernel("pt", "pass", [InPort("v", [x, y], [(-2.0, 2.0), (-1.0, 1.0)])],
+               [OutPort.vector("y", [x, const(2.5), y])])
+    generate(k, "c-fixed").write(tmp_path / "fixed")
+    generate(k, "verilog", options={"variant": "microcode"}).write(tmp_path / "rtl")
+    rtl = json.loads((tmp_path / "rtl" / "rtl.json").read_text())
+    assert rtl["hw_ops"] == {} and rtl["units"] == {}
+    r = S.simulate(S.build(tmp_path / "rtl", "icarus"), tmp_path / "fixed", vectors=5)
+    assert r.passed and r.bit_exact and r.reset_ok, r.table()
 
 
 def test_a_corrupted_microcode_word_is_caught(work, tmp_path):
