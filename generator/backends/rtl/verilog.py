@@ -1,4 +1,4 @@
-"""Verilog from a fixed-point program: a pipelined or a resource-shared kernel.
+"""Verilog from a fixed-point program: a pipelined, a resource-shared or a microcode kernel.
 
     FixedProgram -> HwProgram (backends.fixed.ops) -> cycle schedule (rtl.schedule) -> Verilog
 
@@ -25,8 +25,11 @@ ap_return), so one bench drives either:
   while it runs, so they must stay as they are until ap_ready; ap_done = ap_ready in the
   last cycle, with the outputs held in registers; the kernel is idle in the next cycle
   and starts again if ap_start is high then (interval = cycles + 2).
+* microcode: the shared variant's protocol and units (one per class), driven by a ROM word
+  per cycle, their operands from a register file in block RAM (rtl.microcode, which
+  renders it; its unit datapaths are this module's and templates/verilog/unit.v.j2).
 
-The text is laid out by templates/verilog/{head,pipelined,shared,ops}.v.j2; this module
+The text is laid out by templates/verilog/{head,pipelined,shared,unit,microcode,ops}.v.j2; this module
 computes what goes in them (schedules, operand sources, Verilog expressions of the op set's
 shifts). Output depends only on the program and the options (no dates, no paths).
 """
