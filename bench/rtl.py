@@ -16,13 +16,16 @@ the memories' bits beside, and the whole RTL's flip-flop and memory bits (yosys 
 
 Issue 32's table (--table): every variant of the four-bar kinematics and the delta's inverse
 dynamics before (products by literals as multipliers, one divider), after (const_products=
-shift-add) and with 4 dividers, all built and measured in one run: latency, interval, yosys
-word level (cells, multipliers, flip-flop bits) and, with --map, synth_ecp5 / synth_ice40 -dsp
-of the designs up to MAP_MAX_CELLS word-level cells.
+shift-add) and with 4 dividers, and the microcode variant (issue 32 item 3: block RAM
+register file and microcode ROM instead of operand multiplexers; its file depth and ROM size
+printed), all built and measured in one run: latency, interval, yosys word level (cells,
+multipliers, flip-flop bits) and, with --map, synth_ecp5 / synth_ice40 -dsp of the designs
+up to MAP_MAX_CELLS word-level cells; --design picks designs by name.
 
     python -m bench.rtl [--model fourbar --kernel kinematics --multipliers 1,2,4 --pnr --json FILE]
     python -m bench.rtl --goal-only
     python -m bench.rtl --table [--map ecp5,ice40] [--only delta] [--pnr ecp5-25k] [--json FILE]
+    python -m bench.rtl --table --map ecp5,ice40 --design "shared, 1 mul" --design microcode
 """
 from __future__ import annotations
 
@@ -150,6 +153,19 @@ TABLE_DESIGNS = (
     ("shared, 4 mul", "+4 div", dict(SHIFT, variant="shared", multipliers=4, dividers=4)),
 )
 MAP_MAX_CELLS = 2000
+# the microcode variant placed and routed once (mbforge hdl --variant microcode --pnr ecp5-25k
+# --pnr-seed 1), quoted beside the table like PNR_TABLE_MEASURED
+MICROCODE_MEASURED: dict[tuple[str, str], tuple[str, ...]] = {
+    ("fourbar", "kinematics"): (
+        "microcode, 1 divider, placed and routed on ECP5 25K (seed 1): 145 cycles latency, interval 146; Fmax "
+        "41.7 MHz: 285,342 results/s; logic cells 4858/24288, 8/28 MULT18X18D, 6/56 DP16KD; 3,534 LUT4, 1,068 FF "
+        "(wrapper 192); yosys 20 s, nextpnr-ecp5 240 s",),
+    ("delta", "inverse-dynamics"): (
+        "microcode, 4 dividers, placed and routed on ECP5 25K (seed 1): 287 cycles latency, interval 288; Fmax "
+        "31.5 MHz: 109,271 results/s; logic cells 13071/24288, 4/28 MULT18X18D, 5/56 DP16KD; 9,345 LUT4, 1,962 FF "
+        "(wrapper 800); yosys 110 s, nextpnr-ecp5 942 s (the shared design, 1 mul, 4 dividers: 224,706 results/s "
+        "in 14226 logic cells, PNR_TABLE_MEASURED)",),
+}
 # the delta's shared design, 1 multiplier, 4 dividers, placed and routed once on an ECP5 25K
 # (mbforge hdl --pnr ecp5-25k: IO wrapper, synth_ecp5, nextpnr-ecp5 of the yowasp wheel,
 # --seed 1); nextpnr-ecp5 under WebAssembly takes minutes, so quoted beside the table
@@ -177,6 +193,10 @@ TABLE_DESIGNS = (
     ("shared, 4 mul", "before", dict(MULTIPLY, variant="shared", multipliers=4)),
     ("shared, 4 mul", "after", {"variant": "shared", "multipliers": 4}),
     ("shared, 4 mul", "+4 div", {"variant": "shared", "multipliers": 4, "dividers": 4}),
+    # issue 32 item 3: one unit per class under a microcode ROM, operands from a register
+    # file in block RAM (rtl.microcode); against "shared, 1 mul"
+    ("microcode", "after", {"variant": "microcode"}),
+    ("microcode", "+4 div", {"variant": "microcode", "dividers": 4}),
 )
 
 
@@ -199,12 +219,14 @@ def _mapped(d: Path, family: str) -> dict:
     return dict(out, seconds=round(time.perf_counter() - t0, 1))
 
 
-def variant_table(json_rows: list, families: list[str], only: str | None = None, pnr: str | None = None) -> None:
+def variant_table(json_rows: list, families: list[str], only: str | None = None, pnr: str | None = None,
+                  designs: list[str] | None = None) -> None:
     """Every variant of TABLE_KERNELS before and after, built and measured in this run:
     latency, interval, multiplier operators, dividers; yosys word level (cells, $mul/$macc,
     flip-flop bits); and the families' technology mapping when asked. pnr (a --pnr part of
     mbforge hdl, e.g. ecp5-25k): the shared designs with 4 dividers placed and routed there
-    too (mbforge.hdl.pnr; nextpnr-ecp5 takes about ten minutes a design here)."""
+    too (mbforge.hdl.pnr; nextpnr-ecp5 takes about ten minutes a design here). designs: only
+    the TABLE_DESIGNS of these names (all if None)."""
     from mbforge.hdl.pnr import PNR_DEVICE, place_and_route
     from mbforge.hdl.synth import synthesize
 
@@ -215,6 +237,8 @@ def variant_table(json_rows: list, families: list[str], only: str | None = None,
         print(f"\n{model} {kernel}: before (products by literals as multipliers, 1 divider), after "
               f"(const_products=shift-add), +4 div (and --dividers 4); yosys {'/'.join(['word level'] + families)}")
         for name, when, opts in TABLE_DESIGNS:
+            if designs and name not in designs:
+                continue
             with tempfile.TemporaryDirectory() as tmp:
                 d = Path(tmp)
                 generate(k, "verilog", options=opts).write(d)
@@ -227,13 +251,17 @@ def variant_table(json_rows: list, families: list[str], only: str | None = None,
             row = {"model": model, "kernel": kernel, "design": name, "when": when, "options": opts,
                    "latency": rtl["latency"], "interval": rtl["interval"], "mul_ops": rtl["hw_ops"].get("mul", 0),
                    "dividers": (rtl.get("units") or {}).get("div", rtl["hw_ops"].get("div", 0)),
-                   "cells": c["cells"], "yosys_multipliers": c["multipliers"], "ff_bits": c["flipflop_bits"], **maps}
+                   "cells": c["cells"], "yosys_multipliers": c["multipliers"], "ff_bits": c["flipflop_bits"], **maps,
+                   **{key: rtl[key] for key in ("register_file_depth", "register_file_copies", "rom_words",
+                                                "rom_width") if key in rtl}}
             if placed is not None:
                 row["pnr"] = {key: placed.get(key) for key in ("device", "fits", "fmax_mhz", "results_per_s", "luts",
                                                                "ffs", "dsps", "brams", "utilization", "seconds",
                                                                "tried")}
             json_rows.append(row)
             print(_table_line(row, families), flush=True)
+        for line in MICROCODE_MEASURED.get((model, kernel), ()) if not designs or "microcode" in designs else ():
+            print(f"  measured once (not in this run): {line}")
         m = PNR_TABLE_MEASURED.get((model, kernel))
         if m is not None and not pnr:
             print(f"  placed and routed once (not in this run; --pnr {m['part']} redoes it): {m['text']}")
@@ -243,6 +271,9 @@ def _table_line(r: dict, families: list[str]) -> str:
     s = (f"  {r['design']:14s} {r['when']:6s} latency {r['latency']:4d} interval {r['interval']:4d}  "
          f"mul ops {r['mul_ops']:3d} dividers {r['dividers']:2d}  word level: {r['cells']:6d} cells, "
          f"{r['yosys_multipliers']:3d} multipliers, {r['ff_bits']:6d} FF bits")
+    if "rom_words" in r:
+        s += (f"; register file {r['register_file_depth']} x 32 ({r['register_file_copies']} copies), "
+              f"ROM {r['rom_words']} x {r['rom_width']}")
     for f in families:
         m = r[f]
         if m is None:
@@ -280,6 +311,8 @@ def _parser() -> argparse.ArgumentParser:
                     "kinematics and the delta's inverse dynamics, before and after")
     ap.add_argument("--map", default="", help="with --table: comma-separated families to map to (ice40, ecp5)")
     ap.add_argument("--only", default=None, help="with --table: one model (fourbar or delta)")
+    ap.add_argument("--design", action="append", default=None, choices=sorted({d[0] for d in TABLE_DESIGNS}),
+                    help="with --table: only the designs of this name (repeatable; default all)")
     return ap
 
 
@@ -289,7 +322,7 @@ def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     if args.table:
         rows: list = []
-        variant_table(rows, [f for f in args.map.split(",") if f], args.only, args.pnr)
+        variant_table(rows, [f for f in args.map.split(",") if f], args.only, args.pnr, args.design)
         if args.json:
             Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
         return 0

@@ -140,9 +140,10 @@ def synthesize(rtl_dir: str | Path, ice40: bool | None = None, timeout: float = 
         elif ice40 is None:  # skipped for its size, not because the caller said so
             rep["notes"].append(f"iCE40 mapping skipped: {n_ops} hardware operators > {ICE40_MAX_OPS} "
                                 "(`mbforge hdl --ice40` forces it; about a minute per 100 operators)")
-    # what the variant has: registers (a register file) only the shared one, delay lines the pipelined one
-    rep["rtl"] = {k: rtl[k] for k in ("latency", "interval", "multipliers", "registers", "delay_line_bits", "units")
-                  if k in rtl}
+    # what the variant has: registers the shared and microcode ones (the latter's in a block RAM
+    # file, with its ROM), delay lines the pipelined one
+    rep["rtl"] = {k: rtl[k] for k in ("latency", "interval", "multipliers", "registers", "delay_line_bits", "units",
+                                      "register_file_depth", "rom_words", "rom_width") if k in rtl}
     # beside the RTL, never through a symlink planted there (mbforge.outdir)
     write_file(rtl_dir / "synth_report.json", (json.dumps(rep, indent=1, sort_keys=True) + "\n").encode(), "--out")
     write_file(rtl_dir / "synth_report.txt", (report_text(rep) + "\n").encode(), "--out")

@@ -105,7 +105,7 @@ def test_verilog_variant_changes_files_and_digest(fourbar):
     ("hls-c", {"multipliers": 2}, r"^option multipliers does not apply to target hls-c \(only to verilog\)"),
     ("c-float32", {"precision": "half"},
      r"^unknown option precision for target c-float32; options of c-float32: params, schedule, input_check, multiply_accumulate$"),
-    ("verilog", {"variant": "systolic"}, r"^option variant='systolic': must be one of pipelined, shared$"),
+    ("verilog", {"variant": "systolic"}, r"^option variant='systolic': must be one of pipelined, shared, microcode$"),
     ("verilog", {"multipliers": 0}, r"^option multipliers=0: must be a positive integer$"),
     ("verilog", {"adders": "2"}, r"^option adders='2': must be a positive integer$"),
     ("verilog", {"multipliers": True}, r"^option multipliers=True: must be a positive integer$"),

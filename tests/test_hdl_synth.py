@@ -28,7 +28,7 @@ def coarse_statistics(rtl_dir: Path, top: str) -> tuple[int, dict[str, int]]:
     return cells, by_type
 
 
-@pytest.mark.parametrize("variant", ["pipelined", "shared"])
+@pytest.mark.parametrize("variant", ["pipelined", "shared", "microcode"])
 def test_synthesis_report_is_written_beside_the_rtl(tmp_path, variant):
     generate(tiny_kernel(), "verilog", options={"variant": variant, "multipliers": 1}).write(tmp_path)
     rep = synthesize(tmp_path)
@@ -39,9 +39,11 @@ def test_synthesis_report_is_written_beside_the_rtl(tmp_path, variant):
     rtl = json.loads((tmp_path / "rtl.json").read_text())
     assert on_disk["top"] == rtl["top"] and on_disk["variant"] == variant
     assert on_disk["hw_ops"] == sum(rtl["hw_ops"].values())
-    # what the variant has, never a null: a register file (registers) in the shared one only,
-    # delay lines in the pipelined one only
-    want = {"latency", "interval", "multipliers", "units"} | ({"registers"} if variant == "shared" else {"delay_line_bits"})
+    # what the variant has, never a null: a register file (registers) in the shared and microcode
+    # ones (the latter's in block RAM, with its ROM), delay lines in the pipelined one only
+    want = {"latency", "interval", "multipliers", "units"} | {
+        "shared": {"registers"}, "microcode": {"registers", "register_file_depth", "rom_words", "rom_width"},
+        "pipelined": {"delay_line_bits"}}[variant]
     assert set(on_disk["rtl"]) == want and all(on_disk["rtl"][k] == rtl[k] is not None for k in want)
     cells, by_type = coarse_statistics(tmp_path, rtl["top"])
     c = on_disk["coarse"]
@@ -54,8 +56,9 @@ def test_synthesis_report_is_written_beside_the_rtl(tmp_path, variant):
     assert c["multipliers"] >= 1 and c["flipflop_bits"] > 0 and c["cells"] > 0
     ice = rep["ice40"]
     assert ice["luts"] > 0 and ice["flipflops"] > 0 and ice["dsps"] >= 1
-    if variant == "shared":
+    if variant != "pipelined":
         assert rep["rtl"]["multipliers"] == 1
+    assert (ice["brams"] > 0) == (variant == "microcode")  # the ROM and the register file
 
 
 def test_large_designs_get_the_coarse_flow_only(tmp_path, monkeypatch):

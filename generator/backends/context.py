@@ -10,6 +10,7 @@ dataclasses instead of dicts, so a field a template needs is named, typed and re
     VerilogHeadContext  templates/verilog/head.v.j2     (ports, functions, the envelope check)
     VerilogPipelinedContext  templates/verilog/pipelined.v.j2
     VerilogSharedContext     templates/verilog/shared.v.j2
+    VerilogMicrocodeContext  templates/verilog/microcode.v.j2
 
 A template receives `variables()`: the fields, those of a nested context merged in (its
 names are the template's names); jinja2's StrictUndefined still refuses a missing one.
@@ -146,5 +147,27 @@ class VerilogSharedContext(_Context):
     outputs: list[str]  # what drives each output
 
 
+@dataclass(frozen=True)
+class VerilogMicrocodeContext(_Context):
+    """The shared variant's units under a microcode ROM, operands from a register file in
+    block RAM (rtl.microcode)."""
+    head: VerilogHeadContext
+    pcw: int  # bits of the cycle counter
+    C: int  # cycles of one vector (the ROM has C + 1 words)
+    uw: int  # bits of a ROM word
+    words: list[str]  # the ROM's words as Verilog literals, cycle 0 first
+    ctl: list[tuple[str, int, int, int]]  # control fields of the word: (name, high bit, low bit, width)
+    ports: int  # operand ports (register file copies)
+    aw: int  # register file address bits
+    depth: int  # register file words
+    units: list[dict]  # per unit: its fields as wires, its datapath (unit.v.j2)
+    wsrc: list[tuple[str, str]]  # the write bus's sources: (value, overflow flag)
+    wsw: int  # bits of the write bus's source index
+    out_regs: list[int]  # outputs held in registers
+    oww: int  # bits of the output register index
+    outputs: list[str]  # what drives each output
+
+
 __all__ = ["CHeaderContext", "CSourceContext", "HlsHeaderContext", "HlsSourceContext", "KernelContext",
-           "VerilogContext", "VerilogHeadContext", "VerilogPipelinedContext", "VerilogSharedContext"]
+           "VerilogContext", "VerilogHeadContext", "VerilogMicrocodeContext", "VerilogPipelinedContext",
+           "VerilogSharedContext"]

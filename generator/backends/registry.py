@@ -169,8 +169,9 @@ SHARED_UNITS_MAX = 256
 
 @dataclass(frozen=True)
 class VerilogOptions(Options):
-    variant: str = option("pipelined", "pipelined: one vector per cycle; shared: a few operators reused",
-                          choices=("pipelined", "shared"))
+    variant: str = option("pipelined", "pipelined: one vector per cycle; shared: a few operators reused; "
+                          "microcode: one operator per class under a microcode ROM, operands from a register file "
+                          "in block RAM", choices=("pipelined", "shared", "microcode"))
     # a shared design of more units than a kernel has operations is a pipelined one spelled
     # long (--multipliers 1000 wrote 2.2 MB of Verilog for 33 multiplications)
     multipliers: int = option(4, "multipliers of the shared variant", kind=int, minimum=1, maximum=SHARED_UNITS_MAX)
@@ -196,7 +197,7 @@ class VerilogOptions(Options):
     # a product by +-2^k is a shift, by +-2^p +-2^q a shift-add: no multiplier (rtl.lower.shift_constants)
     const_products: str = option("auto", "products by a literal: shift-add: +-2^k as shifts and +-2^p +-2^q "
                                  "as shift-adds; shift: only +-2^k; multiply: all as multipliers; auto: shift-add "
-                                 "pipelined, multiply shared (fewer LUTs there)",
+                                 "pipelined, multiply shared and microcode (fewer LUTs there)",
                                  choices=CONST_PRODUCTS)
 
 

@@ -1,4 +1,4 @@
-"""Verilog from a fixed-point program: a pipelined or a resource-shared kernel.
+"""Verilog from a fixed-point program: a pipelined, a resource-shared or a microcode kernel.
 
     FixedProgram -> HwProgram (backends.fixed.ops) -> cycle schedule (rtl.schedule) -> Verilog
 
@@ -25,8 +25,11 @@ ap_return), so one bench drives either:
   while it runs, so they must stay as they are until ap_ready; ap_done = ap_ready in the
   last cycle, with the outputs held in registers; the kernel is idle in the next cycle
   and starts again if ap_start is high then (interval = cycles + 2).
+* microcode: the shared variant's protocol and units (one per class), driven by a ROM word
+  per cycle, their operands from a register file in block RAM (rtl.microcode, which
+  renders it; its unit datapaths are this module's and templates/verilog/unit.v.j2).
 
-The text is laid out by templates/verilog/{head,pipelined,shared,ops}.v.j2; this module
+The text is laid out by templates/verilog/{head,pipelined,shared,unit,microcode,ops}.v.j2; this module
 computes what goes in them (schedules, operand sources, Verilog expressions of the op set's
 shifts). Output depends only on the program and the options (no dates, no paths), and
 passes `verilator --lint-only -Wall` (mbforge.hdl.lint): what it would flag and is meant
@@ -71,7 +74,8 @@ def _ops_file(ctx: KernelContext, top: str, hp: HwProgram, variant: str = "pipel
     trig = dict(t, c_lit=lit(t["two_over_pi_q24"], 32), hi_lit=lit(t["pio2_hi_q29"], 32),
                 lo_lit=lit(t["pio2_lo_q60"], 32))
     trig_iter = None
-    if variant == "shared" and counts.get("tred"):
+    iterative = variant in ("shared", "microcode")
+    if iterative and counts.get("tred"):
         # the shared variant's one reduction unit shifts by the amounts its operations use
         am = sorted({op.p["sh"] for op in hp.ops if op.kind == "tred"})
         trig_iter = {"amounts": am, "w": max(1, (len(am) - 1).bit_length()),
@@ -81,7 +85,7 @@ def _ops_file(ctx: KernelContext, top: str, hp: HwProgram, variant: str = "pipel
                      + _shift_mux("xs", "$signed({{32{x1[31]}}, x1})", "sel1", [-max(a, 0) for a in am])}
     return render_template("verilog/ops.v.j2", version=ctx.version, top=top, trig_iter=trig_iter,
                            prefix=ctx.prefix, lat=LATENCY, lat_shared=SHARED_LATENCY,
-                           iterative=variant == "shared", div_stages=DIV_STAGES, sqrt_stages=SQRT_STAGES,
+                           iterative=iterative, div_stages=DIV_STAGES, sqrt_stages=SQRT_STAGES,
                            div=bool(counts.get("div")),
                            sqrt=bool(counts.get("sqrt")), trig=trig if counts.get("tred") else None)
 
@@ -510,6 +514,17 @@ def render_verilog(hp: HwProgram, ctx: VerilogContext, options) -> tuple[dict[st
                     # an operator per operation (the shared variant's `units` are what it shares);
                     # no register file, so no `registers`: the delay lines' bits are above
                     units=dict(sorted(Counter(unit_class(op.kind) for op in hp.ops).items())))
+    elif o["variant"] == "microcode":
+        from .microcode import default_micro_units, render_microcode, schedule as micro_schedule
+
+        units = default_micro_units(hp, options.dividers)
+        ms = micro_schedule(hp, units)
+        text, figures = render_microcode(hp, ms, ctx, top, options.dsp)
+        n_dsp = 1 if options.dsp is None else min(1, options.dsp)
+        desc.update(latency=ms.cycles + 1, interval=ms.cycles + 2, cycles=ms.cycles, units=units,
+                    multipliers=units.get("mul", 0), dsp_multipliers=min(units.get("mul", 0), n_dsp),
+                    lut_multipliers=units.get("mul", 0) - min(units.get("mul", 0), n_dsp),
+                    registers=ms.depth, **figures)
     else:
         units = default_units(hp, o["multipliers"], o["adders"], options.dividers)
         ss = shared(hp, units)
