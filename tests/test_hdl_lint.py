@@ -1,5 +1,5 @@
 """Every generated Verilog file passes `verilator --lint-only -Wall` with no warning
-(mbforge.hdl.lint): both variants of the four-bar's kinematics and the four-bar's and
+(mbforge.hdl.lint): the three variants of the four-bar's kinematics and the four-bar's and
 slider-crank's equations, each with its AXI-Stream and AXI4-Lite wrappers and its plain
 testbench, and every operator module (a test kernel of them all, four option sets)."""
 import json
@@ -34,7 +34,7 @@ def _design(tmp_path, model, kernel, variant):
 
 @pytest.mark.parametrize("model, kernel", [("fourbar", "kinematics"), ("fourbar", "equations"),
                                            ("slidercrank", "equations")])
-@pytest.mark.parametrize("variant", ["pipelined", "shared"])
+@pytest.mark.parametrize("variant", ["pipelined", "shared", "microcode"])
 def test_generated_verilog_is_lint_clean(tmp_path, model, kernel, variant):
     out, top = _design(tmp_path, model, kernel, variant)
     for t in (top, f"{top}_axis", f"{top}_axil", f"{top}_tb"):  # the core, the wrappers, the bench: each the top
@@ -43,7 +43,8 @@ def test_generated_verilog_is_lint_clean(tmp_path, model, kernel, variant):
 
 @pytest.mark.parametrize("options", [{"variant": "pipelined"}, {"variant": "pipelined", "dsp": 0},
                                      {"variant": "shared", "const_products": "shift-add"},
-                                     {"variant": "shared", "multipliers": 2, "dividers": 2, "dsp": 0}])
+                                     {"variant": "shared", "multipliers": 2, "dividers": 2, "dsp": 0},
+                                     {"variant": "microcode", "dividers": 2}])
 def test_every_operator_is_lint_clean(tmp_path, options):
     """Every operator module (division, square root, sin/cos reduction; mul_lut with --dsp 0)."""
     generate(functions_kernel(), "verilog", options=options).write(tmp_path)
