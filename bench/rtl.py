@@ -209,6 +209,11 @@ def _mapped(d: Path, family: str) -> dict:
 
     rtl = json.loads((d / "rtl.json").read_text())
     srcs = " ".join(str(d / s) for s in Manifest.load(d).sources)
+    if family == "xilinx":  # an estimate: synth_xilinx, no place and route (mbforge.hdl.synth)
+        from mbforge.hdl.synth import xilinx_counts
+        x = xilinx_counts(srcs, rtl["top"])
+        return {"luts": x["luts"], "dsps": x["dsps"], "brams": x["brams_18k"], "ffs": x["flipflops"],
+                "seconds": x["seconds"]}
     fam = FAMILIES[family]
     t0 = time.perf_counter()
     _yosys(f"read_verilog -sv {srcs}\nsynth_{family} -top {rtl['top']}{' -dsp' if family == 'ice40' else ''}\n"
@@ -309,7 +314,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--ice40", action="store_true", help="the goal's four-bar designs through synth_ice40 (minutes)")
     ap.add_argument("--table", action="store_true", help="issue 32's table: every variant of the four-bar "
                     "kinematics and the delta's inverse dynamics, before and after")
-    ap.add_argument("--map", default="", help="with --table: comma-separated families to map to (ice40, ecp5)")
+    ap.add_argument("--map", default="", help="with --table: comma-separated families to map to (ice40, ecp5; "
+                                              "xilinx: a 7-series estimate, synth_xilinx)")
     ap.add_argument("--only", default=None, help="with --table: one model (fourbar or delta)")
     ap.add_argument("--design", action="append", default=None, choices=sorted({d[0] for d in TABLE_DESIGNS}),
                     help="with --table: only the designs of this name (repeatable; default all)")
@@ -319,10 +325,16 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     from mbforge.backends.rtl.schedule import pipeline
 
-    args = _parser().parse_args(argv)
+    ap = _parser()
+    args = ap.parse_args(argv)
     if args.table:
         rows: list = []
-        variant_table(rows, [f for f in args.map.split(",") if f], args.only, args.pnr, args.design)
+        families = [f for f in args.map.split(",") if f]
+        from mbforge.hdl.pnr import FAMILIES
+        bad = [f for f in families if f not in FAMILIES and f != "xilinx"]
+        if bad:
+            ap.error(f"--map {','.join(bad)}: families are {', '.join([*FAMILIES, 'xilinx'])}")
+        variant_table(rows, families, args.only, args.pnr, args.design)
         if args.json:
             Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
         return 0

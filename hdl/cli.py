@@ -202,7 +202,8 @@ def _implement(args, dirs, failed: list):
 
     if not args.no_synth:
         # with --pnr the part's own mapping gives the resources: no iCE40 estimate, no note of one
-        print(report_text(synthesize(dirs["rtl"], ice40=True if args.ice40 else (False if args.pnr else None))))
+        print(report_text(synthesize(dirs["rtl"], ice40=True if args.ice40 else (False if args.pnr else None),
+                                     xilinx=args.xilinx)))
     if not args.pnr:
         return None
     rep = place_and_route(dirs["rtl"], PNR_DEVICE[args.pnr], seed=args.pnr_seed)
@@ -301,6 +302,8 @@ def register(sub) -> None:
                         "the core alone)")
     p.add_argument("--no-synth", action="store_true", help="skip the yosys report")
     p.add_argument("--ice40", action="store_true", help="run synth_ice40 even on a large design")
+    p.add_argument("--xilinx", action="store_true",
+                   help="also estimate Xilinx 7-series resources (yosys synth_xilinx; no place and route)")
     p.add_argument("--pnr", choices=PNR_CHOICES, default=None,
                    help="place and route with nextpnr-ice40 on an UP5K, an HX8K, or (ice40) the first that fits, or "
                         "with nextpnr-ecp5 on an ECP5 25K, 45K, 85K, or (ecp5) the first that fits; prints Fmax "

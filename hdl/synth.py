@@ -7,6 +7,9 @@ Two flows:
   word-level netlist after optimisation and operator sharing: cells by type, multipliers
   (the $mul cells before alumacc, which makes a $macc of any sum of three terms; constant
   ones included), flip-flop bits (the widths of $dff-like cells), memories.
+* xilinx (when asked): `synth_xilinx -family xc7`, an ESTIMATE of the resources on a Xilinx
+  7-series part (no place and route here: LUT1..LUT6, flip-flops, CARRY4, DSP48E1, block
+  RAM in 18 kbit halves) against an Artix-7 XC7A35T's counts.
 * ice40 (small designs, or when asked): `synth_ice40 -dsp`, the iCE40 UltraPlus mapping:
   SB_LUT4, SB_CARRY, flip-flops, SB_MAC16 DSPs, SB_RAM40_4K, against the UP5K's 5280 LUTs
   and 8 DSPs. It costs about a minute per 100 operators on this kind of machine, so by
@@ -30,6 +33,7 @@ ICE40_MAX_OPS = 40
 UP5K = {"SB_LUT4": 5280, "SB_MAC16": 8, "SB_RAM40_4K": 30, "SB_SPRAM256KA": 4}
 FF_TYPES = ("$dff", "$dffe", "$sdff", "$sdffe", "$sdffce", "$adff", "$adffe", "$aldff", "$dffsr", "$dffsre")
 ICE40_FF = re.compile(r"^SB_DFF")
+XC7A35T = {"luts": 20800, "flipflops": 41600, "dsps": 90, "brams_18k": 100}  # Artix-7 35T: what an estimate is held to
 
 
 COARSE_BEFORE_ALUMACC = "proc; flatten; opt_expr; opt_clean; check; opt -nodffe -nosdff; fsm; opt; wreduce; peepopt; opt_clean"
@@ -99,7 +103,24 @@ def register_bits(rtl_dir: str | Path, timeout: float = 3600) -> dict:
         return {"flipflop_bits": _ff_bits(text), "memory_bits": _memory_bits(text)}
 
 
-def synthesize(rtl_dir: str | Path, ice40: bool | None = None, timeout: float = 3600) -> dict:
+def xilinx_counts(srcs: str, top: str, timeout: float = 3600) -> dict:
+    """yosys `synth_xilinx -family xc7` of the kernel alone: resources of a Xilinx 7-series
+    part, an estimate (no place and route), against an XC7A35T."""
+    with tempfile.TemporaryDirectory() as tmp:
+        stat = Path(tmp) / "xc7.json"
+        t0 = time.perf_counter()
+        _yosys(f"read_verilog -sv {srcs}\nsynth_xilinx -family xc7 -top {top}\ntee -q -o {stat} stat -json\n", timeout)
+        c = _cells(stat)
+    out = {"luts": sum(v for k, v in c.items() if re.fullmatch(r"LUT[1-6]", k)),
+           "flipflops": sum(v for k, v in c.items() if re.fullmatch(r"FD[RSCP]E", k)),
+           "carries": c.get("CARRY4", 0), "dsps": c.get("DSP48E1", 0),
+           "brams_18k": c.get("RAMB18E1", 0) + 2 * c.get("RAMB36E1", 0), "by_type": dict(sorted(c.items())),
+           "seconds": round(time.perf_counter() - t0, 2)}
+    out["fits_xc7a35t"] = all(out[k] <= n for k, n in XC7A35T.items())
+    return out
+
+
+def synthesize(rtl_dir: str | Path, ice40: bool | None = None, timeout: float = 3600, xilinx: bool = False) -> dict:
     rtl_dir = Path(rtl_dir).resolve()
     m = Manifest.load(rtl_dir)
     rtl = json.loads((rtl_dir / "rtl.json").read_text())
@@ -137,7 +158,9 @@ def synthesize(rtl_dir: str | Path, ice40: bool | None = None, timeout: float = 
                    "brams": c.get("SB_RAM40_4K", 0)}
             ice["fits_up5k"] = ice["luts"] <= UP5K["SB_LUT4"] and ice["dsps"] <= UP5K["SB_MAC16"]
             rep["ice40"] = ice
-        elif ice40 is None:  # skipped for its size, not because the caller said so
+        if xilinx:
+            rep["xilinx"] = xilinx_counts(srcs, top, timeout)
+        if not run_ice and ice40 is None:  # skipped for its size, not because the caller said so
             rep["notes"].append(f"iCE40 mapping skipped: {n_ops} hardware operators > {ICE40_MAX_OPS} "
                                 "(`mbforge hdl --ice40` forces it; about a minute per 100 operators)")
     # what the variant has: registers the shared and microcode ones (the latter's in a block RAM
@@ -164,5 +187,11 @@ def report_text(rep: dict) -> str:
         lines.append(f"  iCE40 (synth_ice40 -dsp, {rep['seconds'].get('ice40')} s): {ice['luts']} LUT4, "
                      f"{ice['carries']} carries, {ice['flipflops']} flip-flops, {ice['dsps']} SB_MAC16, "
                      f"{ice['brams']} block RAMs; fits an UP5K (5280 LUT4, 8 DSP): {ice['fits_up5k']}")
+    x = rep.get("xilinx")
+    if x:
+        lines.append(f"  Xilinx 7-series ESTIMATE (synth_xilinx -family xc7, no place and route, {x['seconds']} s): "
+                     f"{x['luts']} LUT, {x['flipflops']} flip-flops, {x['carries']} CARRY4, {x['dsps']} DSP48E1, "
+                     f"{x['brams_18k']} block RAM (18 kbit); fits an XC7A35T ({XC7A35T['luts']} LUT, "
+                     f"{XC7A35T['dsps']} DSP48E1, {XC7A35T['brams_18k']} x 18 kbit) by these counts: {x['fits_xc7a35t']}")
     lines += [f"  note: {n}" for n in rep.get("notes", [])]
     return "\n".join(lines)

@@ -103,3 +103,21 @@ def test_dsp_cap_moves_multipliers_into_luts(tmp_path):
         ice[dsp] = synthesize(d, ice40=True)["ice40"]
     assert ice[None]["dsps"] > ice[1]["dsps"] > ice[0]["dsps"] == 0
     assert ice[None]["luts"] < ice[1]["luts"] < ice[0]["luts"]
+
+
+def test_xilinx_estimate_on_request(tmp_path):
+    """synthesize(xilinx=True): yosys synth_xilinx's counts, labelled an estimate: the product
+    in a DSP48E1, the microcode variant's ROM and register file in 18 kbit block RAMs, against
+    yosys' own statistics of the same run."""
+    variant = "microcode"
+    from mbforge.hdl.synth import XC7A35T, xilinx_counts
+
+    generate(tiny_kernel(), "verilog", options={"variant": variant, "multipliers": 1}).write(tmp_path)
+    rep = synthesize(tmp_path, xilinx=True)
+    x = rep["xilinx"]
+    by = x["by_type"]
+    assert x["luts"] == sum(by.get(f"LUT{k}", 0) for k in range(1, 7)) > 0
+    assert x["dsps"] == by.get("DSP48E1", 0) >= 1 and x["flipflops"] > 0
+    assert x["brams_18k"] == by.get("RAMB18E1", 0) + 2 * by.get("RAMB36E1", 0) > 0
+    assert x["fits_xc7a35t"] == all(x[k] <= n for k, n in XC7A35T.items())
+    assert "Xilinx 7-series ESTIMATE" in (tmp_path / "synth_report.txt").read_text()
