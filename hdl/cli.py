@@ -54,6 +54,8 @@ def _generate(args):
         sub.check_writable()
     if args.horizon is not None and args.kernel != "step":
         raise CLIError(f"--horizon goes with --kernel step, not --kernel {args.kernel}")
+    if args.clock is not None and not args.pnr:
+        raise CLIError(f"--clock {args.clock:g}: a target for place and route, it goes with --pnr PART")
     eqs, kernel = model_kernel(args)
     generate(kernel, "verilog", prefix=args.prefix, options=opts).write(subs["rtl"])
     shared = {k: v for k, v in given.items() if k in FIXED_POINT_SHARED}
@@ -197,7 +199,7 @@ def _simulate(args, dirs, eqs, kernel) -> tuple[list, object]:
 def _implement(args, dirs, failed: list):
     """Synthesis (unless --no-synth) and --pnr; a part that does not fit joins `failed`.
     The Fmax placed and routed, or None."""
-    from .pnr import PNR_DEVICE, place_and_route, pnr_failure, pnr_text
+    from .pnr import PNR_DEVICE, clock_failure, place_and_route, pnr_failure, pnr_text
     from .synth import report_text, synthesize
 
     if not args.no_synth:
@@ -206,10 +208,12 @@ def _implement(args, dirs, failed: list):
                                      xilinx=args.xilinx)))
     if not args.pnr:
         return None
-    rep = place_and_route(dirs["rtl"], PNR_DEVICE[args.pnr], seed=args.pnr_seed)
+    rep = place_and_route(dirs["rtl"], PNR_DEVICE[args.pnr], seed=args.pnr_seed, clock_mhz=args.clock)
     print(pnr_text(rep))
     if not rep["fits"]:
         failed.append(f"place and route: {pnr_failure(rep)}")
+    elif clock_failure(rep):
+        failed.append(clock_failure(rep))
     return rep.get("fmax_mhz")
 
 
@@ -308,6 +312,9 @@ def register(sub) -> None:
                    help="place and route with nextpnr-ice40 on an UP5K, an HX8K, or (ice40) the first that fits, or "
                         "with nextpnr-ecp5 on an ECP5 25K, 45K, 85K, or (ecp5) the first that fits; prints Fmax "
                         "and utilisation")
+    p.add_argument("--clock", type=number(1, 1000, "a clock in MHz"), default=None, metavar="MHZ",
+                   help="with --pnr: the target clock (nextpnr's --freq); a routed Fmax below it fails the command "
+                        "with the Fmax reached")
     p.add_argument("--pnr-seed", type=whole(0, 2**31 - 1), default=1,
                    help="nextpnr's placement seed, 0 to 2147483647 (default 1: runs repeat)")
     p.add_argument("--horizon", type=number(0, 60, "a number of seconds"), default=None,

