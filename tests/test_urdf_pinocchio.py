@@ -8,7 +8,9 @@ states within the joint limits, the compiled c-double kernels give Pinocchio's t
 kernels stay within the manifest's proved error bound (rnea, crba), and, where the
 analysis proves none (aba divides by articulated inertias), within 1e-5 of the
 acceleration scale. frame-kinematics gives Pinocchio's frame placements and
-LOCAL_WORLD_ALIGNED frame Jacobians (c-double, 1e-10). Pinocchio reads the same file:
+LOCAL_WORLD_ALIGNED frame Jacobians (c-double, 1e-10). Point forces and torques on
+floating_gripper's links and floating base give Pinocchio's rnea / aba with fext (1e-10).
+Pinocchio reads the same file:
 nothing of mbforge's is the reference."""
 from __future__ import annotations
 
@@ -337,3 +339,115 @@ def test_floating_base_c_fixed_stays_within_its_bounds(tmp_path):
             Y, bound = _matrix(kernel, Y, n), _matrix(kernel, bound[None], n)[0]
         assert np.isfinite(bound).all()
         assert (np.abs(Y - ref) <= bound + 1e-12 * np.abs(ref).max()).all(), kernel.name
+
+
+def _with_forces(model, timed=True):
+    """The force elements of the forces tests on floating_gripper: a point force on link
+    `left` (depending on the wrist's rate), a torque on `palm` (depending on t when timed,
+    else constant: helpers.models.check_recursive's Q takes no t), a point
+    force on the root link (a body at the tree's root frame: on a floating base, the base)
+    and a spring-damper on the left knuckle (a joint row only). World components."""
+    from mbforge.ir import as_atom, mul
+
+    t = model.relative_trees
+    wrist, knuckle = model.q[0], model.q[1]
+    body = {b.name: b for b in model.bodies}
+    model.force("push", body["left"], (0.02, -0.01, 0.05), (1.5, mul(as_atom(-0.7), model.qd[0]), 0.4))
+    model.torque("twist", body["palm"], (0.2, mul(model.t, as_atom(0.6)) if timed else 0.3, -0.1))
+    model.force("shove", t.body("trunk", t.world, t.origin), (0.1, 0.03, -0.02), (-0.8, 0.3, 1.1))
+    model.spring_damper("elastic", knuckle, k=3.0, c=0.4, rest=0.2)
+    assert wrist.value.name == "wrist" and knuckle.value.name == "left_knuckle"
+    return model
+
+
+def _pin_fext(pm, data, x, xd, t, sign=1.0):
+    """_with_forces's point forces and torque as Pinocchio's fext: per joint, in its local
+    frame about its origin (F and n turned from world axes by the joint's rotation)."""
+    import pinocchio as pin
+
+    pin.forwardKinematics(pm, data, x)
+    fext = pin.StdVec_Force()
+    for _ in range(pm.njoints):
+        fext.append(pin.Force.Zero())
+    wrist_rate = xd[pm.joints[pm.getJointId("wrist")].idx_v]
+    for joint, p, F, n in (("left_knuckle", (0.02, -0.01, 0.05), (1.5, -0.7 * wrist_rate, 0.4), (0, 0, 0)),
+                           ("wrist", (0, 0, 0), (0, 0, 0), (0.2, 0.6 * t, -0.1)),
+                           ("root_joint", (0.1, 0.03, -0.02), (-0.8, 0.3, 1.1), (0, 0, 0))):
+        jid = pm.getJointId(joint)
+        R = data.oMi[jid].rotation
+        f = sign * R.T @ np.array(F, dtype=float)
+        fext[jid] = fext[jid] + pin.Force(f, np.cross(p, f) + sign * R.T @ np.array(n, dtype=float))
+    return fext
+
+
+@pytest.mark.host
+@pytest.mark.needs(modules=("pinocchio",))
+def test_forces_on_a_floating_base_equal_pinocchios_fext(tmp_path):
+    """Point forces and a torque (world components; functions of qd and t) on the links and
+    the base of floating_gripper on its floating base, and a spring-damper on a joint:
+    mbforge's compiled c-double rnea and aba give Pinocchio's rnea / aba with fext (the
+    spring's generalized force added on its joint's row) to 1e-10 relative at 24 random
+    states; the forces' sign flipped in the reference gives a mismatch."""
+    import pinocchio as pin
+
+    path = _urdf("floating_gripper")
+    model = _with_forces(from_urdf(path, floating=True))
+    kr, ka = rnea_kernel(model), aba_kernel(model)  # no longer refused
+    Q, QD, QDD, U = _states(model, np.random.default_rng(28))
+    t = 0.5
+    pm, data, configuration, iv = _pinocchio(path, model)
+    knuckle = 6 + 1  # the left knuckle's row among the velocities (the base's 6 first)
+
+    def tangent(v):
+        x = np.zeros(pm.nv)
+        x[iv] = v
+        return x
+
+    def reference(sign):
+        tau, qdd = [], []
+        for q, qd, a, u in zip(Q, QD, QDD, U):
+            x, xd = configuration(q), tangent(qd)
+            spring = np.zeros(len(iv))
+            spring[knuckle] = -(3.0 * (q[7 + 1] - 0.2) + 0.4 * qd[knuckle])
+            tau.append(pin.rnea(pm, data, x, xd, tangent(a), _pin_fext(pm, data, x, xd, t, sign))[iv] - spring)
+            tq = tangent(np.r_[np.zeros(6), u] + spring)
+            qdd.append(pin.aba(pm, data, x, xd, tq, _pin_fext(pm, data, x, xd, t, sign))[iv])
+        return np.array(tau), np.array(qdd)
+
+    T = np.full((SAMPLES, 1), t)
+    worst = {}
+    for sign in (1.0, -1.0):
+        tau_ref, qdd_ref = reference(sign)
+        for kernel, X, ref in ((kr, np.hstack([Q, QD, QDD, T]), tau_ref), (ka, np.hstack([Q, QD, T, U]), qdd_ref)):
+            Y, _ = _run(kernel, "c-double", tmp_path / f"{kernel.name}-{sign}", X)
+            scale = np.abs(ref).max(axis=1, keepdims=True)
+            worst[kernel.name, sign] = (np.abs(Y - ref) / scale).max()
+    assert worst["inverse-dynamics-rnea", 1.0] <= 1e-10 and worst["forward-dynamics-aba", 1.0] <= 1e-10, worst
+    assert worst["inverse-dynamics-rnea", -1.0] > 1e-3 and worst["forward-dynamics-aba", -1.0] > 1e-3, worst
+
+
+def test_the_same_forces_on_a_fixed_base_equal_the_mass_matrix_equations():
+    """_with_forces's elements on floating_gripper fixed to the world: RNEA and ABA equal
+    M qdd - Q and M^-1 (Q + B u) of Model.equations (their generalized forces by virtual
+    power), the path the floating base's f_ext leaves as it was."""
+    from helpers.models import check_recursive
+
+    check_recursive(_with_forces(from_urdf(_urdf("floating_gripper")), timed=False), seed=5)
+
+
+def test_forces_a_floating_base_cannot_take_are_refused_with_one_line():
+    """A force on a body that is no link of the tree, or a spring on the base's coordinates."""
+    from mbforge.ir import as_atom, sub
+
+    model = from_urdf(_urdf("floating_gripper"), floating=True)
+    t = model.relative_trees
+    elsewhere = t.point("elsewhere", t.origin, (0.0, 0.0, 0.3), t.world)
+    model.force("push", t.body("probe", t.world, elsewhere), (0, 0, 0), (1.0, 0.0, 0.0))
+    with pytest.raises(KernelError, match=r"^floating_gripper: force element 'push' acts on body 'probe', which is "
+                                          r"no link of the joint tree nor the floating base[^\n]*$"):
+        rnea_kernel(model)
+    model = from_urdf(_urdf("floating_gripper"), floating=True)
+    model.spring_damper("tether", sub(model.floating_base.q[2], as_atom(0.0)), k=2.0)
+    with pytest.raises(KernelError, match=r"^floating_gripper: force element 'tether' depends on the floating base's "
+                                          r"coordinates[^\n]*$"):
+        aba_kernel(model)
