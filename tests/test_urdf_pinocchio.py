@@ -8,8 +8,10 @@ states within the joint limits, the compiled c-double kernels give Pinocchio's t
 kernels stay within the manifest's proved error bound (rnea, crba), and, where the
 analysis proves none (aba divides by articulated inertias), within 1e-5 of the
 acceleration scale. frame-kinematics gives Pinocchio's frame placements and
-LOCAL_WORLD_ALIGNED frame Jacobians (c-double, 1e-10). Pinocchio reads the same file:
-nothing of mbforge's is the reference."""
+LOCAL_WORLD_ALIGNED frame Jacobians (c-double, 1e-10). Point forces and torques on
+floating_gripper's links and base, and contact forces on Solo12's feet, give Pinocchio's
+rnea / aba with fext (1e-10). Pinocchio reads the same file: nothing of mbforge's is the
+reference."""
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, distribution
@@ -337,3 +339,157 @@ def test_floating_base_c_fixed_stays_within_its_bounds(tmp_path):
             Y, bound = _matrix(kernel, Y, n), _matrix(kernel, bound[None], n)[0]
         assert np.isfinite(bound).all()
         assert (np.abs(Y - ref) <= bound + 1e-12 * np.abs(ref).max()).all(), kernel.name
+
+
+def _with_forces(model, timed=True):
+    """The force elements of the forces tests on floating_gripper: a point force on link
+    `left` (depending on the wrist's rate), a torque on `palm` (depending on t when timed,
+    else constant: helpers.models.check_recursive's Q takes no t), a point
+    force on the root link (a body at the tree's root frame: on a floating base, the base)
+    and a spring-damper on the left knuckle (a joint row only). World components."""
+    from mbforge.ir import as_atom, mul
+
+    t = model.relative_trees
+    wrist, knuckle = model.q[0], model.q[1]
+    body = {b.name: b for b in model.bodies}
+    model.force("push", body["left"], (0.02, -0.01, 0.05), (1.5, mul(as_atom(-0.7), model.qd[0]), 0.4))
+    model.torque("twist", body["palm"], (0.2, mul(model.t, as_atom(0.6)) if timed else 0.3, -0.1))
+    model.force("shove", t.body("trunk", t.world, t.origin), (0.1, 0.03, -0.02), (-0.8, 0.3, 1.1))
+    model.spring_damper("elastic", knuckle, k=3.0, c=0.4, rest=0.2)
+    assert wrist.value.name == "wrist" and knuckle.value.name == "left_knuckle"
+    return model
+
+
+def _pin_fext(pm, data, x, elements, sign=1.0):
+    """Point forces and torques (joint, local point, F, n; world components) as Pinocchio's
+    fext: per joint, in its local frame about its origin (F and n turned from world axes by
+    the joint's rotation)."""
+    import pinocchio as pin
+
+    pin.forwardKinematics(pm, data, x)
+    fext = pin.StdVec_Force()
+    for _ in range(pm.njoints):
+        fext.append(pin.Force.Zero())
+    for joint, p, F, n in elements:
+        jid = pm.getJointId(joint)
+        R = data.oMi[jid].rotation
+        f = sign * R.T @ np.array(F, dtype=float)
+        fext[jid] = fext[jid] + pin.Force(f, np.cross(p, f) + sign * R.T @ np.array(n, dtype=float))
+    return fext
+
+
+def _fext_errors(path, model, elements, spring, tmp_path) -> dict:
+    """{(kernel, sign): worst relative error} of the compiled c-double rnea and aba against
+    Pinocchio's rnea / aba with fext (elements(q, qd, t): _pin_fext's list; spring(q, qd):
+    the scalar elements' generalized forces, on the joint rows) at 24 random states, the
+    forces as they are (sign 1) and flipped in the reference (sign -1)."""
+    import pinocchio as pin
+
+    kr, ka = rnea_kernel(model), aba_kernel(model)  # no longer refused on a floating base
+    Q, QD, QDD, U = _states(model, np.random.default_rng(28))
+    t = 0.5
+    pm, data, configuration, iv = _pinocchio(path, model)
+
+    def tangent(v):
+        x = np.zeros(pm.nv)
+        x[iv] = v
+        return x
+
+    T = np.full((SAMPLES, 1), t)
+    worst = {}
+    for sign in (1.0, -1.0):
+        tau, qdd = [], []
+        for q, qd, a, u in zip(Q, QD, QDD, U):
+            x, xd, Qs = configuration(q), tangent(qd), spring(q, qd)
+            tau.append(pin.rnea(pm, data, x, xd, tangent(a), _pin_fext(pm, data, x, elements(q, qd, t), sign))[iv]
+                       - Qs)
+            tq = tangent(np.r_[np.zeros(6), u] + Qs)
+            qdd.append(pin.aba(pm, data, x, xd, tq, _pin_fext(pm, data, x, elements(q, qd, t), sign))[iv])
+        for kernel, X, ref in ((kr, np.hstack([Q, QD, QDD, T]), np.array(tau)),
+                               (ka, np.hstack([Q, QD, T, U]), np.array(qdd))):
+            Y, _ = _run(kernel, "c-double", tmp_path / f"{kernel.name}-{sign}", X)
+            scale = np.abs(ref).max(axis=1, keepdims=True)
+            worst[kernel.name, sign] = (np.abs(Y - ref) / scale).max()
+    return worst
+
+
+def _agree_and_flipped_differ(worst: dict) -> None:
+    assert worst["inverse-dynamics-rnea", 1.0] <= 1e-10 and worst["forward-dynamics-aba", 1.0] <= 1e-10, worst
+    assert worst["inverse-dynamics-rnea", -1.0] > 1e-3 and worst["forward-dynamics-aba", -1.0] > 1e-3, worst
+
+
+@pytest.mark.host
+@pytest.mark.needs(modules=("pinocchio",))
+def test_forces_on_a_floating_base_equal_pinocchios_fext(tmp_path):
+    """Point forces and a torque (world components; functions of qd and t) on the links and
+    the base of floating_gripper on its floating base, and a spring-damper on a joint:
+    mbforge's compiled c-double rnea and aba give Pinocchio's rnea / aba with fext (the
+    spring's generalized force added on its joint's row) to 1e-10 relative at 24 random
+    states; the forces' sign flipped in the reference gives a mismatch."""
+    path = _urdf("floating_gripper")
+    model = _with_forces(from_urdf(path, floating=True))
+    knuckle = 6 + 1  # the left knuckle's row among the velocities (the base's 6 first)
+
+    def elements(q, qd, t):
+        return [("left_knuckle", (0.02, -0.01, 0.05), (1.5, -0.7 * qd[6], 0.4), (0, 0, 0)),
+                ("wrist", (0, 0, 0), (0, 0, 0), (0.2, 0.6 * t, -0.1)),
+                ("root_joint", (0.1, 0.03, -0.02), (-0.8, 0.3, 1.1), (0, 0, 0))]
+
+    def spring(q, qd):
+        Qs = np.zeros(len(qd))
+        Qs[knuckle] = -(3.0 * (q[7 + 1] - 0.2) + 0.4 * qd[knuckle])
+        return Qs
+
+    _agree_and_flipped_differ(_fext_errors(path, model, elements, spring, tmp_path))
+
+
+@pytest.mark.host
+@pytest.mark.needs(modules=("pinocchio",), dists=("example-robot-data",))
+def test_contact_forces_on_solo12_feet_equal_pinocchios_fext(tmp_path):
+    """Solo12 on its floating base, contact forces at two feet (points of the lower legs,
+    the FL_FOOT / HR_FOOT frames) and a push torque on the trunk, against Pinocchio's fext."""
+    path = _urdf("solo12")
+    model = _model("solo12")
+    t = model.relative_trees
+    body = {b.name: b for b in model.bodies}
+    foot = {f[0]: tuple(float(x) for x in f[2]) for tj in model.joint_tree for f in tj.frames}
+    # the random states' forces reach 3e4 (joint rates up to the URDF's limits): forces of
+    # that order, so that their error (and the flipped sign) shows against them
+    contacts = [("FL_LOWER_LEG", "FL_KFE", foot["FL_FOOT"], (300.0, -100.0, 1200.0)),
+                ("HR_LOWER_LEG", "HR_KFE", foot["HR_FOOT"], (-200.0, 150.0, 900.0))]
+    for link, _, p, F in contacts:
+        model.force(f"contact_{link}", body[link], p, F)
+    model.torque("push", t.body("trunk", t.world, t.origin), (40.0, -30.0, 20.0))
+
+    def elements(q, qd, tt):
+        return [(j, p, F, (0, 0, 0)) for _, j, p, F in contacts] + [("root_joint", (0, 0, 0), (0, 0, 0),
+                                                                      (40.0, -30.0, 20.0))]
+
+    _agree_and_flipped_differ(_fext_errors(path, model, elements, lambda q, qd: np.zeros(len(qd)), tmp_path))
+
+
+def test_the_same_forces_on_a_fixed_base_equal_the_mass_matrix_equations():
+    """_with_forces's elements on floating_gripper fixed to the world: RNEA and ABA equal
+    M qdd - Q and M^-1 (Q + B u) of Model.equations (their generalized forces by virtual
+    power), the path the floating base's f_ext leaves as it was."""
+    from helpers.models import check_recursive
+
+    check_recursive(_with_forces(from_urdf(_urdf("floating_gripper")), timed=False), seed=5)
+
+
+def test_forces_a_floating_base_cannot_take_are_refused_with_one_line():
+    """A force on a body that is no link of the tree, or a spring on the base's coordinates."""
+    from mbforge.ir import as_atom, sub
+
+    model = from_urdf(_urdf("floating_gripper"), floating=True)
+    t = model.relative_trees
+    elsewhere = t.point("elsewhere", t.origin, (0.0, 0.0, 0.3), t.world)
+    model.force("push", t.body("probe", t.world, elsewhere), (0, 0, 0), (1.0, 0.0, 0.0))
+    with pytest.raises(KernelError, match=r"^floating_gripper: force element 'push' acts on body 'probe', which is "
+                                          r"no link of the joint tree nor the floating base[^\n]*$"):
+        rnea_kernel(model)
+    model = from_urdf(_urdf("floating_gripper"), floating=True)
+    model.spring_damper("tether", sub(model.floating_base.q[2], as_atom(0.0)), k=2.0)
+    with pytest.raises(KernelError, match=r"^floating_gripper: force element 'tether' depends on the floating base's "
+                                          r"coordinates[^\n]*$"):
+        aba_kernel(model)

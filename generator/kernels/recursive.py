@@ -38,7 +38,12 @@ off the model's relative trees (Model.relative_trees), revolute and prismatic jo
 The model must have no constraints. Gravity enters the recursions (as an acceleration of
 the ground); force elements (springs, dampers, applied forces and torques) enter as
 their generalized forces by virtual power, as in Model.equations (their own cost, O(N)
-per element for a force deep in a chain); each actuator acts on one coordinate with a
+per element for a force deep in a chain). On a floating base the point forces and
+torques (world components, as on a fixed base) enter instead as Featherstone's external
+spatial forces f_ext on their link (a body at the tree's root frame: the base), turned
+into its axes by the base's quaternion and the chain's rotations: RNEA takes them off the
+link's net force, ABA off its bias force, so the base's wrench rows see them; the scalar
+elements keep their generalized forces on the joint rows (_floating_forces); each actuator acts on one coordinate with a
 constant coefficient (inverse dynamics needs one
 actuator per coordinate, or none: then it returns the generalized forces tau). Anything
 else raises KernelError naming what does not fit, and the M(q)-based kernels serve it.
@@ -55,7 +60,7 @@ import copy
 import numpy as np
 
 from ..ir import ONE, ZERO, Atom, ExpressionError, Sparse, add, congruence, cross, diff, div, dot, folded, folded_mat, \
-    folded_vec, is_zero, matmul, matvec, mtv, mul, skew, sub, symbol, vadd, vscale, vsub
+    folded_vec, is_zero, matmul, matvec, mtv, mul, skew, sub, symbol, vadd, vconst, vscale, vsub
 from ..model.joint_kinds import Prismatic, Revolute, kind_names
 from .common import KernelError, names
 from .kernel import InPort, Kernel, KernelInfo, OutPort
@@ -93,6 +98,8 @@ class OpenTree:
         self.applied = applied  # generalized forces of the force elements (one atom per coordinate)
         # the free-flying root the links without parent hang from (Model.floating_base), or None
         self.base = model.floating_base if model.joint_tree is not None else None
+        # on a floating base, the point forces and torques: (link or None, point, F, n) (_floating_forces)
+        self.external: list = []
 
 
 def _numeric_R(base) -> np.ndarray:
@@ -137,14 +144,88 @@ def open_tree(model, mimic: bool = False) -> OpenTree:
         (j, c), = d.items()
         act[k] = (j, float(c.value))
     g = np.zeros(3) if model.gravity_vector is None else np.asarray(model.gravity_vector, dtype=float)
-    if model.floating_base is not None and model.forces:
-        raise KernelError(f"{name}: force element {model.forces[0].name!r} on a floating-base model: its "
-                          "generalized forces would ignore the base's motion")
     applied = [ZERO] * len(model.q)
-    for f in model.forces:  # springs, dampers, applied forces: by virtual power, as Model.equations
+    forces, external = model.forces, []
+    if model.floating_base is not None:  # point forces and torques act on their link instead
+        forces, external = _floating_forces(model, depth_order)
+    for f in forces:  # springs, dampers, applied forces: by virtual power, as Model.equations
         for j, a in f.terms(ctx)[0].items():
             applied[j] = add(applied[j], a)
-    return OpenTree(model, depth_order, g, act, [a.name for a in model.actuators], applied)
+    tree = OpenTree(model, depth_order, g, act, [a.name for a in model.actuators], applied)
+    tree.external = external
+    return tree
+
+
+def _floating_forces(model, links: list[Link]):
+    """(scalar elements, external forces) of a floating-base model. The point forces and
+    torques become (link or None for the base, local point or None, F, n): world components,
+    turned into the link's axes by the kernels (Featherstone's f_ext). The scalar elements
+    (springs, dampers on measures of the joint coordinates) keep their generalized forces on
+    the joint rows and add nothing to the base's: internal to the robot, they do no work
+    under a rigid motion of the whole of it; one whose terms need the base's own numbers is
+    refused."""
+    from ..model.forces import BodyTorque, PointForce
+
+    b, tree = model.floating_base, model.relative_trees
+    base_mask = 0
+    for s in b.q + b.v + b.a:
+        base_mask |= s.mask
+    carrier = {}  # body name -> the last link of its tree joint
+    by_j = {L.j: L for L in links}
+    index = {s: j for j, s in enumerate(model.q)}
+    for tj in model.joint_tree:
+        carrier[tj.body] = by_j[index[tj.q[-1]]]
+    scalar, external = [], []
+    for f in model.forces:
+        if isinstance(f, (PointForce, BodyTorque)):
+            body = f.body
+            on_base = getattr(body, "base", None) is tree.world and getattr(body, "origin", None) is tree.origin
+            if not on_base and (body.name not in carrier or body not in model.bodies):
+                raise KernelError(f"{model.name}: force element {f.name!r} acts on body {body.name!r}, which is no "
+                                  "link of the joint tree nor the floating base (a body at the tree's root frame)")
+            key = None if on_base else carrier[body.name]
+            if isinstance(f, PointForce):
+                external.append((key, vconst(f.local), list(f.force), None))
+            else:
+                external.append((key, None, None, list(f.torque)))
+            continue
+        terms = f.terms(model.context())[0]
+        if getattr(f, "measure", ZERO).mask & base_mask or any(a.mask & base_mask for a in terms.values()):
+            raise KernelError(f"{model.name}: force element {f.name!r} depends on the floating base's coordinates or "
+                              "velocities: only point forces and torques may (as forces on their link)")
+        scalar.append(f)
+    return scalar, external
+
+
+def _external(tree: OpenTree, R) -> dict:
+    """{link, or None for the floating base: (n, f)}: the external forces on each, in its
+    axes, n about its origin. F and n are in world components: turned by the base's
+    rotation (its quaternion) and then by each link's rotation down the chain."""
+    b = tree.base
+    if not tree.external:
+        return {}
+    Rb = b.joint.rotation(b.q)
+    out: dict = {}
+    for key, p, F, n in tree.external:
+        path = []
+        L = key
+        while L is not None:
+            path.append(L)
+            L = L.parent
+
+        def local(v):
+            v = mtv(Rb, v)
+            for L in reversed(path):
+                v = mtv(R[L], v)
+            return v
+
+        n0, f0 = out.get(key, ([ZERO] * 3, [ZERO] * 3))
+        if F is not None:
+            Fl = local(F)
+            out[key] = (vadd(n0, cross(p, Fl)), vadd(f0, Fl))
+        else:
+            out[key] = (vadd(n0, local(n)), f0)
+    return out
 
 
 class _RelativeReader:
@@ -426,6 +507,11 @@ def rnea(tree: OpenTree, q, qd, qdd) -> list[Atom]:
     b = tree.base
     if b is not None:  # the base's own inertial force, its links' handed to it below
         fb, nb = _body_force(b.mass, b.h, b.I, *root)
+    for L, (n_, f_) in _external(tree, R).items():  # Featherstone's f_ext, taken off the net force
+        if L is None:
+            fb, nb = vsub(fb, f_), vsub(nb, n_)
+        else:
+            f[L], nm[L] = vsub(f[L], f_), vsub(nm[L], n_)
     tau = [ZERO] * n
     for L in reversed(tree.links):
         tau[L.j] = L.joint.project(nm[L], f[L])
@@ -524,6 +610,8 @@ def aba(tree: OpenTree, q, qd, tau, pivots: dict | None = None) -> list[Atom]:
     Spatial vectors as pairs of 3-vectors in link axes at the link origin: motion (w, v),
     force (n, f); an articulated inertia as blocks [n; f] = [[A, B], [B^T, C]] [w; v]."""
     R, rq, cw, cv, IA, pA = _aba_velocities(tree, q, qd)
+    for L, (n_, f_) in _external(tree, R).items():  # Featherstone's f_ext, taken off the bias force
+        pA[L] = [vsub(pA[L][0], n_), vsub(pA[L][1], f_)]
     U, invD, uu = _aba_articulated(tree, q, tau, R, rq, cw, cv, IA, pA, pivots)
     base = _aba_base(tree, IA, pA) if tree.base is not None else None
     return _aba_accelerations(tree, R, rq, cw, cv, U, invD, uu, base)
@@ -802,7 +890,9 @@ def rnea_kernel(src) -> Kernel:
         tree = _reduced_actuators(tree, G)
     n = len(q)
     coords = [model.q[j] for j in free]
-    if tree.base is not None:  # the base's wrench, then each coordinate's force (forces refused)
+    if tree.base is not None:  # the base's wrench, then each coordinate's force
+        if not model.mimic:  # the scalar elements' generalized forces, on the joint rows only
+            tau = tau[:6] + [sub(x, y) for x, y in zip(tau[6:], tree.applied)]
         port = OutPort.vector("tau", tau, [f"tau_base_{c}" for c in ("fx", "fy", "fz", "nx", "ny", "nz")]
                               + [f"tau_{s}" for s in names(coords)])
     elif tree.act:
