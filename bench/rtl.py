@@ -74,8 +74,8 @@ PNR_MEASURED = {
 }
 
 
-def _hw_program(kernel):
-    """The kernel's hardware program as the verilog target builds it."""
+def hw_program(kernel, options: dict | None = None):
+    """The kernel's hardware program as the verilog target builds it (with these options)."""
     import mbforge.backends.rtl.verilog as V
 
     seen = {}
@@ -86,7 +86,7 @@ def _hw_program(kernel):
         return orig(hp, ctx, options)
     V.render_verilog = spy
     try:
-        generate(kernel, "verilog")
+        generate(kernel, "verilog", options=options)
     finally:
         V.render_verilog = orig
     return seen["hp"]
@@ -345,7 +345,7 @@ def main(argv=None) -> int:
             Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
         return code
     k = build_kernel(load(args.model).equations(), args.kernel)
-    hp = _hw_program(k)
+    hp = hw_program(k)
     before = {o: pipeline(hp, outputs=o, min_registers=False).delay_bits for o in ("aligned", "early")}
     designs = [("pipelined", {"variant": "pipelined", "outputs": "aligned"}),
                ("pipelined", {"variant": "pipelined", "outputs": "early"})]

@@ -28,13 +28,9 @@ from .axis import AxisResult
 
 
 class AxilResult(AxisResult):
-    def line(self) -> str:
-        if self.errors:
-            return f"{self.top} (AXI4-Lite): FAIL: {self.errors[0].splitlines()[0]}"
-        return (f"{self.top} (AXI4-Lite, valid delays {self.stalls.get('valid_delays', 0)}, ready delays "
-                f"{self.stalls.get('ready_delays', 0)} cycles): {self.vectors} vectors "
-                f"{'bit-exact with the c-fixed host model' if not self.mismatches else 'DIFFERENT: ' + self.mismatches[0]}"
-                f", {self.cycles_per_vector:.1f} cycles per vector")
+    LABEL = "AXI4-Lite"
+    STALLS = (("valid_delays", "valid delays"), ("ready_delays", "ready delays"))
+    UNIT = " cycles"
 
 IN_BASE = 0x10  # the first input's byte offset; CTRL 0x00, STATUS 0x04
 

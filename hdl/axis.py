@@ -51,15 +51,20 @@ class AxisResult:
     stalls: dict
     errors: list[str]
 
+    # the interface's name and its held-back counts (key, words) in the result line
+    LABEL = "AXI-Stream"
+    STALLS = (("tvalid_gaps", "s_axis tvalid gaps"), ("tready_stalls", "m_axis tready stalls"))
+    UNIT = ""
+
     @property
     def passed(self) -> bool:
         return not self.mismatches and not self.errors and self.vectors > 0
 
     def line(self) -> str:
         if self.errors:
-            return f"{self.top} (AXI-Stream): FAIL: {self.errors[0].splitlines()[0]}"
-        return (f"{self.top} (AXI-Stream, s_axis tvalid gaps {self.stalls.get('tvalid_gaps', 0)}, m_axis tready "
-                f"stalls {self.stalls.get('tready_stalls', 0)}): {self.vectors} vectors "
+            return f"{self.top} ({self.LABEL}): FAIL: {self.errors[0].splitlines()[0]}"
+        stalls = ", ".join(f"{words} {self.stalls.get(key, 0)}" for key, words in self.STALLS)
+        return (f"{self.top} ({self.LABEL}, {stalls}{self.UNIT}): {self.vectors} vectors "
                 f"{'bit-exact with the c-fixed host model' if not self.mismatches else 'DIFFERENT: ' + self.mismatches[0]}"
                 f", {self.cycles_per_vector:.1f} cycles per vector")
 

@@ -11,6 +11,7 @@ import shutil
 
 import pytest
 
+from bench.rtl import hw_program
 from mbforge.backends.rtl.microcode import default_micro_units, schedule
 from mbforge.backends.rtl.schedule import _readers
 from mbforge.examples import load
@@ -89,7 +90,7 @@ def test_a_corrupted_microcode_word_is_caught(work, tmp_path):
 
 @pytest.mark.parametrize("name", list(KERNELS))
 def test_schedule_rules(name):
-    hp = _hw_program_microcode(KERNELS[name]())
+    hp = hw_program(KERNELS[name](), {"variant": "microcode"})
     ms = schedule(hp, default_micro_units(hp, 1))
     issues = [ms.issue[op.id] for op in hp.ops]
     assert len(set(issues)) == len(issues)  # one issue a cycle
@@ -105,23 +106,6 @@ def test_schedule_rules(name):
         spans.sort()
         assert all(a[1] < b[0] for a, b in zip(spans, spans[1:]))
     assert ms.depth == len(live) or not live
-
-
-def _hw_program_microcode(k):
-    import mbforge.backends.rtl.verilog as V
-
-    seen = {}
-    orig = V.render_verilog
-
-    def spy(hp, ctx, options):
-        seen["hp"] = hp
-        return orig(hp, ctx, options)
-    V.render_verilog = spy
-    try:
-        generate(k, "verilog", options={"variant": "microcode"})
-    finally:
-        V.render_verilog = orig
-    return seen["hp"]
 
 
 def test_output_is_deterministic(work, tmp_path):
