@@ -284,7 +284,7 @@ def _table_line(r: dict, families: list[str]) -> str:
         if m is None:
             s += f"; {f}: not mapped (over {MAP_MAX_CELLS} word-level cells)"
             continue
-        s += (f"; {f}: {m['luts']} LUT4, {m['dsps']} DSP, {m['ffs']} FF, {m['brams']} BRAM "
+        s += (f"; {f}: {m['luts']} {'LUT' if f == 'xilinx' else 'LUT4'}, {m['dsps']} DSP, {m['ffs']} FF, {m['brams']} BRAM "
               f"({m['seconds']} s)")
     p = r.get("pnr")
     if p is not None:
