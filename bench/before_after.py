@@ -11,9 +11,11 @@ per checkout; a refusal is recorded with its last line (the error).
 
     python -m bench.before_after --before DIR --after DIR --json FILE --md FILE
 
-The instruction count cycles through the kernel's motion.json vectors (at most 16), else
-the middle of its inputs' envelopes; c-fixed's inputs are those values in the kernel's own
-Q formats. A kernel that returns a nonzero status on them gets no count (noted).
+The instruction count cycles through the same states for both checkouts: the motion.json
+vectors (at most 16) of the first that wrote one, mapped by port and index (a port one
+checkout dropped gets nothing) and clamped into each kernel's own envelope, else the middle
+of the inputs' envelopes; c-fixed's inputs are those values in the kernel's Q formats. A
+kernel that returns a nonzero status on them gets no count (noted).
 --keep DIR leaves the generated kernels in DIR/before and DIR/after for a diff.
 """
 from __future__ import annotations
@@ -35,7 +37,7 @@ from .golden import DYNAMICS, TIMEOUT
 from .host import _callgrind
 
 # the examples with a recursive (open tree in relative coordinates) or reduced kernel; the
-# others refuse these kernels at both commits (checked once by hand, see docs/restructure.md)
+# other shipped examples refuse these kernels (checked once at 15a0c96, docs/restructure.md)
 DYNAMICS_MORE = [(ex, k, t) for ex, k in (("sample_arm", "forward-dynamics-aba"),
                                           ("sample_arm", "inverse-dynamics-rnea"),
                                           ("spatial_chain", "forward-dynamics-aba"),
