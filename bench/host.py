@@ -72,9 +72,9 @@ def build_kernels(model: str, engines: list[str]):
     return out
 
 
-def _compile(k, d: Path, extra: str, name: str, shared: bool) -> Path:
+def _compile(k, d: Path, extra: str, name: str, shared: bool, real: str = "double") -> Path:
     src = d / f"{name}.c"
-    src.write_text(k.source + "\n#define REAL double\n" + extra.replace("REAL", "double"))
+    src.write_text(k.source + f"\n#define REAL {real}\n" + extra.replace("REAL", real))
     exe = d / (f"{name}.so" if shared else name)
     cmd = ["gcc", *CFLAGS, str(src), "-o", str(exe), "-lm"] + (["-shared", "-fPIC"] if shared else [])
     subprocess.run(cmd, check=True)
@@ -103,15 +103,16 @@ def callgrind_instructions(k, d: Path, X: np.ndarray | None = None) -> float:
     return _callgrind(k, d, X)[0]
 
 
-def _callgrind(k, d: Path, X: np.ndarray | None = None) -> tuple[float, Path]:
+def _callgrind(k, d: Path, X: np.ndarray | None = None, real: str = "double") -> tuple[float, Path]:
     """Instructions per call (callgrind: 110 calls less 10), cycling through the rows of X
-    (default: one fixed vector in [0.1, 0.9], inside the joint kernels' ranges)."""
+    (default: one fixed vector in [0.1, 0.9], inside the joint kernels' ranges); `real` is
+    the kernel's element type (int32_t for a fixed-point kernel, X then holds its words)."""
     if X is None:
         X = [[0.1 + 0.8 * ((j * 7919) % 101) / 101.0 for j in range(k.n_in)]]
     rows = ", ".join("{" + ", ".join(repr(float(v)) for v in row) + "}" for row in np.asarray(X, dtype=np.float64))
     main = (CALLGRIND_MAIN.replace("NIN", str(k.n_in)).replace("NOUT", str(max(k.n_out, 1)))
             .replace("NX", str(len(X))).replace("XS", "{" + rows + "}"))
-    exe = _compile(k, d, main, f"c_{k.engine}", False)
+    exe = _compile(k, d, main, f"c_{k.engine}", False, real)
     counts = []
     for calls in (10, 110):
         out = d / f"cg_{k.engine}_{calls}.out"
