@@ -347,3 +347,18 @@ def test_a_search_from_one_draw_is_the_search_from_its_own_draw():
     assert np.array_equal(best, again[0]) and np.array_equal(X, again[1])
     assert (best >= first).all() and best.max() > first.max()
     assert _inside(cover, list(eqs.q) + list(eqs.qd), X[:, :8]).all()
+
+
+def test_a_motion_points_round_off_keeps_it_in_the_domain():
+    """domain.motion.motion_in_domain: a point whose coordinate the box pins at [0, 0] comes
+    out of a closed form as -2e-32 (the Stewart platform's motions): kept, moved onto the box;
+    a point truly outside is dropped. The Stewart's equations kernel ships its motion."""
+    from mbforge.domain.motion import MOTION_POINTS, motion_in_domain
+    from mbforge.examples import load
+
+    boxes = [[(0.0, 0.0), (-1.0, 1.0)], [(2.0, 3.0), (-1.0, 1.0)]]
+    kept = motion_in_domain(boxes, [[-2e-32, 0.5], [1e-3, 0.5], [2.5, 1.0 + 1e-14], [2.5, 0.0]])
+    assert kept == [[0.0, 0.5], [2.5, 1.0], [2.5, 0.0]]
+    assert motion_in_domain(boxes, [[5.0, 0.0]]) is None
+    k = build_kernel(load("stewart").equations(), "equations")
+    assert len(k.motion) == MOTION_POINTS  # every point of the motion, none dropped

@@ -99,13 +99,29 @@ def inside(domain, points) -> np.ndarray:
     return mask
 
 
+# a motion point this close to a box (relative to the box's scale) is in it, moved onto its
+# edge: a closed-form motion's round-off (a coordinate the envelope pins at [0, 0] computed
+# as -2e-32 along the Stewart platform's motions) must not drop the whole motion file
+SLACK = 1e-12
+
+
 def motion_in_domain(boxes, points) -> list[list[float]] | None:
     """The motion's points inside the boxes of a kernel's domain (an envelope narrowed by
     --envelope holds part of the example's motion; the rest would be refused, status 2, as
-    test vectors); None when none is."""
+    test vectors), each within SLACK of a box clamped into the first such box; None when
+    none is."""
     if points is None:
         return None
-    kept = [p for p, ok in zip(points, inside(boxes, points)) if ok]
+    P = np.asarray(points, dtype=float).reshape(len(points), -1)
+    out = np.full(P.shape, np.nan)
+    todo = np.ones(len(P), dtype=bool)
+    for box in boxes:
+        b = np.asarray(box, dtype=float)
+        tol = SLACK * (1.0 + np.abs(b).max(axis=1))
+        hit = todo & np.all((P >= b[:, 0] - tol) & (P <= b[:, 1] + tol), axis=1)
+        out[hit] = np.clip(P[hit], b[:, 0], b[:, 1])
+        todo &= ~hit
+    kept = [row.tolist() for row in out[~todo]]
     return kept or None
 
 
