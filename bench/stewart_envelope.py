@@ -31,6 +31,18 @@ double on the four motions and on random consistent states of the envelope.
 Exit status 0 when every state returned status 0 and stayed within its bound, else 1
 (2: generation refused). Figures depend on the machine's load: quote them with it.
 
+Measured 2026-12-07 (two cores shared with other work), the searches by
+domain.cover.search_states from the one random draw, --search 300, defaults otherwise:
+* c-fixed: status 0 and within the bound on all 180,000 states; bounds 2.90e-3, 1.54e-3,
+  1.25e-3, 8.03e-4, 6.36e-4, 5.92e-4 N (as before); the search reached error / bound 0.268,
+  0.300, 0.335, 0.244, 0.052, 0.036 (183 s); bound / observed with the search 3.74, 3.34,
+  2.98, 4.10, 19.2, 27.6 (3.74 .. 26.8 with the bench's own search of 2026-12-03); bound /
+  floor 1.79 .. 12.4; floor / observed 1.55 .. 2.22.
+* c-float32: all within; the same bounds as before (0.0831 .. 0.0444 N); the search reached
+  error / bound 0.0035 .. 0.0049 (79 s); bound / observed with the search 289, 221, 256, 208,
+  238, 205 (272 .. 227 before); bound / floor 22.3 .. 33.7; summed / floor per cell 1.59 ..
+  1.63; floor / observed 8.6 .. 10.0.
+
 Measured 2026-12-03, fourth session (two cores, this bench alone), with the matrix's own
 values enclosed over halves along the inputs that move it only (analysis.linear.moving_dims:
 x, y, z, e1, e2, e3; e0 moves it 1%), --search 300:
