@@ -80,7 +80,7 @@ def main(argv=None) -> int:
     tape = kernel.tape()
     red = reduction(eqs)
     cover = envelope_cover(eqs, unknowns=red.z, rows=red.psi)
-    X, _ = random_inputs(kernel, cover, 20000)
+    X, _, _ = random_inputs(eqs, kernel, cover, 20000)
     dom = np.array(kernel.domain, dtype=float)  # (cells, inputs, 2)
     inside = np.all((X[:, None, :] >= dom[None, :, :, 0]) & (X[:, None, :] <= dom[None, :, :, 1]), axis=2)
     cell_of = inside.argmax(axis=1)

@@ -76,7 +76,7 @@ PNR_MEASURED = {
 
 def hw_program(kernel, options: dict | None = None):
     """The kernel's hardware program as the verilog target builds it (with these options)."""
-    import mbforge.backends.rtl.verilog as V
+    import mbforge.backends.rtl.target as V
 
     seen = {}
     orig = V.render_verilog

@@ -22,7 +22,7 @@ from .fixed.c import render_fixed
 from .hls import render_hls
 from .rtl.lower import CONST_PRODUCTS
 from .rtl.schedule import DELAY_LINES, MEMORY_MIN
-from .rtl.verilog import render_rtl
+from .rtl.target import render_rtl
 
 
 def output_magnitudes(tape, hull) -> list[float | None]:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 from ..fixed.ops import OPS, HwProgram
 from .schedule import SHARED_INTERVAL, SHARED_LATENCY, _readers, default_units, unit_class
+from .verilog import UNIT_FIELDS, _head, _sbits, _unit_datapath, _unit_inputs, lit
 
 # the operand port (a register file copy) each unit field with an operand reads
 PORT_OF = {("mul", "a"): 0, ("mul", "b"): 1, ("add", "a"): 0, ("add", "b"): 1, ("add", "qd"): 2,
@@ -172,7 +173,6 @@ class _Rom:
 
 def _unit_plan(c: str, ops: list, issued: dict) -> dict:
     """One unit's fields: per field its kind (port p, rom, port-or-rom, go, zero) and width."""
-    from .verilog import UNIT_FIELDS, _sbits
 
     rows = [a for op in ops for a in issued[op.id]]
     lits = [v for f, v in rows if f == "lit"]
@@ -280,7 +280,6 @@ def _fill(hp: HwProgram, ms: MicroSchedule, rom: _Rom, plans: dict, issued: dict
 def _unit_context(c: str, u: int, pl: dict, rom: _Rom, ops: list, lut: bool) -> dict:
     """One unit's template values: its fields as wires of the ROM word and the operand ports,
     then the shared variant's datapath (verilog._unit_datapath, templates/verilog/unit.v.j2)."""
-    from .verilog import _unit_datapath
 
     n = f"{c}{u}"
 
@@ -305,7 +304,6 @@ def render_microcode(hp: HwProgram, ms: MicroSchedule, ctx, top: str, dsp: int |
     """(the kernel module's text, the ROM's and the register file's figures for rtl.json)."""
     from ..context import VerilogMicrocodeContext
     from ..render import render_context
-    from .verilog import _head, _unit_inputs, lit
 
     ports = 3 if any(op.kind == "tsel" for op in hp.ops) else 2
     issued = {op.id: _unit_inputs(op, [f"@{k}" for k in range(len(op.srcs))]) for op in hp.ops}
