@@ -93,13 +93,14 @@ class Link:
 
 
 class OpenTree:
-    def __init__(self, model, links: list[Link], gravity, act: dict[int, tuple[int, float]], act_names, applied):
+    def __init__(self, model, links: list[Link], gravity, act: dict[int, tuple[int, float]], act_names, applied,
+                 external=()):
         self.model, self.links, self.gravity, self.act, self.act_names = model, links, gravity, act, act_names
         self.applied = applied  # generalized forces of the force elements (one atom per coordinate)
         # the free-flying root the links without parent hang from (Model.floating_base), or None
         self.base = model.floating_base if model.joint_tree is not None else None
         # on a floating base, the point forces and torques: (link or None, point, F, n) (_floating_forces)
-        self.external: list = []
+        self.external = list(external)
 
 
 def _numeric_R(base) -> np.ndarray:
@@ -147,16 +148,14 @@ def open_tree(model, mimic: bool = False) -> OpenTree:
     applied = [ZERO] * len(model.q)
     forces, external = model.forces, []
     if model.floating_base is not None:  # point forces and torques act on their link instead
-        forces, external = _floating_forces(model, depth_order)
+        forces, external = _floating_forces(model, depth_order, ctx)
     for f in forces:  # springs, dampers, applied forces: by virtual power, as Model.equations
         for j, a in f.terms(ctx)[0].items():
             applied[j] = add(applied[j], a)
-    tree = OpenTree(model, depth_order, g, act, [a.name for a in model.actuators], applied)
-    tree.external = external
-    return tree
+    return OpenTree(model, depth_order, g, act, [a.name for a in model.actuators], applied, external)
 
 
-def _floating_forces(model, links: list[Link]):
+def _floating_forces(model, links: list[Link], ctx):
     """(scalar elements, external forces) of a floating-base model. The point forces and
     torques become (link or None for the base, local point or None, F, n): world components,
     turned into the link's axes by the kernels (Featherstone's f_ext). The scalar elements
@@ -189,7 +188,7 @@ def _floating_forces(model, links: list[Link]):
             else:
                 external.append((key, None, None, list(f.torque)))
             continue
-        terms = f.terms(model.context())[0]
+        terms = f.terms(ctx)[0]
         if getattr(f, "measure", ZERO).mask & base_mask or any(a.mask & base_mask for a in terms.values()):
             raise KernelError(f"{model.name}: force element {f.name!r} depends on the floating base's coordinates or "
                               "velocities: only point forces and torques may (as forces on their link)")
