@@ -48,8 +48,8 @@ def test_envelope_on_a_kernel_built_over_none_is_one_line(tmp_path):
 
 
 def test_kernel_pinned_to_the_driven_motion_says_so(tmp_path):
-    r = _run("hdl", "slidercrank_disc", "--kernel", "inverse-dynamics", "--variant", "shared", "--vectors", "5",
-             "--no-synth", "--out", tmp_path / "h")
+    r = _run("hdl", "slidercrank_disc", "--set", "envelope=False", "--kernel", "inverse-dynamics", "--variant",
+             "shared", "--vectors", "5", "--no-synth", "--out", tmp_path / "h")
     assert r.returncode == 0, r.stdout + r.stderr
     note = [l for l in r.stdout.splitlines() if l.startswith("note:")]
     assert len(note) == 1 and "driven motion" in note[0] and "status 2" in note[0], r.stdout

@@ -9,6 +9,14 @@ crank), slider position xs, disc angle phi3. Equations: the loop closure rod end
 pin (x and y components in world axes), the rack-and-pinion x_s - r phi_3 = 3, the crank
 drive phi_1 = w t: 4 equations. Gravity 9.81 along -y; the actuator is the crank torque.
 One crank revolution, 6 s.
+
+Its operating envelope (where a controller runs it): a full crank turn at the drive's rate
+(within the declared rate and acceleration ranges of phi1), so the kernels that solve with
+the constraints (forward and linearized dynamics, inverse dynamics with the torque) are
+analysed over the consistent states of that turn, where the mechanism is nowhere singular
+(the rod is twice the crank), not over the declared box of the four coordinates, which
+holds states off the loop where their pivots vanish. `envelope=False` (`--set
+envelope=False`): the model without it, its kernels pinned to the driven motion.
 """
 from __future__ import annotations
 
@@ -23,7 +31,7 @@ G = 9.81
 T_END = 2 * math.pi / W
 
 
-def build() -> Model:
+def build(envelope: bool = True) -> Model:
     m = Model("slidercrank_disc")
     # ranges: rod angle relative to the crank phi2 = theta2 - phi1 with |theta2| <= asin(1/2)
     # = 0.5236, slider in [1, 3], disc angle (xs - 3) / r in [-8, 0]; rates and accelerations
@@ -54,6 +62,8 @@ def build() -> Model:
     m.drive(p1 - W * m.t, "crank_angle")
     m.gravity((0.0, -G, 0.0))
     m.actuator("crank_torque", p1)
+    if envelope:
+        m.operate(p1, range=(-0.1, 2 * math.pi + 0.1), rate=(W - 0.01, W + 0.01), accel=(-0.01, 0.01), cells=32)
     m.output("slider_x", xs)
     m.output("disc_angle", p3)
     m.output("disc_rate", m.rate(p3))

@@ -31,16 +31,19 @@ differences); every solve is straight-line (mbforge.linalg), the KKT matrix fact
 for all right-hand sides, Phi_q[:, dep] and A[:, dep] once each, pivots fixed at
 generation time and checked at consistent configurations (domain.sampling), as the
 forward-dynamics kernel does. Driving constraints are left out when the model has
-actuators and kept otherwise (linearize's drivers="auto"); `drivers=` overrides.
+actuators and kept otherwise (linearize's drivers="auto"); `drivers=` overrides. Its domain
+is, as the forward dynamics', the consistent states of the model's operating envelope when
+it declares one (domain.cover), else the declared ranges about the driven motion.
 Outputs are sparse matrices ("A", "B", "C") whose pattern leaves out the structural zeros.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..domain.cover import envelope_cover, envelope_domain
 from ..domain.forces import actuator_ranges, dynamics_domain
 from ..domain.motion import motion_states
-from ..domain.sampling import kernel_samples
+from ..domain.sampling import kernel_samples, with_envelope_samples
 from ..ir import ONE, ZERO, Sparse, add, jacobian, mul, neg, subs, symbol
 from ..linalg import SingularPivotError, factor_lu
 from ..model.equations import Equations
@@ -134,6 +137,7 @@ class _Setup:
     dp: list[int]
     dv: list[int]
     samples: object
+    cover: object = None  # the operating envelope's cover of consistent states (domain.cover), if declared
 
     @property
     def n(self) -> int:
@@ -159,9 +163,11 @@ def _setup(eqs: Equations, drop: bool, ip, iv, samples) -> _Setup:
         raise KernelError(f"{eqs.model}: linearized-dynamics: {m} holonomic and {nA - m} non-holonomic rows "
                           f"for {len(dp)} dependent coordinates and {len(dv)} dependent velocities: "
                           "the constraints are redundant (leave the redundant ones out of the model)")
+    cover = envelope_cover(eqs, rows=constraint_rows(eqs, kinematic_only=True)[3])  # as forward dynamics
     if samples is None:
-        samples = kernel_samples(eqs, rows, "kinematic constraint" if drop else "constraint")
-    return _Setup(eqs, A, gamma, cnames, m, beta, act_names, Bs, u, ip, iv, dp, dv, samples)
+        samples = with_envelope_samples(kernel_samples(eqs, rows, "kinematic constraint" if drop else "constraint"),
+                                        cover)
+    return _Setup(eqs, A, gamma, cnames, m, beta, act_names, Bs, u, ip, iv, dp, dv, samples, cover)
 
 
 def _forward_solve(s: _Setup):
@@ -296,7 +302,9 @@ def _kernel(s: _Setup, outputs, out_names, solves, lam_names) -> Kernel:
         outputs=outputs,
         info=KernelInfo(solves=solves, report=report, derived_ranges=derived, multipliers=lam_names),
     )
-    return k.with_domain(dynamics_domain(eqs, A_kin, s.Bs, motion, bool(u)))  # as forward dynamics
+    # as forward dynamics: the envelope's consistent states where the model declares one
+    return k.with_domain(envelope_domain(eqs, inputs, s.cover) if s.cover is not None
+                         else dynamics_domain(eqs, A_kin, s.Bs, motion, bool(u)))
 
 
 def linearized_dynamics_kernel(eqs: Equations, samples=None, coordinates=None, velocities=None,
