@@ -1,0 +1,146 @@
+"""How loose the error bounds are (issue 29): for every shipped example (default options) and
+kernel, the c-float32 and c-fixed bound of each output over its largest error observed on the
+states users reach, worst pairs first.
+
+States: a kernel whose domain is an operating envelope's cover is checked at N consistent
+states drawn uniformly over the envelope (domain.cover.envelope_states); any other at its
+own verification vectors (motion.json: the driven motion, or the declared ranges). The
+compiled kernel (host C, the same bits as on a device) against double at the real inputs,
+the bound's contract. An output whose observed error is 0 (exact: a constant, a copy) is
+left out of the ratio. Each pair runs in its own process with a time limit (the Stewart
+platforms' full dynamics take minutes to generate).
+
+    python -m bench.bound_ratios [--examples fourbar,slidercrank] [--kernels kinematics,...] [--states 20000]
+                                 [--timeout 300] [--json FILE]
+
+Columns: target, pair, outputs with a bound, the worst and the median bound / observed
+over them, and how the states were taken. A pair that does not generate (not applicable,
+refused, no bound) is listed with its reason.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from . import check_json, run
+
+TARGETS = ("c-float32", "c-fixed")
+
+
+def measure(example: str, kernel: str, states: int) -> dict:
+    """One pair, in this process: {target: {...}} or {"skip": reason}."""
+    from mbforge.domain.cover import envelope_states
+    from mbforge.examples import load
+    from mbforge.ir import Evaluator
+    from mbforge.kernels.builders import build_kernel
+    from mbforge.manifest import Manifest
+    from mbforge.pipeline import generate
+    from mbforge.verify import hostlib
+    from mbforge.verify.vectors import from_raw, to_raw
+
+    eqs = load(example).equations()
+    try:
+        k = build_kernel(eqs, kernel)
+    except Exception as e:  # not applicable to this model (one line, as the CLI says it)
+        return {"skip": str(e).splitlines()[0][:160]}
+    if k.envelope:
+        X, how = envelope_states(eqs, k.inputs, None, states, seed=7), "envelope states"
+    else:
+        X, how = np.asarray(k.motion, dtype=float), "motion vectors"
+    ref = Evaluator(k.output_atoms, k.input_symbols)(X) if len(X) else None
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="mbf_ratios_") as tmp:
+        for target in TARGETS:
+            d = Path(tmp) / target
+            try:
+                generate(k, target).write(d)
+            except Exception as e:
+                out[target] = {"skip": "refused: " + str(e).splitlines()[0][:160]}
+                continue
+            m = Manifest.load(d)
+            bound = np.array([np.inf if b is None else b for g in m.outputs for b in g.error_bound], dtype=float)
+            Y, status = hostlib.load_kernel(d)(to_raw(m, X, "inputs"))
+            ok = status == 0
+            err = np.abs(from_raw(m, Y[ok], "outputs") - ref[ok]).max(axis=0) if ok.any() else np.zeros(len(bound))
+            judged = (err > 0) & np.isfinite(bound)
+            r = bound[judged] / err[judged]
+            out[target] = {"states": int(ok.sum()), "of": int(len(X)), "how": how, "outputs": int(len(bound)),
+                           "unbounded": int((~np.isfinite(bound)).sum()), "judged": int(judged.sum()),
+                           "beyond": int((err > bound).sum()),
+                           "worst": float(r.max()) if r.size else None, "median": float(np.median(r)) if r.size else None,
+                           "worst_output": m.flat_names()[int(np.flatnonzero(judged)[int(np.argmax(r))])]
+                           if r.size else None}
+    return out
+
+
+def pairs(examples, kernels):
+    from mbforge.examples import EXAMPLES
+    from mbforge.kernels.builders import BUILDERS
+
+    ex = examples or sorted(EXAMPLES)
+    ks = kernels or sorted(k for k in BUILDERS if k != "step")  # step needs --dt: bench.step
+    return [(e, k) for e in ex for k in ks]
+
+
+def one(example: str, kernel: str, states: int, timeout: float) -> dict:
+    cmd = [sys.executable, "-m", "bench.bound_ratios", "--one", example, kernel, "--states", str(states)]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"skip": f"not measured: over {timeout:g} s"}
+    if p.returncode != 0:
+        return {"skip": "failed: " + (p.stderr.strip().splitlines() or ["?"])[-1][:160]}
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def table(rows: list[dict]) -> str:
+    lines = [f"{'target':<10} {'pair':<42} {'bounded':>9} {'worst':>9} {'median':>8}  states"]
+    done = [r for r in rows if r.get("worst") is not None]
+    for r in sorted(done, key=lambda r: -r["worst"]):
+        lines.append(f"{r['target']:<10} {r['pair']:<42} {r['judged']:>4} of {r['outputs']:<3} {r['worst']:>9.3g} "
+                     f"{r['median']:>8.3g}  {r['states']:,} {r['how']} (worst: {r['worst_output']})"
+                     + (f"; {r['unbounded']} without a bound" if r["unbounded"] else "")
+                     + (f"; {r['beyond']} BEYOND THE BOUND" if r["beyond"] else ""))
+    for r in rows:
+        if r.get("worst") is None:
+            lines.append(f"{r['target']:<10} {r['pair']:<42} {r.get('skip') or 'no output with a nonzero error'}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.bound_ratios", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--examples", default="", help="comma-separated examples (default: all)")
+    ap.add_argument("--kernels", default="", help="comma-separated kernels (default: all but step)")
+    ap.add_argument("--states", type=int, default=20000)
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per pair")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--one", nargs=2, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.one:
+        print(json.dumps(measure(a.one[0], a.one[1], a.states)))
+        return 0
+    check_json(ap, a.json)
+    rows = []
+    for e, k in pairs([x for x in a.examples.split(",") if x], [x for x in a.kernels.split(",") if x]):
+        got = one(e, k, a.states, a.timeout)
+        if "skip" in got and len(got) == 1:
+            if got["skip"].startswith("not measured") or got["skip"].startswith("failed"):
+                rows += [{"target": t, "pair": f"{e} {k}", "skip": got["skip"]} for t in TARGETS]
+            continue  # not applicable to the model
+        rows += [{"target": t, "pair": f"{e} {k}", **got[t]} for t in TARGETS]
+        print(f"{e} {k}: " + ", ".join(f"{t} {got[t].get('worst') or got[t].get('skip')}" for t in TARGETS),
+              file=sys.stderr, flush=True)
+    print(table(rows))
+    if a.json:
+        Path(a.json).write_text(json.dumps(rows, indent=1))
+    return 1 if any(r.get("beyond") for r in rows) else 0
+
+
+if __name__ == "__main__":
+    run("bound_ratios", main)
