@@ -192,3 +192,18 @@ def test_golden_check_names_every_file_that_moved(tmp_path):
         "x: fourbar.c differs", "x: manifest.json missing", "x: new.txt new"]
     assert golden.differences({"x": a}, {"x": b}) == []
     assert list(golden._run(["generate", "no_such_example"], tmp_path / "c")) == ["<refused>"]
+
+
+def test_bound_ratios_bench_runs(tmp_path):
+    """bench.bound_ratios on the four-bar's kinematics and the slider-crank's linearized
+    dynamics: ratios of at least 1 (a bound below an observed error exits 1), the envelope
+    kernel judged at its consistent states, a pair not applicable left out."""
+    out = _run("bench.bound_ratios", "--examples", "fourbar,slidercrank", "--kernels",
+               "kinematics,linearized-dynamics", "--states", "500", "--json", str(tmp_path / "r.json"))
+    rows = json.loads((tmp_path / "r.json").read_text())
+    got = {(r["target"], r["pair"]): r for r in rows}
+    assert set(got) == {(t, p) for t in ("c-float32", "c-fixed")
+                        for p in ("fourbar kinematics", "slidercrank kinematics", "slidercrank linearized-dynamics")}
+    ld = got["c-fixed", "slidercrank linearized-dynamics"]
+    assert ld["how"] == "envelope states" and ld["states"] > 450 and ld["worst"] >= 1.0 and not ld["beyond"]
+    assert "slidercrank linearized-dynamics" in out
