@@ -494,3 +494,28 @@ def test_the_envelope_cover_with_a_residual_holds_the_near_consistent_states():
         assert inside(boxes, exact).all()
         held.append(inside(boxes, near).mean())
     assert held[0] < 0.9 and held[1] == 1.0, held
+
+
+def test_near_consistent_states_of_a_millimetre_mechanism_are_covered(monkeypatch):
+    """Andrews' squeezer (links of 7 to 40 mm) over a crank turn: the cover of near-consistent
+    states that rk4 --penalty 0 is analysed over holds each row's residual to 1e-3 times its
+    gradient's norm (about 1e-3 rad off the loops); 1e-3 m in every row (the size of its crank)
+    is refused by Krawczyk's test, as it was before the residuals were scaled."""
+    from mbforge.domain.base import DomainError
+    from mbforge.examples import load
+    from mbforge.kernels import step as S
+
+    m = load("andrews")
+    beta = next(q for q in m.q if q.value.name == "beta")
+    m.operate(beta, range=(-0.1, 6.4), rate=(-1500.0, 1500.0), accel=(-4.5e5, 4.5e5), cells=64)
+    eqs = m.equations()
+    r = S._row_residuals(eqs)
+    assert (r > 1e-5).all() and (r < 1e-4).all()  # 1e-3 x |Phi_q row|: 16 .. 61 um for links of 7 .. 40 mm
+    syms, lo, hi = S._near_consistent(eqs, False)
+    k = syms.index(beta)
+    assert lo[:, k].min() <= -0.1 and hi[:, k].max() >= 6.4
+    q = [syms.index(s) for s in eqs.q]
+    assert (hi[:, q] - lo[:, q]).max() < 0.3  # cells of positions, not the declared ranges (0.2 .. 17 rad)
+    monkeypatch.setattr(S, "_row_residuals", lambda eqs: S.RESIDUAL)
+    with pytest.raises(DomainError, match="not verified"):
+        S._near_consistent(eqs, False)

@@ -25,12 +25,12 @@ from .krawczyk import Cover, Param, _continue, _start_values, build_cover, probl
 from .motion import DOMAIN_STEPS, motion_in_domain, motion_inputs
 
 
-def envelope_cover(eqs, unknowns=None, rows=None, residual: float = 0.0) -> Cover | None:
+def envelope_cover(eqs, unknowns=None, rows=None, residual=0.0) -> Cover | None:
     """The cover of the states consistent with the kinematic constraints `rows` (default:
     the kinematic rows) over the model's operating envelope, in the coordinates `unknowns`
     (default: all, from the closed forms of the explicit ones when the model has them:
     domain.explicit_cover); None if the model declares no envelope. residual > 0: of the
-    states within `residual` of each row (krawczyk.problem), by Krawczyk on every
+    states within `residual` of each row (a number or one per row: krawczyk.problem), by Krawczyk on every
     coordinate (closed forms hold only on the constraints)."""
     env = eqs.envelope
     if not env:
@@ -49,7 +49,7 @@ def envelope_cover(eqs, unknowns=None, rows=None, residual: float = 0.0) -> Cove
             raise DomainError(f"{eqs.model}: the operating envelope's cover needs independent constraints "
                               f"(Krawczyk's test solves with F_q): {mob.describe()}; leave the redundant ones out")
     params, extra, extra_names = _envelope_problem(env)
-    if every and not residual:  # dependent coordinates in closed form: Krawczyk on the independent ones only
+    if every and not np.any(residual):  # dependent coordinates in closed form: Krawczyk on the independent ones only
         cover = explicit_cover(eqs, rows, extra, extra_names, params)
         if cover is not None:
             return cover

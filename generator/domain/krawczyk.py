@@ -521,11 +521,11 @@ def _regular(pr: Problem, lo, hi, q0, rcond: float = 1e-6) -> bool:
     return bool(np.all(np.isfinite(S)) and np.all(S[:, -1] > rcond * S[:, 0]))
 
 
-def problem(eqs, unknowns, rows, extra, extra_names, params, residual: float = 0.0) -> Problem:
+def problem(eqs, unknowns, rows, extra, extra_names, params, residual=0.0) -> Problem:
     """The Problem of keeping `rows` of the model's constraints and the `extra` equations in
     `unknowns`, over the cell variables `params` (plus t when the equations depend on it).
     residual: each kept constraint row (positions, velocities, accelerations) may be off
-    by up to this (the extra equations stay exact): the cover then holds the
+    by up to this (a number, or one per row; the extra equations stay exact): the cover then holds the
     near-consistent states of the envelope's assembly branch, not only the consistent ones."""
     idx = {s: j for j, s in enumerate(eqs.q)}
     unknowns = list(unknowns)
@@ -545,7 +545,7 @@ def problem(eqs, unknowns, rows, extra, extra_names, params, residual: float = 0
                               "declare the envelope in independent coordinates")
     pr = Problem(eqs.model, unknowns, [eqs.qd[idx[s]] for s in unknowns], [eqs.qdd[idx[s]] for s in unknowns],
                  F, names, params)
-    pr.slack = np.array([float(residual)] * len(rows) + [0.0] * len(extra))
+    pr.slack = np.concatenate([np.broadcast_to(np.asarray(residual, dtype=float), (len(rows),)), np.zeros(len(extra))])
     env = getattr(eqs, "envelope", None)
     thetas = [a.sym for a in params]
     for r in (env.regions if env else ()):  # only over the envelope's own quantities (not a time cover)

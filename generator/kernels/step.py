@@ -913,8 +913,25 @@ def _near_consistent(eqs: Equations, accelerations: bool):
     ranges (domain.states, up to MAX_COORDS coordinates); None where neither is built."""
     if not eqs.envelope:
         return state_cover(eqs, accelerations, {eqs.t: tuple(eqs.ranges[eqs.t])})
-    cover = envelope_cover(eqs, rows=range(len(eqs.phi)), residual=RESIDUAL)
+    cover = envelope_cover(eqs, rows=range(len(eqs.phi)), residual=_row_residuals(eqs))
     return cover.symbols, cover.lo, cover.hi
+
+
+def _row_residuals(eqs: Equations) -> np.ndarray:
+    """Per constraint row, the residual a covered state may have: RESIDUAL in the row's own
+    units, and no more than RESIDUAL x the row's gradient norm at the guess (|Phi_q row|),
+    i.e. about RESIDUAL in the coordinates: a mechanism of millimetre links (Andrews') would
+    otherwise hold states far off its loops, where Krawczyk's test fails."""
+    ps, pv = parameters(eqs)
+    X = [eqs.guess.get(s, 0.0) for s in eqs.q] + [eqs.ranges[eqs.t][0]] + list(pv)
+    J = np.zeros((len(eqs.phi), len(eqs.q)))
+    where = list(eqs.phi_q.entries.items())
+    if where:
+        vals = Evaluator([a for _, a in where], list(eqs.q) + [eqs.t] + list(ps))(np.array([X]))[0]
+        for ((i, j), _), v in zip(where, vals):
+            J[i, j] = v
+    scale = np.linalg.norm(J, axis=1)
+    return RESIDUAL * np.where((scale > 0) & np.isfinite(scale), np.minimum(1.0, scale), 1.0)
 
 
 def _state_boxes(eqs: Equations, inputs: list[InPort], offset: list[float], accelerations: bool):
