@@ -329,3 +329,22 @@ def test_fixed_point_rk4_step_over_the_declared_envelope(tmp_path, monkeypatch):
     ref = Reference().run(np.concatenate([[0.0], t]), 0.0)[1:]
     err = np.abs(q[:, 0] - ref[:, 4]).max()
     assert len(t) == 100 and q[-1, 0] > 1.0 and err < 1e-5, err
+
+
+def test_the_exact_step_leaves_out_the_implied_row_and_checks_the_rest():
+    """kernels.step: Bricard's rows kept for the KKT step are the five that raise Phi_q's rank
+    at the start (close_rz left out); _check_kkt passes them over the envelope's grid, and
+    refuses the five without close_rx (the dependent set: rank 4) in one message naming them."""
+    from mbforge.examples.bricard import build
+    from mbforge.kernels import step as S
+
+    eqs = build(envelope=True).equations()
+    ref = S._reference(eqs)
+    rows = S._independent_rows(eqs, ref)
+    assert [eqs.phi_names[i] for i in rows] == ["close_x", "close_y", "close_z", "close_rx", "close_ry"]
+    S._check_kkt(eqs, S._rows_of(eqs.phi_q, rows), rows, ref)
+    dependent = [0, 1, 2, 4, 5]
+    with pytest.raises(S.StepError, match=r"its constraints close_x, close_y, close_z, close_ry, close_rz are nearly "
+                                          r"dependent \(smallest singular value of their Jacobian .* at the consistent "
+                                          r"configuration th1="):
+        S._check_kkt(eqs, S._rows_of(eqs.phi_q, dependent), dependent, ref)
