@@ -18,6 +18,7 @@ projects every 0.04 s), the constraint residual columns below 1e-10 (measured 2e
 from __future__ import annotations
 
 import csv
+import json
 import os
 import subprocess
 import sys
@@ -214,3 +215,136 @@ def test_simulate_a_driven_model_with_a_redundant_equation(tmp_path):
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines()[-1].startswith(
         "mbforge simulate: error: bricard is fully driven (rank 6 of its 7 equations")
+
+
+def test_the_declared_envelope_holds_the_motion_by_energy():
+    """--set envelope=True declares th1 in [-MARGIN, pi + MARGIN] at rates within RATE and
+    accelerations within ACCEL. From rest at the cube, energy keeps th1 where V(th1) <= V(0):
+    on this file's own formulation (m(s), V(s) on the curve, m' and V' by the complex step)
+    V rises above V(0) just outside [0, pi], and inside it th1'^2 = 2 (V(0) - V) / m and
+    |th1''| = |V' + m' th1'^2 / 2| / m stay within the declared bounds (measured 2.2286 rad/s
+    and 2.2144 rad/s^2, declared 5 % above)."""
+    from mbforge.examples.bricard import ACCEL, MARGIN, RATE, build
+
+    ref = Reference()
+    rate, accel, V0 = 0.0, 0.0, None
+    for s in np.linspace(0.0, np.pi, 401):
+        th = ref.state(s)
+        m, V = _mass_energy(th)
+        mc, Vc = _mass_energy(_dependent(s + 1j * H, th[1:]))
+        V0 = V if V0 is None else V0
+        w2 = max(0.0, 2 * (V0 - V) / m)
+        rate, accel = max(rate, w2 ** 0.5), max(accel, abs(Vc.imag / H + 0.5 * mc.imag / H * w2) / m)
+    assert 2.2 < rate < RATE / 1.04 and 2.2 < accel < ACCEL / 1.04, (rate, accel)
+    for s, guess in ((-0.5 * MARGIN, np.zeros(4)), (np.pi + 0.5 * MARGIN, ref.state(np.pi)[1:])):
+        assert _mass_energy(_dependent(s, guess))[1] > V0 + 1e-3  # out of reach from rest
+    env = build(envelope=True).envelope
+    (q,) = env.quantities
+    assert (q.name, q.range, q.rate, q.accel) == ("th1", (-MARGIN, np.pi + MARGIN), (-RATE, RATE), (-ACCEL, ACCEL))
+    assert not build().envelope  # off by default: kernels that take every row refuse the redundant one
+
+
+def _envelope_states(eqs, count, seed, residual=0.0):
+    """Random states of the envelope: th1 uniform over the declared range, its rate uniform
+    within RATE, the other angles by Newton on the loop (continued along th1) and the rates
+    along the loop's tangent; with residual, the positions and then the velocities moved
+    off the kept rows (close_x .. close_ry) in a random direction by 0.9 residual per row
+    at most (to first order; states beyond `residual` left out)."""
+    import warnings
+
+    from mbforge.examples.bricard import MARGIN, RATE
+    from mbforge.ir import Evaluator
+    from mbforge.reference.solvers import Dynamics, RedundantConstraintsWarning
+
+    rng = np.random.default_rng(seed)
+    s = np.sort(rng.uniform(-MARGIN, np.pi + MARGIN, count))
+    dyn, q, Q = Dynamics(eqs), np.zeros(6), []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RedundantConstraintsWarning)
+        for a in s:
+            q = dyn.position(0.0, np.concatenate([[a], q[1:]]), fixed={"th1": a})
+            Q.append(q)
+    Q = np.array(Q)
+    tangent = np.array([np.linalg.svd(dyn.jacobian(0.0, x))[2][-1] for x in Q])
+    X = np.hstack([Q, tangent / tangent[:, :1] * rng.uniform(-RATE, RATE, (count, 1))])
+    if not residual:
+        return X
+    rows = eqs.phi[:5] + [b - c for b, c in zip(eqs.phi_q.matvec(list(eqs.qd))[:5], eqs.beta[:5])]
+    ev = Evaluator(rows, list(eqs.q) + list(eqs.qd) + [eqs.t])
+
+    def res(Y):
+        return ev(np.column_stack([Y, np.zeros(len(Y))]))
+
+    for part, r in ((slice(0, 6), slice(0, 5)), (slice(6, 12), slice(5, 10))):
+        D = rng.uniform(-1, 1, (len(X), 6))
+        Y = X.copy()
+        Y[:, part] += 1e-6 * D
+        dr = res(Y)[:, r] - res(X)[:, r]
+        X[:, part] += 0.9 * residual * 1e-6 / np.abs(dr).max(axis=1, keepdims=True) * D
+    return X[np.abs(res(X)).max(axis=1) <= residual]
+
+
+@pytest.mark.host
+def test_fixed_point_rk4_step_over_the_declared_envelope(tmp_path, monkeypatch):
+    """issue 27 item 4: Bricard's c-fixed step (--set envelope=True, rk4 --penalty 0). Its last
+    joint moves no mass (M singular) and close_rz is implied by the other five loop
+    equations, so the step solves the KKT matrix of the five (kernels.step._rk4_kkt), analysed
+    over the envelope's cover (512 cells of th1, each kept row allowed a residual of 1e-3).
+    At 1,500 random consistent states and as many near-consistent ones (residual up to 1e-3)
+    inside the cover's boxes, the fixed-point step stays within its per-step bound of the
+    double step fed the same rounded state (bounds up to 9.0e-7 rad and 1.6e-4 rad/s); over
+    1 s from rest it follows this file's minimal-coordinates reference within 1e-5 rad (th1;
+    measured 2.8e-6 rad, the c-double step 5.6e-12 rad: the fixed-point rounding of the
+    rates, about an ulp of Q3.28 a step, adds up; 1.2e-5 rad at most over the 10 s)."""
+    from mbforge.domain.motion import inside
+    from mbforge.examples.bricard import build
+    from mbforge.verify.hostlib import load_kernel
+    from mbforge.verify.vectors import from_raw, to_raw
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from helpers.steps import generate_step, run_steps
+
+    monkeypatch.setenv("MBFORGE_JOBS", "1")  # 28 s in one process, 84 s with the local cluster's start
+    args = ("--set", "envelope=True", "--dt", "0.001", "--integrator", "rk4", "--penalty", "0")
+    fx = generate_step(tmp_path, "bricard", *args, "--target", "c-fixed", name="fx")
+    db = generate_step(tmp_path, "bricard", *args, name="db")
+    kf, kd = load_kernel(fx), load_kernel(db)
+    m = kf.manifest
+    assert m.step["rows_left_out"] == ["close_rz"]
+    bound = np.concatenate([np.asarray(g.error_bound) for g in m.outputs])
+    assert (bound[:6] < 2e-6).all() and (bound[6:] < 5e-4).all(), bound
+    boxes = json.loads((fx / m.domain).read_text())["boxes"]
+    off = np.array(m.step_offset())
+    eqs = build(envelope=True).equations()
+    for residual, seed, count in ((0.0, 5, 1_500), (1e-3, 6, 2_500)):
+        S = _envelope_states(eqs, count, seed, residual)
+        X = from_raw(m, to_raw(m, S - off), "inputs")
+        assert len(X) > 1_000 and inside(boxes, X).all(), residual
+        Yf, sf = kf(to_raw(m, X))
+        Yd, sd = kd(to_raw(kd.manifest, X))
+        assert (sf == 0).all() and (sd == 0).all()
+        err = np.abs(from_raw(m, Yf) - from_raw(kd.manifest, Yd))
+        assert (err <= bound).all() and err.max() > 0, (err.max(0), bound)
+    t, q = run_steps(fx, "bricard", ["envelope=True"], t_end=1.0)
+    ref = Reference().run(np.concatenate([[0.0], t]), 0.0)[1:]
+    err = np.abs(q[:, 0] - ref[:, 4]).max()
+    assert len(t) == 100 and q[-1, 0] > 1.0 and err < 1e-5, err
+
+
+def test_the_exact_step_leaves_out_the_implied_row_and_checks_the_rest():
+    """kernels.step: Bricard's rows kept for the KKT step are the five that raise Phi_q's rank
+    at the start (close_rz left out); _check_kkt passes them over the envelope's grid, and
+    refuses the five without close_rx (the dependent set: rank 4) in one message naming them."""
+    from mbforge.examples.bricard import build
+    from mbforge.kernels import step as S
+
+    eqs = build(envelope=True).equations()
+    ref = S._reference(eqs)
+    rows = S._independent_rows(eqs, ref)
+    assert [eqs.phi_names[i] for i in rows] == ["close_x", "close_y", "close_z", "close_rx", "close_ry"]
+    S._check_kkt(eqs, S._rows_of(eqs.phi_q, rows), rows, ref)
+    dependent = [0, 1, 2, 4, 5]
+    with pytest.raises(S.StepError, match=r"its constraints close_x, close_y, close_z, close_ry, close_rz are nearly "
+                                          r"dependent \(smallest singular value of their Jacobian .* at the consistent "
+                                          r"configuration th1="):
+        S._check_kkt(eqs, S._rows_of(eqs.phi_q, dependent), dependent, ref)

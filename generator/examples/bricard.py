@@ -20,9 +20,18 @@ Relative coordinates: th1 .. th6, the joint angles from the ground along the loo
 closes at P6 (the point: 3 equations `close_x/y/z`; the orientation of the axes after the
 sixth joint with the ground's: 3 equations `close_rx/ry/rz`).
 
-    build() -> Model   coordinates th1 .. th6, one free degree of freedom
+`--set envelope=True`: the model also declares where it operates, th1 over the motion's
+sweep [0, pi] with a margin (from rest at the cube, th1 = th3 = th5 swing between 0 and pi,
+th2 = th4 = th6 between -pi/6 and 0), so kernels with exact multipliers (step --integrator
+rk4 --penalty 0, c-fixed) are analysed over its cover. Off by default: the envelope's cover
+needs independent constraints, and the kernels that take the model's rows whole (e.g.
+forward-dynamics) would refuse the redundant one instead of serving the declared box.
+
+    build(envelope=False) -> Model   coordinates th1 .. th6, one free degree of freedom
 """
 from __future__ import annotations
+
+import math
 
 from ..model import Model
 
@@ -35,6 +44,12 @@ LOOP = (((0.0, 1.0, 0.0), (1.0, 0.0, 0.0)),
         ((0.0, 0.0, 1.0), (0.0, 1.0, 0.0)),
         ((1.0, 0.0, 0.0), None))  # the sixth joint, at P6, turns the ground back onto itself
 T_END = 10.0  # the benchmark's horizon
+# th1's rate and acceleration over the envelope, 5 % above their largest along the motion from
+# rest: by energy, th1'^2 = 2 (V(0) - V(th1)) / m(th1), m(th1) = t^T M t with t the loop's
+# tangent scaled to t_1 = 1 (m from 1.83 to 5.69 kg m^2); on a grid of 3,201 configurations of
+# th1 in [-0.06, pi + 0.06]: |th1'| <= 2.2286 rad/s (at th1 = pi/2), and
+# |th1''| = |V'(th1) + m'(th1) th1'^2 / 2| / m(th1) <= 2.2144 rad/s^2 (tests/test_bricard.py)
+RATE, ACCEL, MARGIN, CELLS = 2.2286 * 1.05, 2.2144 * 1.05, 0.05, 512
 
 
 def _rod_inertia(direction) -> tuple[float, float, float]:
@@ -43,7 +58,7 @@ def _rod_inertia(direction) -> tuple[float, float, float]:
     return tuple(0.0 if d else rod for d in direction)
 
 
-def build() -> Model:
+def build(envelope: bool = False) -> Model:
     m = Model("bricard")
     tree = m.relative()
     base, point = tree.world, tree.origin
@@ -66,4 +81,7 @@ def build() -> Model:
     for c, v in zip("xyz", p3):
         m.output(f"P3_{c}", v)
     m.time_range(0.0, T_END)
+    if envelope:
+        th1 = m.q[0]
+        m.operate(th1, range=(-MARGIN, math.pi + MARGIN), rate=(-RATE, RATE), accel=(-ACCEL, ACCEL), cells=CELLS)
     return m

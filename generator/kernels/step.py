@@ -541,15 +541,18 @@ def _rk4_exact(eqs: Equations, opts: StepOptions, ref: _Reference) -> Kernel:
     closed loop. Refused (StepError naming the constraints) where S is singular along the
     reference run: redundant constraints or a singular position, which the penalty holds."""
     samples = _samples(eqs, ref)
+    rows = _independent_rows(eqs, ref)
+    FM = None
+    if len(rows) == len(eqs.phi):
+        try:
+            FM = factor_ldlt(eqs.M, samples, names=names(eqs.q), label=f"{eqs.model} M")
+        except SingularPivotError:  # a massless link: M alone is singular, the KKT matrix need not be
+            pass
+    if FM is None:
+        return _rk4_kkt(eqs, opts, ref, rows, samples)
     act, B = actuators(eqs)
     u = actuator_symbols(eqs, act)
     n = len(eqs.q)
-    try:
-        FM = factor_ldlt(eqs.M, samples, names=names(eqs.q), label=f"{eqs.model} M")
-    except SingularPivotError as e:  # a massless link: only the penalty's Phi_q^T Phi_q makes it definite
-        raise StepError(f"step: {eqs.model}: --penalty 0 (exact multipliers) solves with the mass matrix M alone, "
-                        f"which is not positive definite: {str(e).split('. The matrix')[0]}; keep the penalty "
-                        "(the default: M + penalty Phi_q^T Phi_q is definite)") from None
     W, S = _multiplier_matrices(eqs, FM)
     _check_independent(eqs, S, ref)
     FS = factor_ldlt(S, samples, names=list(eqs.phi_names), label=f"{eqs.model} Phi_q M^-1 Phi_q^T")
@@ -574,6 +577,123 @@ def _rk4_exact(eqs: Equations, opts: StepOptions, ref: _Reference) -> Kernel:
     record = {"integrator": "rk4", "dt": dt, "iterations": 0, "alpha": 0.0}
     return _assemble(eqs, "rk4", state, outs, u, B, record, desc, ref, {"M": FM, "Phi_q M^-1 Phi_q^T": FS},
                      cover=True)
+
+
+def _rk4_kkt(eqs: Equations, opts: StepOptions, ref: _Reference, rows: list[int], samples) -> Kernel:
+    """_rk4_exact where M is singular (a massless link, as Bricard's last joint) or rows were
+    left out (redundant constraints): with A the independent rows `rows`, the accelerations
+    and multipliers from one straight-line factor of K = [M A^T; A 0] per stage (regular
+    while A has full rank and M is definite on its null space, which _check_kkt checks over
+    the configurations), and the projections from the same kind of factor at q+: K [dq; mu] =
+    [0; Phi] gives the M-weighted minimum-norm correction (the same as W S^-1 Phi when M is
+    definite, and defined when it is not). A row implied by the others is exact to leave out:
+    it holds wherever they do."""
+    from .dynamics import _forward_factor, kkt_matrix
+
+    act, B = actuators(eqs)
+    u = actuator_symbols(eqs, act)
+    n = len(eqs.q)
+    kept = [eqs.phi_names[i] for i in rows]
+    dropped = [c for i, c in enumerate(eqs.phi_names) if i not in rows]
+    A = _rows_of(eqs.phi_q, rows)
+    _check_kkt(eqs, A, rows, ref)
+    K = kkt_matrix(eqs.M, A)
+    col_names = [f"{q}_dd" for q in names(eqs.q)] + [f"lambda_{c}" for c in kept]
+    row_names = [f"motion of {q}" for q in names(eqs.q)] + kept
+    force = [add(q_, f) for q_, f in zip(eqs.Q, B.matvec(u) if u else [ZERO] * n)]
+    F, x = _forward_factor(K, force + [eqs.gamma[i] for i in rows], samples, "auto", row_names, col_names,
+                           f"{eqs.model} KKT [M A^T; A 0]")
+    acc = x[:n]
+    _check_stable(eqs, acc, u, opts, ref)
+    dt = opts.dt
+    t1 = add(eqs.t, _c(dt))
+    q1, v1 = _rk4(_accelerations_at(eqs, acc), eqs, dt)
+    corr = F.solve([ZERO] * n + [eqs.phi[i] for i in rows])[:n]
+    q2 = [sub(a, d) for a, d in zip(q1, subs(corr, {**dict(zip(eqs.q, q1)), eqs.t: t1}))]
+    vres = [sub(r, eqs.beta[i]) for r, i in zip(A.matvec(list(eqs.qd)), rows)]
+    vcorr = F.solve([ZERO] * n + vres)[:n]
+    # the velocities projected at q1, with the positions' factor (one factorization fewer): their
+    # residual at q2 is O(|q2 - q1| |qd|), the step's own truncation error times a rate; at q2
+    # (as _rk4_exact) the factor's enclosure over a box carries the correction's (Bricard:
+    # its last pivot no longer bounded away from 0 over 88 of its 256 cells)
+    v2 = [sub(a, d) for a, d in zip(v1, subs(vcorr, {**dict(zip(eqs.q, q1)), **dict(zip(eqs.qd, v1)), eqs.t: t1}))]
+    state = [port("q", eqs, eqs.q), port("qd", eqs, eqs.qd)]
+    outs = [OutPort.vector("q", q2, names(eqs.q)), OutPort.vector("qd", v2, names(eqs.qd))]
+    left = f"; {', '.join(dropped)} left out (implied by the other rows)" if dropped else ""
+    desc = (f"one classic Runge-Kutta step of {dt:g} s on the constrained accelerations with exact multipliers "
+            f"(straight-line {F.kind} of the KKT matrix [M A^T; A 0] per stage{left}), then q and qd projected "
+            "onto the constraints (M-weighted minimum-norm corrections, both from the factor at the RK4 step's q)")
+    record = {"integrator": "rk4", "dt": dt, "iterations": 0, "alpha": 0.0, "rows_left_out": dropped}
+    return _assemble(eqs, "rk4", state, outs, u, B, record, desc, ref, {"KKT [M A^T; A 0]": F}, cover=True,
+                     phi_rows=rows)
+
+
+def _rows_of(J: Sparse, rows: list[int]) -> Sparse:
+    """The rows `rows` of J, renumbered 0.. in that order."""
+    at = {i: k for k, i in enumerate(rows)}
+    return Sparse((len(rows), J.shape[1]), {(at[i], j): a for (i, j), a in J.entries.items() if i in at})
+
+
+def _independent_rows(eqs: Equations, ref: _Reference) -> list[int]:
+    """Every constraint row when they are independent at the model's start (mobility, by
+    rank); else the rows kept in order where each raises the rank of Phi_q at the reference
+    run's first state (the others are implied there: Bricard's close_rz of its six loop
+    equations). _check_kkt then checks the rows kept over every configuration served."""
+    from ..reference.solvers import RANK_TOL, mobility
+
+    if not mobility(eqs).redundant:
+        return list(range(len(eqs.phi)))
+    J = _jacobian_at(eqs, list(range(len(eqs.phi))), ref.Q[:1], ref.t[:1])[0]
+    rows: list[int] = []
+    for i in range(len(eqs.phi)):
+        s = np.linalg.svd(J[rows + [i]], compute_uv=False)
+        if s[-1] > RANK_TOL * s[0]:
+            rows.append(i)
+    return rows
+
+
+def _jacobian_at(eqs: Equations, rows: list[int], Q: np.ndarray, T: np.ndarray) -> np.ndarray:
+    """Phi_q's rows `rows` at configurations (Q, T), parameters at their nominal values [k, m, n]."""
+    A = _rows_of(eqs.phi_q, rows)
+    ps, pv = parameters(eqs)
+    X = np.column_stack([Q, T] + ([np.tile(pv, (len(Q), 1))] if ps else []))
+    vals = Evaluator(list(A.entries.values()), list(eqs.q) + [eqs.t] + ps)(X)
+    out = np.zeros((len(Q), len(rows), len(eqs.q)))
+    for k, (i, j) in enumerate(A.entries):
+        out[:, i, j] = vals[:, k]
+    return out
+
+
+def _check_kkt(eqs: Equations, A: Sparse, rows: list[int], ref: _Reference) -> None:
+    """StepError unless, at every configuration served (_configurations over the rows kept),
+    the rows kept are independent (smallest singular value of A at least INDEPENDENT_GRID of
+    its largest) and M is definite on A's null space (its smallest eigenvalue there at least
+    INDEPENDENT_GRID of M's largest diagonal entry): K = [M A^T; A 0] regular."""
+    X = _configurations(eqs, ref, rows)
+    J = _jacobian_at(eqs, rows, X[:, :-1], X[:, -1])
+    ps, pv = parameters(eqs)
+    n = len(eqs.q)
+    ins = list(eqs.q) + [eqs.t] + ps
+    Mv = Evaluator(list(eqs.M.entries.values()), ins)(
+        np.column_stack([X] + ([np.tile(pv, (len(X), 1))] if ps else [])))
+    M = np.zeros((len(X), n, n))
+    for k, (i, j) in enumerate(eqs.M.entries):
+        M[:, i, j] = Mv[:, k]
+    _, s, Vt = np.linalg.svd(J)
+    ratio = s[:, -1] / np.maximum(s[:, 0], 1e-300)
+    Z = np.transpose(Vt[:, len(rows):, :], (0, 2, 1))  # null space of A [k, n, n - m]
+    w = np.linalg.eigvalsh(np.einsum("kni,knm,kmj->kij", Z, M, Z))[:, 0]
+    mass = w / np.maximum(np.abs(np.diagonal(M, axis1=1, axis2=2)).max(axis=1), 1e-300)
+    kept = ", ".join(eqs.phi_names[i] for i in rows)
+    for val, what in ((ratio, f"its constraints {kept} are nearly dependent (smallest singular value of their "
+                                "Jacobian {v:.2g} of its largest)"),
+                      (mass, "M is not definite on the motions the constraints allow (smallest eigenvalue there "
+                             "{v:.2g} of M's largest diagonal entry)")):
+        b = int(np.argmin(val))
+        if val[b] <= INDEPENDENT_GRID:
+            at = ", ".join(f"{q.value.name}={x:.3g}" for q, x in zip(eqs.q, X[b]))
+            raise StepError(f"step: {eqs.model}: --penalty 0 solves [M A^T; A 0] exactly, but {what.format(v=val[b])} "
+                            f"at the consistent configuration {at}: keep the penalty (the default) for this model")
 
 
 def _multiplier_matrices(eqs: Equations, FM) -> tuple[Sparse, Sparse]:
@@ -610,14 +730,15 @@ INDEPENDENT = 1e-2
 INDEPENDENT_GRID = 1e-3
 
 
-def _configurations(eqs: Equations, ref: _Reference) -> np.ndarray:
+def _configurations(eqs: Equations, ref: _Reference, rows: list[int] | None = None) -> np.ndarray:
     """Consistent (q, t) where S is checked: the reference run's, and with an operating
     envelope a grid over it (8 points per cell), else the centres of the positions' boxes of
     domain.states (over the declared ranges) moved onto the constraints by minimum-norm
-    Newton steps, those that stay inside the ranges."""
+    Newton steps, those that stay inside the ranges. rows: the constraint rows the grid
+    holds (default all; the independent ones where some were left out)."""
     X = np.column_stack([ref.Q, ref.t])
     if eqs.envelope:  # the kernel serves the envelope: a grid of its consistent configurations
-        Q, t = envelope_configurations(eqs, range(len(eqs.phi)))
+        Q, t = envelope_configurations(eqs, range(len(eqs.phi)) if rows is None else rows)
         return np.vstack([X, np.column_stack([Q, np.full(len(Q), ref.t[0]) if t is None else t])])
     got = None if parameters(eqs)[0] else state_cover(eqs, False, {eqs.t: tuple(eqs.ranges[eqs.t])}, levels=["q"])
     if got is None:
@@ -835,10 +956,12 @@ def _rk4_sum(dt: float, x, k1, k2, k3, k4) -> list[Atom]:
 
 
 def _assemble(eqs: Equations, integrator: str, state: list[InPort], outs: list[OutPort], u, B, record: dict,
-              desc: str, ref: _Reference, solves: dict, enclosures: tuple = (), cover: bool = False) -> Kernel:
+              desc: str, ref: _Reference, solves: dict, enclosures: tuple = (), cover: bool = False,
+              phi_rows: list[int] | None = None) -> Kernel:
     """The kernel: state ports (t among them when the step depends on time), then u; the
     outputs repeat the state; `motion` is the reference run's states (u = 0). cover: its
-    domain is the cover of near-consistent states (domain.states), else the declared box."""
+    domain is the cover of near-consistent states (domain.states) of the constraint rows
+    `phi_rows` (default all), else the declared box."""
     state, outs, offset = _shift_positions(eqs, state, outs)
     if any(offset):
         for enc in enclosures:
@@ -869,10 +992,10 @@ def _assemble(eqs: Equations, integrator: str, state: list[InPort], outs: list[O
     if record.get("alpha"):  # a penalty step: its analysis runs over the declared box
         k = k.replace(analysis_note=_penalty_note(eqs, integrator))
     elif cover:
-        k = k.replace(analysis_note=_exact_note(eqs, record["dt"]))
+        k = k.replace(analysis_note=_exact_note(eqs, record["dt"], phi_rows))
     if not cover or getattr(eqs, "params", None):
         return k
-    return k.with_domain(Domain(boxes=lambda: _state_boxes(eqs, inputs, offset, integrator == "ali3p"),
+    return k.with_domain(Domain(boxes=lambda: _state_boxes(eqs, inputs, offset, integrator == "ali3p", phi_rows),
                                 motion=k.motion, envelope=envelope_record(eqs) if eqs.envelope else None))
 
 
@@ -888,11 +1011,16 @@ def _penalty_note(eqs: Equations, integrator: str) -> str:
             "states (c-fixed) where the constraints stay independent")
 
 
-def _exact_note(eqs: Equations, dt: float) -> str:
+def _exact_note(eqs: Equations, dt: float, kept: list[int] | None = None) -> str:
     """What a refused analysis of rk4 --penalty 0 means: a pivot of M or of Phi_q M^-1
-    Phi_q^T not bounded away from 0 over the domain, the cover of near-consistent states, or the
-    declared box (states off the constraints) where the cover is not built."""
+    Phi_q^T (of the KKT matrix where rows were left out, `kept`) not bounded away from 0 over
+    the domain, the cover of near-consistent states, or the declared box (states off the
+    constraints) where the cover is not built."""
     rows = ", ".join(eqs.phi_names[:3]) + (" ..." if len(eqs.phi) > 3 else "")
+    matrices = "M and of Phi_q M^-1 Phi_q^T"
+    if kept is not None:
+        rows = ", ".join(eqs.phi_names[i] for i in kept[:3]) + (" ..." if len(kept) > 3 else "")
+        matrices = "the KKT matrix [M A^T; A 0]"
     hint = (f"; the later stages take q + dt/2 qd over whole velocity boxes, so a smaller --dt (e.g. {dt / 2:g}) "
             "or narrower cells may prove them")
     where = ("the boxes of near-consistent states of its operating envelope (its cover, each constraint "
@@ -901,19 +1029,21 @@ def _exact_note(eqs: Equations, dt: float) -> str:
              f"the declared box of states, which holds states off the constraints (no cover of near-consistent "
              f"states for more than {MAX_COORDS} coordinates without an operating envelope: {eqs.model} has "
              f"{len(eqs.q)})")
-    return (f"step: {eqs.model}: rk4 --penalty 0 divides by the pivots of M and of Phi_q M^-1 Phi_q^T ({rows}), "
+    return (f"step: {eqs.model}: rk4 --penalty 0 divides by the pivots of {matrices} ({rows}), "
             f"not all bounded away from 0 over {where}" + (hint if eqs.envelope or len(eqs.q) <= MAX_COORDS else ""))
 
 
-def _near_consistent(eqs: Equations, accelerations: bool):
+def _near_consistent(eqs: Equations, accelerations: bool, rows: list[int] | None = None):
     """(symbols, lo, hi): boxes holding every state within RESIDUAL of the constraints, of
     the operating envelope when the model declares one (its Krawczyk cover with each
     constraint row allowed RESIDUAL: grows with the degrees of freedom, any number of
     coordinates; t and the envelope's quantities among the symbols), else of the declared
-    ranges (domain.states, up to MAX_COORDS coordinates); None where neither is built."""
+    ranges (domain.states, up to MAX_COORDS coordinates); None where neither is built. rows:
+    the constraint rows held (default all; with an envelope, the independent ones)."""
     if not eqs.envelope:
         return state_cover(eqs, accelerations, {eqs.t: tuple(eqs.ranges[eqs.t])})
-    cover = envelope_cover(eqs, rows=range(len(eqs.phi)), residual=_row_residuals(eqs))
+    rows = list(range(len(eqs.phi))) if rows is None else list(rows)
+    cover = envelope_cover(eqs, rows=rows, residual=_row_residuals(eqs)[rows])
     return cover.symbols, cover.lo, cover.hi
 
 
@@ -934,12 +1064,13 @@ def _row_residuals(eqs: Equations) -> np.ndarray:
     return RESIDUAL * np.where((scale > 0) & np.isfinite(scale), np.minimum(1.0, scale), 1.0)
 
 
-def _state_boxes(eqs: Equations, inputs: list[InPort], offset: list[float], accelerations: bool):
+def _state_boxes(eqs: Equations, inputs: list[InPort], offset: list[float], accelerations: bool,
+                 rows: list[int] | None = None):
     """The step's domain (_near_consistent): boxes over its inputs holding every
     near-consistent state (the positions shifted like the q port, rounded outward; t and
     u over their ports' ranges where the boxes do not bound them); None (the declared
     box) where no cover is built."""
-    got = _near_consistent(eqs, accelerations)
+    got = _near_consistent(eqs, accelerations, rows)
     if got is None:
         return None
     syms, lo, hi = got
