@@ -11,6 +11,11 @@ complex step (exact to rounding: every function here is analytic), integrated by
 DOP853 at rtol = atol = 1e-12. The benchmark's published P3 curve is not available offline;
 this reference stands in for it.
 
+The c-fixed step (issue 27, item 4: `--set envelope=True`, rk4 --penalty 0 through the KKT
+matrix of the five independent loop rows) is checked against the c-double step at random
+states of its envelope and against the reference over 1 s; the envelope's rate and
+acceleration bounds against this file's energy.
+
 Tolerances: P3 within 1e-8 m of the reference over the 10 s (measured: 7e-12 m from rest,
 5e-12 m with --qd0 th1=0.5), energy_drift within 1e-8 J (measured 1e-13 J: simulate
 projects every 0.04 s), the constraint residual columns below 1e-10 (measured 2e-14).

@@ -11,7 +11,10 @@ out, as straight-line code, so a device runs a mechanism's motion one call per s
            relative coordinates); with constraints, on the accelerations of the augmented
            Lagrangian (M + a Phi_q^T Phi_q, refined onto Phi_q qdd = gamma), then q and qd
            projected onto the constraints (_rk4_projected: the explicit choice where the
-           path is smooth; auto keeps ali3p). State: q, qd (and t).
+           path is smooth; auto keeps ali3p). --penalty 0: the exact multipliers instead
+           (_rk4_exact; where M is singular or a row is implied by the others, the KKT
+           matrix of the independent rows, _rk4_kkt), what c-fixed bounds over a cover of
+           near-consistent states. State: q, qd (and t).
     euler  semi-implicit (symplectic) Euler on the same: qd+ = qd + dt qdd(q, qd),
            q+ = q + dt qd+.
 
