@@ -157,6 +157,9 @@ def test_a_manifest_whose_state_is_not_its_outputs_is_refused(tmp_path):
     (["pendulum", "--kernel", "step", "--dt", "0.01", "--penalty", "0"], "--penalty 0 (exact multipliers) goes "
                                                                         "with --integrator rk4"),
     (["pendulum", "--kernel", "step", "--dt", "0.01", "--penalty", "0.001"], "must be 0 or a ratio"),
+    (["pendulum", "--kernel", "step", "--dt", "0.01", "--solve", "kkt"], "--solve kkt chooses how rk4 --penalty 0 "
+                                                                         "solves its exact multipliers"),
+    (["pendulum", "--kernel", "step", "--dt", "0.01", "--solve", "lu"], "--solve"),
     # the N-four-bar's singular positions (every point on the ground line) lie inside its ranges
     (["nfourbar", "--set", "n=1", "--kernel", "step", "--dt", "0.001", "--integrator", "rk4", "--penalty", "0"],
      "crank1_len, crank0_len, coupler0_len are nearly dependent at the consistent configuration"),

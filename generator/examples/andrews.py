@@ -26,7 +26,14 @@ The crank turns about 2.5 times in the 0.03 s horizon (beta from -0.062 to 15.8 
 the spring pulls the rest back and forth: rates reach 1.4e3 rad/s and accelerations 6e5
 rad/s^2, so the ranges below are wide and the step must be short (docs/kernels.md, step).
 
-    build() -> Model   coordinates beta, theta, gamma, phi, delta, omega, epsilon
+`--set envelope=True`: the model also declares where it operates (off by default, so its
+other kernels stay as they are): the crank angle beta over the horizon's 2.6 turns
+(-0.1 .. 16.5 rad) at any rate and acceleration of the ranges below, in 512 cells, so that
+the fixed-point step (rk4 --penalty 0 --solve kkt, c-fixed) is analysed over the cover of
+its near-consistent states (each loop row allowed 1e-3 of its gradient's norm: its links
+are millimetres).
+
+    build(envelope=False) -> Model   coordinates beta, theta, gamma, phi, delta, omega, epsilon
 """
 from __future__ import annotations
 
@@ -61,7 +68,7 @@ def _body(tree, name, base, point, mass, com, inertia):
     return b
 
 
-def build() -> Model:
+def build(envelope: bool = False) -> Model:
     m = Model("andrews")
     q = {}
     for name, (r, v, a) in RANGES.items():
@@ -101,6 +108,9 @@ def build() -> Model:
     m.spring_damper("spring", k=C0, rest=L0, between=(spring_arm, (SD, -SC, 0.0), ground, (XC, YC, 0.0)))
     m.initial(q={"theta": 0.0})
     m.time_range(0.0, T_END)
+    if envelope:
+        (lo, hi), v, a = RANGES["beta"]
+        m.operate(q["beta"], range=(-0.1, hi), rate=(-v, v), accel=(-a, a), cells=512)
     for c, v in zip("xy", crank.point((RR, 0.0, 0.0))[:2]):
         m.output(f"F_{c}", v)
     return m

@@ -17,7 +17,14 @@ the shaft's x and z) and lie on the shaft's axis (1 equation): 5 coordinates, 3 
 two degrees of freedom (the spin psi and the arms' common angle). The spin's angular
 momentum is conserved; the arms swing between gravity and the centrifugal pull.
 
-    build() -> Model   coordinates psi, a1, a2, b1, b2
+`--set envelope=True`: the model also declares where it operates (off by default, so its
+other kernels stay as they are): the spin psi over its range at 2 to 6.5 rad/s and the
+first arm's angle a1 over 0.45 .. 0.9 rad (26 to 52 degrees: the motion's 30 to 47 with
+a margin) at up to 2 rad/s, each in 32 cells (psi needs its own: the mass matrix's
+expressions carry sin and cos of psi, which cancel only in exact arithmetic), so that the
+fixed-point step (rk4 --penalty 0 --solve kkt, c-fixed) is analysed over its cover.
+
+    build(envelope=False) -> Model   coordinates psi, a1, a2, b1, b2
 """
 from __future__ import annotations
 
@@ -41,7 +48,7 @@ def _rod(tree, name, base, point, mass, length):
     return b
 
 
-def build() -> Model:
+def build(envelope: bool = False) -> Model:
     m = Model("governor")
     # ranges: the motion from the initial state over 2 s (arms 30 to 47 degrees, spin 6 to 2.8
     # rad/s, psi to 8.1 rad) with margin
@@ -52,9 +59,10 @@ def build() -> Model:
     t.body("shaft", shaft, t.origin).set_inertia(M_ROD, com=(0.0, 0.0, H / 2),
                                                  inertia=(across, across, M_ROD * WIDTH ** 2 / 6.0))
     top = t.point("T", t.origin, (0.0, 0.0, H), shaft)
-    ends = []
+    ends, arms = [], []
     for k, side in ((1, 1.0), (2, -1.0)):
         a = m.coordinate(f"a{k}", guess=ALPHA0, range=(0.3, 1.0), vrange=(-2.0, 2.0), arange=(-20.0, 20.0))
+        arms.append(a)
         b = m.coordinate(f"b{k}", guess=-2 * ALPHA0, range=(-2.0, -0.8), vrange=(-4.0, 4.0),
                          arange=(-40.0, 40.0))
         # the arm turns outwards (towards +x for arm 1, -x for arm 2) about the shaft's -y / +y
@@ -74,5 +82,8 @@ def build() -> Model:
     m.gravity((0.0, 0.0, -G))
     m.initial(q={"psi": 0.0, "a1": ALPHA0}, qd={"psi": SPIN0, "a1": 0.0})
     m.time_range(0.0, T_END)
+    if envelope:
+        m.operate(psi, range=(-0.5, 10.0), rate=(2.0, 6.5), accel=(-25.0, 25.0), cells=32)
+        m.operate(arms[0], range=(0.45, 0.9), rate=(-2.0, 2.0), accel=(-20.0, 20.0), cells=32)
     m.output("slider_z", slider.point((0.0, 0.0, 0.0))[2])
     return m

@@ -103,6 +103,10 @@ class StepKernelOptions(KernelOptions):
                             "Phi_q to M; 0 with rk4: exact multipliers, no penalty (independent constraints; "
                             "c-fixed over the near-consistent states)", kind=float, minimum=0.0, maximum=1e8,
                             default_text="default 1e3", parse=penalty_ratio)
+    solve: str = option("auto", "rk4 --penalty 0: how the exact multipliers are solved; auto: M, then "
+                        "Phi_q M^-1 Phi_q^T (LDL^T each) where M is definite and the constraints independent, else "
+                        "the KKT matrix [M A^T; A 0]; kkt: the KKT matrix always (fixed point: fewer nested pivots "
+                        "to prove)", choices=("auto", "kkt"))
 
 
 KERNEL_OPTIONS: dict[str, type[KernelOptions]] = {

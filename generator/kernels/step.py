@@ -65,6 +65,12 @@ from .common import KernelError, actuator_symbols, actuators, names, need_inerti
 from .kernel import InPort, Kernel, KernelInfo, OutPort
 
 INTEGRATORS = ("ali3p", "rk4", "euler")
+# how rk4 --penalty 0 solves its exact multipliers. auto: M and Phi_q M^-1 Phi_q^T, each by
+# LDL^T, where M is definite and the rows independent, else the KKT matrix [M A^T; A 0];
+# kkt: the KKT matrix always (one fixed-pivot factor a stage: in fixed point its pivots are
+# proved over the cover where the nested Schur complements of the other way are not: the
+# flyball governor's and Andrews' c-fixed steps)
+SOLVES = ("auto", "kkt")
 REFERENCE_POINTS = 101  # states of the host reference run kept as the kernel's motion
 # a step whose constraint residual after the iterations exceeds this (relative to the
 # model's coordinate scale) at a state of the reference run has not converged
@@ -87,6 +93,7 @@ class StepOptions:
     integrator: str = "auto"
     iterations: int | None = None
     penalty: float = 1e3
+    solve: str = "auto"  # rk4 --penalty 0: "kkt" always through [M A^T; A 0] (SOLVES)
 
     def check(self, eqs: Equations) -> "StepOptions":
         if not (isinstance(self.dt, (int, float)) and np.isfinite(self.dt) and self.dt > 0):
@@ -113,19 +120,24 @@ class StepOptions:
         if not (np.isfinite(self.penalty) and (self.penalty == 0 or 1e-2 <= self.penalty <= 1e8)):
             raise StepError(f"step: --penalty must be 0 (rk4: exact multipliers) or within [0.01, 1e8], "
                             f"got {self.penalty}")
+        if self.solve not in SOLVES:
+            raise StepError(f"step: --solve {self.solve!r} is not one of {', '.join(SOLVES)}")
+        if self.solve != "auto" and not (integ == "rk4" and eqs.phi and self.penalty == 0):
+            raise StepError("step: --solve kkt chooses how rk4 --penalty 0 solves its exact multipliers; it goes "
+                            "with --integrator rk4 --penalty 0 on a model with constraints")
         if eqs.nh:
             raise StepError(f"step: {eqs.model} has non-holonomic constraints ({', '.join(eqs.nh_names)}); the "
                             "step kernels integrate holonomic models only")
-        return StepOptions(float(self.dt), integ, self.iterations, float(self.penalty))
+        return StepOptions(float(self.dt), integ, self.iterations, float(self.penalty), self.solve)
 
 
 def step_kernel(eqs: Equations, dt: float | None = None, integrator: str = "auto", iterations: int | None = None,
-                penalty: float = 1e3) -> Kernel:
+                penalty: float = 1e3, solve: str = "auto") -> Kernel:
     """The step kernel of `eqs` (see the module docstring); dt is required."""
     need_inertia(eqs, "step")
     if dt is None:
         raise StepError("step: give the time step with --dt (seconds)")
-    opts = StepOptions(dt, integrator, iterations, penalty).check(eqs)
+    opts = StepOptions(dt, integrator, iterations, penalty, solve).check(eqs)
     ref = _reference(eqs)
     if opts.integrator == "ali3p":
         return _ali3p(eqs, opts, ref)
@@ -546,7 +558,7 @@ def _rk4_exact(eqs: Equations, opts: StepOptions, ref: _Reference) -> Kernel:
     samples = _samples(eqs, ref)
     rows = _independent_rows(eqs, ref)
     FM = None
-    if len(rows) == len(eqs.phi):
+    if len(rows) == len(eqs.phi) and opts.solve == "auto":
         try:
             FM = factor_ldlt(eqs.M, samples, names=names(eqs.q), label=f"{eqs.model} M")
         except SingularPivotError:  # a massless link: M alone is singular, the KKT matrix need not be

@@ -68,7 +68,7 @@ def register(subparsers) -> None:
     p.set_defaults(func=cmd_simulate)
 
 
-DEVICE_FLAGS = ("port", "target", "dt", "integrator", "iterations", "penalty", "every")
+DEVICE_FLAGS = ("port", "target", "dt", "integrator", "iterations", "penalty", "solve", "every")
 
 
 def _register_device(p) -> None:
@@ -90,6 +90,9 @@ def _register_device(p) -> None:
     g.add_argument("--penalty", type=penalty_ratio, default=None,
                    help="ali3p's penalty ratio, 0 with rk4: exact multipliers (as mbforge generate --kernel step "
                         "--penalty; default the kernel's)")
+    g.add_argument("--solve", default=None, choices=("auto", "kkt"),
+                   help="rk4 --penalty 0: how the exact multipliers are solved (as mbforge generate --kernel step "
+                        "--solve; default auto)")
     g.add_argument("--every", type=number(0, T_END_MAX, "a number of seconds"), default=None,
                    help="sample interval [s], a multiple of --dt (default: about 250 samples over the horizon)")
 

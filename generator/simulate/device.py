@@ -89,8 +89,8 @@ def cmd_simulate_device(args) -> int:
     lo, hi = eqs.ranges[eqs.t]
     t_end = hi if args.t_end is None else float(args.t_end)
     steps, decim = horizon(float(lo), t_end, args.dt, args.every)
-    opts = StepOptions(args.dt, args.integrator, args.iterations,
-                       *([] if args.penalty is None else [args.penalty])).check(eqs)
+    given = {k: getattr(args, k) for k in ("penalty", "solve") if getattr(args, k) is not None}  # else the kernel's
+    opts = StepOptions(args.dt, args.integrator, args.iterations, **given).check(eqs)
     q0, qd0 = _pairs(args.q0, "--q0"), _pairs(args.qd0, "--qd0")
     t0, x0 = initial_state(eqs, opts.integrator, q0, qd0)
     try:
@@ -111,7 +111,7 @@ def _kernels(eqs, opts, target: str, out):
     from ..pipeline import generate
 
     kernel = build_kernel(eqs, "step", dt=opts.dt, integrator=opts.integrator, iterations=opts.iterations,
-                          penalty=opts.penalty)
+                          penalty=opts.penalty, solve=opts.solve)
     folders = {}
     manifest = None
     for t in dict.fromkeys([target, "c-double"]):

@@ -1,0 +1,59 @@
+"""issue 27 item 4: fixed-point step kernels of the benchmark problems whose Schur-complement
+solve cannot be proved in fixed point: the flyball governor (psi and the arms' angle, 1,024
+cells) and Andrews' squeezer (a millimetre mechanism at up to 1.5e3 rad/s, 512 cells), each
+with `--set envelope=True`, `--integrator rk4 --penalty 0 --solve kkt` (the exact
+multipliers through one fixed-pivot factor of [M A^T; A 0] a stage, kernels.step). At 2,000
+consistent states of each envelope the c-fixed step stays within its per-step bound of the
+c-double step fed the same rounded state, and over a short horizon from the model's initial
+state it follows the c-double step (the device figures over the whole horizon:
+docs/device-simulation.md)."""
+import json
+
+import numpy as np
+import pytest
+
+from helpers.steps import generate_step, run_steps
+from mbforge.domain.cover import envelope_cover
+from mbforge.domain.motion import inside
+from mbforge.examples import load_model
+from mbforge.verify.hostlib import load_kernel
+from mbforge.verify.vectors import from_raw, to_raw
+
+pytestmark = [pytest.mark.host, pytest.mark.slow]
+
+# model -> (dt, per-step bounds: positions, rates; horizon [s], tolerance of q against the double step)
+CASES = {"governor": (2e-3, 1e-6, 2e-4, 0.2, 1e-5),
+         "andrews": (2e-5, 5e-5, 5.0, 2e-3, 1e-3)}
+
+
+def _states(eqs, count: int, seed: int) -> np.ndarray:
+    """Consistent (q, qd) of the envelope's cover, as rows."""
+    S = envelope_cover(eqs).sample(count, seed)
+    return np.column_stack([S[s] for s in list(eqs.q) + list(eqs.qd)])
+
+
+@pytest.mark.parametrize("model", sorted(CASES))
+def test_fixed_point_kkt_step_holds_its_bound_over_the_envelope(tmp_path, monkeypatch, model):
+    dt, qb, vb, horizon, tol = CASES[model]
+    monkeypatch.setenv("MBFORGE_JOBS", "1")  # one process: no local cluster to start for a minute's analysis
+    args = ("--set", "envelope=True", "--dt", str(dt), "--integrator", "rk4", "--penalty", "0", "--solve", "kkt")
+    fx = generate_step(tmp_path, model, *args, "--target", "c-fixed", name="fx")
+    db = generate_step(tmp_path, model, *args, name="db")
+    kf, kd = load_kernel(fx), load_kernel(db)
+    m = kf.manifest
+    eqs = load_model(model, options={"envelope": True}).equations()
+    n = len(eqs.q)
+    bound = np.concatenate([np.asarray(g.error_bound) for g in m.outputs])
+    assert (bound[:n] < qb).all() and (bound[n:2 * n] < vb).all(), bound
+    S = _states(eqs, 2_000, 3)
+    X = from_raw(m, to_raw(m, S - np.array(m.step_offset())), "inputs")
+    boxes = json.loads((fx / m.domain).read_text())["boxes"]
+    assert len(X) > 1_500 and inside(boxes, X).all()  # every state in the kernel's domain
+    Yf, sf = kf(to_raw(m, X))
+    Yd, sd = kd(to_raw(kd.manifest, X))
+    assert (sf == 0).all() and (sd == 0).all()
+    err = np.abs(from_raw(m, Yf) - from_raw(kd.manifest, Yd))
+    assert (err <= bound).all() and err.max() > 0, (err.max(0), bound)
+    t, qf = run_steps(fx, model, ["envelope=True"], t_end=horizon, every_s=10 * dt)
+    _, qd = run_steps(db, model, ["envelope=True"], t_end=horizon, every_s=10 * dt)
+    assert np.abs(qf - qd).max() < tol, np.abs(qf - qd).max()
