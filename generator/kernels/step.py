@@ -1038,6 +1038,9 @@ def _exact_note(eqs: Equations, dt: float, kept: list[int] | None = None) -> str
         matrices = "the KKT matrix [M A^T; A 0]"
     hint = (f"; the later stages take q + dt/2 qd over whole velocity boxes, so a smaller --dt (e.g. {dt / 2:g}) "
             "or narrower cells may prove them")
+    if kept is None:  # the nested Schur complements: the KKT factor's pivots are proved more often
+        hint = ("; --solve kkt (one factor of [M A^T; A 0] a stage, whose pivots range analysis proves where these "
+                "nested ones fail: the governor, Andrews')" + hint.replace("; the later", ", or: the later"))
     where = ("the boxes of near-consistent states of its operating envelope (its cover, each constraint "
              "allowed a residual)" if eqs.envelope else
              "the boxes of near-consistent states (domain.states)" if len(eqs.q) <= MAX_COORDS else
