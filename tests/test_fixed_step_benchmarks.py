@@ -12,10 +12,12 @@ import json
 import numpy as np
 import pytest
 
-from helpers.steps import generate_step, run_steps
+from helpers.steps import run_steps
 from mbforge.domain.cover import envelope_cover
 from mbforge.domain.motion import inside
 from mbforge.examples import load_model
+from mbforge.kernels.builders import build_kernel
+from mbforge.pipeline import generate
 from mbforge.verify.hostlib import load_kernel
 from mbforge.verify.vectors import from_raw, to_raw
 
@@ -36,12 +38,15 @@ def _states(eqs, count: int, seed: int) -> np.ndarray:
 def test_fixed_point_kkt_step_holds_its_bound_over_the_envelope(tmp_path, monkeypatch, model):
     dt, qb, vb, horizon, tol = CASES[model]
     monkeypatch.setenv("MBFORGE_JOBS", "1")  # one process: no local cluster to start for a minute's analysis
-    args = ("--set", "envelope=True", "--dt", str(dt), "--integrator", "rk4", "--penalty", "0", "--solve", "kkt")
-    fx = generate_step(tmp_path, model, *args, "--target", "c-fixed", name="fx")
-    db = generate_step(tmp_path, model, *args, name="db")
+    eqs = load_model(model, options={"envelope": True}).equations()
+    # the kernel built once for both targets (what `mbforge generate ... --kernel step --set envelope=True
+    # --integrator rk4 --penalty 0 --solve kkt` builds)
+    k = build_kernel(eqs, "step", dt=dt, integrator="rk4", penalty=0.0, solve="kkt")
+    fx, db = tmp_path / "fx", tmp_path / "db"
+    generate(k, "c-fixed").write(fx)
+    generate(k, "c-double").write(db)
     kf, kd = load_kernel(fx), load_kernel(db)
     m = kf.manifest
-    eqs = load_model(model, options={"envelope": True}).equations()
     n = len(eqs.q)
     bound = np.concatenate([np.asarray(g.error_bound) for g in m.outputs])
     assert (bound[:n] < qb).all() and (bound[n:2 * n] < vb).all(), bound
