@@ -23,7 +23,6 @@ projects every 0.04 s), the constraint residual columns below 1e-10 (measured 2e
 from __future__ import annotations
 
 import csv
-import json
 import os
 import subprocess
 import sys
@@ -301,13 +300,11 @@ def test_fixed_point_rk4_step_over_the_declared_envelope(tmp_path, monkeypatch):
     1 s from rest it follows this file's minimal-coordinates reference within 1e-5 rad (th1;
     measured 2.8e-6 rad, the c-double step 5.6e-12 rad: the fixed-point rounding of the
     rates, about an ulp of Q3.28 a step, adds up; 1.2e-5 rad at most over the 10 s)."""
-    from mbforge.domain.motion import inside
     from mbforge.examples.bricard import build
     from mbforge.verify.hostlib import load_kernel
-    from mbforge.verify.vectors import from_raw, to_raw
 
     sys.path.insert(0, str(ROOT / "tests"))
-    from helpers.steps import generate_step, run_steps
+    from helpers.steps import assert_within_bound, generate_step, run_steps
 
     monkeypatch.setenv("MBFORGE_JOBS", "1")  # 28 s in one process, 84 s with the local cluster's start
     args = ("--set", "envelope=True", "--dt", "0.001", "--integrator", "rk4", "--penalty", "0")
@@ -318,18 +315,9 @@ def test_fixed_point_rk4_step_over_the_declared_envelope(tmp_path, monkeypatch):
     assert m.step["rows_left_out"] == ["close_rz"]
     bound = np.concatenate([np.asarray(g.error_bound) for g in m.outputs])
     assert (bound[:6] < 2e-6).all() and (bound[6:] < 5e-4).all(), bound
-    boxes = json.loads((fx / m.domain).read_text())["boxes"]
-    off = np.array(m.step_offset())
     eqs = build(envelope=True).equations()
     for residual, seed, count in ((0.0, 5, 1_500), (1e-3, 6, 2_500)):
-        S = _envelope_states(eqs, count, seed, residual)
-        X = from_raw(m, to_raw(m, S - off), "inputs")
-        assert len(X) > 1_000 and inside(boxes, X).all(), residual
-        Yf, sf = kf(to_raw(m, X))
-        Yd, sd = kd(to_raw(kd.manifest, X))
-        assert (sf == 0).all() and (sd == 0).all()
-        err = np.abs(from_raw(m, Yf) - from_raw(kd.manifest, Yd))
-        assert (err <= bound).all() and err.max() > 0, (err.max(0), bound)
+        assert_within_bound(fx, kf, kd, _envelope_states(eqs, count, seed, residual), 1_000, residual)
     t, q = run_steps(fx, "bricard", ["envelope=True"], t_end=1.0)
     ref = Reference().run(np.concatenate([[0.0], t]), 0.0)[1:]
     err = np.abs(q[:, 0] - ref[:, 4]).max()

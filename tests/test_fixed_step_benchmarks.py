@@ -7,19 +7,15 @@ consistent states of each envelope the c-fixed step stays within its per-step bo
 c-double step fed the same rounded state, and over a short horizon from the model's initial
 state it follows the c-double step (the device figures over the whole horizon:
 docs/device-simulation.md)."""
-import json
-
 import numpy as np
 import pytest
 
-from helpers.steps import run_steps
+from helpers.steps import assert_within_bound, run_steps
 from mbforge.domain.cover import envelope_cover
-from mbforge.domain.motion import inside
 from mbforge.examples import load_model
 from mbforge.kernels.builders import build_kernel
 from mbforge.pipeline import generate
 from mbforge.verify.hostlib import load_kernel
-from mbforge.verify.vectors import from_raw, to_raw
 
 pytestmark = [pytest.mark.host, pytest.mark.slow]
 
@@ -50,15 +46,7 @@ def test_fixed_point_kkt_step_holds_its_bound_over_the_envelope(tmp_path, monkey
     n = len(eqs.q)
     bound = np.concatenate([np.asarray(g.error_bound) for g in m.outputs])
     assert (bound[:n] < qb).all() and (bound[n:2 * n] < vb).all(), bound
-    S = _states(eqs, 2_000, 3)
-    X = from_raw(m, to_raw(m, S - np.array(m.step_offset())), "inputs")
-    boxes = json.loads((fx / m.domain).read_text())["boxes"]
-    assert len(X) > 1_500 and inside(boxes, X).all()  # every state in the kernel's domain
-    Yf, sf = kf(to_raw(m, X))
-    Yd, sd = kd(to_raw(kd.manifest, X))
-    assert (sf == 0).all() and (sd == 0).all()
-    err = np.abs(from_raw(m, Yf) - from_raw(kd.manifest, Yd))
-    assert (err <= bound).all() and err.max() > 0, (err.max(0), bound)
+    assert_within_bound(fx, kf, kd, _states(eqs, 2_000, 3), 1_500)
     t, qf = run_steps(fx, model, ["envelope=True"], t_end=horizon, every_s=10 * dt)
     _, qd = run_steps(db, model, ["envelope=True"], t_end=horizon, every_s=10 * dt)
     assert np.abs(qf - qd).max() < tol, np.abs(qf - qd).max()

@@ -39,3 +39,25 @@ def run_steps(out, model, sets=(), t_end=None, every_s=0.01):
     n = len(eqs.q)
     t = t0 + dt * every * np.arange(1, len(S) + 1)
     return t, (from_raw(m, S) + off)[:, :n]
+
+
+
+def assert_within_bound(fx, kf, kd, S, min_states: int, what=None):
+    """The fixed-point step kernel kf (generated into fx) against the double one kd at states
+    S (rows of q, qd, unshifted): more than min_states of them, rounded to kf's inputs, all
+    in kf's domain; status 0 from both; every output within kf's per-step bound, and some
+    error seen (the comparison is not of a kernel with itself)."""
+    import json
+
+    from mbforge.domain.motion import inside
+
+    m = kf.manifest
+    bound = np.concatenate([np.asarray(g.error_bound) for g in m.outputs])
+    boxes = json.loads((fx / m.domain).read_text())["boxes"]
+    X = from_raw(m, to_raw(m, S - np.array(m.step_offset())), "inputs")
+    assert len(X) > min_states and inside(boxes, X).all(), what
+    Yf, sf = kf(to_raw(m, X))
+    Yd, sd = kd(to_raw(kd.manifest, X))
+    assert (sf == 0).all() and (sd == 0).all()
+    err = np.abs(from_raw(m, Yf) - from_raw(kd.manifest, Yd))
+    assert (err <= bound).all() and err.max() > 0, (err.max(0), bound)
