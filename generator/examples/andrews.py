@@ -109,7 +109,7 @@ def build(envelope: bool = False) -> Model:
     m.initial(q={"theta": 0.0})
     m.time_range(0.0, T_END)
     if envelope:
-        (lo, hi), v, a = RANGES["beta"]
+        (_, hi), v, a = RANGES["beta"]
         m.operate(q["beta"], range=(-0.1, hi), rate=(-v, v), accel=(-a, a), cells=512)
     for c, v in zip("xy", crank.point((RR, 0.0, 0.0))[:2]):
         m.output(f"F_{c}", v)

@@ -669,12 +669,17 @@ def _independent_rows(eqs: Equations, ref: _Reference) -> list[int]:
 
 def _jacobian_at(eqs: Equations, rows: list[int], Q: np.ndarray, T: np.ndarray) -> np.ndarray:
     """Phi_q's rows `rows` at configurations (Q, T), parameters at their nominal values [k, m, n]."""
-    A = _rows_of(eqs.phi_q, rows)
+    return _dense_at(eqs, _rows_of(eqs.phi_q, rows), Q, T)
+
+
+def _dense_at(eqs: Equations, S: Sparse, Q: np.ndarray, T: np.ndarray) -> np.ndarray:
+    """The sparse matrix S of the model's atoms at configurations (Q, T), parameters at their
+    nominal values, as dense matrices [k, rows, cols]."""
     ps, pv = parameters(eqs)
     X = np.column_stack([Q, T] + ([np.tile(pv, (len(Q), 1))] if ps else []))
-    vals = Evaluator(list(A.entries.values()), list(eqs.q) + [eqs.t] + ps)(X)
-    out = np.zeros((len(Q), len(rows), len(eqs.q)))
-    for k, (i, j) in enumerate(A.entries):
+    vals = Evaluator(list(S.entries.values()), list(eqs.q) + [eqs.t] + ps)(X)
+    out = np.zeros((len(Q), *S.shape))
+    for k, (i, j) in enumerate(S.entries):
         out[:, i, j] = vals[:, k]
     return out
 
@@ -686,14 +691,7 @@ def _check_kkt(eqs: Equations, A: Sparse, rows: list[int], ref: _Reference) -> N
     INDEPENDENT_GRID of M's largest diagonal entry): K = [M A^T; A 0] regular."""
     X = _configurations(eqs, ref, rows)
     J = _jacobian_at(eqs, rows, X[:, :-1], X[:, -1])
-    ps, pv = parameters(eqs)
-    n = len(eqs.q)
-    ins = list(eqs.q) + [eqs.t] + ps
-    Mv = Evaluator(list(eqs.M.entries.values()), ins)(
-        np.column_stack([X] + ([np.tile(pv, (len(X), 1))] if ps else [])))
-    M = np.zeros((len(X), n, n))
-    for k, (i, j) in enumerate(eqs.M.entries):
-        M[:, i, j] = Mv[:, k]
+    M = _dense_at(eqs, eqs.M, X[:, :-1], X[:, -1])
     _, s, Vt = np.linalg.svd(J)
     ratio = s[:, -1] / np.maximum(s[:, 0], 1e-300)
     Z = np.transpose(Vt[:, len(rows):, :], (0, 2, 1))  # null space of A [k, n, n - m]
@@ -783,14 +781,7 @@ def _check_independent(eqs: Equations, S: Sparse, ref: _Reference) -> None:
     dependent there (a singular position, or redundant rows), the exact multipliers
     unbounded; the message names the constraints and the configuration."""
     X = _configurations(eqs, ref)
-    m = S.shape[0]
-    ps, pv = parameters(eqs)  # at their nominal values
-    vals = Evaluator(list(S.entries.values()), list(eqs.q) + [eqs.t] + ps)(
-        np.column_stack([X] + ([np.tile(pv, (len(X), 1))] if ps else [])))
-    Sm = np.zeros((len(X), m, m))
-    for k, (i, j) in enumerate(S.entries):
-        Sm[:, i, j] = vals[:, k]
-    w, V = np.linalg.eigh(Sm)
+    w, V = np.linalg.eigh(_dense_at(eqs, S, X[:, :-1], X[:, -1]))
     ratio = w[:, 0] / np.maximum(np.abs(w[:, -1]), 1e-300)
     b = int(np.argmin(ratio))
     if ratio[b] > (INDEPENDENT_GRID if eqs.envelope else INDEPENDENT):
@@ -1032,15 +1023,16 @@ def _exact_note(eqs: Equations, dt: float, kept: list[int] | None = None) -> str
     the domain, the cover of near-consistent states, or the declared box (states off the
     constraints) where the cover is not built."""
     rows = ", ".join(eqs.phi_names[:3]) + (" ..." if len(eqs.phi) > 3 else "")
-    matrices = "M and of Phi_q M^-1 Phi_q^T"
-    if kept is not None:
+    later = (f"the later stages take q + dt/2 qd over whole velocity boxes, so a smaller --dt (e.g. {dt / 2:g}) "
+             "or narrower cells may prove them")
+    if kept is None:  # the nested Schur complements: the KKT factor's pivots are proved more often
+        matrices = "M and of Phi_q M^-1 Phi_q^T"
+        hint = ("; --solve kkt (one factor of [M A^T; A 0] a stage, whose pivots range analysis proves where these "
+                f"nested ones fail: the governor, Andrews'), or: {later}")
+    else:
         rows = ", ".join(eqs.phi_names[i] for i in kept[:3]) + (" ..." if len(kept) > 3 else "")
         matrices = "the KKT matrix [M A^T; A 0]"
-    hint = (f"; the later stages take q + dt/2 qd over whole velocity boxes, so a smaller --dt (e.g. {dt / 2:g}) "
-            "or narrower cells may prove them")
-    if kept is None:  # the nested Schur complements: the KKT factor's pivots are proved more often
-        hint = ("; --solve kkt (one factor of [M A^T; A 0] a stage, whose pivots range analysis proves where these "
-                "nested ones fail: the governor, Andrews')" + hint.replace("; the later", ", or: the later"))
+        hint = f"; {later}"
     where = ("the boxes of near-consistent states of its operating envelope (its cover, each constraint "
              "allowed a residual)" if eqs.envelope else
              "the boxes of near-consistent states (domain.states)" if len(eqs.q) <= MAX_COORDS else
@@ -1070,14 +1062,8 @@ def _row_residuals(eqs: Equations) -> np.ndarray:
     units, and no more than RESIDUAL x the row's gradient norm at the guess (|Phi_q row|),
     i.e. about RESIDUAL in the coordinates: a mechanism of millimetre links (Andrews') would
     otherwise hold states far off its loops, where Krawczyk's test fails."""
-    ps, pv = parameters(eqs)
-    X = [eqs.guess.get(s, 0.0) for s in eqs.q] + [eqs.ranges[eqs.t][0]] + list(pv)
-    J = np.zeros((len(eqs.phi), len(eqs.q)))
-    where = list(eqs.phi_q.entries.items())
-    if where:
-        vals = Evaluator([a for _, a in where], list(eqs.q) + [eqs.t] + list(ps))(np.array([X]))[0]
-        for ((i, j), _), v in zip(where, vals):
-            J[i, j] = v
+    q0 = np.array([[eqs.guess.get(s, 0.0) for s in eqs.q]])
+    J = _dense_at(eqs, eqs.phi_q, q0, np.array([eqs.ranges[eqs.t][0]]))[0]
     scale = np.linalg.norm(J, axis=1)
     return RESIDUAL * np.where((scale > 0) & np.isfinite(scale), np.minimum(1.0, scale), 1.0)
 
