@@ -97,6 +97,17 @@ def pairs(examples, kernels):
     return [(e, k) for e in ex for k in ks]
 
 
+def _check_names(ap, examples, kernels) -> None:
+    """An example or kernel that does not exist is refused up front (one line), not per pair."""
+    from mbforge.examples import EXAMPLES
+    from mbforge.kernels.builders import BUILDERS
+
+    for what, given, known in (("--examples", examples, EXAMPLES), ("--kernels", kernels, BUILDERS)):
+        unknown = [x for x in given if x not in known]
+        if unknown:
+            ap.error(f"{what}: no {what[2:-1]} called {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+
+
 def one(example: str, kernel: str, states: int, timeout: float) -> dict:
     cmd = [sys.executable, "-m", "bench.bound_ratios", "--one", example, kernel, "--states", str(states)]
     try:
@@ -136,8 +147,12 @@ def main() -> int:
         print(json.dumps(measure(a.one[0], a.one[1], a.states)))
         return 0
     check_json(ap, a.json)
+    examples, kernels = [x for x in a.examples.split(",") if x], [x for x in a.kernels.split(",") if x]
+    _check_names(ap, examples, kernels)
+    if a.states < 1 or not a.timeout > 0:
+        ap.error(f"--states must be at least 1 and --timeout positive, got {a.states} and {a.timeout:g}")
     rows = []
-    for e, k in pairs([x for x in a.examples.split(",") if x], [x for x in a.kernels.split(",") if x]):
+    for e, k in pairs(examples, kernels):
         got = one(e, k, a.states, a.timeout)
         if "skip" in got and len(got) == 1:
             if got["skip"].startswith("not measured") or got["skip"].startswith("failed"):

@@ -145,6 +145,10 @@ def test_host_figures_refuse_a_kernel_that_returns_early(tmp_path):
     (["bench.urdf", "--chain", "x"], "--chain: a number of joints, 2 or more, got 'x'"),
     (["bench.box_scaling", "--json", "/nonexistent/x.json"], "--json /nonexistent/x.json: its folder does not exist"),
     (["bench.box_scaling", "--fractions", "0.5", "0"], "--fractions: each in (0, 1]"),
+    (["bench.bound_ratios", "--examples", "fourbar,nope"], "--examples: no example called nope; known: andrews"),
+    (["bench.bound_ratios", "--kernels", "bogus"], "--kernels: no kernel called bogus; known: equations"),
+    (["bench.bound_ratios", "--states", "0"], "--states must be at least 1"),
+    (["bench.bound_ratios", "--json", "/nonexistent/x.json"], "--json /nonexistent/x.json: its folder does not exist"),
 ])
 def test_bench_commands_refuse_bad_arguments_up_front(argv, message):
     """A wrong --models or a --json into a missing folder: exit 2 and one error line before
