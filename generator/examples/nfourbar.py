@@ -20,6 +20,13 @@ from hanging straight down (theta = -pi/2 + A), so the mechanism swings within
 theta in -pi/2 +- A, and the model declares that swing (with a margin) as its operating
 envelope: away from the ground line's singular positions, so kernels with exact
 multipliers (step --integrator rk4 --penalty 0) are analysed over its cover.
+
+`--set envelope=True` (full turns): the couplers' closed forms x_i = i + x0, y_i = y0
+(Model.explicit: the parallelogram branch the benchmark follows through its singular
+positions) and the full turn of the first crank as operating envelope (rate and
+acceleration 5 % over their energy bounds), so the step over the independent coordinates
+(`--coordinates independent`: x0, y0 and one distance equation, model.reduce) is analysed
+over every crank angle, singular positions included.
 """
 from __future__ import annotations
 
@@ -44,7 +51,7 @@ def _rod(m, name, p, r, cname):
 SWING_MARGIN = 0.05  # rad beyond the swing the envelope holds (theta's rate and acceleration 5 %)
 
 
-def build(n: int = 4, swing: float = 0.0) -> Model:
+def build(n: int = 4, swing: float = 0.0, envelope: bool = False) -> Model:
     n, swing = int(n), float(swing)
     if not 1 <= n <= 200 or not 0 <= swing <= 1.3:
         from ..model.errors import ModelError
@@ -71,6 +78,8 @@ def build(n: int = 4, swing: float = 0.0) -> Model:
     for i in range(n):
         _rod(m, f"coupler{i}", P[i], P[i + 1], f"coupler{i}_len")
     m.gravity((0.0, -G))
+    if envelope and not swing:
+        _full_turns(m, P, w, c / inertia)
     if swing:
         _swing(m, P[0], swing, c / inertia)
     else:  # x0 = 0 and x0' = V0 held, the rest solved: every point at (i, 1) moving at V0 along +x
@@ -78,6 +87,17 @@ def build(n: int = 4, swing: float = 0.0) -> Model:
     m.output("x0", P[0][0])
     m.output("y0", P[0][1])
     return m
+
+
+def _full_turns(m: Model, P, w: float, k: float) -> None:
+    """Every point i >= 1 in closed form from the first crank's tip, and the full turn of
+    that crank's angle declared (theta'' = -k cos(theta), |theta'| <= w)."""
+    x0, y0 = P[0]
+    for i, (x, y) in enumerate(P[1:], start=1):
+        m.explicit(x, x0 + float(i))
+        m.explicit(y, y0)
+    m.operate("crank", range=(-math.pi, math.pi), rate=(-w, w), accel=(-k * 1.05, k * 1.05),
+              cells=64, equation=lambda th: x0 * sin(th) - y0 * cos(th))
 
 
 def _swing(m: Model, p0, swing: float, k: float) -> None:

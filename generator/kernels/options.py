@@ -107,6 +107,9 @@ class StepKernelOptions(KernelOptions):
                         "Phi_q M^-1 Phi_q^T (LDL^T each) where M is definite and the constraints independent, else "
                         "the KKT matrix [M A^T; A 0]; kkt: the KKT matrix always (fixed point: fewer nested pivots "
                         "to prove)", choices=("auto", "kkt"))
+    reduced: bool = option(False, "step over the independent coordinates of the model's closed forms "
+                           "(Model.explicit); the dependent coordinates follow from them (no singular positions of "
+                           "the rows they satisfy)", kind=bool, default_text="default: off")
 
 
 KERNEL_OPTIONS: dict[str, type[KernelOptions]] = {

@@ -94,6 +94,7 @@ class StepOptions:
     iterations: int | None = None
     penalty: float = 1e3
     solve: str = "auto"  # rk4 --penalty 0: "kkt" always through [M A^T; A 0] (SOLVES)
+    reduced: bool = False  # over the independent coordinates of Model.explicit (step_equations)
 
     def check(self, eqs: Equations) -> "StepOptions":
         if not (isinstance(self.dt, (int, float)) and np.isfinite(self.dt) and self.dt > 0):
@@ -128,22 +129,44 @@ class StepOptions:
         if eqs.nh:
             raise StepError(f"step: {eqs.model} has non-holonomic constraints ({', '.join(eqs.nh_names)}); the "
                             "step kernels integrate holonomic models only")
-        return StepOptions(float(self.dt), integ, self.iterations, float(self.penalty), self.solve)
+        return StepOptions(float(self.dt), integ, self.iterations, float(self.penalty), self.solve, self.reduced)
 
 
 def step_kernel(eqs: Equations, dt: float | None = None, integrator: str = "auto", iterations: int | None = None,
-                penalty: float = 1e3, solve: str = "auto") -> Kernel:
-    """The step kernel of `eqs` (see the module docstring); dt is required."""
+                penalty: float = 1e3, solve: str = "auto", reduced: bool = False) -> Kernel:
+    """The step kernel of `eqs` (see the module docstring); dt is required. reduced: over
+    the independent coordinates of Model.explicit (step_equations)."""
     need_inertia(eqs, "step")
     if dt is None:
         raise StepError("step: give the time step with --dt (seconds)")
+    eqs = step_equations(eqs, reduced)
     opts = StepOptions(dt, integrator, iterations, penalty, solve).check(eqs)
     ref = _reference(eqs)
     if opts.integrator == "ali3p":
-        return _ali3p(eqs, opts, ref)
-    if eqs.phi:
-        return _rk4_exact(eqs, opts, ref) if opts.penalty == 0 else _rk4_projected(eqs, opts, ref)
-    return _explicit(eqs, opts, ref)
+        k = _ali3p(eqs, opts, ref)
+    elif eqs.phi:
+        k = _rk4_exact(eqs, opts, ref) if opts.penalty == 0 else _rk4_projected(eqs, opts, ref)
+    else:
+        k = _explicit(eqs, opts, ref)
+    if reduced:  # the manifest says which coordinates the state holds and which follow from closed forms
+        full = eqs.reduced_from
+        k = k.replace(step={**k.step, "coordinates": "independent",
+                            "closed_forms": [s.value.name for s in full.dependent]})
+    return k
+
+
+def step_equations(eqs: Equations, reduced: bool) -> Equations:
+    """The equations a step integrates: `eqs`, or with reduced over the independent
+    coordinates of its closed forms (model.reduce: the rows those satisfy identically, and
+    their singular positions, are gone)."""
+    if not reduced:
+        return eqs
+    from ..model.errors import ModelError
+
+    try:
+        return eqs.reduced()
+    except ModelError as e:
+        raise StepError(f"step: --reduced: {e}") from None
 
 
 # ---- the host reference run: pivots, the kernel's motion, convergence ----

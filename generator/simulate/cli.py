@@ -68,7 +68,7 @@ def register(subparsers) -> None:
     p.set_defaults(func=cmd_simulate)
 
 
-DEVICE_FLAGS = ("port", "target", "dt", "integrator", "iterations", "penalty", "solve", "every")
+DEVICE_FLAGS = ("port", "target", "dt", "integrator", "iterations", "penalty", "solve", "reduced", "every")
 
 
 def _register_device(p) -> None:
@@ -93,6 +93,9 @@ def _register_device(p) -> None:
     g.add_argument("--solve", default=None, choices=("auto", "kkt"),
                    help="rk4 --penalty 0: how the exact multipliers are solved (as mbforge generate --kernel step "
                         "--solve; default auto)")
+    g.add_argument("--reduced", action="store_const", const=True, default=None,
+                   help="step over the independent coordinates of the model's closed forms (Model.explicit; as "
+                        "mbforge generate --kernel step --reduced); the CSV and the report hold every coordinate")
     g.add_argument("--every", type=number(0, T_END_MAX, "a number of seconds"), default=None,
                    help="sample interval [s], a multiple of --dt (default: about 250 samples over the horizon)")
 

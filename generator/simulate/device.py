@@ -79,18 +79,19 @@ def cmd_simulate_device(args) -> int:
     """`mbforge simulate --device`: every check of the command line first, then the run."""
     from ..errors import CLIError
     from ..examples import parse_options
-    from ..kernels.step import StepOptions, initial_state
+    from ..kernels.step import StepOptions, initial_state, step_equations
     from ..outdir import OutDir, OutDirError
     from .columns import load as _load, pairs as _pairs
 
     check_board(args.device, args.port)
     model, tag = _load(args.model, args.motion, parse_options(args.set))
-    eqs = model.equations()
+    # the equations the step integrates: the model's, or over its independent coordinates (--reduced)
+    eqs = step_equations(model.equations(), bool(args.reduced))
     lo, hi = eqs.ranges[eqs.t]
     t_end = hi if args.t_end is None else float(args.t_end)
     steps, decim = horizon(float(lo), t_end, args.dt, args.every)
     given = {k: getattr(args, k) for k in ("penalty", "solve") if getattr(args, k) is not None}  # else the kernel's
-    opts = StepOptions(args.dt, args.integrator, args.iterations, **given).check(eqs)
+    opts = StepOptions(args.dt, args.integrator, args.iterations, **given, reduced=bool(args.reduced)).check(eqs)
     q0, qd0 = _pairs(args.q0, "--q0"), _pairs(args.qd0, "--qd0")
     t0, x0 = initial_state(eqs, opts.integrator, q0, qd0)
     try:
@@ -110,8 +111,8 @@ def _kernels(eqs, opts, target: str, out):
     from ..kernels.builders import build_kernel
     from ..pipeline import generate
 
-    kernel = build_kernel(eqs, "step", dt=opts.dt, integrator=opts.integrator, iterations=opts.iterations,
-                          penalty=opts.penalty, solve=opts.solve)
+    kernel = build_kernel(eqs.reduced_from or eqs, "step", dt=opts.dt, integrator=opts.integrator,
+                          iterations=opts.iterations, penalty=opts.penalty, solve=opts.solve, reduced=opts.reduced)
     folders = {}
     manifest = None
     for t in dict.fromkeys([target, "c-double"]):
@@ -305,13 +306,20 @@ def run_device(eqs, stem: str, out, env: str, port: str | None, target: str, opt
     first = from_raw(m, x_raw[None, :n_state], "outputs")
     S = np.vstack([first, from_raw(m, run.samples[:good], "outputs")])
     times = t0 + every * np.arange(len(S))
-    dyn = Dynamics(eqs)
-    ref = _reference(dyn, eqs, t0, float(times[-1]), every, x0)
     D = np.full_like(S, np.nan)  # the c-double step's states; NaN after a step of its own failed
     D[:1 + len(host["double"][:good])] = np.vstack([x[None, :n_state], host["double"][:good]])
     S, D = S + m.step_offset(), D + m.step_offset()  # physical states (Manifest.step_offset)
     g, gd = _split(m, S), _split(m, D)
+    if eqs.reduced_from is not None:  # every coordinate from the closed forms; judged in the full model
+        from ..model.reduce import expand
+
+        g["q"], g["qd"] = expand(eqs, times, g["q"], g["qd"])
+        gd["q"], gd["qd"] = expand(eqs, times, gd["q"], gd["qd"])
+        x0 = np.concatenate(expand(eqs, times[:1], x0[None, :len(eqs.q)], x0[None, len(eqs.q):2 * len(eqs.q)]), axis=1)[0]
+        eqs = eqs.reduced_from
     Q, QD = g["q"], g["qd"]
+    dyn = Dynamics(eqs)
+    ref = _reference(dyn, eqs, t0, float(times[-1]), every, x0)
     QDD = np.array([dyn.accelerations(float(t), q, qd)[0] for t, q, qd in zip(times, Q, QD)])
     traj = _device_traj(dyn, times, Q, QD, ref)
     cols = columns(dyn, eqs, times, Q, QD, QDD, None, traj)
