@@ -96,6 +96,20 @@ def subs_sparse(S: Sparse, mapping) -> Sparse:
     return Sparse(S.shape, {ij: a for ij, a in zip(S.pattern, vals) if a is not ZERO})
 
 
+def independent_equations(eqs: Equations, reduced: bool, kernel: str) -> Equations:
+    """The equations a kernel is built on: `eqs`, or with reduced over the independent
+    coordinates of its closed forms (model.reduce: the rows those satisfy identically, and
+    their singular positions, are gone); KernelError in one line where it has none."""
+    if not reduced:
+        return eqs
+    from ..model.errors import ModelError
+
+    try:
+        return eqs.reduced()
+    except ModelError as e:
+        raise KernelError(f"{kernel}: --reduced: {e}") from None
+
+
 def need_inertia(eqs: Equations, kernel: str) -> None:
     if eqs.M is None or eqs.Q is None:
         raise KernelError(f"{eqs.model}: the {kernel} kernel needs the mass matrix M and generalized forces Q; "

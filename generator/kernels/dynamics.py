@@ -29,8 +29,8 @@ from ..domain.sampling import kernel_samples, with_envelope_samples
 from ..ir import ZERO, ExpressionError, Sparse, add, mul, neg, sub
 from ..linalg import SingularPivotError, factor_ldlt, factor_lu
 from ..model.equations import Equations
-from .common import (KernelError, LinearSystem, actuator_symbols, actuators, constraint_rows, names, need_inertia,
-                     port)
+from .common import (KernelError, LinearSystem, actuator_symbols, actuators, constraint_rows, independent_equations,
+                     names, need_inertia, port)
 from .cost import weighted_cost
 from .kernel import InPort, Kernel, KernelInfo, OutPort
 
@@ -158,7 +158,7 @@ def _solve_bounds(F, rhs, x, top, links, lam):
     return [(a, v * (1 + 1e-12)) for a, v in out] + [(a, (1 + 1e-12) / lam) for a in x]
 
 
-def forward_dynamics_kernel(eqs: Equations, samples=None, method: str = "auto") -> Kernel:
+def forward_dynamics_kernel(eqs: Equations, samples=None, method: str = "auto", reduced: bool = False) -> Kernel:
     """qdd and the multipliers lambda from q, qd, t and the actuator inputs u:
     [M A^T; A 0] [qdd; lambda] = [Q + B u; gamma], A the kinematic and non-holonomic rows.
 
@@ -168,7 +168,12 @@ def forward_dynamics_kernel(eqs: Equations, samples=None, method: str = "auto") 
     `weighted_cost`. LU usually wins on these matrices: its Markowitz pivots on sparse
     constraint rows eliminate a coordinate through the constraint that fixes it, which a
     symmetric order can only do as a 2 x 2 block with all the coordinate's inertia
-    couplings; LDL^T wins on denser mass matrices (relative coordinates)."""
+    couplings; LDL^T wins on denser mass matrices (relative coordinates).
+
+    reduced: over the independent coordinates of Model.explicit (model.reduce), e.g. the
+    Stewart platform's 7 coordinates under their Euler normalisation, where the KKT matrix
+    of all 98 has a pivot range analysis encloses across 0 over the workspace."""
+    eqs = independent_equations(eqs, reduced, "forward-dynamics")
     need_inertia(eqs, "forward-dynamics")
     if method not in FORWARD_METHODS:
         raise KernelError(f"forward-dynamics: method {method!r} is not auto, ldlt or lu")
@@ -203,7 +208,9 @@ def forward_dynamics_kernel(eqs: Equations, samples=None, method: str = "auto") 
         name="forward-dynamics",
         description="accelerations qdd and multipliers lambda from q, qd, t"
                     + (" and actuator inputs u" if u else "")
-                    + f" (straight-line {F.kind} of the KKT matrix, pivots fixed at generation time)",
+                    + f" (straight-line {F.kind} of the KKT matrix, pivots fixed at generation time)"
+                    + (" over the independent coordinates (the others: Model.explicit's closed forms)"
+                       if eqs.reduced_from is not None else ""),
         inputs=inputs,
         outputs=[OutPort.vector("qdd", qdd, names(eqs.qdd)), OutPort.vector("lambda", lam, lam_names)],
         info=KernelInfo(solves={"KKT": F}, report=F.report(x), derived_ranges=derived, multipliers=lam_names,

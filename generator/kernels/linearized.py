@@ -47,7 +47,8 @@ from ..domain.sampling import kernel_samples, with_envelope_samples
 from ..ir import ONE, ZERO, Sparse, add, jacobian, mul, neg, subs, symbol
 from ..linalg import SingularPivotError, factor_lu
 from ..model.equations import Equations
-from .common import KernelError, actuator_symbols, actuators, constraint_rows, names, need_inertia, nh_rows, port
+from .common import (KernelError, actuator_symbols, actuators, constraint_rows, independent_equations, names,
+                     need_inertia, nh_rows, port)
 from .dynamics import kkt_matrix
 from .kernel import InPort, Kernel, KernelInfo, OutPort
 
@@ -308,10 +309,12 @@ def _kernel(s: _Setup, outputs, out_names, solves, lam_names) -> Kernel:
 
 
 def linearized_dynamics_kernel(eqs: Equations, samples=None, coordinates=None, velocities=None,
-                               drivers: str = "auto") -> Kernel:
+                               drivers: str = "auto", reduced: bool = False) -> Kernel:
     """A, B (and C for the model's outputs) of the forward dynamics in independent
     coordinates (chosen at generation time, or named by `coordinates` / `velocities`) from
-    the full consistent state q, qd, t and the actuator inputs u."""
+    the full consistent state q, qd, t and the actuator inputs u. reduced: the equations
+    over the independent coordinates of Model.explicit (model.reduce) instead."""
+    eqs = independent_equations(eqs, reduced, "linearized-dynamics")
     need_inertia(eqs, "linearized-dynamics")
     if isinstance(coordinates, str):
         coordinates = [c for c in coordinates.split(",") if c]

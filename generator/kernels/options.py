@@ -44,11 +44,17 @@ class KernelOptions(OptionFields):
         return {self.args.get(k, k): v for k, v in self.as_dict().items()}
 
 
+REDUCED_HELP = ("forward-dynamics, linearized-dynamics, step: over the independent coordinates of the model's "
+                "closed forms (Model.explicit); the dependent coordinates follow from them (no singular positions "
+                "of the rows they satisfy)")
+
+
 @dataclass(frozen=True)
 class ForwardDynamicsOptions(KernelOptions):
     method: str = option("auto", "forward-dynamics: ldlt (symmetric LDL^T) or lu (fixed pivots) or auto, the "
                          "cheaper kernel of the two; inverse-dynamics-reduced: projected (on the independent "
                          "coordinates) or full or auto", choices=FORWARD_METHODS)
+    reduced: bool = option(False, REDUCED_HELP, kind=bool, default_text="default: off")
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,7 @@ class LinearizedOptions(KernelOptions):
                                     default_text="default: chosen at generation time")
     drivers: str = option("auto", "linearized-dynamics: drop or keep the driving constraints (auto: drop when "
                           "the model has actuators)", choices=DRIVERS)
+    reduced: bool = option(False, REDUCED_HELP, kind=bool, default_text="default: off")
 
 
 @dataclass(frozen=True)
@@ -107,9 +114,7 @@ class StepKernelOptions(KernelOptions):
                         "Phi_q M^-1 Phi_q^T (LDL^T each) where M is definite and the constraints independent, else "
                         "the KKT matrix [M A^T; A 0]; kkt: the KKT matrix always (fixed point: fewer nested pivots "
                         "to prove)", choices=("auto", "kkt"))
-    reduced: bool = option(False, "step over the independent coordinates of the model's closed forms "
-                           "(Model.explicit); the dependent coordinates follow from them (no singular positions of "
-                           "the rows they satisfy)", kind=bool, default_text="default: off")
+    reduced: bool = option(False, REDUCED_HELP, kind=bool, default_text="default: off")
 
 
 KERNEL_OPTIONS: dict[str, type[KernelOptions]] = {

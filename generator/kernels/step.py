@@ -61,7 +61,8 @@ from ..ir import ZERO, Atom, Evaluator, ExpressionError, Sparse, add, const, mul
 from ..ir.subs import subs_shifted
 from ..linalg import Samples, SingularPivotError, factor_ldlt
 from ..model.equations import Equations
-from .common import KernelError, actuator_symbols, actuators, names, need_inertia, port
+from .common import (KernelError, actuator_symbols, actuators, independent_equations, names, need_inertia,
+                     port)
 from .kernel import InPort, Kernel, KernelInfo, OutPort
 
 INTEGRATORS = ("ali3p", "rk4", "euler")
@@ -156,17 +157,9 @@ def step_kernel(eqs: Equations, dt: float | None = None, integrator: str = "auto
 
 
 def step_equations(eqs: Equations, reduced: bool) -> Equations:
-    """The equations a step integrates: `eqs`, or with reduced over the independent
-    coordinates of its closed forms (model.reduce: the rows those satisfy identically, and
-    their singular positions, are gone)."""
-    if not reduced:
-        return eqs
-    from ..model.errors import ModelError
-
-    try:
-        return eqs.reduced()
-    except ModelError as e:
-        raise StepError(f"step: --reduced: {e}") from None
+    """The equations a step integrates: `eqs`, or with reduced over its independent
+    coordinates (common.independent_equations)."""
+    return independent_equations(eqs, reduced, "step")
 
 
 # ---- the host reference run: pivots, the kernel's motion, convergence ----

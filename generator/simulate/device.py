@@ -315,7 +315,8 @@ def run_device(eqs, stem: str, out, env: str, port: str | None, target: str, opt
 
         g["q"], g["qd"] = expand(eqs, times, g["q"], g["qd"])
         gd["q"], gd["qd"] = expand(eqs, times, gd["q"], gd["qd"])
-        x0 = np.concatenate(expand(eqs, times[:1], x0[None, :len(eqs.q)], x0[None, len(eqs.q):2 * len(eqs.q)]), axis=1)[0]
+        nz = len(eqs.q)
+        x0 = np.concatenate(expand(eqs, times[:1], x0[None, :nz], x0[None, nz:2 * nz]), axis=1)[0]
         eqs = eqs.reduced_from
     Q, QD = g["q"], g["qd"]
     dyn = Dynamics(eqs)

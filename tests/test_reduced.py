@@ -78,9 +78,9 @@ def test_reduced_step_refuses_a_model_without_closed_forms_in_one_line():
     r = subprocess.run([sys.executable, "-m", "mbforge.cli", "generate", "pendulum", "--kernel", "step", "--dt", "1e-3",
                         "--reduced", "--target", "c-double", "--out", "unused"], capture_output=True, text=True)
     assert r.returncode == 2 and r.stdout == ""
-    assert r.stderr.strip().splitlines() == ["mbforge generate: error: step: --reduced: pendulum: equations in the "
-                                             "independent coordinates need explicit (closed-form) dependent coordinates "
-                                             "(Model.explicit); the model has none"]
+    assert r.stderr.strip().splitlines() == [
+        "mbforge generate: error: step: --reduced: pendulum: equations in the independent coordinates need explicit "
+        "(closed-form) dependent coordinates (Model.explicit); the model has none"]
 
 
 @pytest.mark.slow
@@ -109,3 +109,61 @@ def test_fixed_point_full_turns_on_the_cortex_m0(tmp_path):
     rows = np.loadtxt(out / "nfourbar.csv", delimiter=",", skiprows=1)
     y0 = rows[:, header.index("q.y0")]
     assert np.count_nonzero(np.diff(np.sign(y0))) >= 4
+
+
+def _stewart_states(red, kernel, count: int, seed: int) -> np.ndarray:
+    """Consistent (z, zd) of the Stewart's envelope and actuator forces over their ranges, as
+    rows of the reduced kernel's inputs (q, qd, u)."""
+    S = envelope_cover(red).sample(count, seed)
+    X = np.column_stack([S[s] for s in list(red.q) + list(red.qd)])
+    ur = np.array(kernel.inputs[-1].ranges)
+    U = np.random.default_rng(seed).uniform(ur[:, 0], ur[:, 1], (len(X), len(ur)))
+    return np.column_stack([X, U])
+
+
+def test_stewart_forward_dynamics_over_its_platform_coordinates_in_fixed_point(tmp_path, monkeypatch):
+    """issue 33: the Stewart's forward dynamics over all 98 coordinates has a pivot that
+    range analysis encloses across 0 over the workspace, so it has no c-fixed kernel;
+    `--reduced` solves it over the platform's 7 coordinates (Euler normalisation, one
+    multiplier). Its accelerations agree with the 98-coordinate kernel's at consistent states
+    of the envelope (two formulations: the KKT matrix of 98 + 92 unknowns against R^T M R
+    over 7 + 1), and the c-fixed kernel holds its bounds there."""
+    monkeypatch.setenv("MBFORGE_JOBS", "1")
+    eqs = load_model("stewart").equations()
+    red = eqs.reduced()
+    k = build_kernel(eqs, "forward-dynamics", reduced=True)
+    assert [p.name for p in k.inputs] == ["q", "qd", "u"] and len(k.inputs[0].symbols) == 7
+    assert "independent coordinates" in k.description
+    full = build_kernel(eqs, "forward-dynamics")
+    dirs = {name: tmp_path / name for name in ("fx", "db", "full")}
+    generate(k, "c-fixed").write(dirs["fx"])
+    generate(k, "c-double").write(dirs["db"])
+    generate(full, "c-double").write(dirs["full"])
+    kf, kd, kfull = (load_kernel(dirs[n]) for n in ("fx", "db", "full"))
+    X = _stewart_states(red, k, 400, 7)
+    Yd, sd = kd(X)
+    assert (sd == 0).all()
+    # the same states over all 98 coordinates (the closed forms), t = 0: the full kernel's platform rows
+    from mbforge.model.reduce import expand
+
+    Q, QD = expand(red, np.zeros(len(X)), X[:, :7], X[:, 7:14])
+    ins = [p.name for p in full.inputs]
+    cols = {"q": Q, "qd": QD, "t": np.zeros((len(X), 1)), "u": X[:, 14:]}
+    Yf, sf = kfull(np.column_stack([cols[n] for n in ins]))
+    assert (sf == 0).all()
+    plat = [eqs.q.index(s) for s in red.q]
+    scale = np.abs(Yd[:, :7]).max()
+    assert np.abs(Yf[:, plat] - Yd[:, :7]).max() < 1e-9 * scale, np.abs(Yf[:, plat] - Yd[:, :7]).max()
+    # c-fixed within its bounds at 4,000 states of the envelope
+    from mbforge.verify.vectors import from_raw, to_raw
+
+    m = kf.manifest
+    bound = np.concatenate([np.asarray(g.error_bound) for g in m.outputs])
+    assert np.isfinite(bound).all() and bound[:7].max() < 1e-4, bound
+    X = _stewart_states(red, k, 4_000, 11)
+    Xr = from_raw(m, to_raw(m, X), "inputs")
+    Yx, sx = kf(to_raw(m, Xr))
+    Yd, sd = kd(Xr)
+    assert (sx == 0).all() and (sd == 0).all()
+    err = np.abs(from_raw(m, Yx) - Yd)
+    assert (err <= bound).all() and err.max() > 0, (err.max(0), bound)
