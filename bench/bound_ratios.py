@@ -15,6 +15,10 @@ platforms' full dynamics take minutes to generate).
     python -m bench.bound_ratios [--examples fourbar,slidercrank] [--kernels kinematics,...] [--states 20000]
                                  [--timeout 300] [--json FILE]
 
+A kernel written KERNEL+reduced is built with --reduced (over the independent coordinates of
+the model's closed forms, Model.explicit); by default forward-dynamics and linearized-dynamics
+are measured so too for the examples that have closed forms.
+
 Columns: target, pair, outputs with a bound, the worst and the median bound / observed
 over them, and how the states were taken. A pair that does not generate (not applicable,
 refused, no bound) is listed with its reason.
@@ -48,10 +52,13 @@ def measure(example: str, kernel: str, states: int) -> dict:
     from mbforge.verify.vectors import from_raw, to_raw
 
     eqs = load(example).equations()
+    kernel, _, flag = kernel.partition("+")
     try:
-        k = build_kernel(eqs, kernel)
+        k = build_kernel(eqs, kernel, **({"reduced": True} if flag == "reduced" else {}))
     except Exception as e:  # not applicable to this model (one line, as the CLI says it)
         return {"skip": str(e).splitlines()[0][:160]}
+    if flag == "reduced":  # the kernel's inputs are the independent coordinates'
+        eqs = eqs.reduced()
     if k.envelope:
         X, how = envelope_states(eqs, k.inputs, None, states, seed=7), "envelope states"
     elif k.motion:
@@ -94,7 +101,13 @@ def pairs(examples, kernels):
 
     ex = examples or sorted(EXAMPLES)
     ks = kernels or sorted(k for k in BUILDERS if k != "step")  # step needs --dt: bench.step
-    return [(e, k) for e in ex for k in ks]
+    out = [(e, k) for e in ex for k in ks]
+    if not kernels:  # and over the independent coordinates where the model has closed forms
+        from mbforge.examples import load
+
+        out += [(e, f"{k}+reduced") for e in ex if load(e).explicit_coords
+                for k in ("forward-dynamics", "linearized-dynamics")]
+    return out
 
 
 def _check_names(ap, examples, kernels) -> None:
@@ -103,7 +116,7 @@ def _check_names(ap, examples, kernels) -> None:
     from mbforge.kernels.builders import BUILDERS
 
     for what, given, known in (("--examples", examples, EXAMPLES), ("--kernels", kernels, BUILDERS)):
-        unknown = [x for x in given if x not in known]
+        unknown = [x for x in given if x.removesuffix("+reduced") not in known]
         if unknown:
             ap.error(f"{what}: no {what[2:-1]} called {', '.join(unknown)}; known: {', '.join(sorted(known))}")
 
