@@ -30,6 +30,17 @@ class Evaluator:
         self.outputs = flatten(outputs)
         self.inputs = list(inputs)
         self.order = evaluation_order(self.outputs, self.inputs)
+        # what to drop after each step (an argument at its last use, not an output), so a batch
+        # holds the live values only: the Stewart's linearized dynamics has 320,000 atoms
+        keep = set(self.outputs) | set(self.inputs)
+        last = {}
+        for i, a in enumerate(self.order):
+            for x in a.args:
+                last[x] = i
+        self._free: dict[int, list[Atom]] = {}
+        for x, i in last.items():
+            if x not in keep:
+                self._free.setdefault(i, []).append(x)
 
     def __call__(self, X) -> np.ndarray:
         """X: [N, n_in] (or [n_in]); returns [N, n_out] (or [n_out]) float64."""
@@ -42,7 +53,8 @@ class Evaluator:
         n = X.shape[0]
         val: dict[Atom, np.ndarray] = {s: X[:, k] for k, s in enumerate(self.inputs)}
         with np.errstate(all="ignore"):  # NaN/inf are reported by the caller, not warned
-            for a in self.order:
+            free = self._free
+            for i, a in enumerate(self.order):
                 op = a.op
                 if op == "sym":
                     continue
@@ -52,6 +64,8 @@ class Evaluator:
                     val[a] = OPS[op].np(val[a.args[0]], a.value)
                 else:
                     val[a] = OPS[op].np(*(val[x] for x in a.args))
+                for x in free.get(i, ()):
+                    del val[x]
         Y = np.empty((n, len(self.outputs)))
         for k, a in enumerate(self.outputs):
             Y[:, k] = val[a]
