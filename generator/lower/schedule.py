@@ -439,18 +439,28 @@ class _Registers:
         self.outs = outs  # computed output -> its out[] position
         self.pos = 0  # the instruction being placed (read by cost)
 
-    def cost(self, v) -> int:
-        d = self.when[v] - self.pos
-        return d * _CLEAN_WEIGHT if (v[0] != "t" or v in self.mem or v in self.outs) else d
+    def victim(self, protect) -> int:
+        """The register whose value (not in protect) is read again last, distances to values
+        already in memory weighed by _CLEAN_WEIGHT; of equals the highest register. (The
+        loop written out: allocation's innermost, a max with a key costs twice as much.)"""
+        pos, when, mem, outs = self.pos, self.when, self.mem, self.outs
+        best, far = -1, 0
+        for r, v in self.held.items():
+            if v in protect:
+                continue
+            d = when[v] - pos
+            if v[0] != "t" or v in mem or v in outs:
+                d *= _CLEAN_WEIGHT
+            if best < 0 or d > far or (d == far and r > best):
+                best, far = r, d
+        return best
 
     def take(self, protect) -> int:
-        """A free register, else the one whose value (not in protect) is read again last,
-        stored first if it exists nowhere else."""
+        """A free register, else the victim, stored first if it exists nowhere else."""
         if self.free_regs:
             return heapq.heappop(self.free_regs)
-        held = self.held
-        r = max((r for r, v in held.items() if v not in protect), key=lambda r: (self.cost(held[r]), r))
-        v = held.pop(r)
+        r = self.victim(protect)
+        v = self.held.pop(r)
         del self.where[v], self.when[v]
         if v[0] == "t" and v not in self.mem and v not in self.outs:
             if self.free_mem:
