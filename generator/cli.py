@@ -27,7 +27,7 @@ def cmd_generate(args) -> int:
     given = {name: getattr(args, name) for name in all_option_fields() if getattr(args, name) is not None}
     options = resolve_options(args.target, given, cli=True)
     with gc_paused():  # atoms make no reference cycles: the collector's passes over them find nothing
-        _eqs, kernel = model_kernel(args, mark)
+        _eqs, kernel = model_kernel(args, mark, equations=False)
         plan = generate(kernel, args.target, prefix=args.prefix, options=options, stages=mark,
                         require_bounds=args.require_bounds)
         out = plan.write(args.out, force=args.force)

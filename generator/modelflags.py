@@ -26,9 +26,12 @@ def add_model_flags(p) -> None:
     add_flags(p.add_argument_group("kernel options (each for the kernels named)"), flag_fields(), takers())
 
 
-def model_kernel(args, mark=lambda _name: None):
+def model_kernel(args, mark=lambda _name: None, equations: bool = True):
     """(equations, kernel) from the model and kernel flags of add_model_flags: the one reading
-    of them, shared by generate and hdl so the two cannot drift."""
+    of them, shared by generate and hdl so the two cannot drift. equations=False: a caller
+    that reads only the kernel gets the model itself in place of the equations where the
+    kernel is recursive (it is built from the model: its M(q) equations, 2 s of the 30-joint
+    chain's, would go unused)."""
     from .examples import load_model, parse_options
     from .kernels.builders import build_kernel
 
@@ -37,7 +40,8 @@ def model_kernel(args, mark=lambda _name: None):
     mark("model build")
     # a floating base goes to the recursive kernels as the model itself (equations() refuses it)
     floating = getattr(model, "floating_base", None) is not None and args.kernel in RECURSIVE
-    eqs = model if floating else model.equations()
+    unused = not equations and args.kernel in RECURSIVE and args.envelope is None
+    eqs = model if floating or unused else model.equations()
     mark("equations")
     if args.envelope is not None and not floating:
         eqs.envelope = override_envelope(eqs, args.envelope)

@@ -285,3 +285,29 @@ def test_a_slides_pivot_is_bounded_by_its_subtrees_mass(tmp_path, target):
     err = np.abs(hostlib.from_raw(man, Y, "outputs") - Evaluator(k.output_atoms, k.input_symbols)(X))
     bound = np.array(man.outputs[0].error_bound, dtype=float)
     assert np.isfinite(bound).all() and (err <= bound).all(), (err.max(axis=0), bound)
+
+
+@pytest.mark.parametrize("kname", ["forward-dynamics-aba", "inverse-dynamics-rnea", "mass-matrix-crba"])
+def test_generate_builds_a_recursive_kernel_from_the_model_without_its_equations(tmp_path, kname):
+    """`mbforge generate` builds a recursive kernel from the model itself (its M(q)
+    equations went unused: 2.3 s of the 30-joint chain's 8.5 s), and writes the files that
+    the kernel built from the equations gives, byte for byte (c-float32: its bounds too)."""
+    import argparse
+    from pathlib import Path
+
+    from mbforge import cli
+    from mbforge.model import from_urdf
+    from mbforge.modelflags import add_model_flags, model_kernel
+    from mbforge.pipeline import generate
+
+    urdf = str(Path(__file__).parent / "fixtures" / "urdf" / "branchy.urdf")
+    p = argparse.ArgumentParser()
+    add_model_flags(p)
+    eqs, _ = model_kernel(p.parse_args([urdf, "--kernel", kname]), equations=False)
+    assert isinstance(eqs, Model)  # no equations were built
+    assert cli.main(["generate", urdf, "--kernel", kname, "--target", "c-float32", "--out", str(tmp_path / "cli")]) == 0
+    generate(build_kernel(from_urdf(urdf).equations(), kname), "c-float32").write(tmp_path / "eqs")
+    names = sorted(f.name for f in (tmp_path / "cli").iterdir())
+    assert names == sorted(f.name for f in (tmp_path / "eqs").iterdir())
+    for name in names:
+        assert (tmp_path / "cli" / name).read_bytes() == (tmp_path / "eqs" / name).read_bytes(), name

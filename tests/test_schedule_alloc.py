@@ -137,6 +137,42 @@ def test_best_schedule_is_deterministic_and_never_costlier_than_the_default(kern
     assert a.ops + a.loads + a.spills <= d.ops + d.loads + d.spills
 
 
+def _exhaustive_best(tape, registers, constants, fuse):
+    """best_schedule's choice by brute force: every chain and both tie-breaks, each allocated
+    afresh (_allocate: no kept allocations), the first of the cheapest."""
+    from mbforge.lower.schedule import _CHAINS, _allocate, depth_first_rank
+    best, cost = None, None
+    for r in (None, depth_first_rank(tape)):
+        for chain in _CHAINS:
+            s = schedule(tape, True, chain, r)
+            a = _allocate(s, registers, constants, fuse)
+            if cost is None or a.ops + a.loads + a.spills < cost:
+                best, cost = s, a.ops + a.loads + a.spills
+    return best
+
+
+@pytest.mark.parametrize("example", ["stewart_relative", "chain6"])
+def test_best_schedule_skips_only_repeated_orders(example, tmp_path):
+    """best_schedule allocates each distinct order once (a depth-first rank in the tape's own
+    order, as a URDF chain's ABA has, breaks ties as the tape's order does) and keeps the
+    allocation it chose: the same order, and the same allocation, as the search over all
+    eight schedules (the relative Stewart's kinematics: one of the depth-first rank's wins)."""
+    from bench.urdf import chain_urdf
+    from mbforge.lower.schedule import _allocate, depth_first_rank
+    from mbforge.model import from_urdf
+    if example == "chain6":
+        (tmp_path / "chain6.urdf").write_text(chain_urdf(6))
+        tape = build_kernel(from_urdf(tmp_path / "chain6.urdf"), "forward-dynamics-aba").tape()
+    else:
+        tape = build_kernel(load(example).equations(), "kinematics").tape()
+    rank = depth_first_rank(tape)
+    assert all(a < b for a, b in zip(rank, rank[1:])) == (example == "chain6")  # both paths are taken
+    best = best_schedule(tape, 31, True, True)
+    assert best.order == _exhaustive_best(tape, 31, True, True).order
+    assert allocate(best, 31, True, True) is best.allocations[31, True, True]
+    assert allocate(best, 31, True, True).steps == _allocate(best, 31, True, True).steps
+
+
 @pytest.mark.host
 @pytest.mark.parametrize("target,tol", [("c-double", 1e-12), ("c-float32", 1e-4)])
 def test_generated_c_matches_the_double_reference(kernel, target, tol, tmp_path):

@@ -222,7 +222,8 @@ class _Forms(FormStore):
             return f.ids, lo, hi
         w = np.maximum(np.abs(f.lo), np.abs(f.hi)).sum(0) * rad * (1 + 1e-15)
         self.count += 1  # below every symbol so far: the ids stay sorted
-        return np.concatenate([[-self.count], f.ids]), np.vstack([w[None, :], lo]), np.vstack([w[None, :], hi])
+        ids = np.concatenate([[-self.count], f.ids])
+        return ids, np.concatenate((w[None, :], lo)), np.concatenate((w[None, :], hi))
 
     @staticmethod
     def row_sizes(ids, lo, hi):
@@ -239,8 +240,8 @@ class _Forms(FormStore):
         self.count += 1
         ids = np.append(ids, -self.count)  # rounding symbols below the inputs' (kept sorted)
         m = np.maximum(np.abs(vlo), np.abs(vhi))
-        lo = np.vstack([m[None, :], lo])
-        hi = np.vstack([m[None, :], hi])
+        lo = np.concatenate((m[None, :], lo))
+        hi = np.concatenate((m[None, :], hi))
         order = np.argsort(ids, kind="stable")
         r = r + U * pre + TINY
         self.store(d, ids[order], lo[order], hi[order], np.where(np.isfinite(vlo) & np.isfinite(vhi), r, np.inf))

@@ -29,6 +29,9 @@ class Schedule:
     stores: dict[int, list[int]] = field(default_factory=dict)
     # outputs that are inputs or constants (no instruction computes them)
     direct: list[tuple[int, tuple]] = field(default_factory=list)
+    # allocate's results by (registers, constants, fuse): best_schedule's choice is not
+    # allocated again by the renderer
+    allocations: dict[tuple, "Allocation"] = field(default_factory=dict, repr=False, compare=False)
 
 
 # Longest chain of missing operands (instructions) computed to finish a single-reader
@@ -248,12 +251,21 @@ def best_schedule(tape: Tape, registers: int, constants: bool = False, fuse: boo
     the order allows); the first of equals (deterministic). Worth it where the allocation
     is what the compiler does (arm-none-eabi-gcc with constants in registers: within 1% of
     the instructions); the price is 8 schedules and allocations (about 1 s for the
-    Stewart's)."""
+    Stewart's). Schedules equal to one already allocated are not allocated again: a rank
+    in the tape's order breaks ties as the tape's order does (a URDF chain's ABA is
+    depth-first already: half of the 30-joint chain's eight are skipped), and two chain
+    lengths may give one order."""
     rank = depth_first_rank(tape)
+    in_tape_order = all(a < b for a, b in zip(rank, rank[1:]))
     best, cost = None, None
-    for r in (None, rank):
+    seen: set[tuple] = set()
+    for r in (None,) if in_tape_order else (None, rank):
         for chain in _CHAINS:
             s = schedule(tape, True, chain, r)
+            key = tuple(map(id, s.order))  # the tape's own Instr objects
+            if key in seen:
+                continue
+            seen.add(key)
             a = allocate(s, registers, constants, fuse)
             if cost is None or a.ops + a.loads + a.spills < cost:
                 best, cost = s, a.ops + a.loads + a.spills
@@ -350,7 +362,15 @@ def allocate(sched: Schedule, registers: int, constants: bool = False, fuse: boo
     (loaded as ("ld", reg, ("c", value))), as inputs do, and 2*x is taken as x + x (both
     exact; no register for the 2). With `fuse`, multiply-accumulates as _fused makes them;
     the result takes the accumulator's register. Deterministic: ties go to the highest
-    register number, free registers and spill slots are taken lowest first."""
+    register number, free registers and spill slots are taken lowest first. Kept in
+    sched.allocations (the steps are not to be changed by the caller)."""
+    done = sched.allocations.get((registers, constants, fuse))
+    if done is None:
+        done = sched.allocations[registers, constants, fuse] = _allocate(sched, registers, constants, fuse)
+    return done
+
+
+def _allocate(sched: Schedule, registers: int, constants: bool, fuse: bool) -> Allocation:
     order = [_doubled(ins) for ins in sched.order] if constants else sched.order
     if fuse:  # the accumulator's register is the result's: every operand must have one
         if not constants:
@@ -419,18 +439,28 @@ class _Registers:
         self.outs = outs  # computed output -> its out[] position
         self.pos = 0  # the instruction being placed (read by cost)
 
-    def cost(self, v) -> int:
-        d = self.when[v] - self.pos
-        return d * _CLEAN_WEIGHT if (v[0] != "t" or v in self.mem or v in self.outs) else d
+    def victim(self, protect) -> int:
+        """The register whose value (not in protect) is read again last, distances to values
+        already in memory weighed by _CLEAN_WEIGHT; of equals the highest register. (The
+        loop written out: allocation's innermost, a max with a key costs twice as much.)"""
+        pos, when, mem, outs = self.pos, self.when, self.mem, self.outs
+        best, far = -1, 0
+        for r, v in self.held.items():
+            if v in protect:
+                continue
+            d = when[v] - pos
+            if v[0] != "t" or v in mem or v in outs:
+                d *= _CLEAN_WEIGHT
+            if best < 0 or d > far or (d == far and r > best):
+                best, far = r, d
+        return best
 
     def take(self, protect) -> int:
-        """A free register, else the one whose value (not in protect) is read again last,
-        stored first if it exists nowhere else."""
+        """A free register, else the victim, stored first if it exists nowhere else."""
         if self.free_regs:
             return heapq.heappop(self.free_regs)
-        held = self.held
-        r = max((r for r, v in held.items() if v not in protect), key=lambda r: (self.cost(held[r]), r))
-        v = held.pop(r)
+        r = self.victim(protect)
+        v = self.held.pop(r)
         del self.where[v], self.when[v]
         if v[0] == "t" and v not in self.mem and v not in self.outs:
             if self.free_mem:
