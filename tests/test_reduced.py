@@ -21,6 +21,7 @@ from helpers.steps import assert_within_bound
 from mbforge.domain.cover import envelope_cover
 from mbforge.examples import load_model
 from mbforge.kernels.builders import build_kernel
+from mbforge.model.reduce import reduced_equations
 from mbforge.pipeline import generate
 from mbforge.reference.solvers import Dynamics
 from mbforge.verify.hostlib import load_kernel
@@ -35,7 +36,7 @@ def _eqs(n: int):
 @pytest.mark.parametrize("n", [1, 4, 40])
 def test_reduced_accelerations_follow_the_closed_form_through_singular_positions(n):
     eqs = _eqs(n)
-    red = eqs.reduced()
+    red = reduced_equations(eqs)
     assert [s.value.name for s in red.q] == ["x0", "y0"] and red.phi_names == ["crank0_len"]
     inertia, c = (n + 1) / 3 + n, G * ((n + 1) / 2 + n)
     dyn = Dynamics(red)
@@ -64,7 +65,7 @@ def test_fixed_point_reduced_step_holds_its_bound_over_the_full_turn(tmp_path, m
     kf, kd = load_kernel(fx), load_kernel(db)
     bound = np.concatenate([np.asarray(g.error_bound) for g in kf.manifest.outputs])
     assert (bound[:2] < 1e-8).all() and (bound[2:] < 1e-6).all(), bound
-    red = eqs.reduced()
+    red = reduced_equations(eqs)
     cover = envelope_cover(red)
     S = cover.sample(3_000, 5)
     X = np.column_stack([S[s] for s in list(red.q) + list(red.qd)])
@@ -130,7 +131,7 @@ def test_stewart_forward_dynamics_over_its_platform_coordinates_in_fixed_point(t
     over 7 + 1), and the c-fixed kernel holds its bounds there."""
     monkeypatch.setenv("MBFORGE_JOBS", "1")
     eqs = load_model("stewart").equations()
-    red = eqs.reduced()
+    red = reduced_equations(eqs)
     k = build_kernel(eqs, "forward-dynamics", reduced=True)
     assert [p.name for p in k.inputs] == ["q", "qd", "u"] and len(k.inputs[0].symbols) == 7
     assert "independent coordinates" in k.description

@@ -103,9 +103,10 @@ def independent_equations(eqs: Equations, reduced: bool, kernel: str) -> Equatio
     if not reduced:
         return eqs
     from ..model.errors import ModelError
+    from ..model.reduce import reduced_equations
 
     try:
-        return eqs.reduced()
+        return reduced_equations(eqs)
     except ModelError as e:
         raise KernelError(f"{kernel}: --reduced: {e}") from None
 

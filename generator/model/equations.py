@@ -69,7 +69,7 @@ class Equations:
     initial_q: dict[str, float] = field(default_factory=dict)  # Model.initial, by coordinate name
     initial_qd: dict[str, float] = field(default_factory=dict)
     source: object = field(default=None, compare=False, repr=False)  # the Model (recursive kernels read its trees)
-    reduced_from: "Equations | None" = field(default=None, compare=False, repr=False)  # model.reduce
+    reduced_from: "Equations | None" = field(default=None, compare=False, repr=False)  # model.reduce: the full ones
     # lazily built
     _phi_q: Sparse | None = None
     _phi_t: list[Atom] | None = None
@@ -222,12 +222,6 @@ class Equations:
         independent coordinates that vanish wherever those satisfy their own constraints
         (a numeric check of the closed forms)."""
         return subs(list(self.phi), self.explicit_map(0))
-
-    def reduced(self) -> "Equations":
-        """These equations over the independent coordinates alone (model.reduce)."""
-        from .reduce import reduced_equations
-
-        return reduced_equations(self)
 
     # ---- parameters -----------------------------------------------------------------------
     def nominal(self) -> "Equations":
