@@ -238,13 +238,15 @@ class _Forms(FormStore):
         lose it."""
         vlo, vhi = self.vec.lo[d], self.vec.hi[d]
         self.count += 1
-        ids = np.append(ids, -self.count)  # rounding symbols below the inputs' (kept sorted)
+        # the new rounding symbol is below every symbol so far: its id and its row both go first, so
+        # the ids stay sorted and each row stays with its symbol (an id appended last beside a row put
+        # first paired every symbol with its neighbour's coefficients, 2026-12-02 .. 12-07)
+        ids = np.concatenate(([-self.count], ids))
         m = np.maximum(np.abs(vlo), np.abs(vhi))
         lo = np.concatenate((m[None, :], lo))
         hi = np.concatenate((m[None, :], hi))
-        order = np.argsort(ids, kind="stable")
         r = r + U * pre + TINY
-        self.store(d, ids[order], lo[order], hi[order], np.where(np.isfinite(vlo) & np.isfinite(vhi), r, np.inf))
+        self.store(d, ids, lo, hi, np.where(np.isfinite(vlo) & np.isfinite(vhi), r, np.inf))
 
 
 def _g_add(s: _Forms, ins) -> None:  # add, sub
