@@ -212,6 +212,39 @@ def test_reduced_inverse_dynamics_over_the_declared_workspace(tmp_path):
     print(f"|u| up to {np.abs(ref).max():.3g}; largest error, bound, bound / error:", ratios)
 
 
+def test_reduced_forward_dynamics_over_the_cylinder_workspace_in_fixed_point(tmp_path):
+    """issue 33 (the same proofs give fixed-point forward dynamics): the platform's
+    accelerations from its position, rate and the three torques, over the cylinder
+    workspace (x^2 + y^2 <= 0.3^2, z from -0.9 to -0.6 m, 8 x 8 cells) and its independent
+    coordinates (--reduced: 3 coordinates, no constraint, R^T M R from the elbows' closed
+    forms): against the independent Lagrangian to 1e-9 in double, and c-float32 and c-fixed
+    within finite bounds at 2,000 states (c-fixed's a controller can use)."""
+    k = build_kernel(load("delta", workspace="cylinder").equations(), "forward-dynamics", reduced=True)
+    s = states(3 * N, 6, FULL_BOX)
+    inside = s["P_x"] ** 2 + s["P_y"] ** 2 <= 0.3 ** 2
+    s = {key: v[inside][:N] for key, v in s.items()}
+    u = np.random.default_rng(7).uniform(-10.0, 10.0, (N, 3))
+    P = [f"P_{c}" for c in "xyz"]
+    X = np.column_stack([s[lab] for lab in P + [f"{c}_d" for c in P]] + [u])
+    ref = np.array([forward(s, i, u[i])[0][:3] for i in range(N)])
+    assert np.abs(ref).max() > 10.0
+    for target in ("c-double", "c-float32", "c-fixed"):
+        plan = generate(k, target)
+        m = plan.manifest
+        assert [lab for g in m.inputs for lab in g.labels][:6] == P + [f"{c}_d" for c in P]
+        lib = hostlib.load_kernel(plan.write(tmp_path / target))
+        Y, status = lib(to_raw(m, X, "inputs"))
+        assert (status == 0).all(), (target, np.unique(status))
+        err = np.abs(from_raw(m, Y, "outputs") - ref)
+        if target == "c-double":
+            assert err.max() < 1e-9 * np.abs(ref).max(), err.max()
+            continue
+        bound = np.array([np.inf if b is None else b for g in m.outputs for b in g.error_bound], dtype=float)
+        assert np.isfinite(bound).all() and (err <= bound).all(), (target, bound, err.max(axis=0))
+        if target == "c-fixed":
+            assert bound.max() < 1e-2, bound
+
+
 def test_point_mass_falls_freely():
     m = Model("drop")
     p = point(m, "p", (0.0, 0.0, 1.0), range=(-2, 2), vrange=(-5, 5), arange=(-20, 20))

@@ -796,7 +796,8 @@ def domain_error(first: BoxRanges, vec: BoxRanges, b: int, splits: int) -> Expre
     name = tape.inputs[int(vec.fail_dim[b])].value.name
     return ExpressionError(f"{where}: {what} for inputs in the domain, still after {splits} rounds of "
                            f"bisection near {_config(tape, vec.in_lo[b], vec.in_hi[b])}; narrow the envelope "
-                           f"of {name} to avoid this configuration")
+                           f"of {name} to avoid this configuration, or cut the envelope into more cells (a "
+                           "quantity's \"cells\" in `mbforge generate --envelope FILE.json`)")
 
 
 def analyse_domain(tape: Tape, boxes, strict: bool = True, per_box: list | None = None,
