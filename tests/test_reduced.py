@@ -75,6 +75,17 @@ def test_fixed_point_reduced_step_holds_its_bound_over_the_full_turn(tmp_path, m
     assert_within_bound(fx, kf, kd, X, 2_500)
 
 
+def test_the_full_coordinate_step_through_singular_positions_points_to_reduced(tmp_path):
+    """Without --reduced, the exact multipliers of all 2N + 1 rows do not exist at the
+    singular positions the full turn holds: one line that says so and names --reduced."""
+    r = subprocess.run([sys.executable, "-m", "mbforge.cli", "generate", "nfourbar", "--set", "n=2", "--set",
+                        "envelope=True", "--kernel", "step", "--dt", "1e-3", "--integrator", "rk4", "--penalty", "0",
+                        "--target", "c-fixed", "--out", str(tmp_path / "k")], capture_output=True, text=True)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and not (tmp_path / "k").exists(), r.stderr
+    assert "needs independent constraints" in lines[0] and "or --reduced (the step over the independent" in lines[0]
+
+
 def test_reduced_step_refuses_a_model_without_closed_forms_in_one_line():
     r = subprocess.run([sys.executable, "-m", "mbforge.cli", "generate", "pendulum", "--kernel", "step", "--dt", "1e-3",
                         "--reduced", "--target", "c-double", "--out", "unused"], capture_output=True, text=True)

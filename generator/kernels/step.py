@@ -807,6 +807,8 @@ def _check_independent(eqs: Equations, S: Sparse, ref: _Reference) -> None:
     at = ", ".join(f"{s.value.name}={x:.3g}" for s, x in zip(eqs.q, X[b]))
     where, fix = (("operating envelope", "an envelope that avoids it (--envelope), or the penalty (the default)")
                   if eqs.envelope else ("declared ranges", "keep the penalty (the default) for this model"))
+    if eqs.explicit:  # closed forms given: the rows they satisfy (and their singular positions) can go
+        fix += "; or --reduced (the step over the independent coordinates of the model's closed forms)"
     raise StepError(f"step: {eqs.model}: --penalty 0 needs independent constraints, but {', '.join(rows[:6])}"
                     f"{' ...' if len(rows) > 6 else ''} are {'nearly ' if ratio[b] > 0 else ''}dependent at the "
                     f"consistent configuration {at} inside the {where} (a singular position, or redundant "
