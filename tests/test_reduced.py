@@ -179,3 +179,30 @@ def test_stewart_forward_dynamics_over_its_platform_coordinates_in_fixed_point(t
     assert (sx == 0).all() and (sd == 0).all()
     err = np.abs(from_raw(m, Yx) - Yd)
     assert (err <= bound).all() and err.max() > 0, (err.max(0), bound)
+
+
+def test_the_delta_robots_fixed_point_step_over_its_cylinder_workspace(tmp_path, monkeypatch):
+    """issue 33 (fixed-point forward dynamics make fixed-point steps): the delta robot's rk4
+    step over its platform coordinates (--reduced) and its cylinder workspace, the motor
+    torques held over the step within the envelope's +-10 N m. Its host reference run (the
+    motors off) falls out of the workspace: it ends where it leaves the declared ranges. At
+    2,000 states of the workspace the c-fixed step stays within its per-step bound of the
+    c-double one (measured on the emulated M4F over 0.15 s of free fall: 2.9e-8 m from the
+    full model's reference, bit-exact with the host build)."""
+    monkeypatch.setenv("MBFORGE_JOBS", "1")
+    eqs = load_model("delta", options={"workspace": "cylinder"}).equations()
+    k = build_kernel(eqs, "step", dt=1e-3, integrator="rk4", reduced=True)
+    assert k.inputs[-1].name == "u" and k.inputs[-1].ranges == [(-10.0, 10.0)] * 3
+    z = np.asarray(k.motion)[:, 2] + k.step["q_offset"][2]  # P_z along the reference run (positions shifted)
+    assert len(z) >= 3 and z.min() >= -0.9 and z[-1] < -0.85, z  # it fell, and stopped inside the workspace
+    fx, db = tmp_path / "fx", tmp_path / "db"
+    generate(k, "c-fixed").write(fx)
+    generate(k, "c-double").write(db)
+    kf, kd = load_kernel(fx), load_kernel(db)
+    bound = np.concatenate([np.asarray(g.error_bound) for g in kf.manifest.outputs])
+    assert (bound[:3] < 1e-8).all() and (bound[3:] < 1e-4).all(), bound
+    red = reduced_equations(eqs)
+    S = envelope_cover(red).sample(2_000, 3)
+    X = np.column_stack([S[s] for s in list(red.q) + list(red.qd)])
+    U = np.random.default_rng(4).uniform(-10.0, 10.0, (len(X), 3))
+    assert_within_bound(fx, kf, kd, np.column_stack([X, U]), 1_500)

@@ -206,14 +206,28 @@ def _reference(eqs: Equations) -> _Reference:
 
 
 def _reference_run(eqs: Equations) -> _Reference:
+    from ..reference.solvers import DynamicsError
+
     dyn = _dynamics(eqs)
     lo, hi = eqs.ranges[eqs.t]
     _, x = initial_state(eqs, "rk4", dyn=dyn)
     n = len(eqs.q)
-    traj = dyn.forward(hi, q0=x[:n], qd0=x[n:], t0=lo, dt=(hi - lo) / (REFERENCE_POINTS - 1), rtol=1e-7,
-                       atol=1e-9)
+    run = dict(q0=x[:n], qd0=x[n:], t0=lo, dt=(hi - lo) / (REFERENCE_POINTS - 1), rtol=1e-7, atol=1e-9)
+    try:
+        traj = dyn.forward(hi, **run)
+    except DynamicsError as e:  # e.g. a robot with its motors off falls out of its closed forms' reach
+        traj = dyn.forward(hi, **run, stop=_outside(eqs))  # the run up to where it leaves the declared ranges
+        if len(traj.t) < 3:
+            raise StepError(f"step: {eqs.model}: the host reference run from the initial state (no actuator "
+                            f"force) leaves the declared ranges at once: {e}") from None
     acc = [dyn.accelerations(float(t), a, b)[0] for t, a, b in zip(traj.t, traj.Q, traj.QD)]
     return _Reference(np.asarray(traj.t), np.asarray(traj.Q), np.asarray(traj.QD), np.array(acc))
+
+
+def _outside(eqs: Equations):
+    """stop(t, q, qd) for Dynamics.forward: a coordinate outside its declared range."""
+    rng = np.array([eqs.ranges.get(s, (-np.inf, np.inf)) for s in eqs.q])
+    return lambda t, q, qd: bool(np.any((q < rng[:, 0]) | (q > rng[:, 1])))
 
 
 # ---- atoms ------------------------------------------------------------------------------------
@@ -506,7 +520,10 @@ def _explicit(eqs: Equations, opts: StepOptions, ref: _Reference) -> Kernel:
             "pivots fixed at generation time)")
     record = {"integrator": opts.integrator, "dt": dt, "iterations": 0}
     enc = DefiniteEnclosure(F, list(eqs.q), stages)
-    return _assemble(eqs, opts.integrator, state, outs, u, B, record, desc, ref, {"M": F}, [enc])
+    # over the operating envelope's cover when the model declares one (the delta's platform over
+    # its cylinder, --reduced), else over the declared box
+    return _assemble(eqs, opts.integrator, state, outs, u, B, record, desc, ref, {"M": F}, [enc],
+                     cover=bool(eqs.envelope))
 
 
 # ---- rk4 with constraints: the projected accelerations, then a coordinate projection ------
@@ -997,6 +1014,11 @@ def _assemble(eqs: Equations, integrator: str, state: list[InPort], outs: list[O
     inputs = list(state)
     if u:
         ur, derived = actuator_ranges(eqs, u, None, B, None)
+        held = eqs.envelope.inputs if eqs.envelope else {}  # the operating envelope's forces, where declared
+        for s, name in zip(u, actuators(eqs)[0]):
+            if name in held:
+                ur[s] = tuple(map(float, held[name]))
+                derived = [d for d in derived if d != s.value.name]
         inputs.append(InPort("u", u, [ur[s] for s in u]))
     else:
         derived = []
@@ -1015,7 +1037,7 @@ def _assemble(eqs: Equations, integrator: str, state: list[InPort], outs: list[O
                step=record)
     if record.get("alpha"):  # a penalty step: its analysis runs over the declared box
         k = k.replace(analysis_note=_penalty_note(eqs, integrator))
-    elif cover:
+    elif cover and eqs.phi:
         k = k.replace(analysis_note=_exact_note(eqs, record["dt"], phi_rows))
     if not cover or getattr(eqs, "params", None):
         return k

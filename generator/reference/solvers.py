@@ -904,7 +904,8 @@ class Dynamics(Kinematics):
         return W
 
     def forward(self, t_end: float, q0=None, qd0=None, t0: float = 0.0, u=None, dt: float = 0.02,
-                rtol: float = 1e-10, atol: float = 1e-12, method: str = "DOP853", progress=None) -> Trajectory:
+                rtol: float = 1e-10, atol: float = 1e-12, method: str = "DOP853", progress=None,
+                stop=None) -> Trajectory:
         """Integrate from (q0, qd0) at t0 to t_end; the state is projected onto the constraints
         at every output time. The output times are t0 + k dt for every k with t0 + k dt <=
         t_end, then t_end itself when it is not one of them. u: actuator forces (array or
@@ -914,7 +915,8 @@ class Dynamics(Kinematics):
         conservative forces, actuators with u given, drivers or time-dependent terms) W is
         the work since t0 (the integral of `power`) and `drift` is the residual of the
         balance max |E - E0 - W| / max T; otherwise `drift` is the plain max |E - E0| / max T.
-        `progress`: called with the number of output intervals done (a progress bar)."""
+        `progress`: called with the number of output intervals done (a progress bar).
+        `stop(t, q, qd)`: the run ends before the first output time where it is true."""
         n = self.n
         q = self._start(q0)
         qd = np.zeros(n) if qd0 is None else np.array(qd0, float)
@@ -947,6 +949,12 @@ class Dynamics(Kinematics):
             if works:
                 W.append(W[-1] + self._work(sol, u))
             qe, qde = self.project(b, qe, qde)
+            if stop is not None and stop(b, qe, qde):
+                pn.pop()
+                vn.pop()
+                if works:
+                    W.pop()
+                break
             y = np.concatenate([qe, qde])
             T_.append(b)
             Q.append(qe)

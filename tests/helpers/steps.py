@@ -44,9 +44,10 @@ def run_steps(out, model, sets=(), t_end=None, every_s=0.01):
 
 def assert_within_bound(fx, kf, kd, S, min_states: int, what=None):
     """The fixed-point step kernel kf (generated into fx) against the double one kd at states
-    S (rows of q, qd, unshifted): more than min_states of them, rounded to kf's inputs, all
-    in kf's domain; status 0 from both; every output within kf's per-step bound, and some
-    error seen (the comparison is not of a kernel with itself)."""
+    S (rows of q, qd, unshifted, then u where the step takes forces): more than min_states
+    of them, rounded to kf's inputs, all in kf's domain; status 0 from both; every output
+    within kf's per-step bound, and some error seen (the comparison is not of a kernel
+    with itself)."""
     import json
 
     from mbforge.domain.motion import inside
@@ -54,7 +55,9 @@ def assert_within_bound(fx, kf, kd, S, min_states: int, what=None):
     m = kf.manifest
     bound = np.concatenate([np.asarray(g.error_bound) for g in m.outputs])
     boxes = json.loads((fx / m.domain).read_text())["boxes"]
-    X = from_raw(m, to_raw(m, S - np.array(m.step_offset())), "inputs")
+    off = np.zeros(S.shape[1])
+    off[:len(m.step_offset())] = m.step_offset()  # the state's positions shifted; u (if any) as it is
+    X = from_raw(m, to_raw(m, S - off), "inputs")
     assert len(X) > min_states and inside(boxes, X).all(), what
     Yf, sf = kf(to_raw(m, X))
     Yd, sd = kd(to_raw(kd.manifest, X))
