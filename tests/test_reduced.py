@@ -29,6 +29,15 @@ from mbforge.verify.hostlib import load_kernel
 G = 9.81
 
 
+def _fixed_and_double(k, tmp_path):
+    """(c-fixed folder, its host kernel, the c-double host kernel, c-fixed's per-output bounds) of k."""
+    fx, db = tmp_path / "fx", tmp_path / "db"
+    generate(k, "c-fixed").write(fx)
+    generate(k, "c-double").write(db)
+    kf, kd = load_kernel(fx), load_kernel(db)
+    return fx, kf, kd, np.concatenate([np.asarray(g.error_bound) for g in kf.manifest.outputs])
+
+
 def _eqs(n: int):
     return load_model("nfourbar", options={"n": n, "envelope": True}).equations()
 
@@ -59,11 +68,7 @@ def test_fixed_point_reduced_step_holds_its_bound_over_the_full_turn(tmp_path, m
     k = build_kernel(eqs, "step", dt=1e-3, integrator="rk4", penalty=0.0, reduced=True)
     assert k.step["coordinates"] == "independent" and k.step["closed_forms"] == [
         f"{a}{i}" for i in range(1, 5) for a in "xy"]
-    fx, db = tmp_path / "fx", tmp_path / "db"
-    generate(k, "c-fixed").write(fx)
-    generate(k, "c-double").write(db)
-    kf, kd = load_kernel(fx), load_kernel(db)
-    bound = np.concatenate([np.asarray(g.error_bound) for g in kf.manifest.outputs])
+    fx, kf, kd, bound = _fixed_and_double(k, tmp_path)
     assert (bound[:2] < 1e-8).all() and (bound[2:] < 1e-6).all(), bound
     red = reduced_equations(eqs)
     cover = envelope_cover(red)
@@ -195,11 +200,7 @@ def test_the_delta_robots_fixed_point_step_over_its_cylinder_workspace(tmp_path,
     assert k.inputs[-1].name == "u" and k.inputs[-1].ranges == [(-10.0, 10.0)] * 3
     z = np.asarray(k.motion)[:, 2] + k.step["q_offset"][2]  # P_z along the reference run (positions shifted)
     assert len(z) >= 3 and z.min() >= -0.9 and z[-1] < -0.85, z  # it fell, and stopped inside the workspace
-    fx, db = tmp_path / "fx", tmp_path / "db"
-    generate(k, "c-fixed").write(fx)
-    generate(k, "c-double").write(db)
-    kf, kd = load_kernel(fx), load_kernel(db)
-    bound = np.concatenate([np.asarray(g.error_bound) for g in kf.manifest.outputs])
+    fx, kf, kd, bound = _fixed_and_double(k, tmp_path)
     assert (bound[:3] < 1e-8).all() and (bound[3:] < 1e-4).all(), bound
     red = reduced_equations(eqs)
     S = envelope_cover(red).sample(2_000, 3)
