@@ -11,6 +11,8 @@
     tree.py       JointTree: a model built joint by joint (explicit joint tree)
     forces.py     applied forces, spring-dampers, actuators (virtual power)
     equations.py  Equations: what kernels and solvers consume
+    reduce.py     reduced_equations: the Equations over the independent coordinates of
+                  Model.explicit's closed forms (--reduced), and expand() back to every one
     urdf.py       from_urdf: a URDF robot as a Model (relative coordinates, explicit joint tree)
     errors.py     ModelError (imported by model, joints and relative alike: no cycle)
 
