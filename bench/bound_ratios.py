@@ -54,13 +54,13 @@ def measure(example: str, kernel: str, states: int) -> dict:
     eqs = load(example).equations()
     kernel, _, flag = kernel.partition("+")
     try:
-        k = build_kernel(eqs, kernel, **({"reduced": True} if flag == "reduced" else {}))
+        if flag == "reduced":  # over the independent coordinates: the kernel's inputs, its states' equations
+            from mbforge.model.reduce import reduced_equations
+
+            eqs = reduced_equations(eqs)
+        k = build_kernel(eqs, kernel)
     except Exception as e:  # not applicable to this model (one line, as the CLI says it)
         return {"skip": str(e).splitlines()[0][:160]}
-    if flag == "reduced":  # the kernel's inputs are the independent coordinates'
-        from mbforge.model.reduce import reduced_equations
-
-        eqs = reduced_equations(eqs)
     if k.envelope:
         X, how = envelope_states(eqs, k.inputs, None, states, seed=7), "envelope states"
     elif k.motion:

@@ -234,7 +234,8 @@ def _horizon(eqs, args, b, dirs):
     """A step kernel's motion in the RTL over --horizon seconds from the model's initial
     state (sim.horizon): bit for bit against the c-fixed host model, and against the
     c-double step."""
-    from mbforge.kernels.step import initial_state, step_equations
+    from mbforge.kernels.common import independent_equations
+    from mbforge.kernels.step import initial_state
     from mbforge.manifest import Manifest
 
     from . import sim as S
@@ -244,7 +245,8 @@ def _horizon(eqs, args, b, dirs):
     if steps < 1:
         raise S.SimError(f"--horizon {args.horizon:g} s is shorter than one step of {m.step['dt']:g} s")
     # from the model's initial state, in the coordinates the step integrates (--reduced: the independent ones)
-    t0, state = initial_state(step_equations(eqs, m.step.get("coordinates") == "independent"), m.step["integrator"])
+    t0, state = initial_state(independent_equations(eqs, m.step.get("coordinates") == "independent", "step"),
+                              m.step["integrator"])
     every = max(1, steps // 100)
     return S.horizon(b, dirs["fixed"], dirs["double"], m.step_start(t0, state), steps - steps % every, every)
 

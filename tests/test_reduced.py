@@ -197,11 +197,13 @@ def test_the_delta_robots_fixed_point_step_over_its_cylinder_workspace(tmp_path,
     monkeypatch.setenv("MBFORGE_JOBS", "1")
     eqs = load_model("delta", options={"workspace": "cylinder"}).equations()
     k = build_kernel(eqs, "step", dt=1e-3, integrator="rk4", reduced=True)
-    assert k.inputs[-1].name == "u" and k.inputs[-1].ranges == [(-10.0, 10.0)] * 3
+    assert k.inputs[-1].name == "u"
     z = np.asarray(k.motion)[:, 2] + k.step["q_offset"][2]  # P_z along the reference run (positions shifted)
     assert len(z) >= 3 and z.min() >= -0.9 and z[-1] < -0.85, z  # it fell, and stopped inside the workspace
     fx, kf, kd, bound = _fixed_and_double(k, tmp_path)
     assert (bound[:3] < 1e-8).all() and (bound[3:] < 1e-4).all(), bound
+    u = json.loads((fx / "manifest.json").read_text())["inputs"][-1]
+    assert u["name"] == "u" and u["envelope"] == [[-10.0, 10.0]] * 3  # analysed over the envelope's forces
     red = reduced_equations(eqs)
     S = envelope_cover(red).sample(2_000, 3)
     X = np.column_stack([S[s] for s in list(red.q) + list(red.qd)])

@@ -25,7 +25,7 @@ multipliers (step --integrator rk4 --penalty 0) are analysed over its cover.
 (Model.explicit: the parallelogram branch the benchmark follows through its singular
 positions) and the full turn of the first crank as operating envelope (rate and
 acceleration 5 % over their energy bounds), so the step over the independent coordinates
-(`--coordinates independent`: x0, y0 and one distance equation, model.reduce) is analysed
+(`--reduced`: x0, y0 and one distance equation, model.reduce) is analysed
 over every crank angle, singular positions included.
 """
 from __future__ import annotations

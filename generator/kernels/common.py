@@ -99,8 +99,9 @@ def subs_sparse(S: Sparse, mapping) -> Sparse:
 def independent_equations(eqs: Equations, reduced: bool, kernel: str) -> Equations:
     """The equations a kernel is built on: `eqs`, or with reduced over the independent
     coordinates of its closed forms (model.reduce: the rows those satisfy identically, and
-    their singular positions, are gone); KernelError in one line where it has none."""
-    if not reduced:
+    their singular positions, are gone; equations already reduced as they are); KernelError
+    in one line where it has none."""
+    if not reduced or eqs.reduced_from is not None:
         return eqs
     from ..model.errors import ModelError
     from ..model.reduce import reduced_equations

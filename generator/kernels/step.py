@@ -54,7 +54,7 @@ import numpy as np
 from ..analysis.definite import DefiniteEnclosure
 from ..domain import Domain
 from ..domain.forces import actuator_ranges
-from ..domain.cover import envelope_configurations, envelope_cover, envelope_record
+from ..domain.cover import envelope_configurations, envelope_cover, envelope_record, input_fallback
 from ..domain.states import MAX_COORDS, RESIDUAL, state_cover
 from ..domain.sampling import parameters
 from ..ir import ZERO, Atom, Evaluator, ExpressionError, Sparse, add, const, mul, sub, subs, symbol, topo
@@ -95,7 +95,7 @@ class StepOptions:
     iterations: int | None = None
     penalty: float = 1e3
     solve: str = "auto"  # rk4 --penalty 0: "kkt" always through [M A^T; A 0] (SOLVES)
-    reduced: bool = False  # over the independent coordinates of Model.explicit (step_equations)
+    reduced: bool = False  # over the independent coordinates of Model.explicit (common.independent_equations)
 
     def check(self, eqs: Equations) -> "StepOptions":
         if not (isinstance(self.dt, (int, float)) and np.isfinite(self.dt) and self.dt > 0):
@@ -136,11 +136,11 @@ class StepOptions:
 def step_kernel(eqs: Equations, dt: float | None = None, integrator: str = "auto", iterations: int | None = None,
                 penalty: float = 1e3, solve: str = "auto", reduced: bool = False) -> Kernel:
     """The step kernel of `eqs` (see the module docstring); dt is required. reduced: over
-    the independent coordinates of Model.explicit (step_equations)."""
+    the independent coordinates of Model.explicit (common.independent_equations)."""
     need_inertia(eqs, "step")
     if dt is None:
         raise StepError("step: give the time step with --dt (seconds)")
-    eqs = step_equations(eqs, reduced)
+    eqs = independent_equations(eqs, reduced, "step")
     opts = StepOptions(dt, integrator, iterations, penalty, solve).check(eqs)
     ref = _reference(eqs)
     if opts.integrator == "ali3p":
@@ -154,12 +154,6 @@ def step_kernel(eqs: Equations, dt: float | None = None, integrator: str = "auto
         k = k.replace(step={**k.step, "coordinates": "independent",
                             "closed_forms": [s.value.name for s in full.dependent]})
     return k
-
-
-def step_equations(eqs: Equations, reduced: bool) -> Equations:
-    """The equations a step integrates: `eqs`, or with reduced over its independent
-    coordinates (common.independent_equations)."""
-    return independent_equations(eqs, reduced, "step")
 
 
 # ---- the host reference run: pivots, the kernel's motion, convergence ----
@@ -1014,11 +1008,6 @@ def _assemble(eqs: Equations, integrator: str, state: list[InPort], outs: list[O
     inputs = list(state)
     if u:
         ur, derived = actuator_ranges(eqs, u, None, B, None)
-        held = eqs.envelope.inputs if eqs.envelope else {}  # the operating envelope's forces, where declared
-        for s, name in zip(u, actuators(eqs)[0]):
-            if name in held:
-                ur[s] = tuple(map(float, held[name]))
-                derived = [d for d in derived if d != s.value.name]
         inputs.append(InPort("u", u, [ur[s] for s in u]))
     else:
         derived = []
@@ -1111,23 +1100,25 @@ def _row_residuals(eqs: Equations) -> np.ndarray:
 def _state_boxes(eqs: Equations, inputs: list[InPort], offset: list[float], accelerations: bool,
                  rows: list[int] | None = None):
     """The step's domain (_near_consistent): boxes over its inputs holding every
-    near-consistent state (the positions shifted like the q port, rounded outward; t and
-    u over their ports' ranges where the boxes do not bound them); None (the declared
-    box) where no cover is built."""
+    near-consistent state (the positions shifted like the q port, rounded outward; u over
+    the envelope's forces and t over the time range where the boxes do not bound them,
+    domain.cover.input_fallback); None (the declared box) where no cover is built."""
     got = _near_consistent(eqs, accelerations, rows)
     if got is None:
         return None
     syms, lo, hi = got
     index = {s: k for k, s in enumerate(syms)}
     shifted = {d: (q, c) for q, c, d in zip(eqs.q, offset, inputs[0].symbols)}
+    fallback = input_fallback(eqs, inputs)
     cols = []
     for p in inputs:
-        for s, (a, b) in zip(p.symbols, p.ranges):
+        for s in p.symbols:
             q, c = shifted.get(s, (s, 0.0))
             if q in index:
                 k = index[q]
                 cols.append((np.nextafter(lo[:, k] - c, -np.inf) if c else lo[:, k],
                              np.nextafter(hi[:, k] - c, np.inf) if c else hi[:, k]))
-            else:  # u: its port's range
+            else:
+                a, b = fallback[s]
                 cols.append((np.full(len(lo), float(a)), np.full(len(lo), float(b))))
     return [[(float(a[i]), float(b[i])) for a, b in cols] for i in range(len(lo))]

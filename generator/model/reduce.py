@@ -25,7 +25,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..ir import ZERO, Evaluator, add, jacobian, mul, sub, subs
+from ..ir import ZERO, Evaluator, jacobian, sub, subs
 from ..ir.linalg import Sparse
 from .equations import Equations
 from .errors import ModelError
@@ -52,28 +52,19 @@ def reduced_equations(eqs: Equations) -> Equations:
     c = subs(qdd_all, {a: ZERO for a in zdd})
     M = Sparse(eqs.M.shape, {ij: subs(a, pos_map) for ij, a in eqs.M.entries.items()})
     Q = subs(list(eqs.Q), vel_map)
-    # M R column by column, then R^T (M R); R^T (Q - M c)
-    cols: dict[int, list] = {}
-    for (j, k), r in R.entries.items():
-        cols.setdefault(k, [ZERO] * eqs.n)[j] = r
-    MR = {k: M.matvec(col) for k, col in cols.items()}
+    # R^T (M R) column by column, each entry once (the upper triangle mirrored: M_z symmetric
+    # atom for atom); R^T (Q - M c); R^T B
     nz = len(z)
     Mz = {}
-    for a in range(nz):
-        for b in range(a, nz):
-            s = ZERO
-            for j, r in enumerate(cols.get(a, ())):
-                if r is not ZERO and b in MR:
-                    s = add(s, mul(r, MR[b][j]))
+    for b in sorted({k for _, k in R.entries}):
+        col = M.matvec([R[(j, b)] for j in range(eqs.n)])
+        for a, s in enumerate(R.rmatvec(col)[:b + 1]):
             if s is not ZERO:
                 Mz[(a, b)] = Mz[(b, a)] = s
     Qz = R.rmatvec([sub(qj, mc) for qj, mc in zip(Q, M.matvec(c))])
     B = Sparse(eqs.B.shape, {ij: subs(a, pos_map) for ij, a in eqs.B.entries.items()})
-    Bz = {}
-    for (j, k), r in R.entries.items():
-        for (i, u), bv in B.entries.items():
-            if i == j:
-                Bz[(k, u)] = add(Bz.get((k, u), ZERO), mul(r, bv))
+    Bz = {(k, u): s for u in range(B.shape[1])
+          for k, s in enumerate(R.rmatvec([B[(i, u)] for i in range(eqs.n)])) if s is not ZERO}
     rows, _ = eqs.independent_rows(range(len(eqs.phi)))
     keep = set(z) | {eqs.t} | set(zd) | set(zdd) | set(eqs.params or [])
     env = eqs.envelope

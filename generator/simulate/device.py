@@ -79,14 +79,15 @@ def cmd_simulate_device(args) -> int:
     """`mbforge simulate --device`: every check of the command line first, then the run."""
     from ..errors import CLIError
     from ..examples import parse_options
-    from ..kernels.step import StepOptions, initial_state, step_equations
+    from ..kernels.common import independent_equations
+    from ..kernels.step import StepOptions, initial_state
     from ..outdir import OutDir, OutDirError
     from .columns import load as _load, pairs as _pairs
 
     check_board(args.device, args.port)
     model, tag = _load(args.model, args.motion, parse_options(args.set))
     # the equations the step integrates: the model's, or over its independent coordinates (--reduced)
-    eqs = step_equations(model.equations(), bool(args.reduced))
+    eqs = independent_equations(model.equations(), bool(args.reduced), "step")
     lo, hi = eqs.ranges[eqs.t]
     t_end = hi if args.t_end is None else float(args.t_end)
     steps, decim = horizon(float(lo), t_end, args.dt, args.every)
@@ -111,8 +112,8 @@ def _kernels(eqs, opts, target: str, out):
     from ..kernels.builders import build_kernel
     from ..pipeline import generate
 
-    kernel = build_kernel(eqs.reduced_from or eqs, "step", dt=opts.dt, integrator=opts.integrator,
-                          iterations=opts.iterations, penalty=opts.penalty, solve=opts.solve, reduced=opts.reduced)
+    kernel = build_kernel(eqs, "step", dt=opts.dt, integrator=opts.integrator, iterations=opts.iterations,
+                          penalty=opts.penalty, solve=opts.solve, reduced=opts.reduced)
     folders = {}
     manifest = None
     for t in dict.fromkeys([target, "c-double"]):
