@@ -156,7 +156,11 @@ class ConstantEnclosure:
     rhs: list = field(default_factory=list)  # b's atoms
     scaled: list = field(default_factory=list)  # [(atom, factor)]
     labels: list = field(default_factory=list)  # [(atom, what it is)]: for refusal lines
-    roles: object = None  # analysis.ldlback.LDLRoles: the solve's backward error (fixed point)
+    roles: object = None  # analysis.ldlback.LDLRoles: the solve's backward error (c-fixed and c-float32)
+
+    def keep(self) -> list:
+        """The atoms the tape must hold as they are for the backward error's replay."""
+        return self.roles.atoms() if self.roles is not None else []
 
     def bind(self, tape):
         located = _locate(tape)

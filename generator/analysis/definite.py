@@ -199,6 +199,10 @@ class DefiniteEnclosure:
         got = subs(atoms, mapping) if mapping else list(atoms)
         return self.rewrite(got) if self.rewrite is not None else got
 
+    def keep(self) -> list:
+        """Atoms the lowering must leave whole (none: these hints bind to whatever holds them)."""
+        return []
+
     def bind(self, tape):
         """The hints of `tape`, or None when the factor has 2 x 2 blocks, its entries read
         symbols other than the coordinates, or no stage's values are found in the tape."""

@@ -50,11 +50,17 @@ def atan2_error(ey, ex, ylo, yhi, xlo, xhi):
 
 
 class _Bounds:
-    """What BOUND_RULES read and write: per temp its error bound (B,) over the boxes of vec."""
+    """What BOUND_RULES read and write: per temp its error bound (B,) over the boxes of vec.
+    For an open tree's LDL^T solve (analysis.ldlback) also: override {temp: a bound on its
+    error before its own rounding, proven otherwise}, den_floor {temp: a floor of its
+    computed |value|} and local {temp: the error its instruction adds to exact operands}."""
 
     def __init__(self, vec):
         self.vec, self.B, self.err = vec, vec.n_boxes, {}
         self.rng, self.mag = vec.operand, vec.magnitude
+        self.override: dict = {}
+        self.den_floor: dict = {}
+        self.local: dict = {}
 
     def e(self, o):
         kind, v = o
@@ -64,15 +70,25 @@ class _Bounds:
             return np.full(self.B, abs(float(v)) * U)  # the literal is the nearest float
         return self.mag(o) * U + TINY  # the real input rounded to float32
 
+    def e_lit(self, o):
+        """o's error with every temp exact (a literal's or an input's own rounding)."""
+        return 0.0 if o[0] == "t" else self.e(o)
+
     def set(self, ins, bound) -> None:
         res = self.mag(("t", ins.dst[0]))
         bound = np.where(np.isfinite(res), bound, np.inf)  # downstream of a divisor reaching 0
         for dd in ins.dst:  # sincos: both results have the bound
             self.err[dd] = bound
 
-
-def _rounded(pre, res):
-    return pre + U * (res + pre) + TINY
+    def rounded(self, ins, pre, lit) -> None:
+        """Its bound: pre (the operands' errors propagated) or, under an override, the
+        override plus lit (pre with every temp exact), then the result's own rounding."""
+        d = ins.dst[0]
+        if d in self.override:
+            pre = np.minimum(pre, self.override[d] + lit)
+        r = U * (_res(self, ins) + pre) + TINY
+        self.local[d] = lit + r
+        self.set(ins, pre + r)
 
 
 def _res(s: _Bounds, ins):
@@ -81,7 +97,7 @@ def _res(s: _Bounds, ins):
 
 def _e_add(s: _Bounds, ins) -> None:  # add, sub
     a = ins.args
-    s.set(ins, _rounded(s.e(a[0]) + s.e(a[1]), _res(s, ins)))
+    s.rounded(ins, s.e(a[0]) + s.e(a[1]), s.e_lit(a[0]) + s.e_lit(a[1]))
 
 
 def _e_neg(s: _Bounds, ins) -> None:
@@ -90,8 +106,12 @@ def _e_neg(s: _Bounds, ins) -> None:
 
 def _e_mul(s: _Bounds, ins) -> None:
     a = ins.args
-    ea, eb = s.e(a[0]), s.e(a[1])
-    s.set(ins, _rounded(s.mag(a[0]) * eb + s.mag(a[1]) * ea + ea * eb, _res(s, ins)))
+
+    def pre(ea, eb):
+        return s.mag(a[0]) * eb + s.mag(a[1]) * ea + ea * eb
+
+    ea, eb, la, lb = s.e(a[0]), s.e(a[1]), s.e_lit(a[0]), s.e_lit(a[1])
+    s.rounded(ins, pre(ea, eb), pre(la, lb) + la * eb + ea * lb)
 
 
 def _e_div(s: _Bounds, ins) -> None:
@@ -99,15 +119,24 @@ def _e_div(s: _Bounds, ins) -> None:
     dlo, dhi = s.rng(a[1])
     lo = np.where((dlo <= 0) & (dhi >= 0), 0.0, np.minimum(np.abs(dlo), np.abs(dhi)))
     eb = s.e(a[1])
-    s.set(ins, np.where(lo <= eb, np.inf, _rounded((s.e(a[0]) + res * eb) / (lo - eb), res)))
+    # the computed divisor's smallest |value|: its range less its error, or a floor proven
+    # of the computed value itself (an LDL^T pivot: analysis.ldlback)
+    lo_comp = np.maximum(lo - eb, s.den_floor.get(a[1][1], 0.0) if a[1][0] == "t" else 0.0)
+    bad = ~(lo_comp > 0)
+    with np.errstate(all="ignore"):
+        pre = np.where(bad, np.inf, (s.e(a[0]) + res * eb) / lo_comp)
+        lit = np.where(bad, np.inf, (s.e_lit(a[0]) + res * s.e_lit(a[1])) / lo_comp)
+    s.rounded(ins, pre, lit)
 
 
 def _e_sqrt(s: _Bounds, ins) -> None:
     xlo, _ = s.rng(ins.args[0])
-    ex = s.e(ins.args[0])
     lo = np.maximum(xlo, 0.0)
-    s.set(ins, _rounded(np.where(lo > ex, ex / (np.sqrt(lo) + np.sqrt(np.maximum(lo - ex, 0.0))), np.sqrt(ex)),
-                        _res(s, ins)))
+
+    def pre(ex):
+        return np.where(lo > ex, ex / (np.sqrt(lo) + np.sqrt(np.maximum(lo - ex, 0.0))), np.sqrt(ex))
+
+    s.rounded(ins, pre(s.e(ins.args[0])), pre(s.e_lit(ins.args[0])))
 
 
 def _e_trig(s: _Bounds, ins) -> None:  # every destination (sin and cos of sincos) alike
@@ -135,10 +164,24 @@ def float32_bounds(tape: Tape, ranges: Ranges) -> list[float]:
 def float32_bounds_boxes(tape: Tape, vec) -> list[float]:
     """The magnitude bound of every output for every box of a BoxRanges at once (numpy
     arrays over the boxes), the largest over the boxes per output: sound on their union,
-    and never above the bound over the hull (each box's magnitudes are inside the hull's)."""
-    s = _Bounds(vec)
-    with np.errstate(all="ignore"):
-        run(tape, BOUND_RULES, s)
+    and never above the bound over the hull (each box's magnitudes are inside the hull's).
+    An open tree's LDL^T solve (tape.hints.backward) gets its factor's errors bounded as a
+    perturbation of M (analysis.ldlback), as the fixed-point plan does."""
+    from . import ldlback
+
+    def bounds(s):
+        with np.errstate(all="ignore"):
+            run(tape, BOUND_RULES, s)
+
+    s = None
+    bw = getattr(tape.hints, "backward", None)
+    if bw is not None:
+        def hooks(s):
+            return (lambda t: float(np.max(s.local[t])), lambda t: s.err[t], lambda t: s.mag(("t", t)))
+        s, _ = ldlback.iterate(bw, lambda: _Bounds(vec), bounds, hooks)  # none proven: op by op, as before
+    if s is None:
+        s = _Bounds(vec)
+        bounds(s)
     return [float(s.e(o).max()) if o[0] != "c" else abs(float(o[1])) * U for o in tape.outputs]
 
 

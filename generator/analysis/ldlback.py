@@ -1,5 +1,7 @@
-"""Backward error of an open tree's fixed-point LDL^T solve (forward dynamics): the
-factorisation's errors bounded as a perturbation of M, not propagated op by op.
+"""Backward error of an open tree's LDL^T solve (forward dynamics), in fixed point
+(analysis.fixedpoint's plan) and float32 (analysis.floaterror's magnitude bounds, each
+rounding at most u times its result's enclosure): the factorisation's errors bounded as a
+perturbation of M, not propagated op by op.
 
 Op-by-op propagation through the elimination multiplies the largest |L| by the smallest
 1/D as if together: on sample_arm the root pivot's error bound reached 26 against its
@@ -47,6 +49,9 @@ sqrt(max D / lambda_min(M + Delta)), and |y_k| <= ||b^ + e|| sqrt(D_k / lambda_m
 Delta)) (b^T A^-1 b = sum y_k^2 / D_k). Every solution entry's error is at most that
 2-norm; the plan keeps the smaller of it and the propagated bound.
 
+The tape holds these atoms when the factor's products read their operands as computed
+(factor_ldlt's `kept`: ir.mul_kept, where mul would move a constant factor of an operand
+out of the product) and the lowering leaves them whole (lower's `keep`: LDLRoles.atoms).
 Sound when the tape computes exactly these atoms: every instruction after M's entries
 and b (not in their cone) must be one of the roles replayed here, each role atom held by
 one temp (sign aside); otherwise no backward treatment (bind returns None) and the
@@ -63,7 +68,7 @@ from .definite import _temps
 from .linear import _locate
 
 ETA_START = 1e-6  # the first assumed ||Delta|| / lambda: a 32-bit plan of a well-scaled M lands near it
-ETA_MAX = 0.25  # beyond it the pivots' floors are too eroded to be worth a bound: iterate gives none
+ETA_MAX = 0.5  # beyond it the pivots' floors are too eroded to be worth a bound: iterate gives none
 ROUNDS = 8
 
 
@@ -83,6 +88,15 @@ class LDLRoles:
     top: dict
     floor: dict
     lam: float
+
+    def atoms(self) -> list:
+        """Every atom of the roles (lower's keep: each held by a temp)."""
+        out = list(self.entries.values()) + list(self.rhs) + list(self.z.values()) + list(self.x)
+        for k, piv, rec, low, ups, E in self.steps:
+            out += [piv, rec, *low.values(), *E.values(), *(a for *_, u, nw in ups for a in (u, nw))]
+        for ch in list(self.fwd.values()) + list(self.back.values()):
+            out += ch
+        return out
 
     def bind(self, tape):
         """The roles as temps of the tape, or None when the tape is not made of them."""
@@ -104,6 +118,7 @@ def build_roles(F, rhs, x, top, floor, lam) -> LDLRoles:
     """The roles of factor F's (LDL^T, 1 x 1 pivots) solve of M x = rhs, replayed as
     factor_ldlt and LDLFactor.solve build them (the same atoms)."""
     act = {(i, j): a for (i, j), a in F.A.entries.items() if i >= j}
+    mul = F.product
     steps = []
     for st in F.steps:
         (k,) = st.idx

@@ -94,6 +94,10 @@ class LUEnclosure:
                 return plan  # after a 2 x 2 block the solve's intermediate atoms differ: stop here
         return plan
 
+    def keep(self) -> list:
+        """Atoms the lowering must leave whole (none: these hints bind to whatever holds them)."""
+        return []
+
     def bind(self, tape):
         """The hint function of `tape` for range analysis: (in_lo, in_hi) ->
         {temp: (lo, hi)}; None when no temp computes a planned quantity."""

@@ -11,7 +11,7 @@
     inspect.py   text and dumps
     sympy_bridge.py  atoms from and to sympy
 """
-from .atom import (DEFAULT_SCOPE, ONE, TWO, ZERO, Atom, ExpressionError, Scope, Symbol, abs_, add, as_atom,
+from .atom import (DEFAULT_SCOPE, ONE, TWO, ZERO, Atom, ExpressionError, Scope, Symbol, abs_, add, as_atom, mul_kept,
                    atan2, atom_count, const, cos, div, exp, log, mul, neg, power, sin, sqrt, sub,
                    symbol, symbols, tan)
 from .ops import OPS, Op
@@ -25,6 +25,7 @@ from .subs import subs, substitute_all
 from .sympy_bridge import from_sympy, to_sympy
 
 __all__ = [
+    "mul_kept",
     "DEFAULT_SCOPE", "OPS", "Op", "Scope", "ONE", "TWO", "ZERO", "Atom", "ExpressionError", "Symbol", "abs_", "add", "as_atom",
     "atan2", "atom_count", "const", "cos", "div", "exp", "log", "mul", "neg", "power", "sin",
     "sqrt", "sub", "symbol", "symbols", "tan", "derivatives", "diff", "jacobian",

@@ -493,6 +493,29 @@ def mul(a: Atom, b: Atom) -> Atom:
     return _intern("mul", (a, b))
 
 
+def mul_kept(a: Atom, b: Atom) -> Atom:
+    """a * b as one product of these two operands: where mul moves a constant factor of
+    an operand out (c x * y = c (x y)), this keeps c x whole, so the product reads the
+    operand as computed (analysis.ldlback replays a solve's products by their operands'
+    roles). Constants, negations and operand order fold as in mul."""
+    if a.op == "neg":
+        return neg(mul_kept(a.args[0], b))
+    if b.op == "neg":
+        return neg(mul_kept(a, b.args[0]))
+    if b.op == "const" and a.op != "const":
+        a, b = b, a
+    scaled = [x for x in (a, b) if x.op == "mul" and x.args[0].op == "const"]
+    if not scaled or a.op == "const" and (b.op == "const" or a.value in (0.0, 1.0)):
+        return mul(a, b)
+    if a.op == "const":
+        if a.value < 0.0:
+            return neg(mul_kept(const(-a.value), b))
+        return _intern("mul", (a, b))
+    if not _first(a, b):
+        a, b = b, a
+    return _intern("mul", (a, b))
+
+
 def div(a: Atom, b: Atom) -> Atom:
     if b.op == "const":
         if b.value == 0.0:

@@ -69,7 +69,7 @@ def _forward_factor(K: Sparse, rhs, samples, method: str, row_names, col_names, 
 
 def _tree_order(eqs: Equations):
     """(the leaves-first order of an unconstrained open tree's coordinates, its links by
-    coordinate), or None when eqs is not one (kernels.recursive.open_tree)."""
+    coordinate, the tree), or None when eqs is not one (kernels.recursive.open_tree)."""
     from .recursive import open_tree
     try:
         tree = open_tree(eqs.source)
@@ -78,18 +78,28 @@ def _tree_order(eqs: Equations):
     links = {L.j: L for L in tree.links}
     if tree.base is not None or sorted(links) != list(range(len(eqs.q))):
         return None
-    return [L.j for L in reversed(tree.links)], links  # tree.links: parents first
+    return [L.j for L in reversed(tree.links)], links, tree  # tree.links: parents first
 
 
-def _tree_factor(eqs: Equations, rhs, samples, col_names, label):
-    """(factor, solution, floors' enclosure) of M qdd = rhs for an unconstrained open tree:
-    LDL^T leaves first, each pivot floored by its joint's own body (analysis.bodyfloors),
-    or None when the model is not such a tree."""
+def _tree_factor(eqs: Equations, Bu, samples, col_names, label):
+    """(factor, solution, floors' enclosure) of M qdd = B u + Q for an unconstrained open
+    tree, or None when the model is not one. M by the composite-rigid-body algorithm, Q
+    as the force elements' less RNEA at zero acceleration (kernels.recursive): their
+    intermediate values are physical (composite inertias, link accelerations), so range
+    analysis encloses them tightly, where the Lagrangian's expanded M and Q were enclosed
+    15 and 100 times wider than their values over sample_arm's joint box (a float32 error
+    is relative to the enclosure). LDL^T leaves first, each pivot floored by its joint's
+    own body (analysis.bodyfloors)."""
+    from .recursive import crba, rnea
     got = _tree_order(eqs)
     if got is None:
         return None
-    order, links = got
-    F = factor_ldlt(eqs.M, samples, names=col_names, label=label, order=order)
+    order, links, tree = got
+    q = list(eqs.q)
+    bias = rnea(tree, q, list(eqs.qd), [ZERO] * len(q))
+    rhs = [sub(add(b, a), c) for b, a, c in zip(Bu, tree.applied, bias)]
+    F = factor_ldlt(Sparse(eqs.M.shape, crba(tree, q)), samples, names=col_names, label=label, order=order,
+                    kept=True)
     top = diagonal_ceilings(list(links.values()))
     hints, missing, labels = [], [], []
     for st, stat in zip(F.steps, F.stats):
@@ -191,7 +201,7 @@ def forward_dynamics_kernel(eqs: Equations, samples=None, method: str = "auto", 
         samples = with_envelope_samples(kernel_samples(eqs, rows, "kinematic constraint"), cover)
     Bu = B.matvec(u) if u else [ZERO] * n
     rhs = [add(q_, f) for q_, f in zip(eqs.Q, Bu)] + list(gamma)
-    tree = _tree_factor(eqs, rhs, samples, col_names, f"{eqs.model} M") if A.shape[0] == 0 and method != "lu" else None
+    tree = _tree_factor(eqs, Bu, samples, col_names, f"{eqs.model} M") if A.shape[0] == 0 and method != "lu" else None
     if tree is not None:
         F, x, enc = tree
     else:
@@ -208,7 +218,9 @@ def forward_dynamics_kernel(eqs: Equations, samples=None, method: str = "auto", 
         name="forward-dynamics",
         description="accelerations qdd and multipliers lambda from q, qd, t"
                     + (" and actuator inputs u" if u else "")
-                    + f" (straight-line {F.kind} of the KKT matrix, pivots fixed at generation time)"
+                    + (" (M by the composite-rigid-body algorithm, its bias forces by RNEA, straight-line LDL^T "
+                       "leaves first)" if tree is not None else
+                       f" (straight-line {F.kind} of the KKT matrix, pivots fixed at generation time)")
                     + (" over the independent coordinates (the others: Model.explicit's closed forms)"
                        if eqs.reduced_from is not None else ""),
         inputs=inputs,

@@ -128,7 +128,8 @@ class Kernel:
         hints of its solves bound (info.enclosures)."""
         from ..analysis.linear import bind_hints
         from ..lower import lower
-        t = lower(self.output_atoms, self.input_symbols)
+        keep = [a for e in self.info.enclosures for a in e.keep()]
+        t = lower(self.output_atoms, self.input_symbols, keep)
         bind_hints(t, self.info.enclosures)
         if self.step:
             t.feedback = tuple((k, k) for k in range(int(self.step["n_state"])))

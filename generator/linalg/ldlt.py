@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir import ONE, ZERO, Atom, Sparse, add, mul, sub
+from ..ir import ONE, ZERO, Atom, Sparse, add, mul, mul_kept, sub
 from ..ir.graph import gc_paused
 from .sparse import (_NUM, _SYM, DEFAULT_THRESHOLD, MIN_RELATIVE, PivotStats, Samples, SingularPivotError,
                      SolveError, _block_inverse, _evaluate, _Factor, _names, _quality, _rhs, _stats, _symbolic,
@@ -54,6 +54,11 @@ class LDLFactor(_Factor):
     row_names: list[str]
     col_names: list[str]
     kind: str = "LDL^T"
+    kept: bool = False  # products as mul_kept builds them (factor_ldlt's `kept`)
+
+    @property
+    def product(self):
+        return mul_kept if self.kept else mul
 
     @property
     def order(self) -> list[int]:
@@ -81,6 +86,7 @@ class LDLFactor(_Factor):
     def solve(self, b) -> list[Atom]:
         """x with A x = b (atoms): L y = P b, z = D^-1 y, then x = P^T L^-T z."""
         y = _rhs(b, self.n, self.label)
+        mul = self.product
         for st in self.steps:
             yb = [y[k] for k in st.idx]
             for i, ls in st.lower.items():
@@ -103,7 +109,7 @@ class LDLFactor(_Factor):
 
 def factor_ldlt(A: Sparse, samples: Samples | None = None, names=None, label: str = "A",
                 definite: bool = True, threshold: float = DEFAULT_THRESHOLD,
-                min_relative: float = MIN_RELATIVE, order: list[int] | None = None) -> LDLFactor:
+                min_relative: float = MIN_RELATIVE, order: list[int] | None = None, kept: bool = False) -> LDLFactor:
     """Symmetric factorization P A P^T = L D L^T of a sparse matrix of atoms.
 
     A's pattern must be symmetric; the lower triangle's atoms are used (an upper entry
@@ -114,12 +120,14 @@ def factor_ldlt(A: Sparse, samples: Samples | None = None, names=None, label: st
     coupled indices whose determinant does (quasi-definite and saddle-point systems, e.g.
     a KKT matrix whose mass matrix is singular along a normalization constraint).
     `order` (definite only): the elimination order instead of minimum degree (an open
-    tree's leaves first: its pivots have proven floors, analysis.bodyfloors)."""
+    tree's leaves first: its pivots have proven floors, analysis.bodyfloors). `kept`: every
+    product of the factor and the solve reads its two operands as they are (ir.mul_kept),
+    the form analysis.ldlback's backward error replays."""
     with gc_paused():
-        return _factor_ldlt(A, samples, names, label, definite, threshold, min_relative, order)
+        return _factor_ldlt(A, samples, names, label, definite, threshold, min_relative, order, kept)
 
 
-def _factor_ldlt(A, samples, names, label, definite, threshold, min_relative, order=None):
+def _factor_ldlt(A, samples, names, label, definite, threshold, min_relative, order=None, kept=False):
     n, m = A.shape
     if n != m:
         raise SolveError(f"{label}: LDL^T needs a square matrix, got {n} x {m}")
@@ -172,15 +180,15 @@ def _factor_ldlt(A, samples, names, label, definite, threshold, min_relative, or
             idx, st = _pick_symmetric(alive, state, scale, threshold, min_relative, len(steps), names, label,
                                       samples)
         stats.append(st)
-        step, created = _eliminate_symmetric(state, idx, zero)
+        step, created = _eliminate_symmetric(state, idx, zero, mul_kept if kept else mul)
         fill += created
         steps.append(step)
         alive -= set(idx)
     _, predicted = _symbolic(A.pattern, n, [st.idx if len(st.idx) == 2 else st.idx[0] for st in steps])
-    return LDLFactor(label, n, A, steps, stats, samples, fill, predicted, names, names)
+    return LDLFactor(label, n, A, steps, stats, samples, fill, predicted, names, names, kept=kept)
 
 
-def _eliminate_symmetric(state, idx, zero):
+def _eliminate_symmetric(state, idx, zero, mul=mul):
     """Eliminate the pivot index (or 2 x 2 block) idx from the active matrix, atoms and
     sample values side by side; returns the step and how many new entries it created."""
     diag, dval, off, oval = state
@@ -216,11 +224,11 @@ def _eliminate_symmetric(state, idx, zero):
             oval[i].pop(c, None)
     for c in idx:
         off[c], oval[c] = {}, {}
-    created = _schur_symmetric(state, nb, (lower, lv), (E, Ev), k, zero)
+    created = _schur_symmetric(state, nb, (lower, lv), (E, Ev), k, zero, mul)
     return LDLStep(tuple(idx), pivot, recip, inv, lower), created
 
 
-def _schur_symmetric(state, nb, L, E, k, zero) -> int:
+def _schur_symmetric(state, nb, L, E, k, zero, mul=mul) -> int:
     """Schur complement on the neighbours nb: a_ij -= L_i . E_j, atoms and values (a
     clique: this is the fill); returns how many new entries it created."""
     diag, dval, off, oval = state

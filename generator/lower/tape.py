@@ -317,9 +317,12 @@ def _fold_negations(order: list[Atom], plan: Plan, readers: dict, outs: set) -> 
     return fold.dead, fold.replaced
 
 
-def lower(outputs: list[Atom], inputs: list[Atom] | None = None) -> Tape:
+def lower(outputs: list[Atom], inputs: list[Atom] | None = None, keep=()) -> Tape:
+    """keep: atoms the cost rewrites leave as they are, each one held by a temp (or its
+    negation) when it is computed at all: the values an analysis replays by role
+    (analysis.ldlback), which a constant factored out of a sum would leave uncomputed."""
     with gc_paused():
-        return _lower(outputs, inputs)
+        return _lower(outputs, inputs, keep)
 
 
 def _root_order(outputs: list[Atom]) -> list[Atom]:
@@ -361,8 +364,8 @@ def _root_order(outputs: list[Atom]) -> list[Atom]:
     return [a for k in seq for a in groups[k]]
 
 
-def _lower(outputs: list[Atom], inputs: list[Atom] | None) -> Tape:
-    outs = {a for a in outputs if a.args}
+def _lower(outputs: list[Atom], inputs: list[Atom] | None, keep=()) -> Tape:
+    outs = {a for a in outputs if a.args} | {a for a in keep if a.args}
     plan: Plan = {}
     if inputs is None:
         inputs = sorted({a for a in topo(outputs) if a.op == "sym"}, key=lambda a: a.value.name)
