@@ -43,8 +43,8 @@ def chain_hdl(tmp_path_factory):
 
 @pytest.mark.slow
 def test_hdl_runs_the_step_over_a_horizon_bit_exact(chain_hdl):
-    # measured 5.2e-7 rad over 1 s; one step's bound is 6e-8
-    _assert_horizon_bit_exact(chain_hdl[1], 152, 1e-5)
+    # measured 1.9e-7 rad over 0.3 s; one step's bound is 6e-8 (latency 152 from the Lagrangian forms)
+    _assert_horizon_bit_exact(chain_hdl[1], 102, 1e-5)
 
 
 @pytest.mark.slow
@@ -59,7 +59,7 @@ def test_horizon_tells_another_kernels_motion_apart(chain_hdl, tmp_path):
     b = S.build(out / "rtl", "icarus")
     x = Manifest.load(out / "rtl").step_start(0.0, [0.3, 0.0])
     own = S.horizon(b, out / "fixed", out / "double", x, 50, 5)
-    assert own.passed and own.latency == 152 and own.first_difference is None
+    assert own.passed and own.latency == 102 and own.first_difference is None
     wrong = S.horizon(b, other, out / "double", x, 50, 5)
     assert not wrong.bit_exact and not wrong.passed and wrong.first_difference == 0
 
@@ -74,10 +74,11 @@ def test_horizon_flag_belongs_to_step_kernels(tmp_path):
 
 @pytest.mark.slow
 def test_hdl_runs_the_double_pendulum_euler_step_bit_exact(tmp_path):
-    """chain n=2 (semi-implicit Euler; pivots floored by analysis.definite) in the RTL over
-    0.3 s, each step's state fed back: bit-exact with the c-fixed host model's run
-    (measured: latency 123 cycles, 4.4e-7 rad from the double step)."""
-    _assert_horizon_bit_exact(_hdl_step(tmp_path / "chain2", 2, "--integrator", "euler"), 123, 1e-4)
+    """chain n=2 (semi-implicit Euler; M by CRBA, pivots floored by the links' inertias) in
+    the RTL over 0.3 s, each step's state fed back: bit-exact with the c-fixed host model's
+    run (measured: latency 98 cycles, 2.9e-7 rad from the double step; 123 cycles and 4.4e-7
+    rad from the Lagrangian forms)."""
+    _assert_horizon_bit_exact(_hdl_step(tmp_path / "chain2", 2, "--integrator", "euler"), 98, 1e-4)
 
 
 @pytest.mark.slow

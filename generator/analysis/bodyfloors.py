@@ -157,6 +157,9 @@ class ConstantEnclosure:
     scaled: list = field(default_factory=list)  # [(atom, factor)]
     labels: list = field(default_factory=list)  # [(atom, what it is)]: for refusal lines
     roles: object = None  # analysis.ldlback.LDLRoles: the solve's backward error (c-fixed and c-float32)
+    # applied to `atoms` and `labels` after the kernel was built (kernels.step: the shifted
+    # positions), or None; not with `scaled` or `roles`, whose atoms it does not reach
+    rewrite: object = None
 
     def keep(self) -> list:
         """The atoms the tape must hold as they are for the backward error's replay."""
@@ -165,7 +168,12 @@ class ConstantEnclosure:
     def bind(self, tape):
         located = _locate(tape)
         got: dict = {}
-        for a, lo, hi in self.atoms:
+        atoms, labels_ = self.atoms, self.labels
+        if self.rewrite is not None:
+            assert not self.scaled and self.roles is None, "a rewrite reaches only the atoms and labels"
+            atoms = [(a, lo, hi) for a, (_, lo, hi) in zip(self.rewrite([a for a, _, _ in atoms]), atoms)]
+            labels_ = list(zip(self.rewrite([a for a, _ in labels_]), [t for _, t in labels_]))
+        for a, lo, hi in atoms:
             for t, sign in _temps(located, a):
                 l, h = (lo, hi) if sign > 0 else (-hi, -lo)
                 ol, oh = got.get(t, (-np.inf, np.inf))
@@ -174,7 +182,7 @@ class ConstantEnclosure:
         for a, f in self.scaled:
             for t, _ in _temps(located, a):
                 scaled[t] = min(f, scaled.get(t, np.inf))
-        labels = {t: text for a, text in self.labels for t, _ in _temps(located, a)}
+        labels = {t: text for a, text in labels_ for t, _ in _temps(located, a)}
         # a temp negated by a neg instruction holds -atom: the same enclosure, mirrored (the
         # formats of a neg follow its operand's, so an enclosure of the neg alone does not reach them)
         for ins in tape.instrs:

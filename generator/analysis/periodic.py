@@ -106,7 +106,12 @@ class PeriodicHints(TapeHints):
                     np.maximum.at(hi_[t], own[part], vec.hi[t])
         for t in self.free:
             lo, hi = lo_[t], hi_[t]
-            out[t] = (lo, hi) if t not in out else _Both(out[t], lo, hi)
+            if t not in out:
+                out[t] = (lo, hi)
+            elif callable(out[t]):
+                out[t] = _Both(out[t], lo, hi)
+            else:  # an inner constant enclosure (analysis.bodyfloors): both sound
+                out[t] = (np.maximum(out[t][0], lo), np.minimum(out[t][1], hi))
         return out
 
 

@@ -67,7 +67,7 @@ def _forward_factor(K: Sparse, rhs, samples, method: str, row_names, col_names, 
     return next(iter(tried.values()))
 
 
-def _tree_order(eqs: Equations):
+def tree_order(eqs: Equations):
     """(the leaves-first order of an unconstrained open tree's coordinates, its links by
     coordinate, the tree), or None when eqs is not one (kernels.recursive.open_tree)."""
     from .recursive import open_tree
@@ -81,45 +81,61 @@ def _tree_order(eqs: Equations):
     return [L.j for L in reversed(tree.links)], links, tree  # tree.links: parents first
 
 
-def _tree_factor(eqs: Equations, Bu, samples, col_names, label):
-    """(factor, solution, floors' enclosure) of M qdd = B u + Q for an unconstrained open
-    tree, or None when the model is not one. M by the composite-rigid-body algorithm, Q
-    as the force elements' less RNEA at zero acceleration (kernels.recursive): their
-    intermediate values are physical (composite inertias, link accelerations), so range
-    analysis encloses them tightly, where the Lagrangian's expanded M and Q were enclosed
-    15 and 100 times wider than their values over sample_arm's joint box (a float32 error
-    is relative to the enclosure). LDL^T leaves first, each pivot floored by its joint's
-    own body (analysis.bodyfloors)."""
+def tree_forms(eqs: Equations, tree):
+    """(M, Q) of an unconstrained open tree in recursive form: M by the composite-rigid-body
+    algorithm, Q as the force elements' generalized forces less RNEA at zero acceleration
+    (kernels.recursive). Their intermediate values are physical (composite inertias, link
+    accelerations), so range analysis encloses them tightly, where the Lagrangian's
+    expanded M and Q were enclosed 15 and 100 times wider than their values over
+    sample_arm's joint box (a float32 error is relative to the enclosure), and the
+    kernels are smaller (sample_arm's forward dynamics: 578 operations against 1,517)."""
     from .recursive import crba, rnea
-    got = _tree_order(eqs)
-    if got is None:
-        return None
-    order, links, tree = got
     q = list(eqs.q)
     bias = rnea(tree, q, list(eqs.qd), [ZERO] * len(q))
-    rhs = [sub(add(b, a), c) for b, a, c in zip(Bu, tree.applied, bias)]
-    F = factor_ldlt(Sparse(eqs.M.shape, crba(tree, q)), samples, names=col_names, label=label, order=order,
-                    kept=True)
+    return Sparse(eqs.M.shape, crba(tree, q)), [sub(a, b) for a, b in zip(tree.applied, bias)]
+
+
+def tree_hints(F, links, coords) -> tuple[list, list, list]:
+    """(hints [(atom, lo, hi)], the joints without a floor, labels [(atom, text)]) of an open
+    tree's LDL^T factor F (leaves first): each pivot floored by its joint's own body and
+    capped by its composite inertia (analysis.bodyfloors), its reciprocal, multipliers and
+    the active entries bounded from them. Constant over every configuration."""
     top = diagonal_ceilings(list(links.values()))
     hints, missing, labels = [], [], []
     for st, stat in zip(F.steps, F.stats):
         (j,) = st.idx
         f = link_floor(links[j])
-        what = f"1/(M's LDL^T pivot of joint {eqs.q[j].value.name}"
+        what = f"1/(M's LDL^T pivot of joint {coords[j].value.name}"
         if not 0 < f <= stat.min_abs:  # no inertia about the axis (or not this tree's M): no floor
-            missing.append(col_names[j])
+            missing.append(F.col_names[j])
             labels.append((st.recip, what + ": no floor proved, its body has no inertia about its axis)"))
             continue
         labels.append((st.recip, what + f", proven in [{f:.3g}, {top[j]:.3g}])"))
         hints += [(st.pivot, f, top[j]), (st.recip, 1.0 / top[j], np.nextafter(1.0 / f, np.inf))]
         hints += [(ls[0], -m, m) for i, ls in st.lower.items()
                   for m in [np.nextafter(np.sqrt(top[i] / f), np.inf) * (1 + 1e-12)]]
-    hints += _active_bounds(F, top)
+    return hints + _active_bounds(F, top), missing, labels
+
+
+def _tree_factor(eqs: Equations, Bu, samples, col_names, label):
+    """(factor, solution, floors' enclosure) of M qdd = B u + Q for an unconstrained open
+    tree in recursive form (tree_forms), or None when the model is not one. LDL^T leaves
+    first, its floors and caps as tree_hints; with every product reading its operands as
+    computed (kept), the solve's error bounded backward (analysis.ldlback)."""
+    got = tree_order(eqs)
+    if got is None:
+        return None
+    order, links, tree = got
+    M, Q = tree_forms(eqs, tree)
+    rhs = [add(b, f) for b, f in zip(Bu, Q)]
+    F = factor_ldlt(M, samples, names=col_names, label=label, order=order, kept=True)
+    hints, missing, labels = tree_hints(F, links, eqs.q)
     x = F.solve(rhs)
     lam = eigen_floor(list(links.values()))
+    top = diagonal_ceilings(list(links.values()))
     scaled = _solve_bounds(F, rhs, x, top, links, lam) if lam > 0 and not missing else []
     roles = None
-    if lam > 0 and not missing:  # the fixed-point plan's backward error of the solve (analysis.ldlback)
+    if lam > 0 and not missing:  # the plan's backward error of the solve (analysis.ldlback)
         roles = build_roles(F, rhs, x, top, {j: link_floor(L) for j, L in links.items()}, lam)
     return F, x, ConstantEnclosure(hints, missing, list(rhs), scaled, labels, roles)
 

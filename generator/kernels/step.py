@@ -51,6 +51,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..analysis.bodyfloors import ConstantEnclosure
 from ..analysis.definite import DefiniteEnclosure
 from ..domain import Domain
 from ..domain.forces import actuator_ranges
@@ -63,6 +64,7 @@ from ..linalg import Samples, SingularPivotError, factor_ldlt
 from ..model.equations import Equations
 from .common import (KernelError, actuator_symbols, actuators, independent_equations, names, need_inertia,
                      port)
+from .dynamics import tree_forms, tree_hints, tree_order
 from .kernel import InPort, Kernel, KernelInfo, OutPort
 
 INTEGRATORS = ("ali3p", "rk4", "euler")
@@ -487,8 +489,15 @@ def _explicit(eqs: Equations, opts: StepOptions, ref: _Reference) -> Kernel:
     samples = _samples(eqs, ref)
     act, B = actuators(eqs)
     u = actuator_symbols(eqs, act)
-    F = factor_ldlt(eqs.M, samples, names=names(eqs.q), label=f"{eqs.model} M")
-    force = [add(q_, f) for q_, f in zip(eqs.Q, B.matvec(u) if u else [ZERO] * len(eqs.q))]
+    tree = tree_order(eqs)
+    if tree is not None:  # M and Q in recursive form, LDL^T leaves first: constant pivot floors
+        order, links, tree = tree
+        M, Q = tree_forms(eqs, tree)
+        F = factor_ldlt(M, samples, names=names(eqs.q), label=f"{eqs.model} M", order=order)
+    else:
+        M, Q = eqs.M, eqs.Q
+        F = factor_ldlt(M, samples, names=names(eqs.q), label=f"{eqs.model} M")
+    force = [add(q_, f) for q_, f in zip(Q, B.matvec(u) if u else [ZERO] * len(eqs.q))]
     acc = F.solve(force)
     dt = opts.dt
     _check_stable(eqs, acc, u, opts, ref)
@@ -510,10 +519,18 @@ def _explicit(eqs: Equations, opts: StepOptions, ref: _Reference) -> Kernel:
     state = [port("q", eqs, eqs.q), port("qd", eqs, eqs.qd)]
     outs = [OutPort.vector("q", q1, names(eqs.q)), OutPort.vector("qd", v1, names(eqs.qd))]
     name = {"rk4": "classic Runge-Kutta (4 evaluations)", "euler": "semi-implicit (symplectic) Euler"}
-    desc = (f"one {name[opts.integrator]} step of {dt:g} s on M qdd = Q + B u (straight-line LDL^T of M, "
-            "pivots fixed at generation time)")
+    how = ("M by the composite-rigid-body algorithm, Q by RNEA, straight-line LDL^T leaves first" if tree else
+           "straight-line LDL^T of M, pivots fixed at generation time")
+    desc = f"one {name[opts.integrator]} step of {dt:g} s on M qdd = Q + B u ({how})"
     record = {"integrator": opts.integrator, "dt": dt, "iterations": 0}
-    enc = DefiniteEnclosure(F, list(eqs.q), stages)
+    if tree:  # the floors hold at any configuration: every stage's pivots get them
+        hints, missing, labels = tree_hints(F, links, eqs.q)
+        at_stages = [(subs([a for a, *_ in hints], dict(zip(eqs.q, st))),
+                      subs([a for a, _ in labels], dict(zip(eqs.q, st)))) for st in stages]
+        enc = ConstantEnclosure([(a, lo, hi) for got, _ in at_stages for a, (_, lo, hi) in zip(got, hints)],
+                                missing, labels=[(a, t) for _, got in at_stages for a, (_, t) in zip(got, labels)])
+    else:
+        enc = DefiniteEnclosure(F, list(eqs.q), stages)
     # over the operating envelope's cover when the model declares one (the delta's platform over
     # its cylinder, --reduced), else over the declared box
     return _assemble(eqs, opts.integrator, state, outs, u, B, record, desc, ref, {"M": F}, [enc],
