@@ -81,17 +81,23 @@ def tree_order(eqs: Equations):
     return [L.j for L in reversed(tree.links)], links, tree  # tree.links: parents first
 
 
-def tree_forms(eqs: Equations, tree):
+def tree_forms(eqs: Equations, tree, norms: list | None = None):
     """(M, Q) of an unconstrained open tree in recursive form: M by the composite-rigid-body
     algorithm, Q as the force elements' generalized forces less RNEA at zero acceleration
     (kernels.recursive). Their intermediate values are physical (composite inertias, link
     accelerations), so range analysis encloses them tightly, where the Lagrangian's
     expanded M and Q were enclosed 15 and 100 times wider than their values over
     sample_arm's joint box (a float32 error is relative to the enclosure), and the
-    kernels are smaller (sample_arm's forward dynamics: 578 operations against 1,517)."""
+    kernels are smaller (sample_arm's forward dynamics: 578 operations against 1,517).
+    norms (a list): gets the bias recursion's norm hints over the declared rates
+    (kernels.recursive.rnea_norms; for kernels whose inputs are q and qd themselves)."""
     from .recursive import crba, rnea
     q = list(eqs.q)
-    bias = rnea(tree, q, list(eqs.qd), [ZERO] * len(q))
+    rates = None
+    if norms is not None:
+        top = [max(abs(float(x)) for x in eqs.ranges.get(s, (np.inf, np.inf))) for s in eqs.qd]
+        rates = (top, [0.0] * len(q)) if np.isfinite(top).all() else None
+    bias = rnea(tree, q, list(eqs.qd), [ZERO] * len(q), norms, rates)
     return Sparse(eqs.M.shape, crba(tree, q)), [sub(a, b) for a, b in zip(tree.applied, bias)]
 
 
@@ -126,10 +132,12 @@ def _tree_factor(eqs: Equations, Bu, samples, col_names, label):
     if got is None:
         return None
     order, links, tree = got
-    M, Q = tree_forms(eqs, tree)
+    norms: list = []
+    M, Q = tree_forms(eqs, tree, norms)
     rhs = [add(b, f) for b, f in zip(Bu, Q)]
     F = factor_ldlt(M, samples, names=col_names, label=label, order=order, kept=True)
     hints, missing, labels = tree_hints(F, links, eqs.q)
+    hints += norms
     x = F.solve(rhs)
     lam = eigen_floor(list(links.values()))
     top = diagonal_ceilings(list(links.values()))

@@ -478,10 +478,14 @@ def _placements(tree: OpenTree, q):
     return R, r
 
 
-def rnea(tree: OpenTree, q, qd, qdd) -> list[Atom]:
+def rnea(tree: OpenTree, q, qd, qdd, norms: list | None = None, rates=None) -> list[Atom]:
     """tau (one atom per coordinate): the generalized forces that give qdd at q, qd,
     against inertia and gravity (= M qdd - Q). acc is the classical acceleration of the
-    link origin (gravity as an upward acceleration of the ground)."""
+    link origin (gravity as an upward acceleration of the ground).
+
+    norms (a list) gets [(atom, lo, hi)]: range-analysis hints of the recursion's vectors
+    from their norms (rnea_norms), given rates = (max |qd_j|, max |qdd_j|) per coordinate
+    over the kernel's inputs; nothing for a tree they do not cover."""
     n = len(tree.model.q)
     R, rq = {}, {}
     w, al, acc, f, nm = {}, {}, {}, {}, {}
@@ -523,7 +527,53 @@ def rnea(tree: OpenTree, q, qd, qdd) -> list[Atom]:
             continue
         f[P] = vadd(f[P], fp)
         nm[P] = vadd(nm[P], np_)
+    if norms is not None and rates is not None:
+        norms += rnea_norms(tree, R, rq, (w, al, acc, f, nm), tau, *rates)
     return tau if b is None else fb + nb + tau
+
+
+def rnea_norms(tree: OpenTree, R, rq, vectors, tau, qd_max, qdd_max) -> list:
+    """[(atom, -N, N)] for each component of RNEA's link vectors and each tau, N a bound of
+    the vector's norm: rotations keep norms, so interval arithmetic's growth through each
+    link's rotation (a box turned is enclosed in a wider box) does not reach them. With
+    W, AL, ACC the norms of the parent's angular velocity, angular acceleration and origin
+    acceleration, a revolute link at offset r: W' = W + qd, AL' = AL + qdd + W qd, ACC' =
+    ACC + AL |r| + W^2 |r|; the body's force m ACC' + AL' |h| + W'^2 |h| and moment
+    ||I|| AL' + ||I|| W'^2 + |h| ACC'; each child's force adds its own and its moment its
+    own plus |r_c| times its force; |tau_j| <= the moment's norm (a unit axis). Sound
+    over inputs with |qd_j| <= qd_max[j], |qdd_j| <= qdd_max[j] (the declared ranges).
+    Revolute trees on a fixed base without external forces only; otherwise []."""
+    if tree.base is not None or tree.external or any(not L.joint.revolute for L in tree.links):
+        return []
+    w, al, acc, f, nm = vectors
+    g = float(np.linalg.norm(np.asarray(tree.gravity, dtype=float)))
+    Wn, An, Cn, Fn, Nn = {}, {}, {}, {}, {}
+    for L in tree.links:  # parents first
+        P = L.parent
+        W, AL, C = (0.0, 0.0, g) if P is None else (Wn[P], An[P], Cn[P])
+        r = float(np.linalg.norm(np.asarray(L.r, dtype=float)))
+        Wn[L] = W + qd_max[L.j]
+        An[L] = AL + qdd_max[L.j] + W * qd_max[L.j]
+        Cn[L] = C + AL * r + W * W * r
+        hn = float(np.linalg.norm(np.asarray(L.h, dtype=float)))
+        In = float(np.abs(np.linalg.eigvalsh(np.asarray(L.I, dtype=float))).max()) if np.any(L.I) else 0.0
+        Fn[L] = float(L.m) * Cn[L] + An[L] * hn + Wn[L] ** 2 * hn
+        Nn[L] = In * An[L] + In * Wn[L] ** 2 + hn * Cn[L]
+    for L in reversed(tree.links):  # leaves first: the children's forces and moments added
+        for c in L.children:
+            Fn[L] += Fn[c]
+            Nn[L] += Nn[c] + float(np.linalg.norm(np.asarray(c.r, dtype=float))) * Fn[c]
+    out = []
+
+    def put(vec, bound):
+        b = float(np.nextafter(bound * (1 + 1e-9), np.inf))
+        out.extend((a, -b, b) for a in vec if a.args)
+
+    for L in tree.links:
+        for vec, bound in ((w[L], Wn[L]), (al[L], An[L]), (acc[L], Cn[L]), (f[L], Fn[L]), (nm[L], Nn[L])):
+            put(vec, bound)
+        put([tau[L.j]], Nn[L])
+    return out
 
 
 def _body_force(m, h, I, W, A, acc):
@@ -879,8 +929,10 @@ def rnea_kernel(src) -> Kernel:
     model = _model(src)
     tree = open_tree(model, mimic=True)
     q, qd, qdd = _state(tree)
+    from ..analysis.bodyfloors import ConstantEnclosure
     free, qf, qdf, qddf, G = _reduction(model)
-    tau = rnea(tree, qf, qdf, qddf)
+    norms: list = []
+    tau = rnea(tree, qf, qdf, qddf, norms, None if model.mimic else _rate_bounds(model))
     if model.mimic:  # the kernel takes the independent coordinates; their forces by virtual power
         w = 0 if tree.base is None else 6  # a floating base's wrench leads, kept as it is
         tau = tau[:w] + _reduced([sub(x, y) for x, y in zip(tau[w:], tree.applied)], G)
@@ -917,7 +969,16 @@ def rnea_kernel(src) -> Kernel:
                     f"{_joints(tree)}, O(N) straight-line code)",
         inputs=[_port("q", model, q), _port("qd", model, qd), _port("qdd", model, qdd),
                 _port("t", model, [model.t])],
-        outputs=[port])
+        outputs=[port],
+        info=KernelInfo(enclosures=[ConstantEnclosure(norms)] if norms else []))
+
+
+def _rate_bounds(model):
+    """(max |qd_j|, max |qdd_j|) per coordinate over the declared ranges, or None when one
+    is missing or infinite (rnea_norms)."""
+    top = [[max(abs(float(x)) for x in model.ranges.get(s, (np.inf, np.inf))) for s in v]
+           for v in (model.qd, model.qdd)]
+    return tuple(top) if np.isfinite(top).all() else None
 
 
 def _state(tree: OpenTree):
