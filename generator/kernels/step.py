@@ -18,6 +18,11 @@ out, as straight-line code, so a device runs a mechanism's motion one call per s
     euler  semi-implicit (symplectic) Euler on the same: qd+ = qd + dt qdd(q, qd),
            q+ = q + dt qd+.
 
+An open tree's rk4 and euler take M from the composite-rigid-body algorithm and Q from
+RNEA (kernels.dynamics.tree_forms), factored LDL^T leaves first, every stage's pivots
+floored by the links' own inertias (the same at any configuration: tree_hints); other
+unconstrained models keep analysis.definite's cell-wise eigenvalue floors.
+
 The outputs repeat the state's layout (out[0..n_state) is the next in[0..n_state)), so a
 device's loop copies them back and calls again; the actuator inputs u follow the state
 among the inputs and are held over the step.
@@ -489,10 +494,11 @@ def _explicit(eqs: Equations, opts: StepOptions, ref: _Reference) -> Kernel:
     samples = _samples(eqs, ref)
     act, B = actuators(eqs)
     u = actuator_symbols(eqs, act)
-    tree = tree_order(eqs)
-    if tree is not None:  # M and Q in recursive form, LDL^T leaves first: constant pivot floors
-        order, links, tree = tree
-        M, Q = tree_forms(eqs, tree)
+    got = tree_order(eqs)
+    tree = got is not None  # an open tree: M and Q in recursive form, LDL^T leaves first, constant floors
+    if tree:
+        order, links, open_tree = got
+        M, Q = tree_forms(eqs, open_tree)
         F = factor_ldlt(M, samples, names=names(eqs.q), label=f"{eqs.model} M", order=order)
     else:
         M, Q = eqs.M, eqs.Q
@@ -501,7 +507,7 @@ def _explicit(eqs: Equations, opts: StepOptions, ref: _Reference) -> Kernel:
     acc = F.solve(force)
     dt = opts.dt
     _check_stable(eqs, acc, u, opts, ref)
-    stages = []  # the positions M is factored at: its pivots' floors (analysis.definite) read them
+    stages = []  # the positions M is factored at: its pivots' floors (tree_hints, analysis.definite) read them
 
     at = _accelerations_at(eqs, acc)
 
