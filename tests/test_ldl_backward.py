@@ -15,10 +15,11 @@ from mbforge.kernels.builders import build_kernel
 def test_sample_arm_fixed_forward_dynamics_holds_its_bound_at_random_states(tmp_path):
     """Status 0 and every qdd within its manifest bound of c-double's at 5,000 states
     uniform over the box (angles over a period, +-10 rad/s, +-1 N m). Measured (M by CRBA,
-    Q by RNEA: tests/test_tree_forward_dynamics.py): errors 0.2 .. 2.5 rad/s^2 (|qdd| up to
-    2,100: the formats are coarse because the box's velocity terms are enclosed up to 4e5
-    and M^-1 is only bounded by 1/lambda = 400), bound 3.3e5, bound / measured 1.3e5 ..
-    1.6e6: sound, not useful (from the Lagrangian M and Q: errors 0.5 .. 34, bound 2.2e6)."""
+    Q by RNEA with its vectors' norm bounds, lambda floored at 0.0033 with weighted joints:
+    tests/test_tree_dynamics.py): errors 0.07 .. 1.2 rad/s^2 (|qdd| up to 2,100: M^-1 is
+    only bounded by 1/lambda = 300 and the bias forces' enclosure is still about ten times
+    their largest value), bound 1.8e4, bound / measured 1.5e4 .. 2.7e5: sound, not useful
+    (from the Lagrangian M and Q: errors 0.5 .. 34, bound 2.2e6)."""
     from mbforge.manifest import Manifest
     from mbforge.pipeline import generate
     from mbforge.verify import hostlib

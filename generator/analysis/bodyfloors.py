@@ -31,7 +31,8 @@ positive definite (lambda_min mu_b), M's smallest eigenvalue is at least
 lambda = min_b mu_b / c_b: qd_k = axis_k . (w_k - w_parent), so qd_k^2 <= 2 |w_k|^2 +
 2 |w_parent|^2 (|w_k|^2 alone at a root), and |w_b|^2 <= mu_b^-1 w_b^T Icom_b w_b <=
 mu_b^-1 (body b's share of qd^T M qd); summed, |qd|^2 <= max_b (c_b / mu_b) qd^T M qd with
-c_b = 2 (1 at a root) + 2 x its children. Then for M x = b, with y = L^-1 P b the forward
+c_b = 2 (1 at a root) + 2 x its children (eigen_floor weights the split per joint instead
+of halves: the largest floor of that family). Then for M x = b, with y = L^-1 P b the forward
 substitution and D the pivots, b^T M^-1 b = sum_k y_k^2 / D_k <= |b|^2 / lambda: so
 |y_k| <= |b| sqrt(ceiling_k / lambda), |y_k / D_k| <= |b| / sqrt(floor_k lambda) and
 |x_i| <= |b| / lambda, |b| read from the range analysis' enclosures of b (lazy hints).
@@ -127,14 +128,43 @@ def diagonal_ceilings(links: list) -> dict:
 
 def eigen_floor(links: list) -> float:
     """A lower bound of the tree's M's smallest eigenvalue over every configuration, or 0
-    (a prismatic joint, a body without inertia about some axis): see the module docstring."""
-    worst = np.inf
+    (a prismatic joint, a body without inertia about some axis): see the module docstring,
+    with each joint's split of |w_k - w_parent|^2 weighted (Young: <= (1 + t)|w_k|^2 +
+    (1 + 1/t)|w_parent|^2 for any t > 0) so that the bodies of least inertia carry the
+    least of it: the largest lambda for which weights exist, by bisection (t = 1 for every
+    joint, the unweighted floor, is always among them)."""
+    mu = {}
     for L in links:
-        mu = _mu(L)
-        if not L.joint.revolute or not mu > 0:
+        mu[L] = _mu(L)
+        if not L.joint.revolute or not mu[L] > 0:
             return 0.0
-        worst = min(worst, mu / ((1 if L.parent is None else 2) + 2 * len(L.children)))
-    return max(0.0, worst * (1 - 1e-9))
+    order, stack = [], [L for L in links if L.parent is None]
+    while stack:  # parents first
+        L = stack.pop()
+        order.append(L)
+        stack += L.children
+
+    def feasible(lam: float) -> bool:
+        """Weights exist with c_b <= mu_b / lam for every body: leaves first, each joint's t
+        as large as its body allows (its parent then carries the least, 1 + 1/t)."""
+        up = {}
+        for L in reversed(order):
+            room = mu[L] / lam - sum(up[c] for c in L.children)  # left for L's own joint
+            if L.parent is None:
+                if room < 1.0:
+                    return False
+            elif room <= 1.0:
+                return False
+            else:
+                up[L] = 1.0 + 1.0 / (room - 1.0)
+        return True
+
+    lo = min(mu[L] / ((1 if L.parent is None else 2) + 2 * len(L.children)) for L in links)
+    hi = min(mu.values())
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if feasible(mid) else (lo, mid)
+    return max(0.0, lo * (1 - 1e-9))
 
 
 @dataclass(frozen=True)
