@@ -91,7 +91,9 @@ def test_a_refusal_is_one_line_when_the_backward_bound_fails(tmp_path):
     assert r.returncode != 0
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in r.stderr
-    assert "the floor of its smallest eigenvalue (2.65e-05)" in lines[0] and "no bound" in lines[0]
+    # the physical cause: the links' least principal inertia (1e-4 kg m^2 each) bounds the floor
+    assert ("the floor of its smallest eigenvalue (2.65e-05, at most every body's least principal inertia "
+            "about its centre of mass, 0.0001 kg m^2)") in lines[0] and "no bound" in lines[0]
 
 
 @pytest.mark.host

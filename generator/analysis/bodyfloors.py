@@ -126,13 +126,15 @@ def diagonal_ceilings(links: list) -> dict:
     return {L.j: rot[L.j] if L.joint.revolute else mass[L.j] for L in links}
 
 
-def eigen_floor(links: list) -> float:
+def eigen_floor(links: list, limit: list | None = None) -> float:
     """A lower bound of the tree's M's smallest eigenvalue over every configuration, or 0
     (a prismatic joint, a body without inertia about some axis): see the module docstring,
     with each joint's split of |w_k - w_parent|^2 weighted (Young: <= (1 + t)|w_k|^2 +
     (1 + 1/t)|w_parent|^2 for any t > 0) so that the bodies of least inertia carry the
     least of it: the largest lambda for which weights exist, by bisection (t = 1 for every
-    joint, the unweighted floor, is always among them)."""
+    joint, the unweighted floor, is always among them). limit (a list) gets (the links
+    whose bodies have the least principal inertia about their centres of mass, within 1%,
+    that inertia): what a refusal names, the floor being at most it."""
     mu = {}
     for L in links:
         mu[L] = _mu(L)
@@ -164,6 +166,9 @@ def eigen_floor(links: list) -> float:
     for _ in range(60):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if feasible(mid) else (lo, mid)
+    if limit is not None:
+        least = min(mu.values())
+        limit.append((sorted((L for L in links if mu[L] <= 1.01 * least), key=lambda x: x.j), least))
     return max(0.0, lo * (1 - 1e-9))
 
 

@@ -88,6 +88,7 @@ class LDLRoles:
     top: dict
     floor: dict
     lam: float
+    lam_what: str = ""  # what sets lam (the body of least inertia), for the refusal line
 
     def atoms(self) -> list:
         """Every atom of the roles (lower's keep: each held by a temp)."""
@@ -114,7 +115,7 @@ class LDLRoles:
             return None
 
 
-def build_roles(F, rhs, x, top, floor, lam) -> LDLRoles:
+def build_roles(F, rhs, x, top, floor, lam, lam_what: str = "") -> LDLRoles:
     """The roles of factor F's (LDL^T, 1 x 1 pivots) solve of M x = rhs, replayed as
     factor_ldlt and LDLFactor.solve build them (the same atoms)."""
     act = {(i, j): a for (i, j), a in F.A.entries.items() if i >= j}
@@ -152,7 +153,8 @@ def build_roles(F, rhs, x, top, floor, lam) -> LDLRoles:
             chain += [p, acc]
         back[k] = chain
     entries = {(i, j): a for (i, j), a in F.A.entries.items() if i >= j}
-    return LDLRoles(F.n, entries, list(rhs), steps, fwd, z, back, list(x), dict(top), dict(floor), float(lam))
+    return LDLRoles(F.n, entries, list(rhs), steps, fwd, z, back, list(x), dict(top), dict(floor), float(lam),
+                    lam_what)
 
 
 def _bind(R: LDLRoles, tape, one):
@@ -345,5 +347,6 @@ def iterate(bw: "_Bound", make, run_rules, hooks):
             return s, None
         eta, rho = max(eta, 2 * got), {k: 2 * v for k, v in rho_got.items()}
     return None, (f"the LDL^T solve's roundings (and M's own errors) perturb M by {got:.3g} x the floor of its "
-                  f"smallest eigenvalue ({bw.R.lam:.3g}), more than {ETA_MAX}: the pivots are not proven positive, "
+                  f"smallest eigenvalue ({bw.R.lam:.3g}{', ' + bw.R.lam_what if bw.R.lam_what else ''}), "
+                  f"more than {ETA_MAX}: the pivots are not proven positive, "
                   "no bound")
