@@ -134,11 +134,11 @@ def test_rnea_norm_hints_hold_at_random_states(name):
     are what range analysis then intersects its intervals with), and not vacuous: the
     root joint's torque reaches a tenth of its bound (measured 0.11 and 0.14; the
     distal joints' bounds are looser, a moment's norm being more than its axis' part)."""
-    from mbforge.kernels.recursive import _rate_bounds, open_tree, rnea
+    from mbforge.kernels.recursive import open_tree, rate_bounds, rnea
     m = load(name)
     tree = open_tree(m)
     norms: list = []
-    tau = rnea(tree, list(m.q), list(m.qd), list(m.qdd), norms, _rate_bounds(m))
+    tau = rnea(tree, list(m.q), list(m.qd), list(m.qdd), norms, rate_bounds(m.ranges, m.qd, m.qdd))
     assert len(norms) > 12 * len(m.q)
     syms = list(m.q) + list(m.qd) + list(m.qdd)
     lo, hi = np.array([m.ranges[s] for s in syms]).T

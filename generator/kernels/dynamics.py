@@ -91,22 +91,20 @@ def tree_forms(eqs: Equations, tree, norms: list | None = None):
     kernels are smaller (sample_arm's forward dynamics: 578 operations against 1,517).
     norms (a list): gets the bias recursion's norm hints over the declared rates
     (kernels.recursive.rnea_norms; for kernels whose inputs are q and qd themselves)."""
-    from .recursive import crba, rnea
+    from .recursive import crba, rate_bounds, rnea
     q = list(eqs.q)
-    rates = None
-    if norms is not None:
-        top = [max(abs(float(x)) for x in eqs.ranges.get(s, (np.inf, np.inf))) for s in eqs.qd]
-        rates = (top, [0.0] * len(q)) if np.isfinite(top).all() else None
+    rates = rate_bounds(eqs.ranges, eqs.qd) if norms is not None else None
+    if rates is not None:
+        rates = (rates[0], [0.0] * len(q))  # the bias: zero acceleration
     bias = rnea(tree, q, list(eqs.qd), [ZERO] * len(q), norms, rates)
     return Sparse(eqs.M.shape, crba(tree, q)), [sub(a, b) for a, b in zip(tree.applied, bias)]
 
 
-def tree_hints(F, links, coords) -> tuple[list, list, list]:
+def tree_hints(F, links, coords, top) -> tuple[list, list, list]:
     """(hints [(atom, lo, hi)], the joints without a floor, labels [(atom, text)]) of an open
     tree's LDL^T factor F (leaves first): each pivot floored by its joint's own body and
-    capped by its composite inertia (analysis.bodyfloors), its reciprocal, multipliers and
-    the active entries bounded from them. Constant over every configuration."""
-    top = diagonal_ceilings(list(links.values()))
+    capped by top, its composite inertia (bodyfloors.diagonal_ceilings), its reciprocal,
+    multipliers and the active entries bounded from them. Constant over every configuration."""
     hints, missing, labels = [], [], []
     for st, stat in zip(F.steps, F.stats):
         (j,) = st.idx
@@ -136,12 +134,12 @@ def _tree_factor(eqs: Equations, Bu, samples, col_names, label):
     M, Q = tree_forms(eqs, tree, norms)
     rhs = [add(b, f) for b, f in zip(Bu, Q)]
     F = factor_ldlt(M, samples, names=col_names, label=label, order=order, kept=True)
-    hints, missing, labels = tree_hints(F, links, eqs.q)
+    top = diagonal_ceilings(list(links.values()))
+    hints, missing, labels = tree_hints(F, links, eqs.q, top)
     hints += norms
     x = F.solve(rhs)
     limit: list = []
     lam = eigen_floor(list(links.values()), limit)
-    top = diagonal_ceilings(list(links.values()))
     scaled = _solve_bounds(F, rhs, x, top, links, lam) if lam > 0 and not missing else []
     roles = None
     if lam > 0 and not missing:  # the plan's backward error of the solve (analysis.ldlback)

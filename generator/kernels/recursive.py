@@ -528,11 +528,11 @@ def rnea(tree: OpenTree, q, qd, qdd, norms: list | None = None, rates=None) -> l
         f[P] = vadd(f[P], fp)
         nm[P] = vadd(nm[P], np_)
     if norms is not None and rates is not None:
-        norms += rnea_norms(tree, R, rq, (w, al, acc, f, nm), tau, *rates)
+        norms += rnea_norms(tree, (w, al, acc, f, nm), tau, *rates)
     return tau if b is None else fb + nb + tau
 
 
-def rnea_norms(tree: OpenTree, R, rq, vectors, tau, qd_max, qdd_max) -> list:
+def rnea_norms(tree: OpenTree, vectors, tau, qd_max, qdd_max) -> list:
     """[(atom, -N, N)] for each component of RNEA's link vectors and each tau, N a bound of
     the vector's norm: rotations keep norms, so interval arithmetic's growth through each
     link's rotation (a box turned is enclosed in a wider box) does not reach them. With
@@ -932,7 +932,7 @@ def rnea_kernel(src) -> Kernel:
     from ..analysis.bodyfloors import ConstantEnclosure
     free, qf, qdf, qddf, G = _reduction(model)
     norms: list = []
-    tau = rnea(tree, qf, qdf, qddf, norms, None if model.mimic else _rate_bounds(model))
+    tau = rnea(tree, qf, qdf, qddf, norms, None if model.mimic else rate_bounds(model.ranges, model.qd, model.qdd))
     if model.mimic:  # the kernel takes the independent coordinates; their forces by virtual power
         w = 0 if tree.base is None else 6  # a floating base's wrench leads, kept as it is
         tau = tau[:w] + _reduced([sub(x, y) for x, y in zip(tau[w:], tree.applied)], G)
@@ -973,12 +973,11 @@ def rnea_kernel(src) -> Kernel:
         info=KernelInfo(enclosures=[ConstantEnclosure(norms)] if norms else []))
 
 
-def _rate_bounds(model):
-    """(max |qd_j|, max |qdd_j|) per coordinate over the declared ranges, or None when one
-    is missing or infinite (rnea_norms)."""
-    top = [[max(abs(float(x)) for x in model.ranges.get(s, (np.inf, np.inf))) for s in v]
-           for v in (model.qd, model.qdd)]
-    return tuple(top) if np.isfinite(top).all() else None
+def rate_bounds(ranges: dict, *groups) -> tuple | None:
+    """Per group of symbols (the rates, the accelerations), each one's largest |value| over
+    its declared range, or None when one is missing or infinite (rnea_norms' rates)."""
+    top = [[max(abs(float(x)) for x in ranges.get(s, (np.inf, np.inf))) for s in g] for g in groups]
+    return tuple(top) if all(np.isfinite(t).all() for t in top) else None
 
 
 def _state(tree: OpenTree):

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis.bodyfloors import ConstantEnclosure
+from ..analysis.bodyfloors import ConstantEnclosure, diagonal_ceilings
 from ..analysis.definite import DefiniteEnclosure
 from ..domain import Domain
 from ..domain.forces import actuator_ranges
@@ -530,11 +530,11 @@ def _explicit(eqs: Equations, opts: StepOptions, ref: _Reference) -> Kernel:
     desc = f"one {name[opts.integrator]} step of {dt:g} s on M qdd = Q + B u ({how})"
     record = {"integrator": opts.integrator, "dt": dt, "iterations": 0}
     if tree:  # the floors hold at any configuration: every stage's pivots get them
-        hints, missing, labels = tree_hints(F, links, eqs.q)
-        at_stages = [(subs([a for a, *_ in hints], dict(zip(eqs.q, st))),
-                      subs([a for a, _ in labels], dict(zip(eqs.q, st)))) for st in stages]
-        enc = ConstantEnclosure([(a, lo, hi) for got, _ in at_stages for a, (_, lo, hi) in zip(got, hints)],
-                                missing, labels=[(a, t) for _, got in at_stages for a, (_, t) in zip(got, labels)])
+        hints, missing, labels = tree_hints(F, links, eqs.q, diagonal_ceilings(list(links.values())))
+        base = [a for a, *_ in hints] + [a for a, _ in labels]
+        at_stages = [subs(base, dict(zip(eqs.q, st))) for st in stages]
+        enc = ConstantEnclosure([(a, lo, hi) for got in at_stages for a, (_, lo, hi) in zip(got, hints)], missing,
+                                labels=[(a, t) for got in at_stages for a, (_, t) in zip(got[len(hints):], labels)])
     else:
         enc = DefiniteEnclosure(F, list(eqs.q), stages)
     # over the operating envelope's cover when the model declares one (the delta's platform over
