@@ -80,19 +80,19 @@ def test_every_hint_holds_at_random_states(name, kernel):
 
 
 def test_a_refusal_is_one_line_when_the_backward_bound_fails(tmp_path):
-    """c-fixed spatial_chain forward dynamics (M, LDL^T) is refused: M's smallest eigenvalue
-    is floored at only 2.65e-5 (sampled: 7.0e-5), and the roundings with M's own errors perturb M by
-    far more (analysis.ldlback). One line naming that floor, no traceback. (sample_arm's
-    generates since the backward bound: tests/test_ldl_backward.py.)"""
+    """c-fixed forward dynamics (M, LDL^T) of a 10-link spatial_chain is refused: M's
+    smallest eigenvalue is floored at only 2.56e-5, and the roundings with M's own errors
+    perturb M by more (analysis.ldlback). One line naming that floor, no traceback, nothing
+    written. (The 6-link chain and sample_arm generate: tests/test_ldl_backward.py.)"""
     import subprocess
     from helpers.builds import MBFORGE
-    r = subprocess.run([MBFORGE, "generate", "spatial_chain", "--kernel", "forward-dynamics", "--target", "c-fixed",
-                        "--out", str(tmp_path / "k")], capture_output=True, text=True)
+    r = subprocess.run([MBFORGE, "generate", "spatial_chain", "--set", "n=10", "--kernel", "forward-dynamics",
+                        "--target", "c-fixed", "--out", str(tmp_path / "k")], capture_output=True, text=True)
     assert r.returncode != 0
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in r.stderr
+    assert len(lines) == 1 and "Traceback" not in r.stderr and not (tmp_path / "k").exists()
     # the physical cause: the links' least principal inertia (1e-4 kg m^2 each) bounds the floor
-    assert ("the floor of its smallest eigenvalue (2.65e-05, at most every body's least principal inertia "
+    assert ("the floor of its smallest eigenvalue (2.56e-05, at most every body's least principal inertia "
             "about its centre of mass, 0.0001 kg m^2)") in lines[0] and "no bound" in lines[0]
 
 
@@ -121,3 +121,44 @@ def test_fixed_point_aba_of_sample_arm_holds_its_bounds_at_random_states(tmp_pat
     assert np.isfinite(bound).all() and (err <= bound).all(), (err, bound)
     assert err.max() > 0
     print("bound / measured:", bound / err)
+
+
+@pytest.mark.needs(dists=("example-robot-data",))
+def test_a_tree_with_slides_gets_floors_and_caps_over_its_ranges():
+    """Panda's fingers slide (prismatic, 0 .. 0.04 m): the caps take each slide's declared
+    range as its reach (Link.slide) and M's eigenvalue floor charges each slide's rate to
+    its body's and its parent's centre-of-mass velocities (eigen_floor_mixed). At 3,000
+    configurations within the declared ranges every pivot is within [floor, cap], every
+    diagonal entry within its cap and M's smallest eigenvalue above the floor; c-fixed
+    forward dynamics generates (it was refused: no cap above the fingers)."""
+    from importlib.metadata import distribution
+    from mbforge.model import from_urdf
+    path = distribution("example-robot-data").locate_file(
+        "cmeel.prefix/share/example-robot-data/robots/panda_description/urdf/panda.urdf")
+    model = from_urdf(path)
+    eqs = model.equations()
+    links = open_tree(model).links
+    assert any(not L.joint.revolute for L in links) and all(np.isfinite(L.slide) for L in links)
+    k = build_kernel(eqs, "forward-dynamics")
+    F = k.info.solves["KKT"]
+    by_j = {L.j: L for L in links}
+    floor = np.array([link_floor(by_j[j]) for j in F.order])
+    top = diagonal_ceilings(links)
+    cap = np.array([top[j] for j in F.order])
+    lam = eigen_floor(links)
+    assert (floor > 0).all() and np.isfinite(cap).all() and lam > 0
+    lo, hi = np.array([model.ranges[q] for q in eqs.q]).T
+    Q = np.random.default_rng(11).uniform(lo, hi, (3000, len(lo)))
+    piv = Evaluator(F.pivots, list(eqs.q))(Q)
+    assert (piv >= floor).all() and (piv <= cap).all(), (piv.min(0), floor, piv.max(0), cap)
+    n, cells = len(eqs.q), sorted(eqs.M.entries)
+    vals = Evaluator([eqs.M.entries[c] for c in cells], list(eqs.q))(Q[:1000])
+    M = np.zeros((1000, n, n))
+    for e, (i, j) in enumerate(cells):
+        M[:, i, j] = vals[:, e]
+    assert np.linalg.eigvalsh(M)[:, 0].min() >= lam
+    assert (np.diagonal(M, axis1=1, axis2=2) <= np.array([top[j] for j in range(n)])).all()
+    (enc,) = k.info.enclosures  # every constant hint holds at random states of the box
+    X = np.random.default_rng(3).uniform(*np.array(k.input_ranges).T, (2000, len(k.input_ranges)))
+    V = Evaluator([a for a, _, _ in enc.atoms], k.input_symbols)(X)
+    assert (V >= np.array([l for _, l, _ in enc.atoms])).all() and (V <= np.array([h for _, _, h in enc.atoms])).all()

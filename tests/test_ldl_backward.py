@@ -12,20 +12,25 @@ from mbforge.kernels.builders import build_kernel
 
 
 @pytest.mark.host
-def test_sample_arm_fixed_forward_dynamics_holds_its_bound_at_random_states(tmp_path):
+@pytest.mark.parametrize("example,target", [("sample_arm", "c-fixed"), ("sample_arm", "c-float32"),
+                                            ("spatial_chain", "c-fixed")])
+def test_tree_forward_dynamics_holds_its_bound_at_random_states(tmp_path, example, target):
     """Status 0 and every qdd within its manifest bound of c-double's at 5,000 states
-    uniform over the box (angles over a period, +-10 rad/s, +-1 N m). Measured (M by CRBA,
-    Q by RNEA with its vectors' norm bounds, lambda floored at 0.0033 with weighted joints:
-    tests/test_tree_dynamics.py): errors 0.07 .. 1.2 rad/s^2 (|qdd| up to 2,100: M^-1 is
-    only bounded by 1/lambda = 300 and the bias forces' enclosure is still about ten times
-    their largest value), bound 1.8e4, bound / measured 1.5e4 .. 2.7e5: sound, not useful
-    (from the Lagrangian M and Q: errors 0.5 .. 34, bound 2.2e6)."""
+    uniform over the box (angles over a period, the declared rates and torques). Measured
+    for sample_arm (M by CRBA, Q by RNEA with its vectors' norm bounds, lambda floored at
+    0.0033 with weighted joints: tests/test_tree_dynamics.py): c-fixed errors 0.07 .. 1.2
+    rad/s^2 (|qdd| up to 2,100: M^-1 is only bounded by 1/lambda = 300 and the bias forces'
+    enclosure is still about ten times their largest value), bound 1.6e4: sound, not useful
+    (from the Lagrangian M and Q: errors 0.5 .. 34, bound 2.2e6). spatial_chain (its rods
+    turn about their own axes, 1e-4 kg m^2: lambda floored at 2.65e-5) generates in c-fixed
+    since its third joint's step divides by the pivot (kernels.dynamics._divided); its bound
+    is 1e7, useless too."""
     from mbforge.manifest import Manifest
     from mbforge.pipeline import generate
     from mbforge.verify import hostlib
     from mbforge.verify.vectors import from_raw, to_raw
-    k = build_kernel(load("sample_arm").equations(), "forward-dynamics")
-    generate(k, "c-fixed").write(tmp_path / "fx")
+    k = build_kernel(load(example).equations(), "forward-dynamics")
+    generate(k, target).write(tmp_path / "fx")
     generate(k, "c-double").write(tmp_path / "db")
     m, md = Manifest.load(tmp_path / "fx"), Manifest.load(tmp_path / "db")
     lo, hi = np.array(k.input_ranges).T
@@ -33,14 +38,33 @@ def test_sample_arm_fixed_forward_dynamics_holds_its_bound_at_random_states(tmp_
     Yf, sf = hostlib.load_kernel(tmp_path / "fx")(to_raw(m, X, "inputs"))
     bound = np.array([b for g in m.outputs for b in g.error_bound])
     assert (sf == 0).all() and np.isfinite(bound).all()
-    # against double at the int32 inputs the kernel reads, and at the real ones (the bound
-    # covers the inputs' rounding too)
+    # against double at the inputs the kernel reads, and at the real ones (the bound covers
+    # the inputs' rounding too)
     for Xd in (from_raw(m, to_raw(m, X, "inputs"), "inputs"), X):
         Yd, sd = hostlib.load_kernel(tmp_path / "db")(to_raw(md, Xd, "inputs"))
         assert (sd == 0).all()
         err = np.abs(from_raw(m, Yf, "outputs") - from_raw(md, Yd, "outputs")).max(0)
         assert (err <= bound).all() and err.max() > 0, (err, bound)
         print("bound / measured:", bound / err)
+
+
+def test_a_wide_pivot_divides_and_its_roles_bind():
+    """spatial_chain's joint th2 turns a rod about its own axis: its pivot is proven only in
+    [2e-4, 1.92], so its step divides by the pivot (a fixed-point reciprocal over that range
+    rounds 1e2 times coarser than the quotients); the roles replay the quotients and bind;
+    sample_arm (every pivot within 256 times its floor, but its root's, which has no
+    multipliers) multiplies by reciprocals throughout."""
+    chain = build_kernel(load("spatial_chain").equations(), "forward-dynamics")
+    F = chain.info.solves["KKT"]
+    assert [st.idx[0] for st in F.steps if st.divided] == [2]
+    tape = chain.tape()
+    bound = chain.info.enclosures[0].roles.bind(tape)
+    assert bound is not None
+    writer = {i.dst[0]: i for i in tape.instrs}
+    (step,) = [st for st in bound.steps if st[0] == 2]
+    assert step[2] is None and all(writer[t].op == "div" for t in step[3].values())
+    arm = build_kernel(load("sample_arm").equations(), "forward-dynamics")
+    assert not any(st.divided for st in arm.info.solves["KKT"].steps)
 
 
 def test_the_roles_bind_only_to_their_own_tape():

@@ -201,15 +201,19 @@ def test_m4f_kernel_that_fits_in_the_registers_has_no_spills(tmp_path):
 @pytest.mark.slow  # 4 to 8 s each: the Stewart and arm kernels through arm-none-eabi-gcc
 @pytest.mark.needs("arm-none-eabi-gcc", "arm-none-eabi-objdump")
 @pytest.mark.parametrize("example,kname,tol", [("stewart", "equations", 0.015),
-                                               ("sample_arm", "linearized-dynamics", 0.08)])
+                                               ("sample_arm", "linearized-dynamics", 0.18)])
 def test_m4f_compiler_does_what_the_allocation_says(tmp_path, example, kname, tol):
     """c-float32 hands its constants to the allocation too (31 of the 32 registers), so the
     instructions arm-none-eabi-gcc makes of a kernel are what the allocation predicts
     (operations + stores + its loads and spills): what lets best_schedule choose among
     orders by the allocation. Stewart equations: within 1.5% (measured 1.3% on this machine, 8,612 against 8,502). The arm's
-    linearized dynamics: within 8% (measured 5.8%; its six inlined sincos bodies count as one
-    operation each); it spills to 1,035 slots, and those past the 256 floats a VLDR reaches
-    from the stack pointer are addressed through window pointers (27% more without)."""
+    linearized dynamics (3,729 operations since it is built on CRBA and RNEA): within 18%,
+    measured 15.2% (4,587 against 3,983). The multiply-accumulates gcc makes are the ones
+    the allocation planned (564, 352 and 270 VMLA, VMLS and VNMLS against 565, 354 and 269);
+    the rest is what the model leaves out: the six inlined sincos bodies (about 190
+    instructions counted as six operations), 118 register moves and 12 range checks. Its
+    spilled values past the 256 floats a VLDR reaches from the stack pointer are addressed
+    through window pointers."""
     from bench.floor import measure
     from mbforge.backends.c import DIALECTS
 

@@ -20,9 +20,9 @@ Ceilings: pivot_k <= M_kk (a Schur complement of a positive definite matrix is a
 its diagonal entry), and M_kk, the subtree's composite inertia about joint k's axis, is
 at most sum over its bodies of (lambda_max of the body's inertia about its centre of mass
 + its mass x (its distance from joint k's point)^2), the distance at most the lengths of
-the link offsets between them plus the centre's offset (revolute joints in between:
-prismatic ones move the bodies by unbounded amounts, so no ceiling); a prismatic joint's
-M_kk is the subtree's mass. The multipliers L_ik = S_ik / S_kk of the active (Schur
+the link offsets between them, each prismatic joint's largest slide over its declared
+range (Link.slide; none declared: no ceiling), plus the centre's offset; a prismatic
+joint's M_kk is the subtree's mass. The multipliers L_ik = S_ik / S_kk of the active (Schur
 complement, positive definite) matrix S have |S_ik| <= sqrt(S_ii S_kk), so
 |L_ik| <= sqrt(ceiling_i / floor_k).
 
@@ -36,6 +36,12 @@ of halves: the largest floor of that family). Then for M x = b, with y = L^-1 P 
 substitution and D the pivots, b^T M^-1 b = sum_k y_k^2 / D_k <= |b|^2 / lambda: so
 |y_k| <= |b| sqrt(ceiling_k / lambda), |y_k / D_k| <= |b| / sqrt(floor_k lambda) and
 |x_i| <= |b| / lambda, |b| read from the range analysis' enclosures of b (lazy hints).
+With prismatic joints (eigen_floor_mixed): a slide's rate is the relative velocity of the
+centres of mass of its body c and its parent p less the parent's turning, qd_k a =
+v_c - v_p - w_p x (c_c - c_p), so qd_k^2 <= 3 |v_c|^2 + 3 |v_p|^2 + 3 d^2 |w_p|^2 (d the
+largest distance of the two centres, by the offsets and the slide's range; at the ground
+qd_k^2 = |v_c|^2); each body's charges A |w|^2 + B |v|^2 are at most max(A / mu, B / m)
+times its kinetic energy (x 2), so lambda >= 1 / max over the bodies of max(A / mu, B / m).
 
 A joint whose body has no inertia about its axis gets no floor (the refusal then names
 it: kernels.dynamics).
@@ -112,11 +118,16 @@ def composite_bounds(links: list) -> tuple[dict, dict]:
             m, lam, c = _body_reach(b)
             total += m
             bound += lam + m * (reach + c) ** 2
-            if b is not L and not b.joint.revolute:
-                bound = np.inf
-            stack += [(ch, reach + float(np.linalg.norm(ch.r))) for ch in b.children]
+            stack += [(ch, reach + _offset(ch)) for ch in b.children]
         rot[L.j], mass[L.j] = bound * (1 + 1e-9) + 1e-300, total * (1 + 1e-9) + 1e-300
     return rot, mass
+
+
+def _offset(L) -> float:
+    """The largest distance of link L's origin from its parent's: its offset, plus its
+    slide along its axis for a prismatic joint (inf without a declared range)."""
+    d = float(np.linalg.norm(L.r))
+    return d if L.joint.revolute else d + float(np.linalg.norm(L.axis)) * L.slide
 
 
 def diagonal_ceilings(links: list) -> dict:
@@ -135,10 +146,12 @@ def eigen_floor(links: list, limit: list | None = None) -> float:
     joint, the unweighted floor, is always among them). limit (a list) gets (the links
     whose bodies have the least principal inertia about their centres of mass, within 1%,
     that inertia): what a refusal names, the floor being at most it."""
+    if not all(L.joint.revolute for L in links):
+        return eigen_floor_mixed(links, limit)
     mu = {}
     for L in links:
         mu[L] = _mu(L)
-        if not L.joint.revolute or not mu[L] > 0:
+        if not mu[L] > 0:
             return 0.0
     order, stack = [], [L for L in links if L.parent is None]
     while stack:  # parents first
@@ -170,6 +183,49 @@ def eigen_floor(links: list, limit: list | None = None) -> float:
         least = min(mu.values())
         limit.append((sorted((L for L in links if mu[L] <= 1.01 * least), key=lambda x: x.j), least))
     return max(0.0, lo * (1 - 1e-9))
+
+
+def eigen_floor_mixed(links: list, limit: list | None = None) -> float:
+    """eigen_floor of a tree with prismatic joints (module docstring): each joint's rate
+    charged to its body's and its parent's angular velocity and centre-of-mass velocity,
+    halves and thirds (no weights); 0 where a charged body has no inertia or mass, or a
+    slide has no declared range."""
+    omega = {L: 0.0 for L in links}
+    vel = {L: 0.0 for L in links}
+    for L in links:
+        p = L.parent
+        if L.joint.revolute:
+            omega[L] += 1.0 if p is None else 2.0
+            if p is not None:
+                omega[p] += 2.0
+        elif p is None:
+            vel[L] += 1.0 / _a2(L)  # from the ground: v_c = a qd, w = 0
+        else:
+            d = _com_offset(L) + _offset(L) + _com_offset(p)
+            a2 = _a2(L)
+            vel[L] += 3.0 / a2
+            vel[p] += 3.0 / a2
+            omega[p] += 3.0 * d * d / a2
+    worst = 0.0
+    for L in links:
+        m, mu = float(L.m), _mu(L)
+        c = max(omega[L] / mu if omega[L] > 0 else 0.0, vel[L] / m if vel[L] > 0 else 0.0) \
+            if (omega[L] == 0 or mu > 0) and (vel[L] == 0 or m > 0) else np.inf
+        worst = max(worst, c)
+    if not np.isfinite(worst) or worst <= 0:
+        return 0.0
+    return (1.0 / worst) * (1 - 1e-9)  # (limit: not named; a body's mass may set it)
+
+
+def _a2(L) -> float:
+    a = np.asarray(L.axis, dtype=float)
+    return float(a @ a)
+
+
+def _com_offset(L) -> float:
+    """The distance of link L's body's centre of mass from its origin (0 without mass)."""
+    m = float(L.m)
+    return float(np.linalg.norm(np.asarray(L.h, dtype=float))) / m if m > 0 else 0.0
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,12 @@ def local_error(s, fi) -> float:
     if fi.op == "div" and fi.args[0][0] == "c" and p["lit"] == round(fi.args[0][1] * 2.0 ** p["lit_bits"]):
         if p["lit"] / 2.0 ** p["lit_bits"] == fi.args[0][1]:  # an exact constant over the pivot: 1 / D_k
             return half_ulp(f)
+    if fi.op == "div" and fi.args[0][0] == "t":  # a quotient of temps (a divided LDL^T step's E / D_k)
+        if p["k"] >= 0:  # the numerator shifted left exactly: the quotient's rounding alone
+            return half_ulp(f)
+        floor = s.den_floor.get(fi.args[1][1], 0.0)  # a right shift rounds the numerator, over |D| >= floor
+        if floor > 0:
+            return half_ulp(f) + half_ulp(s.fbits(fi.args[0]) + p["k"]) / floor
     raise LookupError(f"no local error rule for {fi.op}")
 
 

@@ -178,7 +178,7 @@ def float32_bounds_boxes(tape: Tape, vec) -> list[float]:
     if bw is not None:
         def hooks(s):
             return (lambda t: float(np.max(s.local[t])), lambda t: s.err[t], lambda t: s.mag(("t", t)))
-        s, _ = ldlback.iterate(bw, lambda: _Bounds(vec), bounds, hooks)  # none proven: op by op, as before
+        s, _ = ldlback.iterate(bw, lambda: _Bounds(vec), bounds, hooks, rel=U)  # none proven: op by op, as before
     if s is None:
         s = _Bounds(vec)
         bounds(s)

@@ -10,7 +10,8 @@ absolute fixed-point roundings):
 
 Factorisation. Read every computed quantity as exact and name the local errors: the
 reciprocal r_k = 1/D_k + rho_k, the multiplier L_bk = E_b r_k + mu_bk (E_b the computed
-active entry (b, k) at step k), so L_bk = E_b / D_k + eps_bk with |eps_bk| <= |E_b| rho_k
+active entry (b, k) at step k; on a divided step, L_bk = E_b / D_k + mu_bk and z_k = y_k /
+D_k + its rounding, rho_k = 0), so L_bk = E_b / D_k + eps_bk with |eps_bk| <= |E_b| rho_k
 + mu_bk; each Schur update S_ab <- S_ab - L_ak E_b adds its product's and its
 subtraction's roundings (sigma_abk). Substituting E_b = D_k (L_bk - eps_bk), the computed
 L (unit lower) and D (the computed pivots) satisfy L D L^T = M^ + dM exactly, M^ the
@@ -68,23 +69,38 @@ from .definite import _temps
 from .linear import _locate
 
 ETA_START = 1e-6  # the first assumed ||Delta|| / lambda: a 32-bit plan of a well-scaled M lands near it
+TINY32 = 2.0 ** -126  # float32's underflow: a rounding's absolute floor (per multiplier, generously)
 ETA_MAX = 0.5  # beyond it the pivots' floors are too eroded to be worth a bound: iterate gives none
 ROUNDS = 8
 
 
 @dataclass
-class LDLRoles:
-    """The atoms of an open tree's LDL^T solve (kernels.dynamics._tree_factor), by role,
-    and the tree's floors. steps: [(k, pivot, recip, {b: L_bk}, [(a, b, u, new)], {b: E_b})]; fwd:
-    {i: [atoms of y_i's chain]}; z: {k: z_k}; back: {k: [atoms of x_k's chain after z_k]}."""
-    n: int
-    entries: dict  # (i, j), i >= j -> M's atom
+class SolveRoles:
+    """One right-hand side's solve with the factor: fwd {i: [atoms of y_i's chain]}; z {k:
+    z_k}; back {k: [atoms of x_k's chain after z_k]}; x the solution."""
     rhs: list
-    steps: list
     fwd: dict
     z: dict
     back: dict
     x: list
+
+    def atoms(self) -> list:
+        out = list(self.rhs) + list(self.z.values()) + list(self.x)
+        for ch in list(self.fwd.values()) + list(self.back.values()):
+            out += ch
+        return out
+
+
+@dataclass
+class LDLRoles:
+    """The atoms of an open tree's LDL^T factor and its solves (kernels.dynamics._tree_factor),
+    by role, and the tree's floors. steps: [(k, pivot, recip, {b: L_bk}, [(a, b, u, new)], {b:
+    E_b})]; solves: the first is the forward dynamics' (M qdd = b); more (the linearized
+    dynamics' columns) may read its solution."""
+    n: int
+    entries: dict  # (i, j), i >= j -> M's atom
+    steps: list
+    solves: list  # [SolveRoles]
     top: dict
     floor: dict
     lam: float
@@ -92,21 +108,28 @@ class LDLRoles:
 
     def atoms(self) -> list:
         """Every atom of the roles (lower's keep: each held by a temp)."""
-        out = list(self.entries.values()) + list(self.rhs) + list(self.z.values()) + list(self.x)
+        out = list(self.entries.values())
         for k, piv, rec, low, ups, E in self.steps:
-            out += [piv, rec, *low.values(), *E.values(), *(a for *_, u, nw in ups for a in (u, nw))]
-        for ch in list(self.fwd.values()) + list(self.back.values()):
-            out += ch
+            out += [piv, *low.values(), *E.values(), *(a for *_, u, nw in ups for a in (u, nw))]
+            out += [rec] if rec is not None else []
+        for sv in self.solves:
+            out += sv.atoms()
         return out
 
     def bind(self, tape):
         """The roles as temps of the tape, or None when the tape is not made of them."""
         loc = _locate(tape)
+        writer = {ins.dst[0]: ins for ins in tape.instrs}
 
-        def one(a):  # the temp holding a (or -a); None for a constant; False: not found or twice
-            if not a.args:
+        def negated(t, ts):  # t is a neg instruction of another temp of ts
+            w = writer[t]
+            return w.op == "neg" and w.args[0][0] == "t" and w.args[0][1] in ts
+
+        def one(a):  # the temp holding a (or -a, or both, one the other's neg); None for a constant; False: not
+            if not a.args:  # found or twice
                 return None
             ts = {t for t, _ in _temps(loc, a)}
+            ts = {t for t in ts if not negated(t, ts)}
             return ts.pop() if len(ts) == 1 else False
 
         try:
@@ -115,9 +138,9 @@ class LDLRoles:
             return None
 
 
-def build_roles(F, rhs, x, top, floor, lam, lam_what: str = "") -> LDLRoles:
-    """The roles of factor F's (LDL^T, 1 x 1 pivots) solve of M x = rhs, replayed as
-    factor_ldlt and LDLFactor.solve build them (the same atoms)."""
+def build_roles(F, solves, top, floor, lam, lam_what: str = "") -> LDLRoles:
+    """The roles of factor F's (LDL^T, 1 x 1 pivots) solves of M x = rhs for each (rhs, x) of
+    solves, replayed as factor_ldlt and LDLFactor.solve build them (the same atoms)."""
     act = {(i, j): a for (i, j), a in F.A.entries.items() if i >= j}
     mul = F.product
     steps = []
@@ -133,7 +156,14 @@ def build_roles(F, rhs, x, top, floor, lam, lam_what: str = "") -> LDLRoles:
                 u = mul(li, E[j])
                 act[key] = new = sub(act.get(key, ZERO), u)
                 ups.append((i, j, u, new))
-        steps.append((k, st.pivot, st.recip, {i: ls[0] for i, ls in st.lower.items()}, ups, E))
+        steps.append((k, st.pivot, None if st.divided else st.recip, {i: ls[0] for i, ls in st.lower.items()}, ups, E))
+    entries = {(i, j): a for (i, j), a in F.A.entries.items() if i >= j}
+    return LDLRoles(F.n, entries, steps, [_solve_roles(F, rhs, x) for rhs, x in solves], dict(top), dict(floor),
+                    float(lam), lam_what)
+
+
+def _solve_roles(F, rhs, x) -> SolveRoles:
+    mul = F.product
     y = list(rhs)
     fwd = {i: [] for i in range(F.n)}
     for st in F.steps:
@@ -145,16 +175,14 @@ def build_roles(F, rhs, x, top, floor, lam, lam_what: str = "") -> LDLRoles:
     z, back = {}, {}
     for st in F.steps:
         (k,) = st.idx
-        z[k] = acc = add(ZERO, mul(st.inv[0][0], y[k]))  # as LDLFactor.solve builds it
+        z[k] = acc = add(ZERO, F.scaled(st, y[k]))  # as LDLFactor.solve builds it
         chain = []
         for i, (l,) in st.lower.items():
             p = mul(l, x[i])
             acc = sub(acc, p)
             chain += [p, acc]
         back[k] = chain
-    entries = {(i, j): a for (i, j), a in F.A.entries.items() if i >= j}
-    return LDLRoles(F.n, entries, list(rhs), steps, fwd, z, back, list(x), dict(top), dict(floor), float(lam),
-                    lam_what)
+    return SolveRoles(list(rhs), fwd, z, back, list(x))
 
 
 def _bind(R: LDLRoles, tape, one):
@@ -166,25 +194,36 @@ def _bind(R: LDLRoles, tape, one):
         return t
 
     def need(a):
+        if a is None:  # a divided step's reciprocal: none
+            return None
         t = one(a)
         if t is False:
             raise LookupError(a)
         return root(t)
 
-    upstream = [o for o in (need(a) for a in list(R.entries.values()) + R.rhs) if o is not None]
+    upstream = [o for o in (need(a) for a in list(R.entries.values()) + R.solves[0].rhs) if o is not None]
     needed = tape.cone(("t", t) for t in upstream)[0]
     steps, ends = [], {}
     for k, piv, rec, low, ups, E in R.steps:
         steps.append((k, need(piv), need(rec), {b: need(l) for b, l in low.items()},
                       [(a, b, need(u), need(new)) for a, b, u, new in ups]))
         ends[k] = {b: need(e) for b, e in E.items()}
-        for b, t in steps[-1][3].items():  # L_bk = fl(E_b r_k), or computed before the elimination
-            if t is not None and t not in needed and not _reads(writer[t], {ends[k][b], steps[-1][2]} - {None}, root):
+        for b, t in steps[-1][3].items():  # L_bk = fl(E_b r_k) or fl(E_b / D_k), or computed before the elimination
+            if t is None or t in needed:
+                continue
+            if not (_reads(writer[t], {ends[k][b], steps[-1][2]} - {None}, root) if rec is not None
+                    else _divides(writer[t], ends[k][b], steps[-1][1], root)):
                 return None
-    B = _Bound(R, steps, {i: [need(a) for a in ch] for i, ch in R.fwd.items()}, {k: need(a) for k, a in R.z.items()},
-               {k: [need(a) for a in ch] for k, ch in R.back.items()}, [need(a) for a in R.x],
-               {ij: need(a) for ij, a in R.entries.items()}, [need(a) for a in R.rhs])
+    solves = [SolveRoles([need(a) for a in sv.rhs], {i: [need(a) for a in ch] for i, ch in sv.fwd.items()},
+                         {k: need(a) for k, a in sv.z.items()}, {k: [need(a) for a in ch] for k, ch in sv.back.items()},
+                         [need(a) for a in sv.x]) for sv in R.solves]
+    B = _Bound(R, steps, solves, {ij: need(a) for ij, a in R.entries.items()})
     B.upstream, B.ends = needed, ends
+    # the later solves' right-hand sides (they may read the first solution): computed as the
+    # tape says, their errors propagated; only the factor's and the solves' roles are replayed
+    later = tape.cone(("t", t) for sv in solves[1:] for t in sv.rhs if t is not None)[0] if solves[1:] else set()
+    reads = {a[1] for ins in tape.instrs for a in ins.args if a[0] == "t"}
+    B.read_x = [any(t in reads for t in sv.x if t is not None) for sv in solves]
     B.alias = {}  # root temp -> the temps holding its negation
     for ins in tape.instrs:
         if ins.op == "neg" and ins.args[0][0] == "t":
@@ -192,7 +231,7 @@ def _bind(R: LDLRoles, tape, one):
     known = B.role_temps()
     for ins in tape.instrs:
         d = ins.dst[0]
-        if d not in needed and d not in known and ins.op != "neg":
+        if d not in needed and d not in known and d not in later and ins.op != "neg":
             return None  # an instruction of the solve this replay does not know: no backward bound
     return B
 
@@ -202,30 +241,39 @@ def _reads(ins, temps: set, root) -> bool:
     return ins.op == "mul" and {root(o[1]) for o in ins.args if o[0] == "t"} == temps
 
 
+def _divides(ins, num, den, root) -> bool:
+    """ins is the quotient num / den of these temps (through negations)."""
+    a, b = ins.args if ins.op == "div" else (None, None)
+    return (a is not None and a[0] == "t" and b[0] == "t" and root(a[1]) == num and root(b[1]) == den)
+
+
 class _Bound:
     """LDLRoles bound to temps (None: a constant, exact). Used by fixedpoint's plan:
     overrides(eta) -> {temp: error bound}; settle(s, eta) -> the eta the plan's formats
     give (and the solution's bound, kept for finish)."""
 
-    def __init__(self, R, steps, fwd, z, back, x, entries, rhs):
-        self.R, self.steps, self.fwd, self.z, self.back, self.x = R, steps, fwd, z, back, x
-        self.entries, self.rhs = entries, rhs
+    def __init__(self, R, steps, solves, entries):
+        self.R, self.steps, self.solves, self.entries = R, steps, solves, entries
         # M's entries and b keep their propagated errors: eta is computed from them
-        self.upstream = {t for t in list(entries.values()) + rhs if t is not None}
+        self.upstream = {t for t in list(entries.values()) + solves[0].rhs if t is not None}
+        self.read_x = [False] * len(solves)
 
-    def finish(self, err: dict, sol) -> None:
-        """The solution's temps (and their negations) in err {temp: bound} get at most sol."""
-        for x in self.x:
-            for t in [x] + self.alias.get(x, []) if x is not None else []:
-                err[t] = np.minimum(err[t], sol)
+    def finish(self, err: dict, sols) -> None:
+        """Each solution's temps (and their negations) in err {temp: bound} get at most its bound."""
+        for sv, sol in zip(self.solves, sols):
+            for x in sv.x:
+                for t in [x] + self.alias.get(x, []) if x is not None else []:
+                    err[t] = np.minimum(err[t], sol)
 
     def role_temps(self) -> set:
         out = set()
         for k, piv, rec, low, ups in self.steps:
             out |= {piv, rec, *low.values(), *(t for *_, u, nw in ups for t in (u, nw))}
-        for ch in list(self.fwd.values()) + list(self.back.values()):
-            out |= set(ch)
-        return (out | set(self.z.values())) - {None}
+        for sv in self.solves:
+            for ch in list(sv.fwd.values()) + list(sv.back.values()):
+                out |= set(ch)
+            out |= set(sv.z.values())
+        return out - {None}
 
     def floors(self, eta: float) -> dict:
         """{temp: a floor of the computed |pivot|}: (1 - eta) f_k (module doc)."""
@@ -235,13 +283,14 @@ class _Bound:
                 out[t] = (1 - eta) * self.R.floor[k] * (1 - 1e-9)
         return out
 
-    def overrides(self, eta: float, rho: dict | None) -> dict:
+    def overrides(self, eta: float, rho: dict | None, sols: list | None = None) -> dict:
         """{temp: bound on |computed - exact|, before its own rounding} of the factor's
         quantities, given ||Delta|| <= eta lambda over the steps before (module doc): an
         active entry's value before its rounding is an entry of the Schur complement of M
         perturbed by the other roundings alone, and a multiplier's product E_b r_k is the
         stage's exact multiplier plus E_b rho_k (rho: the reciprocals' roundings assumed,
-        checked by settle; None: the multipliers keep their propagated errors)."""
+        checked by settle; None: the multipliers keep their propagated errors), and the
+        solutions other instructions read at most their bounds sols assumed (checked too)."""
         top, fl = self.R.top, self.R.floor
         out: dict = {}
 
@@ -256,14 +305,22 @@ class _Bound:
                 put(t, 2 * eta / (1 - eta) * np.sqrt(top[b] / fl[k]) + (1 + eta) * np.sqrt(top[b] * top[k]) * rho[k])
             for a, b, u, nw in ups:
                 put(nw, eta * np.sqrt(top[a] * top[b]))
+        for sv, sol, read in zip(self.solves, sols or [], self.read_x):
+            for t in sv.x if read and sol is not None else ():
+                put(t, float(np.max(sol)))
         return {t: v * (1 + 1e-9) for t, v in out.items()}
 
-    def settle(self, eta: float, local, errs, mag) -> tuple:
+    def settle(self, eta: float, local, errs, mag, rel: float | None = None) -> tuple:
         """(the eta the plan's formats and M's errors give, the solution's error bound (an
         array over the boxes, or a number), the reciprocals' roundings {k: rho_k}): valid
         when that eta <= eta and those rho are at most the ones overrides assumed.
         local(t): the rounding of the instruction writing temp t; errs(t), mag(t): its
-        error bound and magnitude (arrays over the boxes, or numbers)."""
+        error bound and magnitude (arrays over the boxes, or numbers). rel (float32: its
+        unit roundoff): every rounding is at most rel times its exact result, so a multiplier's
+        error times its pivot is at most (2 rel + rel^2) |E_b| whatever the pivot's range
+        (the reciprocal's and the product's roundings, or the quotient's), and an update's
+        |L_ak D_k| |eps_bk| at most that times (1 + rel)^2 |E_a E_b| / D_k <= (1 + eta)
+        sqrt(top_a top_b) (a Schur complement of the perturbed M is positive definite)."""
         R, top, fl = self.R, self.R.top, self.R.floor
 
         def d(t):  # local rounding of the instruction writing t (none of the solve's before it)
@@ -281,18 +338,28 @@ class _Bound:
         for k, piv, rec, low, ups in self.steps:
             rho[k] = d(rec)
             eps = {b: self._eps(k, b, t, eta, rho[k], d, err) for b, t in low.items()}
+            # float: the relative roundings of multipliers computed in the elimination (docstring)
+            r2 = {b: 2 * rel + rel * rel for b, t in low.items() if t is not None and t not in self.upstream} \
+                if rel is not None else {}
             for b in low:
-                W[b, k] += c * top[k] * eps[b]
-                W[k, b] += c * top[k] * eps[b]
+                v = c * top[k] * eps[b]
+                if b in r2:
+                    v = min(v, r2[b] * c * np.sqrt(top[b] * top[k]) + TINY32 * top[k])
+                W[b, k] += v
+                W[k, b] += v
             for a, b, u, nw in ups:
                 # |L_ak D_k| <= |E_a| + D_k |eps_ak|
                 v = c * max((np.sqrt(top[a] * top[k]) + top[k] * eps[a]) * eps[b],
-                            (np.sqrt(top[b] * top[k]) + top[k] * eps[b]) * eps[a]) + d(u) + d(nw)
+                            (np.sqrt(top[b] * top[k]) + top[k] * eps[b]) * eps[a])
+                if a in r2 and b in r2:
+                    v = min(v, r2[b] * (1 + rel) ** 2 * c * np.sqrt(top[a] * top[b])
+                            + TINY32 * (np.sqrt(top[a] * top[k]) + np.sqrt(top[b] * top[k])))
+                v += d(u) + d(nw)
                 W[a, b] += v
                 W[b, a] += v if a != b else 0.0
         norm = float(W.sum(1).max()) * (1 + 1e-9)
         eta1 = norm / R.lam
-        return eta1, self._solution(errs, mag, max(eta, eta1), norm, rho, d), rho
+        return eta1, [self._solution(sv, errs, mag, max(eta, eta1), norm, rho, d) for sv in self.solves], rho
 
     def _eps(self, k, b, t, eta, rho, d, err):
         """A bound on |L_bk - E_b / D_k| (computed values): E_b rho_k + L's rounding, or for an
@@ -307,45 +374,55 @@ class _Bound:
             raise LookupError("a multiplier computed before the elimination from an entry computed in it")
         return err(t) + (err(e) + emax * eta) / ((1 - eta) * fl[k])
 
-    def _solution(self, errs, mag, eta, norm, rho, d):
-        """The bound on every solution entry's error (module doc, Solve)."""
+    def _solution(self, sv, errs, mag, eta, norm, rho, d):
+        """The bound on every entry's error of solve sv's solution (module doc, Solve)."""
         R = self.R
         if not eta < 1:
             return np.inf
-        bmag = sum(mag(t) ** 2 if t is not None else 0.0 for t in self.rhs) ** 0.5
-        berr = sum(errs(t) ** 2 if t is not None else 0.0 for t in self.rhs) ** 0.5
-        e = sum(sum(d(t) for t in ch) ** 2 for ch in self.fwd.values()) ** 0.5
+        bmag = sum(mag(t) ** 2 if t is not None else 0.0 for t in sv.rhs) ** 0.5
+        berr = sum(errs(t) ** 2 if t is not None else 0.0 for t in sv.rhs) ** 0.5
+        e = sum(sum(d(t) for t in ch) ** 2 for ch in sv.fwd.values()) ** 0.5
         lam_t = (1 - eta) * R.lam
         bp = bmag + berr + e
-        ezx = sum((rho[k] * bp * np.sqrt((1 + eta) * R.top[k] / lam_t) + d(self.z[k]) + sum(d(t) for t in ch)) ** 2
-                  for k, ch in self.back.items()) ** 0.5
+        ezx = sum((rho[k] * bp * np.sqrt((1 + eta) * R.top[k] / lam_t) + d(sv.z[k]) + sum(d(t) for t in ch)) ** 2
+                  for k, ch in sv.back.items()) ** 0.5
         dmax = (1 + eta) * max(R.top.values())
         out = (berr + e + norm * bmag / R.lam) / lam_t + np.sqrt(dmax / lam_t) * ezx
         return np.nextafter(out * (1 + 1e-9), np.inf)
 
 
-def iterate(bw: "_Bound", make, run_rules, hooks):
+def iterate(bw: "_Bound", make, run_rules, hooks, rel: float | None = None):
     """The plan (fixed point) or bound (float32) pass with the factor's errors bounded as
     a perturbation of M: eta and the reciprocals' rho assumed, checked against the ones
     the pass gives, assumed larger until they hold. make() -> a fresh state (with
     .override, .den_floor, .err), run_rules(state), hooks(state) -> (local, errs, mag) for
     settle. (the accepted state, None), or (None, why) when no bound is proven (why None:
     the tape holds an instruction no local error rule covers)."""
-    eta, rho, got = ETA_START, None, 0.0
+    eta, rho, got, sols = ETA_START, None, 0.0, None
     for _ in range(ROUNDS):
         if eta > ETA_MAX:
             break
         s = make()
-        s.override, s.den_floor = bw.overrides(eta, rho), bw.floors(eta)
+        s.override, s.den_floor = bw.overrides(eta, rho, sols), bw.floors(eta)
         try:
             run_rules(s)
-            got, sol, rho_got = bw.settle(eta, *hooks(s))
+            got, sol, rho_got = bw.settle(eta, *hooks(s), rel=rel)
         except LookupError:  # an instruction without a local error rule: the op-by-op bounds
             return None, None
-        if got <= eta and (rho is None or all(rho_got[k] <= rho[k] for k in rho_got)):
+        read_ok = all(not r or (sols is not None and np.all(new <= old))
+                      for r, new, old in zip(bw.read_x, sol, sols or sol))
+        if got <= eta and (rho is None or all(rho_got[k] <= rho[k] for k in rho_got)) and read_ok:
             bw.finish(s.err, sol)
             return s, None
-        eta, rho = max(eta, 2 * got), {k: 2 * v for k, v in rho_got.items()}
+        # a solution other instructions read: assume the bound this pass gave, with a margin
+        sols = [np.nextafter(np.asarray(v, float) * (1 + 1e-6), np.inf) if r else None
+                for r, v in zip(bw.read_x, sol)]
+        if not (got <= eta and (rho is None or all(rho_got[k] <= rho[k] for k in rho_got))):
+            # assume twice what this pass gave; near the limit, the limit itself
+            eta, rho = max(eta, min(2 * got, max(ETA_MAX, got * 1.01))), {k: 2 * v for k, v in rho_got.items()}
+    if got <= ETA_MAX:
+        return None, (f"the bounds of the solutions later solves read did not settle in {ROUNDS} passes "
+                      f"(M's perturbation {got:.3g} x the floor of its smallest eigenvalue): no bound")
     return None, (f"the LDL^T solve's roundings (and M's own errors) perturb M by {got:.3g} x the floor of its "
                   f"smallest eigenvalue ({bw.R.lam:.3g}{', ' + bw.R.lam_what if bw.R.lam_what else ''}), "
                   f"more than {ETA_MAX}: the pivots are not proven positive, "

@@ -12,7 +12,7 @@
     sympy_bridge.py  atoms from and to sympy
 """
 from .atom import (DEFAULT_SCOPE, ONE, TWO, ZERO, Atom, ExpressionError, Scope, Symbol, abs_, add, as_atom, mul_kept,
-                   atan2, atom_count, const, cos, div, exp, log, mul, neg, power, sin, sqrt, sub,
+                   div_kept, atan2, atom_count, const, cos, div, exp, log, mul, neg, power, sin, sqrt, sub,
                    symbol, symbols, tan)
 from .ops import OPS, Op
 from .derive import derivatives, diff, time_derivative
@@ -26,6 +26,7 @@ from .sympy_bridge import from_sympy, to_sympy
 
 __all__ = [
     "mul_kept",
+    "div_kept",
     "DEFAULT_SCOPE", "OPS", "Op", "Scope", "ONE", "TWO", "ZERO", "Atom", "ExpressionError", "Symbol", "abs_", "add", "as_atom",
     "atan2", "atom_count", "const", "cos", "div", "exp", "log", "mul", "neg", "power", "sin",
     "sqrt", "sub", "symbol", "symbols", "tan", "derivatives", "diff", "jacobian",

@@ -516,6 +516,18 @@ def mul_kept(a: Atom, b: Atom) -> Atom:
     return _intern("mul", (a, b))
 
 
+def div_kept(a: Atom, b: Atom) -> Atom:
+    """a / b as one quotient of these two operands (as mul_kept: where div moves a constant
+    factor out, (c x) / y = c (x / y), this keeps c x whole). Negations fold as in div."""
+    if a.op == "neg":
+        return neg(div_kept(a.args[0], b))
+    if b.op == "neg":
+        return neg(div_kept(a, b.args[0]))
+    if b.op == "const" or not (a.op == "mul" and a.args[0].op == "const" or b.op == "mul" and b.args[0].op == "const"):
+        return div(a, b)
+    return _intern("div", (a, b))
+
+
 def div(a: Atom, b: Atom) -> Atom:
     if b.op == "const":
         if b.value == 0.0:

@@ -114,18 +114,21 @@ def tree_hints(F, links, coords, top) -> tuple[list, list, list]:
             missing.append(F.col_names[j])
             labels.append((st.recip, what + ": no floor proved, its body has no inertia about its axis)"))
             continue
-        labels.append((st.recip, what + f", proven in [{f:.3g}, {top[j]:.3g}])"))
+        text = what + f", proven in [{f:.3g}, {top[j]:.3g}])"
+        labels += [(a, text) for a in ([ls[0] for ls in st.lower.values()] if st.divided else [st.recip])]
         hints += [(st.pivot, f, top[j]), (st.recip, 1.0 / top[j], np.nextafter(1.0 / f, np.inf))]
         hints += [(ls[0], -m, m) for i, ls in st.lower.items()
                   for m in [np.nextafter(np.sqrt(top[i] / f), np.inf) * (1 + 1e-12)]]
     return hints + _active_bounds(F, top), missing, labels
 
 
-def _tree_factor(eqs: Equations, Bu, samples, col_names, label):
+def _tree_factor(eqs: Equations, Bu, samples, col_names, label, more=None):
     """(factor, solution, floors' enclosure) of M qdd = B u + Q for an unconstrained open
     tree in recursive form (tree_forms), or None when the model is not one. LDL^T leaves
     first, its floors and caps as tree_hints; with every product reading its operands as
-    computed (kept), the solve's error bounded backward (analysis.ldlback)."""
+    computed (kept), the solve's error bounded backward (analysis.ldlback). more(M, Q, F,
+    qdd) -> [(rhs, x)]: further solves with the factor (the linearized dynamics' columns),
+    their errors bounded backward too."""
     got = tree_order(eqs)
     if got is None:
         return None
@@ -133,11 +136,12 @@ def _tree_factor(eqs: Equations, Bu, samples, col_names, label):
     norms: list = []
     M, Q = tree_forms(eqs, tree, norms)
     rhs = [add(b, f) for b, f in zip(Bu, Q)]
-    F = factor_ldlt(M, samples, names=col_names, label=label, order=order, kept=True)
     top = diagonal_ceilings(list(links.values()))
+    F = factor_ldlt(M, samples, names=col_names, label=label, order=order, kept=True, divide=_divided(links, top))
     hints, missing, labels = tree_hints(F, links, eqs.q, top)
     hints += norms
     x = F.solve(rhs)
+    solves = [(rhs, x)] + (more(M, Q, F, x) if more is not None else [])
     limit: list = []
     lam = eigen_floor(list(links.values()), limit)
     scaled = _solve_bounds(F, rhs, x, top, links, lam) if lam > 0 and not missing else []
@@ -148,8 +152,21 @@ def _tree_factor(eqs: Equations, Bu, samples, col_names, label):
                  "the body of joint " + ", ".join(eqs.q[L.j].value.name for L in bodies[:3])
                  + (f" and {len(bodies) - 3} more" if len(bodies) > 3 else ""))
         what = f"at most {whose} least principal inertia about its centre of mass, {mu:.3g} kg m^2" if bodies else ""
-        roles = build_roles(F, rhs, x, top, {j: link_floor(L) for j, L in links.items()}, lam, what)
+        roles = build_roles(F, solves, top, {j: link_floor(L) for j, L in links.items()}, lam, what)
     return F, x, ConstantEnclosure(hints, missing, list(rhs), scaled, labels, roles)
+
+
+DIVIDE_RATIO = 256.0  # a pivot's ceiling over its floor beyond which its step divides (factor_ldlt's divide)
+
+
+def _divided(links, top) -> list:
+    """The joints whose LDL^T steps divide by the pivot rather than multiply by its reciprocal:
+    those whose pivot's proven range spans more than DIVIDE_RATIO (spatial_chain's joint
+    turning a rod about its own axis: 2e-4 to 1.9 kg m^2). A fixed-point reciprocal's format
+    spans that range, so its rounding times |E| perturbs M sqrt(ratio) times more than a
+    quotient's own rounding (analysis.ldlback); a division costs a multiply more per
+    multiplier, so it is kept to these steps."""
+    return sorted(j for j, L in links.items() if 0 < link_floor(L) and top[j] > DIVIDE_RATIO * link_floor(L))
 
 
 def _active_bounds(F, top) -> list:
@@ -158,7 +175,7 @@ def _active_bounds(F, top) -> list:
     |S_ij| <= sqrt(S_ii S_jj) <= sqrt(top_i top_j), 0 < S_ii <= top_i, and an update
     L_i E_j = S_ik S_jk / S_kk is at most sqrt(S_ii S_jj) in size (S_ii^2 / S_kk <= S_ii... on i = j)."""
     act = {(i, j): a for (i, j), a in F.A.entries.items() if i >= j}
-    out = []
+    out, mul = [], F.product  # as the factor multiplies (kept or not): the same atoms
 
     def cap(i, j):
         return float(np.nextafter(np.sqrt(top[i] * top[j]), np.inf) * (1 + 1e-12))
@@ -192,7 +209,7 @@ def _solve_bounds(F, rhs, x, top, links, lam):
     for st in F.steps:
         (k,) = st.idx
         f = link_floor(links[k])
-        out += [(y[k], float(np.sqrt(top[k] / lam))), (mul(st.inv[0][0], y[k]), float(1 / np.sqrt(f * lam)))]
+        out += [(y[k], float(np.sqrt(top[k] / lam))), (F.scaled(st, y[k]), float(1 / np.sqrt(f * lam)))]
     return [(a, v * (1 + 1e-12)) for a, v in out] + [(a, (1 + 1e-12) / lam) for a in x]
 
 

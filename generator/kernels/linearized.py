@@ -183,18 +183,20 @@ def _forward_solve(s: _Setup):
     return FK, x, lam_names, Bu
 
 
-def _residual_jacobian(s: _Setup, Bu, x):
+def _residual_jacobian(s: _Setup, Bu, x, MQ=None):
     """jac(fs, xs): dense d fs / d xs with the solution x put in for qdd and lambda, and the
-    residual F with placeholders for qdd and lambda, whose jacobians f_q, f_qd derive from."""
+    residual F with placeholders for qdd and lambda, whose jacobians f_q, f_qd derive from.
+    MQ: (M, Q) in other forms than the model's (kernels.dynamics.tree_forms)."""
     eqs, n, A, nA = s.eqs, s.n, s.A, s.A.shape[0]
+    M, Q = MQ if MQ is not None else (eqs.M, eqs.Q)
     lam_s = [symbol(f"linearized_lambda_{k}", "input") for k in range(nA)]
     qdd_s = list(eqs.qdd)
-    Mq = eqs.M.matvec(qdd_s)
+    Mq = M.matvec(qdd_s)
     At_l = [ZERO] * n
     for (i, j), a in A.entries.items():
         At_l[j] = add(At_l[j], mul(a, lam_s[i]))
     Aq = A.matvec(qdd_s)
-    resid = ([add(add(Mq[i], At_l[i]), neg(add(eqs.Q[i], Bu[i]))) for i in range(n)]
+    resid = ([add(add(Mq[i], At_l[i]), neg(add(Q[i], Bu[i]))) for i in range(n)]
              + [add(Aq[r], neg(s.gamma[r])) for r in range(nA)])
     put = dict(zip(qdd_s + lam_s, x))
 
@@ -280,7 +282,7 @@ def _output_matrix(s: _Setup, Tq, V, G) -> OutPort:
     return _sparse_out("C", [a + b for a, b in zip(Cz, Cw)], len(h), nz + nw)
 
 
-def _kernel(s: _Setup, outputs, out_names, solves, lam_names) -> Kernel:
+def _kernel(s: _Setup, outputs, out_names, solves, lam_names, enclosures=(), how=None) -> Kernel:
     """The kernel around its outputs: ports with the actuators' ranges, report, domain."""
     eqs, u, qn = s.eqs, s.u, s.qn
     state = [qn[j] for j in s.ip] + [f"{qn[j]}_d" for j in s.iv]
@@ -298,14 +300,60 @@ def _kernel(s: _Setup, outputs, out_names, solves, lam_names) -> Kernel:
         name="linearized-dynamics",
         description=f"A, B{', C' if out_names else ''} of the forward dynamics in the state "
                     f"({', '.join(state)}) from the consistent q, qd, t" + (" and actuator inputs u" if u else "")
-                    + " (implicit derivatives of the KKT system, straight-line LU, pivots fixed at generation time)",
+                    + (how or " (implicit derivatives of the KKT system, straight-line LU, pivots fixed at generation time)"),
         inputs=inputs,
         outputs=outputs,
-        info=KernelInfo(solves=solves, report=report, derived_ranges=derived, multipliers=lam_names),
+        info=KernelInfo(solves=solves, report=report, derived_ranges=derived, multipliers=lam_names,
+                        enclosures=list(enclosures)),
     )
     # as forward dynamics: the envelope's consistent states where the model declares one
     return k.with_domain(envelope_domain(eqs, inputs, s.cover) if s.cover is not None
                          else dynamics_domain(eqs, A_kin, s.Bs, motion, bool(u)))
+
+
+class _Recorded:
+    """A factor whose solves are recorded as (rhs, x): the columns' backward bounds need them."""
+
+    def __init__(self, F):
+        self.F, self.n, self.pairs = F, F.n, []
+
+    def solve(self, b):
+        x = self.F.solve(b)
+        self.pairs.append((list(b), x))
+        return x
+
+
+def _tree_kernel(s: _Setup):
+    """The kernel of an unconstrained open tree (every coordinate independent), or None when
+    the model is not one: M by CRBA and the bias forces by RNEA (kernels.dynamics.tree_forms),
+    one LDL^T factor leaves first for the accelerations and every column of A and B, all
+    their errors bounded backward (analysis.ldlback) with the factor's constant floors."""
+    from .dynamics import _tree_factor
+    eqs, n = s.eqs, s.n
+    Bu = s.Bs.matvec(s.u) if s.u else [ZERO] * n
+    got = {}
+
+    def columns(M, Q, F, x):
+        jac, resid = _residual_jacobian(s, Bu, x, (M, Q))
+        Fq, Fqd = jac(resid, list(eqs.q)), jac(resid, list(eqs.qd))
+        Tq, _ = _position_map(s, None)
+        V, G, _ = _velocity_maps(s, None, Tq, jac)
+        rec = _Recorded(F)
+        got["outputs"] = _state_matrices(s, rec, Fq, Fqd, Tq, V, G)
+        got["maps"] = Tq, V, G
+        return rec.pairs
+
+    qn = s.qn
+    tree = _tree_factor(eqs, Bu, s.samples, [f"{x}_dd" for x in qn], f"{eqs.model} M", more=columns)
+    if tree is None:
+        return None
+    F, _, enc = tree
+    out_names = list(getattr(eqs, "outputs", None) or {})
+    if out_names:
+        got["outputs"].append(_output_matrix(s, *got["maps"]))
+    return _kernel(s, got["outputs"], out_names, {"M": F}, [], [enc],
+                   " (M by the composite-rigid-body algorithm and the bias forces by RNEA, their implicit "
+                   "derivatives, one straight-line LDL^T leaves first for every column)")
 
 
 def linearized_dynamics_kernel(eqs: Equations, samples=None, coordinates=None, velocities=None,
@@ -322,6 +370,9 @@ def linearized_dynamics_kernel(eqs: Equations, samples=None, coordinates=None, v
         velocities = [v for v in velocities.split(",") if v]
     drop, ip, iv = _choice(eqs, drivers, coordinates, velocities)
     s = _setup(eqs, drop, ip, iv, samples)
+    tree = _tree_kernel(s) if s.A.shape[0] == 0 else None
+    if tree is not None:
+        return tree
     FK, x, lam_names, Bu = _forward_solve(s)
     jac, resid = _residual_jacobian(s, Bu, x)
     Fq, Fqd = jac(resid, list(eqs.q)), jac(resid, list(eqs.qd))

@@ -90,6 +90,9 @@ class Link:
         self.I = np.zeros((3, 3))
         self.children: list[Link] = []
         self.frames: tuple = ()  # (name, R, p) of named frames it carries (TreeJoint.frames)
+        # a prismatic link's largest |q| over its declared range (open_tree; inf without one):
+        # how far it can carry its subtree from its parent (analysis.bodyfloors)
+        self.slide = 0.0 if joint.revolute else np.inf
 
 
 class OpenTree:
@@ -152,6 +155,10 @@ def open_tree(model, mimic: bool = False) -> OpenTree:
     for f in forces:  # springs, dampers, applied forces: by virtual power, as Model.equations
         for j, a in f.terms(ctx)[0].items():
             applied[j] = add(applied[j], a)
+    for L in depth_order:
+        if not L.joint.revolute and model.q[L.j] in model.ranges:
+            lo, hi = model.ranges[model.q[L.j]]
+            L.slide = max(abs(lo), abs(hi))
     return OpenTree(model, depth_order, g, act, [a.name for a in model.actuators], applied, external)
 
 

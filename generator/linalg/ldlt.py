@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir import ONE, ZERO, Atom, Sparse, add, mul, mul_kept, sub
+from ..ir import ONE, ZERO, Atom, Sparse, add, div_kept, mul, mul_kept, sub
 from ..ir.graph import gc_paused
 from .sparse import (_NUM, _SYM, DEFAULT_THRESHOLD, MIN_RELATIVE, PivotStats, Samples, SingularPivotError,
                      SolveError, _block_inverse, _evaluate, _Factor, _names, _quality, _rhs, _stats, _symbolic,
@@ -29,13 +29,16 @@ class LDLStep:
     """One step of a symmetric elimination: the pivot index (or two, for a 2 x 2 block),
     the pivot (the diagonal entry, or the block's determinant) and its reciprocal, the
     inverse of the pivot block inv[m][k] (symmetric), and the multipliers lower = {index
-    i: (L[i, idx[k]] for each pivot index)} of the indices eliminated later."""
+    i: (L[i, idx[k]] for each pivot index)} of the indices eliminated later. divided (a 1 x
+    1 pivot): the multipliers and the solve's y_k / D_k are quotients by the pivot, and
+    the reciprocal is not used (factor_ldlt's `divide`)."""
 
     idx: tuple[int, ...]
     pivot: Atom
     recip: Atom
     inv: tuple[tuple[Atom, ...], ...]
     lower: dict[int, tuple[Atom, ...]]
+    divided: bool = False
 
 
 @dataclass
@@ -76,10 +79,14 @@ class LDLFactor(_Factor):
     def blocks(self) -> int:
         return sum(1 for st in self.steps if len(st.idx) == 2)
 
+    def scaled(self, st: LDLStep, v: Atom) -> Atom:
+        """v / D of a 1 x 1 step as the solve computes it: v r, or v / D for a divided step."""
+        return div_kept(v, st.pivot) if st.divided else self.product(st.inv[0][0], v)
+
     def factor_atoms(self) -> list[Atom]:
         out = []
         for st in self.steps:
-            out += [a for r in st.inv for a in r]
+            out += [a for r in st.inv for a in r] if not st.divided else []
             out += [a for v in st.lower.values() for a in v]
         return [a for a in out if a.args]
 
@@ -98,8 +105,8 @@ class LDLFactor(_Factor):
         for st in reversed(self.steps):
             yb = [y[k] for k in st.idx]
             for m, k in enumerate(st.idx):
-                acc = ZERO
-                for j, v in enumerate(yb):
+                acc = self.scaled(st, yb[0]) if st.divided else ZERO
+                for j, v in enumerate(yb if not st.divided else ()):
                     acc = add(acc, mul(st.inv[m][j], v))
                 for i, ls in st.lower.items():
                     acc = sub(acc, mul(ls[m], x[i]))
@@ -109,7 +116,8 @@ class LDLFactor(_Factor):
 
 def factor_ldlt(A: Sparse, samples: Samples | None = None, names=None, label: str = "A",
                 definite: bool = True, threshold: float = DEFAULT_THRESHOLD,
-                min_relative: float = MIN_RELATIVE, order: list[int] | None = None, kept: bool = False) -> LDLFactor:
+                min_relative: float = MIN_RELATIVE, order: list[int] | None = None, kept: bool = False,
+                divide=()) -> LDLFactor:
     """Symmetric factorization P A P^T = L D L^T of a sparse matrix of atoms.
 
     A's pattern must be symmetric; the lower triangle's atoms are used (an upper entry
@@ -122,12 +130,16 @@ def factor_ldlt(A: Sparse, samples: Samples | None = None, names=None, label: st
     `order` (definite only): the elimination order instead of minimum degree (an open
     tree's leaves first: its pivots have proven floors, analysis.bodyfloors). `kept`: every
     product of the factor and the solve reads its two operands as they are (ir.mul_kept),
-    the form analysis.ldlback's backward error replays."""
+    the form analysis.ldlback's backward error replays. `divide`: the indices whose 1 x 1
+    steps divide by the pivot (multipliers E_i / D, the solve's y / D) instead of multiplying
+    by its reciprocal, when the step has multipliers: where the pivot ranges over decades, a
+    fixed-point reciprocal's absolute rounding, times |E_i|, is sqrt(max D / min D) times a
+    quotient's own rounding."""
     with gc_paused():
-        return _factor_ldlt(A, samples, names, label, definite, threshold, min_relative, order, kept)
+        return _factor_ldlt(A, samples, names, label, definite, threshold, min_relative, order, kept, set(divide))
 
 
-def _factor_ldlt(A, samples, names, label, definite, threshold, min_relative, order=None, kept=False):
+def _factor_ldlt(A, samples, names, label, definite, threshold, min_relative, order=None, kept=False, divide=()):
     n, m = A.shape
     if n != m:
         raise SolveError(f"{label}: LDL^T needs a square matrix, got {n} x {m}")
@@ -180,7 +192,8 @@ def _factor_ldlt(A, samples, names, label, definite, threshold, min_relative, or
             idx, st = _pick_symmetric(alive, state, scale, threshold, min_relative, len(steps), names, label,
                                       samples)
         stats.append(st)
-        step, created = _eliminate_symmetric(state, idx, zero, mul_kept if kept else mul)
+        step, created = _eliminate_symmetric(state, idx, zero, mul_kept if kept else mul,
+                                             len(idx) == 1 and idx[0] in divide and diag[idx[0]].args)
         fill += created
         steps.append(step)
         alive -= set(idx)
@@ -188,9 +201,10 @@ def _factor_ldlt(A, samples, names, label, definite, threshold, min_relative, or
     return LDLFactor(label, n, A, steps, stats, samples, fill, predicted, names, names, kept=kept)
 
 
-def _eliminate_symmetric(state, idx, zero, mul=mul):
+def _eliminate_symmetric(state, idx, zero, mul=mul, divided=False):
     """Eliminate the pivot index (or 2 x 2 block) idx from the active matrix, atoms and
-    sample values side by side; returns the step and how many new entries it created."""
+    sample values side by side; returns the step and how many new entries it created.
+    divided: the multipliers are quotients by the pivot (LDLStep.divided)."""
     diag, dval, off, oval = state
     k = len(idx)
     if k == 1:
@@ -204,6 +218,7 @@ def _eliminate_symmetric(state, idx, zero, mul=mul):
     pivot, recip, inv = _block_inverse(B, k, ZERO, ONE, **_SYM)
     _, _, invv = _block_inverse(Bv, k, zero, 1.0, **_NUM)
     nb = sorted(set().union(*(off[i] for i in idx)) - set(idx))
+    divided = divided and bool(nb)  # without multipliers only the solve's y / D would change: keep y r
     E = {i: [off[i].get(c, ZERO) for c in idx] for i in nb}  # unscaled columns: E_i = L_i D
     Ev = {i: [oval[i].get(c, zero) for c in idx] for i in nb}
     lower, lv = {}, {}
@@ -212,7 +227,7 @@ def _eliminate_symmetric(state, idx, zero, mul=mul):
         for mm in range(k):
             acc, accv = ZERO, zero
             for j in range(k):
-                acc = add(acc, mul(E[i][j], inv[j][mm]))
+                acc = add(acc, div_kept(E[i][j], pivot) if divided else mul(E[i][j], inv[j][mm]))
                 accv = accv + Ev[i][j] * invv[j][mm]
             ls.append(acc)
             vs.append(accv)
@@ -225,7 +240,7 @@ def _eliminate_symmetric(state, idx, zero, mul=mul):
     for c in idx:
         off[c], oval[c] = {}, {}
     created = _schur_symmetric(state, nb, (lower, lv), (E, Ev), k, zero, mul)
-    return LDLStep(tuple(idx), pivot, recip, inv, lower), created
+    return LDLStep(tuple(idx), pivot, recip, inv, lower, bool(divided)), created
 
 
 def _schur_symmetric(state, nb, L, E, k, zero, mul=mul) -> int:
