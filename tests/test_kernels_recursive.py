@@ -76,8 +76,11 @@ def test_operations_grow_linearly_along_the_chain():
     for n in (8, 16, 32):
         m = chain.build(n=n)
         ops[n] = (op_counts(rnea_kernel(m).output_atoms)["total"], op_counts(aba_kernel(m).output_atoms)["total"])
-    for k in range(2):  # each added link costs the same: the increments double with N
-        assert ops[32][k] - ops[16][k] == pytest.approx(2 * (ops[16][k] - ops[8][k]), rel=0.02)
+    # each added link costs about the same: the increments double with N (within 5%: an ABA
+    # link whose pivot ranges over more than 256 times its floor divides by it, a few
+    # operations fewer, and the longer chains have more of them near the base)
+    for k in range(2):
+        assert ops[32][k] - ops[16][k] == pytest.approx(2 * (ops[16][k] - ops[8][k]), rel=0.05)
 
 
 def test_sample_arm_takes_fewer_operations_than_pinocchio():

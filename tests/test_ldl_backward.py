@@ -4,6 +4,8 @@ factors are exact for M + Delta, ||Delta|| below M's eigenvalue floor) instead o
 propagation through the elimination, which refused sample_arm (a pivot's error 26 against
 its floor 0.02). Checked on the compiled kernel against the compiled c-double one at 5,000
 random states of the declared box; the bound holds but is far from tight (see the test)."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -12,9 +14,11 @@ from mbforge.kernels.builders import build_kernel
 
 
 @pytest.mark.host
-@pytest.mark.parametrize("example,target", [("sample_arm", "c-fixed"), ("sample_arm", "c-float32"),
-                                            ("spatial_chain", "c-fixed")])
-def test_tree_forward_dynamics_holds_its_bound_at_random_states(tmp_path, example, target):
+@pytest.mark.parametrize("example,kernel,target", [
+    ("sample_arm", "forward-dynamics", "c-fixed"), ("sample_arm", "forward-dynamics", "c-float32"),
+    ("spatial_chain", "forward-dynamics", "c-fixed"), ("sample_arm", "forward-dynamics-aba", "c-fixed"),
+    ("sample_arm", "forward-dynamics-aba", "c-float32"), ("spatial_chain", "forward-dynamics-aba", "c-fixed")])
+def test_tree_forward_dynamics_holds_its_bound_at_random_states(tmp_path, example, kernel, target):
     """Status 0 and every qdd within its manifest bound of c-double's at 5,000 states
     uniform over the box (angles over a period, the declared rates and torques). Measured
     for sample_arm (M by CRBA, Q by RNEA with its vectors' norm bounds, lambda floored at
@@ -24,12 +28,15 @@ def test_tree_forward_dynamics_holds_its_bound_at_random_states(tmp_path, exampl
     (from the Lagrangian M and Q: errors 0.5 .. 34, bound 2.2e6). spatial_chain (its rods
     turn about their own axes, 1e-4 kg m^2: lambda floored at 2.65e-5) generates in c-fixed
     since its third joint's step divides by the pivot (kernels.dynamics._divided); its bound
-    is 1e7, useless too."""
+    is 1e7, useless too. The ABA's articulated inertias are bounded backward too
+    (analysis.ababack): sample_arm's float32 ABA gets a bound (it had none) and
+    spatial_chain's c-fixed ABA generates (it was refused), both bounds useless (the bias
+    and acceleration passes stay op by op)."""
     from mbforge.manifest import Manifest
     from mbforge.pipeline import generate
     from mbforge.verify import hostlib
     from mbforge.verify.vectors import from_raw, to_raw
-    k = build_kernel(load(example).equations(), "forward-dynamics")
+    k = build_kernel(load(example).equations(), kernel)
     generate(k, target).write(tmp_path / "fx")
     generate(k, "c-double").write(tmp_path / "db")
     m, md = Manifest.load(tmp_path / "fx"), Manifest.load(tmp_path / "db")
@@ -78,4 +85,19 @@ def test_the_roles_bind_only_to_their_own_tape():
     assert roles.bind(chain.tape()) is None
     tape = arm.tape()
     tape.instrs = [i for i in tape.instrs if i.dst[0] != roles.bind(tape).steps[2][2]]  # drop a reciprocal
+    assert roles.bind(tape) is None
+
+
+def test_the_articulated_body_roles_bind_only_to_their_own_tape():
+    """analysis.ababack applies where the tape computes each multiplier, product and
+    projection entry of the ABA's inward pass as replayed: sample_arm's roles bind to its
+    own tape, not to spatial_chain's, nor with a multiplier's instruction changed."""
+    arm = build_kernel(load("sample_arm").equations(), "forward-dynamics-aba")
+    chain = build_kernel(load("spatial_chain").equations(), "forward-dynamics-aba")
+    roles = arm.info.enclosures[0].roles
+    tape = arm.tape()
+    bound = roles.bind(tape)
+    assert bound is not None and roles.bind(chain.tape()) is None
+    us = next(t for b in bound.links for t in b.Us if t is not None)
+    tape.instrs = [dataclasses.replace(i, op="add") if i.dst[0] == us else i for i in tape.instrs]
     assert roles.bind(tape) is None

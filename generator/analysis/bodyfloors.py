@@ -72,6 +72,19 @@ def link_floor(L) -> float:
     return max(0.0, v * (1 - MARGIN))
 
 
+DIVIDE_RATIO = 256.0  # a pivot's ceiling over its floor beyond which its step divides
+
+
+def divides(L, ceil: float) -> bool:
+    """Whether link L's pivot, proven in [link_floor(L), ceil], spans more than DIVIDE_RATIO:
+    a fixed-point reciprocal's format then spans it too, and its rounding times |E| (or |U|)
+    perturbs M sqrt(ratio) times more than a quotient's own rounding, so the multipliers
+    divide by the pivot instead (kernels.dynamics' LDL^T, kernels.recursive's ABA); a
+    division costs a multiply more per multiplier, so it is kept to these steps."""
+    f = link_floor(L)
+    return 0 < f and ceil > DIVIDE_RATIO * f
+
+
 def _child_floor(a, c) -> float:
     """A lower bound of child c's kinetic energy (x 2) when its parent turns at unit rate
     about a (through the parent's origin, the grandparent still) and c's own rate is free:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -422,13 +423,19 @@ def plan_errors(fx: FixedProgram, vec) -> tuple[dict, list]:
 def _backward_run(tape: Tape, make) -> _Plan:
     """run PLAN_RULES on the state make() returns; for an open tree's LDL^T solve, with its
     factor's errors bounded as a perturbation of M (analysis.ldlback.iterate)."""
-    from . import ldlback
     bw = getattr(tape.hints, "backward", None)
     if bw is not None:
         def hooks(s):
             ins = {fi.dst[0]: fi for fi in s.out}
             return (lambda t: local_error(s, ins[t]), lambda t: s.ferr(("t", t)), lambda t: s.mag(("t", t)))
-        s, why = ldlback.iterate(bw, make, lambda s: run(tape, PLAN_RULES, s), hooks)
+
+        def again(s, override):  # the errors again, s's formats kept, under other overrides (analysis.ababack)
+            p = _Plan(tape, s.ranges, s.boxes, SimpleNamespace(temp_bits=s.bits, in_bits=s.in_bits),
+                      lambda bits: s.in_err, s.zero)
+            p.override, p.den_floor = override, s.den_floor
+            run(tape, PLAN_RULES, p)
+            return lambda t: p.ferr(("t", t))
+        s, why = bw.iterate(make, lambda s: run(tape, PLAN_RULES, s), hooks, again)
         if s is not None:
             return s
         if why is not None:

@@ -167,7 +167,6 @@ def float32_bounds_boxes(tape: Tape, vec) -> list[float]:
     and never above the bound over the hull (each box's magnitudes are inside the hull's).
     An open tree's LDL^T solve (tape.hints.backward) gets its factor's errors bounded as a
     perturbation of M (analysis.ldlback), as the fixed-point plan does."""
-    from . import ldlback
 
     def bounds(s):
         with np.errstate(all="ignore"):
@@ -178,7 +177,13 @@ def float32_bounds_boxes(tape: Tape, vec) -> list[float]:
     if bw is not None:
         def hooks(s):
             return (lambda t: float(np.max(s.local[t])), lambda t: s.err[t], lambda t: s.mag(("t", t)))
-        s, _ = ldlback.iterate(bw, lambda: _Bounds(vec), bounds, hooks, rel=U)  # none proven: op by op, as before
+
+        def again(s, override):  # the bounds again under other overrides (analysis.ababack)
+            b = _Bounds(vec)
+            b.override, b.den_floor = override, s.den_floor
+            bounds(b)
+            return lambda t: b.err[t]
+        s, _ = bw.iterate(lambda: _Bounds(vec), bounds, hooks, again, rel=U)  # none proven: op by op, as before
     if s is None:
         s = _Bounds(vec)
         bounds(s)

@@ -283,6 +283,10 @@ class _Bound:
                 out[t] = (1 - eta) * self.R.floor[k] * (1 - 1e-9)
         return out
 
+    def iterate(self, make, run_rules, hooks, again=None, rel: float | None = None):
+        """The plan's (or the float32 pass's) driver: module iterate."""
+        return iterate(self, make, run_rules, hooks, rel)
+
     def overrides(self, eta: float, rho: dict | None, sols: list | None = None) -> dict:
         """{temp: bound on |computed - exact|, before its own rounding} of the factor's
         quantities, given ||Delta|| <= eta lambda over the steps before (module doc): an

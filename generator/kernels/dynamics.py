@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..analysis.bodyfloors import ConstantEnclosure, diagonal_ceilings, eigen_floor, link_floor
+from ..analysis.bodyfloors import ConstantEnclosure, diagonal_ceilings, divides, eigen_floor, link_floor
 from ..analysis.ldlback import build_roles
 from ..domain.cover import envelope_cover, envelope_domain
 from ..domain.forces import actuator_ranges, dynamics_domain
@@ -137,13 +137,14 @@ def _tree_factor(eqs: Equations, Bu, samples, col_names, label, more=None):
     M, Q = tree_forms(eqs, tree, norms)
     rhs = [add(b, f) for b, f in zip(Bu, Q)]
     top = diagonal_ceilings(list(links.values()))
-    F = factor_ldlt(M, samples, names=col_names, label=label, order=order, kept=True, divide=_divided(links, top))
+    limit: list = []
+    lam = eigen_floor(list(links.values()), limit)
+    F = factor_ldlt(M, samples, names=col_names, label=label, order=order, kept=True,
+                    divide=_divided(links, top) if lam > 0 else ())  # only the backward bound needs it
     hints, missing, labels = tree_hints(F, links, eqs.q, top)
     hints += norms
     x = F.solve(rhs)
     solves = [(rhs, x)] + (more(M, Q, F, x) if more is not None else [])
-    limit: list = []
-    lam = eigen_floor(list(links.values()), limit)
     scaled = _solve_bounds(F, rhs, x, top, links, lam) if lam > 0 and not missing else []
     roles = None
     if lam > 0 and not missing:  # the plan's backward error of the solve (analysis.ldlback)
@@ -156,17 +157,11 @@ def _tree_factor(eqs: Equations, Bu, samples, col_names, label, more=None):
     return F, x, ConstantEnclosure(hints, missing, list(rhs), scaled, labels, roles)
 
 
-DIVIDE_RATIO = 256.0  # a pivot's ceiling over its floor beyond which its step divides (factor_ldlt's divide)
-
-
 def _divided(links, top) -> list:
-    """The joints whose LDL^T steps divide by the pivot rather than multiply by its reciprocal:
-    those whose pivot's proven range spans more than DIVIDE_RATIO (spatial_chain's joint
-    turning a rod about its own axis: 2e-4 to 1.9 kg m^2). A fixed-point reciprocal's format
-    spans that range, so its rounding times |E| perturbs M sqrt(ratio) times more than a
-    quotient's own rounding (analysis.ldlback); a division costs a multiply more per
-    multiplier, so it is kept to these steps."""
-    return sorted(j for j, L in links.items() if 0 < link_floor(L) and top[j] > DIVIDE_RATIO * link_floor(L))
+    """The joints whose LDL^T steps divide by the pivot rather than multiply by its reciprocal
+    (bodyfloors.divides: spatial_chain's joint turning a rod about its own axis, 2e-4 to 1.9
+    kg m^2)."""
+    return sorted(j for j, L in links.items() if divides(L, top[j]))
 
 
 def _active_bounds(F, top) -> list:

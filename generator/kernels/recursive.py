@@ -59,8 +59,8 @@ import copy
 
 import numpy as np
 
-from ..ir import ONE, ZERO, Atom, ExpressionError, Sparse, add, congruence, cross, diff, div, dot, folded, folded_mat, \
-    folded_vec, is_zero, matmul, matvec, mtv, mul, skew, sub, symbol, vadd, vconst, vscale, vsub
+from ..ir import ONE, ZERO, Atom, ExpressionError, Sparse, add, congruence, cross, diff, div, div_kept, dot, folded, \
+    folded_mat, folded_vec, is_zero, matmul, matvec, mtv, mul, mul_kept, skew, sub, symbol, vadd, vconst, vscale, vsub
 from ..model.joint_kinds import Prismatic, Revolute, kind_names
 from .common import KernelError, names
 from .kernel import InPort, Kernel, KernelInfo, OutPort
@@ -748,7 +748,14 @@ def _inertia_and_bias(m, h, I, W, V):
 
 def _aba_articulated(tree: OpenTree, q, tau, R, rq, cw, cv, IA, pA, pivots=None):
     """ABA pass 2, leaves to root: articulated inertias and bias forces, each link's handed
-    to its parent (IA, pA updated in place); per link U = IA S, 1 / D and u."""
+    to its parent (IA, pA updated in place); per link U = IA S, 1 / D and u. The
+    multipliers U / D and the projection's products read their operands as computed
+    (ir.mul_kept), the form analysis.ababack replays; a pivot proven over a wide range
+    divides (bodyfloors.divides: a fixed-point reciprocal's format would span it) where
+    that argument applies (M has an eigenvalue floor)."""
+    from ..analysis.bodyfloors import composite_bounds, divides, eigen_floor
+    rot, mass = composite_bounds(tree.links)
+    backward = tree.base is None and eigen_floor(tree.links) > 0  # else no use dividing: analysis.ababack
     U, invD, uu = {}, {}, {}
     for L in reversed(tree.links):
         J = L.joint
@@ -764,14 +771,17 @@ def _aba_articulated(tree: OpenTree, q, tau, R, rq, cw, cv, IA, pA, pivots=None)
         P = L.parent
         if P is None and tree.base is None:
             continue
-        Us_n, Us_f = vscale(iD, Un), vscale(iD, Uf)
-        Aa = [[ZERO] * 3 for _ in range(3)]
-        Ca = [[ZERO] * 3 for _ in range(3)]
+        wide = backward and divides(L, rot[L.j] if J.revolute else mass[L.j])
+        Us_n, Us_f = ([div_kept(u, D) if wide else mul_kept(iD, u) for u in V] for V in (Un, Uf))
+        PA, PC, Aa, Ca = ([[ZERO] * 3 for _ in range(3)] for _ in range(4))
         for i in range(3):
             for k in range(i, 3):
-                Aa[i][k] = Aa[k][i] = sub(A[i][k], mul(Us_n[i], Un[k]))
-                Ca[i][k] = Ca[k][i] = sub(C[i][k], mul(Us_f[i], Uf[k]))
-        Ba = [[sub(Bm[i][k], mul(Us_n[i], Uf[k])) for k in range(3)] for i in range(3)]
+                PA[i][k] = PA[k][i] = mul_kept(Us_n[i], Un[k])
+                PC[i][k] = PC[k][i] = mul_kept(Us_f[i], Uf[k])
+                Aa[i][k] = Aa[k][i] = sub(A[i][k], PA[i][k])
+                Ca[i][k] = Ca[k][i] = sub(C[i][k], PC[i][k])
+        PB = [[mul_kept(Us_n[i], Uf[k]) for k in range(3)] for i in range(3)]
+        Ba = [[sub(Bm[i][k], PB[i][k]) for k in range(3)] for i in range(3)]
         # pa = p + Ia c + U D^-1 u
         c_w, c_v = cw[L], cv[L]
         s = mul(iD, uu[L])
@@ -779,7 +789,7 @@ def _aba_articulated(tree: OpenTree, q, tau, R, rq, cw, cv, IA, pA, pivots=None)
         paf = vadd(vadd(pf, vadd(mtv(Ba, c_w), matvec(Ca, c_v))), vscale(s, Uf))
         A1, B1, C1, fn, ff = _inertia_to_parent(L, q, R[L], rq[L], Aa, Ba, Ca, pan, paf)
         if pivots is not None:
-            pivots[L].update(proj=(Aa, Ba, Ca), Us=(Us_n, Us_f), moved=(A1, B1, C1))
+            pivots[L].update(proj=(Aa, Ba, Ca), Us=(Us_n, Us_f), moved=(A1, B1, C1), prod=(PA, PB, PC), divided=wide)
         IA[P] = _add_inertia(IA[P], (A1, B1, C1))
         pA[P] = [vadd(pA[P][0], fn), vadd(pA[P][1], ff)]
     return U, invD, uu
@@ -1033,7 +1043,8 @@ def _aba_floors(tree: OpenTree, pivots: dict):
     axis through the origin, translational <= the subtree's mass, |X_ij| <= sqrt(X_ii X_jj)),
     so |U_i| = |(I^A S)_i| <= sqrt(X_ii D) and |U_i / D| <= sqrt(X_ii / D). A slide's D is
     a translational diagonal entry: at most the subtree's mass."""
-    from ..analysis.bodyfloors import ConstantEnclosure, composite_bounds, link_floor
+    from ..analysis.ababack import aba_roles
+    from ..analysis.bodyfloors import ConstantEnclosure, composite_bounds, eigen_floor, link_floor
     top, mass = composite_bounds(tree.links)
     hints, labels = [], []
     for L, got in pivots.items():
@@ -1056,16 +1067,20 @@ def _aba_floors(tree: OpenTree, pivots: dict):
             hints.append((a, -_up(np.sqrt(diag[k] * ceil)), _up(np.sqrt(diag[k] * ceil))))
         for k, a in enumerate([*got.get("Us", ([], []))[0], *got.get("Us", ([], []))[1]]):
             hints.append((a, -_up(np.sqrt(diag[k] / f)), _up(np.sqrt(diag[k] / f))))
-    return ConstantEnclosure(hints, labels=labels)
+        if "prod" in got:  # U_i U_k / D: the rank-one part of I^A, |.| <= sqrt(X_ii X_kk) as I^A's entries
+            hints += _block_bounds(got["prod"], diag, signed=True)
+    roles = aba_roles(tree, pivots, eigen_floor(tree.links)) if len(labels) == len(pivots) else None
+    return ConstantEnclosure(hints, labels=labels, roles=roles)
 
 
 def _up(x) -> float:
     return float(np.nextafter(x, np.inf) * (1 + 1e-12))
 
 
-def _block_bounds(blocks, diag) -> list:
+def _block_bounds(blocks, diag, signed: bool = False) -> list:
     """[(atom, lo, hi)] of a positive semidefinite [[A, B], [B^T, C]] whose diagonal is at
-    most diag (6 numbers): 0 <= X_ii <= diag_i, |X_ij| <= sqrt(diag_i diag_j)."""
+    most diag (6 numbers): 0 <= X_ii <= diag_i, |X_ij| <= sqrt(diag_i diag_j) (signed: the
+    diagonal is only bounded in size too)."""
     if blocks is None:
         return []
     A, B, C = blocks
@@ -1076,7 +1091,7 @@ def _block_bounds(blocks, diag) -> list:
                               (C[i][k], diag[3 + i], diag[3 + k])):
                 if a.args:
                     c = _up(np.sqrt(di * dk))
-                    out.append((a, 0.0 if a is A[i][i] or a is C[i][i] else -c, c))
+                    out.append((a, 0.0 if not signed and (a is A[i][i] or a is C[i][i]) else -c, c))
     return out
 
 
