@@ -13,9 +13,12 @@ from mbforge.kernels.builders import build_kernel
 from mbforge.kernels.recursive import open_tree
 
 
-@pytest.mark.parametrize("name", ["sample_arm", "spatial_chain"])
+@pytest.mark.parametrize("name", ["sample_arm", "spatial_chain", "chain:5"])
 def test_floors_and_caps_hold_at_random_configurations(name):
-    eqs = load(name).equations()
+    """(chain:5: a planar chain of rods, its eigenvalue floor from their inertia about the
+    common axis: bodyfloors._planar.)"""
+    base, _, n = name.partition(":")
+    eqs = (load(base, n=int(n)) if n else load(base)).equations()
     F = build_kernel(eqs, "forward-dynamics").info.solves["KKT"]
     links = open_tree(eqs.source).links
     by_j = {L.j: L for L in links}

@@ -17,7 +17,8 @@ from mbforge.kernels.builders import build_kernel
 @pytest.mark.parametrize("example,kernel,target", [
     ("sample_arm", "forward-dynamics", "c-fixed"), ("sample_arm", "forward-dynamics", "c-float32"),
     ("spatial_chain", "forward-dynamics", "c-fixed"), ("sample_arm", "forward-dynamics-aba", "c-fixed"),
-    ("sample_arm", "forward-dynamics-aba", "c-float32"), ("spatial_chain", "forward-dynamics-aba", "c-fixed")])
+    ("sample_arm", "forward-dynamics-aba", "c-float32"), ("spatial_chain", "forward-dynamics-aba", "c-fixed"),
+    ("chain:5", "forward-dynamics", "c-fixed"), ("chain:5", "forward-dynamics", "c-float32")])
 def test_tree_forward_dynamics_holds_its_bound_at_random_states(tmp_path, example, kernel, target):
     """Status 0 and every qdd within its manifest bound of c-double's at 5,000 states
     uniform over the box (angles over a period, the declared rates and torques). Measured
@@ -31,12 +32,16 @@ def test_tree_forward_dynamics_holds_its_bound_at_random_states(tmp_path, exampl
     is 1e7, useless too. The ABA's articulated inertias are bounded backward too
     (analysis.ababack): sample_arm's float32 ABA gets a bound (it had none) and
     spatial_chain's c-fixed ABA generates (it was refused), both bounds useless (the bias
-    and acceleration passes stay op by op)."""
+    and acceleration passes stay op by op). A planar chain's rods have no principal
+    inertia floor, but only their inertia about the common axis enters its kinetic energy
+    (bodyfloors._planar): the 5-link chain's forward dynamics generates in c-fixed (it was
+    refused) and gets float32 bounds (it had none)."""
     from mbforge.manifest import Manifest
     from mbforge.pipeline import generate
     from mbforge.verify import hostlib
     from mbforge.verify.vectors import from_raw, to_raw
-    k = build_kernel(load(example).equations(), kernel)
+    name, _, n = example.partition(":")
+    k = build_kernel((load(name, n=int(n)) if n else load(name)).equations(), kernel)
     generate(k, target).write(tmp_path / "fx")
     generate(k, "c-double").write(tmp_path / "db")
     m, md = Manifest.load(tmp_path / "fx"), Manifest.load(tmp_path / "db")

@@ -30,7 +30,8 @@ The solve: with every joint revolute and every body's inertia about its centre o
 positive definite (lambda_min mu_b), M's smallest eigenvalue is at least
 lambda = min_b mu_b / c_b: qd_k = axis_k . (w_k - w_parent), so qd_k^2 <= 2 |w_k|^2 +
 2 |w_parent|^2 (|w_k|^2 alone at a root), and |w_b|^2 <= mu_b^-1 w_b^T Icom_b w_b <=
-mu_b^-1 (body b's share of qd^T M qd); summed, |qd|^2 <= max_b (c_b / mu_b) qd^T M qd with
+mu_b^-1 (body b's share of qd^T M qd; in a planar tree every w_b lies along b's axis, and
+mu_b is b's inertia about that axis through its centre: _planar); summed, |qd|^2 <= max_b (c_b / mu_b) qd^T M qd with
 c_b = 2 (1 at a root) + 2 x its children (eigen_floor weights the split per joint instead
 of halves: the largest floor of that family). Then for M x = b, with y = L^-1 P b the forward
 substitution and D the pivots, b^T M^-1 b = sum_k y_k^2 / D_k <= |b|^2 / lambda: so
@@ -108,6 +109,33 @@ def _mu(L) -> float:
     return float(np.linalg.eigvalsh(Icom)[0]) - 1e-12 * float(np.abs(Icom).sum())
 
 
+def _planar(links) -> bool:
+    """Every joint revolute about one world direction (each child's axis, placed in its
+    parent's axes, parallel to the parent's; the roots' placed axes parallel): then every
+    body's angular velocity lies along its own axis, and only its inertia about that axis
+    through its centre of mass (_mu_axis) enters the kinetic energy: a planar chain of
+    thin rods has no principal inertia floor but this one."""
+    def placed(L):
+        return np.asarray(L.fixed, dtype=float) @ np.asarray(L.axis, dtype=float)
+
+    roots = [placed(L) for L in links if L.parent is None]
+    for L in links:
+        ref = np.asarray(L.parent.axis, dtype=float) if L.parent is not None else roots[0]
+        b = placed(L)
+        if not L.joint.revolute or np.linalg.norm(np.cross(ref, b)) > 1e-12 * np.linalg.norm(ref) * np.linalg.norm(b):
+            return False
+    return True
+
+
+def _mu_axis(L) -> float:
+    """L's body's inertia about its (unit) joint axis through its centre of mass, less a margin."""
+    m, h, I = float(L.m), np.asarray(L.h, dtype=float), np.asarray(L.I, dtype=float)
+    Icom = I - (m * (float(h @ h) / m ** 2 * np.eye(3) - np.outer(h, h) / m ** 2) if m > 0 else 0.0)
+    a = np.asarray(L.axis, dtype=float)
+    a = a / np.linalg.norm(a)
+    return float(a @ Icom @ a) - 1e-12 * float(np.abs(Icom).sum())
+
+
 def _body_reach(L) -> tuple[float, float, float]:
     """(mass, lambda_max of the inertia about the centre of mass, the centre's distance
     from the link origin) of link L's own body."""
@@ -161,9 +189,10 @@ def eigen_floor(links: list, limit: list | None = None) -> float:
     that inertia): what a refusal names, the floor being at most it."""
     if not all(L.joint.revolute for L in links):
         return eigen_floor_mixed(links, limit)
+    planar = _planar(links)
     mu = {}
     for L in links:
-        mu[L] = _mu(L)
+        mu[L] = _mu_axis(L) if planar else _mu(L)
         if not mu[L] > 0:
             return 0.0
     order, stack = [], [L for L in links if L.parent is None]
@@ -194,7 +223,9 @@ def eigen_floor(links: list, limit: list | None = None) -> float:
         lo, hi = (mid, hi) if feasible(mid) else (lo, mid)
     if limit is not None:
         least = min(mu.values())
-        limit.append((sorted((L for L in links if mu[L] <= 1.01 * least), key=lambda x: x.j), least))
+        limit.append((sorted((L for L in links if mu[L] <= 1.01 * least), key=lambda x: x.j), least,
+                      "inertia about its joint's axis through its centre of mass (a planar tree)" if planar
+                      else "least principal inertia about its centre of mass"))
     return max(0.0, lo * (1 - 1e-9))
 
 

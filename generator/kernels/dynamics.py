@@ -148,11 +148,11 @@ def _tree_factor(eqs: Equations, Bu, samples, col_names, label, more=None):
     scaled = _solve_bounds(F, rhs, x, top, links, lam) if lam > 0 and not missing else []
     roles = None
     if lam > 0 and not missing:  # the plan's backward error of the solve (analysis.ldlback)
-        bodies, mu = limit[0] if limit else ([], 0.0)
+        bodies, mu, which = limit[0] if limit else ([], 0.0, "")
         whose = ("every body's" if len(bodies) == len(links) else
                  "the body of joint " + ", ".join(eqs.q[L.j].value.name for L in bodies[:3])
                  + (f" and {len(bodies) - 3} more" if len(bodies) > 3 else ""))
-        what = f"at most {whose} least principal inertia about its centre of mass, {mu:.3g} kg m^2" if bodies else ""
+        what = f"at most {whose} {which}, {mu:.3g} kg m^2" if bodies else ""
         roles = build_roles(F, solves, top, {j: link_floor(L) for j, L in links.items()}, lam, what)
     return F, x, ConstantEnclosure(hints, missing, list(rhs), scaled, labels, roles)
 
