@@ -91,6 +91,7 @@ class LinkRoles:
     jf2: float  # |J|_F^2 of the body's Jacobian at its origin
     x2: float  # (1 + the largest |offset| to the parent)^2: ||X||^2 of the move up
     subtree: tuple  # the links' j of its subtree (itself included)
+    diag: tuple  # ceilings of the articulated inertia's diagonal (3 rotational, 3 the mass)
 
 
 @dataclass
@@ -184,19 +185,48 @@ class _ABABound:
             out[b.R.j] = b.R.top * (1 + sigma) * sum(delta[s.j] / (s.mu - delta[s.j]) for s in sub)
         return out
 
-    def overrides(self, delta: dict) -> tuple[dict, dict]:
-        """({temp: error bound} of the inertias and pivots, {pivot temp: floor})."""
+    def overrides(self, delta: dict) -> tuple[dict, dict, dict]:
+        """({temp: error bound} of the inertias, pivots and projections, {pivot temp: floor},
+        {temp: a bound on its computed value} of the reciprocals, multipliers and products).
+        A projection P^_c is within kappa_c (Proj is the articulated inertia with c's joint
+        free: the same energy argument) plus |F_c| <= delta_parent / x2_c of the exact one.
+        The reciprocal, multipliers and products are far from the exact ones (a pivot's
+        error over its floor squared) but their computed values are not: 1 / D^ <= 1 / ((1 -
+        eta) f), and the perturbed inertias are positive definite (delta_b < mu_b), so
+        |U_i U_k / D^| <= sqrt(I^_ii I^_kk): their formats take these caps."""
         kappa, eta = self._kappa(delta), self._eta(delta)
-        over, floor = {}, {}
+        over, floor, cap = {}, {}, {}
+
+        def put(d, t, v):
+            if t is not None:
+                d[t] = min(d.get(t, np.inf), v)
+
         for b in self.links:
             k = kappa[b.R.j] * (1 + 1e-9)
             for row in b.IA:
                 for t in row:
-                    if t is not None:
-                        over[t] = min(over.get(t, np.inf), k)
-            over[b.D] = min(over.get(b.D, np.inf), k, eta * b.R.ceil * (1 + 1e-9))
-            floor[b.D] = (1 - eta) * b.R.floor * (1 - 1e-9)
-        return over, floor
+                    put(over, t, k)
+            put(over, b.D, min(k, eta * b.R.ceil * (1 + 1e-9)))
+            if b.D is None:
+                continue
+            f1 = (1 - eta) * b.R.floor * (1 - 1e-9)
+            floor[b.D] = f1
+            put(cap, b.iD, 1.0 / f1)
+            grow = 1.0 + 2.0 ** -30 / f1 * b.R.ceil * (1 + eta) * 2  # the reciprocal's rounding, relative
+            ii = [b.R.diag[i] * (1 + 1e-9) + k for i in range(6)]
+            u_max = [np.sqrt(ii[i] * (b.R.ceil * (1 + eta) + k)) for i in range(6)]
+            us = [np.sqrt(ii[i] / f1) * grow for i in range(6)]
+            for i in range(6):
+                put(cap, b.Us[i], us[i])
+            if b.proj is None:
+                continue
+            pk = kappa[b.R.j] + delta[b.R.parent] / b.R.x2
+            for i in range(6):
+                for j in range(i, 6):
+                    put(cap, b.prod[i][j], np.sqrt(ii[i] * ii[j]) * grow + u_max[j] * us[i] * 2.0 ** -29)
+                    if b.proj[i][j] != b.prod[i][j]:
+                        put(over, b.proj[i][j], pk * (1 + 1e-9))
+        return over, floor, {t: v * (1 + 1e-9) for t, v in cap.items()}
 
     def deltas(self, local, mag, again) -> dict:
         """{j: a bound on ||Delta_j||_2} from the pass's formats: the inertias' errors with
@@ -245,7 +275,7 @@ class _ABABound:
             if self._kappa(delta) is None or self._eta(delta) > ETA_MAX:
                 break
             s = make()
-            s.override, s.den_floor = self.overrides(delta)
+            s.override, s.den_floor, s.value_cap = self.overrides(delta)
             run_rules(s)
             local, errs, mag = hooks(s)
             try:
@@ -308,5 +338,5 @@ def aba_roles(tree, pivots: dict, lam: float) -> ABARoles | None:
                              got["iD"], [*got["U"][0], *got["U"][1]], [*got["Us"][0], *got["Us"][1]]
                              if "Us" in got else [None] * 6, proj, prod, bool(got.get("divided")), f, ceil,
                              (rot[L.j] + mass[L.j]) * (1 + 1e-9), mu * (1 - 1e-9), jf2 * (1 + 1e-9),
-                             (1.0 + _offset(L)) ** 2 * (1 + 1e-9), sub[L.j]))
+                             (1.0 + _offset(L)) ** 2 * (1 + 1e-9), sub[L.j], (rot[L.j],) * 3 + (mass[L.j],) * 3))
     return ABARoles(out, float(lam))

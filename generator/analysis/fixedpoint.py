@@ -172,6 +172,9 @@ class _Plan:
         self.out: list[FixedInstr] = []
         self.override: dict = {}  # temp -> a bound on its error proven otherwise (analysis.ldlback)
         self.den_floor: dict = {}  # temp -> a floor of its computed |value| proven otherwise (same)
+        # temp -> a bound on its computed |value| before its rounding, proven otherwise (analysis.ababack):
+        # where the error against the exact value is large but the computed value is not
+        self.value_cap: dict = {}
 
     def ferr(self, o):
         kind, v = o
@@ -205,8 +208,11 @@ class _Plan:
         pre_err = float(np.max(pre_err))
         if self.override.get(d, np.inf) < pre_err:  # the value before its rounding, and at most 2 half ulps
             pre_err, rounding = self.override[d], (lambda f, r=rounding: 3 * r(f))  # of alignment before it
-        f = frac_bits_for(m + pre_err + 2.0 ** -60)
-        while f > -30 and (m + pre_err + rounding(f)) * 2.0 ** f >= MAXMAG * (1 - 1e-12):
+        fit = m + pre_err
+        if self.value_cap.get(d, np.inf) < fit:
+            fit, rounding = self.value_cap[d], (lambda f, r=rounding: 3 * r(f))
+        f = frac_bits_for(fit + 2.0 ** -60)
+        while f > -30 and (fit + rounding(f)) * 2.0 ** f >= MAXMAG * (1 - 1e-12):
             f -= 1
         return min(f, self.caps.get(("t", d), f))
 
