@@ -21,8 +21,9 @@ the errors of I^_k when every P^ is exact but for its own rounding (a second pas
 formats kept, the projections' errors cut: the moves' and sums' roundings and the
 rotations' errors), F_c,ik = -eps_i U_k - (the product's rounding). Entries the tape
 never computes (no value it computes reads them: the lowering keeps every role atom it
-needs whole) are taken as the perturbed system's exact ones, Delta 0 there. Then ||M' - M|| <= sum_k |J_k|_F^2 delta_k, delta_k >=
-||Delta_k||_2 (E's row sums, F by its Frobenius norm; ||X_c||_2 <= 1 + |r_c|,
+needs whole) are taken as the perturbed system's exact ones, Delta 0 there. Then
+||M' - M|| <= sum_k |J_k|_F^2 delta_k, delta_k >= ||Delta_k||_2 (E's row sums, F by its
+Frobenius norm; ||X_c||_2 <= 1 + |r_c|,
 |J_k|_F^2 <= sum over the joints i above k of 1 + (their distance)^2, 1 for a slide), and
 eta = ||M' - M|| / lambda (bodyfloors' eigenvalue floor).
 
@@ -33,10 +34,15 @@ energy (x 2) of the subtree with link k's twist x, so perturbing the bodies by D
 moves it by at most sum_b delta_b |V_b|^2, the bodies' twists |V_b|^2 <= top_k |x|^2 /
 (mu_b - delta_b) (mu_b: the least eigenvalue of body b's spatial inertia at its origin,
 top_k the subtree's spatial ceiling), so kappa_k = top_k (1 + sigma_k) sum_b delta_b /
-(mu_b - delta_b), sigma_k = sum_b delta_b / mu_b. Those are the plan's error overrides of
-the inertias (and den_floor of the pivots); the reciprocals, the multipliers, the
-projections, the bias pass and the accelerations keep the op-by-op rules from there: an
-articulated inertia's error no longer compounds level by level. The deltas are assumed,
+(mu_b - delta_b), sigma_k = sum_b delta_b / mu_b; a projection P^_c within kappa_c + |F_c|
+(Proj(I^A) is the articulated inertia with c's joint free: the same argument). Those are
+the plan's error overrides of the inertias and projections (and den_floor of the pivots).
+The reciprocals, multipliers and products stay far from their exact values (a pivot's
+error over its floor squared) but their computed values do not, so their formats take
+caps on the computed values (_Plan.value_cap: 1 / D^ <= 1 / ((1 - eta) f), and |U_i U_k /
+D^| <= sqrt(I^_ii I^_kk), the perturbed inertias being positive definite). The bias pass
+and the accelerations keep the op-by-op rules from there: an articulated inertia's error
+no longer compounds level by level, but the outputs' bounds stay loose. The deltas are assumed,
 the plan run, the deltas recomputed from its formats and accepted when at most the
 assumed ones (else assumed twice as large): the same induction as analysis.ldlback.
 
@@ -326,7 +332,7 @@ def aba_roles(tree, pivots: dict, lam: float) -> ABARoles | None:
         f = link_floor(L)
         if not (mu > 0 and f > 0):
             return None
-        anc, jf2, p = [], 0.0, L
+        jf2, p = 0.0, L
         while p is not None:
             jf2 += 1.0 + dist[(p.j, L.j)] ** 2 if p.joint.revolute else 1.0
             p = p.parent
