@@ -58,8 +58,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .definite import _temps
-from .linear import _locate
+from .ldlback import holders, reads as ldl_reads
 
 DELTA_START = 0.0  # the first pass assumes exact inertias; the next ones twice what a pass gives
 ETA_MAX = 0.9  # the pivots keep a tenth of their floors: bounds exist (however loose) below it
@@ -116,26 +115,16 @@ class ABARoles:
 
     def bind(self, tape):
         """The roles as temps of the tape, or None when the tape is not made of them."""
-        loc = _locate(tape)
-        writer = {ins.dst[0]: ins for ins in tape.instrs}
-
-        def root(t):
-            while writer[t].op == "neg" and writer[t].args[0][0] == "t":
-                t = writer[t].args[0][1]
-            return t
+        held, root, writer = holders(tape)
 
         def one(a):  # the rounding temp holding a (or -a); None: a constant, or not computed (no value
-            if a is None or not a.args:  # the tape computes reads it); LookupError: two
-                return None
-            ts = {root(t) for t, _ in _temps(loc, a)}
+            ts = held(a)  # the tape computes reads it); LookupError: two
             if len(ts) > 1:
                 raise LookupError(a)
             return ts.pop() if ts else None
 
         def reads(t, op, operands) -> bool:
-            ins = writer[t]
-            got = [root(o[1]) if o[0] == "t" else None for o in ins.args]
-            return ins.op in op and sorted(got, key=str) == sorted(operands, key=str)
+            return ldl_reads(writer[t], op, operands, root)
 
         try:
             links = []
@@ -301,14 +290,15 @@ class _ABABound:
                       "are not proven positive, no bound")
 
 
-def aba_roles(tree, pivots: dict, lam: float) -> ABARoles | None:
-    """The roles of kernels.recursive.aba's inward pass (pivots: its per-link atoms), or None
-    when they do not fit the argument: an axis that is not a unit coordinate vector, a body
-    without spatial inertia, no eigenvalue floor."""
-    from .bodyfloors import _offset, composite_bounds, link_floor
+def aba_roles(tree, pivots: dict, floors) -> ABARoles | None:
+    """The roles of kernels.recursive.aba's inward pass (pivots: its per-link atoms; floors:
+    the subtrees' rotational ceilings and masses, M's eigenvalue floor), or None when they do
+    not fit the argument: an axis that is not a unit coordinate vector, a body without
+    spatial inertia, no eigenvalue floor."""
+    from .bodyfloors import _offset, link_floor
+    rot, mass, lam = floors
     if not lam > 0:
         return None
-    rot, mass = composite_bounds(tree.links)
     sub = {}
     for L in reversed(tree.links):  # leaves first
         sub[L.j] = (L.j,) + tuple(j for c in L.children for j in sub[c.j])

@@ -102,10 +102,15 @@ def _child_floor(a, c) -> float:
     return v
 
 
+def _icom(L) -> np.ndarray:
+    """L's body's inertia about its centre of mass, in link axes."""
+    m, h, I = float(L.m), np.asarray(L.h, dtype=float), np.asarray(L.I, dtype=float)
+    return I - (m * (float(h @ h) / m ** 2 * np.eye(3) - np.outer(h, h) / m ** 2) if m > 0 else 0.0)
+
+
 def _mu(L) -> float:
     """A lower bound of the smallest eigenvalue of L's body's inertia about its centre."""
-    m, h, I = float(L.m), np.asarray(L.h, dtype=float), np.asarray(L.I, dtype=float)
-    Icom = I - (m * (float(h @ h) / m ** 2 * np.eye(3) - np.outer(h, h) / m ** 2) if m > 0 else 0.0)
+    Icom = _icom(L)
     return float(np.linalg.eigvalsh(Icom)[0]) - 1e-12 * float(np.abs(Icom).sum())
 
 
@@ -129,8 +134,7 @@ def _planar(links) -> bool:
 
 def _mu_axis(L) -> float:
     """L's body's inertia about its (unit) joint axis through its centre of mass, less a margin."""
-    m, h, I = float(L.m), np.asarray(L.h, dtype=float), np.asarray(L.I, dtype=float)
-    Icom = I - (m * (float(h @ h) / m ** 2 * np.eye(3) - np.outer(h, h) / m ** 2) if m > 0 else 0.0)
+    Icom = _icom(L)
     a = np.asarray(L.axis, dtype=float)
     a = a / np.linalg.norm(a)
     return float(a @ Icom @ a) - 1e-12 * float(np.abs(Icom).sum())

@@ -118,22 +118,8 @@ class LDLRoles:
 
     def bind(self, tape):
         """The roles as temps of the tape, or None when the tape is not made of them."""
-        loc = _locate(tape)
-        writer = {ins.dst[0]: ins for ins in tape.instrs}
-
-        def negated(t, ts):  # t is a neg instruction of another temp of ts
-            w = writer[t]
-            return w.op == "neg" and w.args[0][0] == "t" and w.args[0][1] in ts
-
-        def one(a):  # the temp holding a (or -a, or both, one the other's neg); None for a constant; False: not
-            if not a.args:  # found or twice
-                return None
-            ts = {t for t, _ in _temps(loc, a)}
-            ts = {t for t in ts if not negated(t, ts)}
-            return ts.pop() if len(ts) == 1 else False
-
         try:
-            return _bind(self, tape, one)
+            return _bind(self, tape)
         except LookupError:
             return None
 
@@ -185,21 +171,43 @@ def _solve_roles(F, rhs, x) -> SolveRoles:
     return SolveRoles(list(rhs), fwd, z, back, list(x))
 
 
-def _bind(R: LDLRoles, tape, one):
+def holders(tape):
+    """(held, root, writer) of a tape, what binding roles to it reads: held(a) the set of
+    temps whose instruction's rounding makes atom a or -a (root: through neg instructions;
+    empty for a constant or an atom the tape does not compute); writer {temp: instruction}."""
+    loc = _locate(tape)
     writer = {ins.dst[0]: ins for ins in tape.instrs}
 
-    def root(t):  # the temp of the instruction whose rounding makes t (through negations)
-        while t is not None and writer[t].op == "neg" and writer[t].args[0][0] == "t":
+    def root(t):
+        while writer[t].op == "neg" and writer[t].args[0][0] == "t":
             t = writer[t].args[0][1]
         return t
 
-    def need(a):
-        if a is None:  # a divided step's reciprocal: none
+    def held(a) -> set:
+        return {root(t) for t, _ in _temps(loc, a)} if a is not None and a.args else set()
+
+    return held, root, writer
+
+
+def reads(ins, ops, operands, root) -> bool:
+    """ins is one of ops reading exactly these temps (through negations; None: a literal),
+    in this order for a quotient."""
+    got = [root(o[1]) if o[0] == "t" else None for o in ins.args]
+    if ins.op == "div":
+        return "div" in ops and got == list(operands)
+    return ins.op in ops and sorted(got, key=str) == sorted(operands, key=str)
+
+
+def _bind(R: LDLRoles, tape):
+    held, root, writer = holders(tape)
+
+    def need(a):  # the one temp holding a; None for a constant (or a divided step's reciprocal)
+        if a is None or not a.args:
             return None
-        t = one(a)
-        if t is False:
+        ts = held(a)
+        if len(ts) != 1:
             raise LookupError(a)
-        return root(t)
+        return ts.pop()
 
     upstream = [o for o in (need(a) for a in list(R.entries.values()) + R.solves[0].rhs) if o is not None]
     needed = tape.cone(("t", t) for t in upstream)[0]
@@ -211,8 +219,8 @@ def _bind(R: LDLRoles, tape, one):
         for b, t in steps[-1][3].items():  # L_bk = fl(E_b r_k) or fl(E_b / D_k), or computed before the elimination
             if t is None or t in needed:
                 continue
-            if not (_reads(writer[t], {ends[k][b], steps[-1][2]} - {None}, root) if rec is not None
-                    else _divides(writer[t], ends[k][b], steps[-1][1], root)):
+            if not (reads(writer[t], ("mul",), [ends[k][b], steps[-1][2]], root) if rec is not None
+                    else reads(writer[t], ("div",), [ends[k][b], steps[-1][1]], root)):
                 return None
     solves = [SolveRoles([need(a) for a in sv.rhs], {i: [need(a) for a in ch] for i, ch in sv.fwd.items()},
                          {k: need(a) for k, a in sv.z.items()}, {k: [need(a) for a in ch] for k, ch in sv.back.items()},
@@ -222,8 +230,8 @@ def _bind(R: LDLRoles, tape, one):
     # the later solves' right-hand sides (they may read the first solution): computed as the
     # tape says, their errors propagated; only the factor's and the solves' roles are replayed
     later = tape.cone(("t", t) for sv in solves[1:] for t in sv.rhs if t is not None)[0] if solves[1:] else set()
-    reads = {a[1] for ins in tape.instrs for a in ins.args if a[0] == "t"}
-    B.read_x = [any(t in reads for t in sv.x if t is not None) for sv in solves]
+    read = {a[1] for ins in tape.instrs for a in ins.args if a[0] == "t"}
+    B.read_x = [any(t in read for t in sv.x if t is not None) for sv in solves]
     B.alias = {}  # root temp -> the temps holding its negation
     for ins in tape.instrs:
         if ins.op == "neg" and ins.args[0][0] == "t":
@@ -234,17 +242,6 @@ def _bind(R: LDLRoles, tape, one):
         if d not in needed and d not in known and d not in later and ins.op != "neg":
             return None  # an instruction of the solve this replay does not know: no backward bound
     return B
-
-
-def _reads(ins, temps: set, root) -> bool:
-    """ins is a product of exactly these temps (through negations; a literal for a constant)."""
-    return ins.op == "mul" and {root(o[1]) for o in ins.args if o[0] == "t"} == temps
-
-
-def _divides(ins, num, den, root) -> bool:
-    """ins is the quotient num / den of these temps (through negations)."""
-    a, b = ins.args if ins.op == "div" else (None, None)
-    return (a is not None and a[0] == "t" and b[0] == "t" and root(a[1]) == num and root(b[1]) == den)
 
 
 class _Bound:
@@ -343,12 +340,12 @@ class _Bound:
             rho[k] = d(rec)
             eps = {b: self._eps(k, b, t, eta, rho[k], d, err) for b, t in low.items()}
             # float: the relative roundings of multipliers computed in the elimination (docstring)
-            r2 = {b: 2 * rel + rel * rel for b, t in low.items() if t is not None and t not in self.upstream} \
-                if rel is not None else {}
+            rel2 = 2 * rel + rel * rel if rel is not None else 0.0
+            r2 = {b for b, t in low.items() if t is not None and t not in self.upstream} if rel is not None else set()
             for b in low:
                 v = c * top[k] * eps[b]
                 if b in r2:
-                    v = min(v, r2[b] * c * np.sqrt(top[b] * top[k]) + TINY32 * top[k])
+                    v = min(v, rel2 * c * np.sqrt(top[b] * top[k]) + TINY32 * top[k])
                 W[b, k] += v
                 W[k, b] += v
             for a, b, u, nw in ups:
@@ -356,7 +353,7 @@ class _Bound:
                 v = c * max((np.sqrt(top[a] * top[k]) + top[k] * eps[a]) * eps[b],
                             (np.sqrt(top[b] * top[k]) + top[k] * eps[b]) * eps[a])
                 if a in r2 and b in r2:
-                    v = min(v, r2[b] * (1 + rel) ** 2 * c * np.sqrt(top[a] * top[b])
+                    v = min(v, rel2 * (1 + rel) ** 2 * c * np.sqrt(top[a] * top[b])
                             + TINY32 * (np.sqrt(top[a] * top[k]) + np.sqrt(top[b] * top[k])))
                 v += d(u) + d(nw)
                 W[a, b] += v
@@ -413,15 +410,16 @@ def iterate(bw: "_Bound", make, run_rules, hooks, rel: float | None = None):
             got, sol, rho_got = bw.settle(eta, *hooks(s), rel=rel)
         except LookupError:  # an instruction without a local error rule: the op-by-op bounds
             return None, None
+        factor_ok = got <= eta and (rho is None or all(rho_got[k] <= rho[k] for k in rho_got))
         read_ok = all(not r or (sols is not None and np.all(new <= old))
                       for r, new, old in zip(bw.read_x, sol, sols or sol))
-        if got <= eta and (rho is None or all(rho_got[k] <= rho[k] for k in rho_got)) and read_ok:
+        if factor_ok and read_ok:
             bw.finish(s.err, sol)
             return s, None
         # a solution other instructions read: assume the bound this pass gave, with a margin
         sols = [np.nextafter(np.asarray(v, float) * (1 + 1e-6), np.inf) if r else None
                 for r, v in zip(bw.read_x, sol)]
-        if not (got <= eta and (rho is None or all(rho_got[k] <= rho[k] for k in rho_got))):
+        if not factor_ok:
             # assume twice what this pass gave; near the limit, the limit itself
             eta, rho = max(eta, min(2 * got, max(ETA_MAX, got * 1.01))), {k: 2 * v for k, v in rho_got.items()}
     if got <= ETA_MAX:

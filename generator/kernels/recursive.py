@@ -659,16 +659,18 @@ def _spatial_inertia(m, h, I):
     return [I, skew(h), [[m if i == k else ZERO for k in range(3)] for i in range(3)]]
 
 
-def aba(tree: OpenTree, q, qd, tau, pivots: dict | None = None) -> list[Atom]:
+def aba(tree: OpenTree, q, qd, tau, pivots: dict | None = None, floors=None) -> list[Atom]:
     """qdd (one atom per coordinate) under the generalized forces tau, inertia and gravity;
-    `pivots` (a dict) gets {link: (D, 1 / D)} (analysis.bodyfloors floors them).
+    `pivots` (a dict) gets {link: (D, 1 / D)} (analysis.bodyfloors floors them); floors:
+    (rotational ceilings, masses, M's eigenvalue floor) of a fixed-base tree (_aba_floors_of),
+    for the pivots proven over a wide range, or None.
 
     Spatial vectors as pairs of 3-vectors in link axes at the link origin: motion (w, v),
     force (n, f); an articulated inertia as blocks [n; f] = [[A, B], [B^T, C]] [w; v]."""
     R, rq, cw, cv, IA, pA = _aba_velocities(tree, q, qd)
     for L, (n_, f_) in _external(tree, R).items():  # Featherstone's f_ext, taken off the bias force
         pA[L] = [vsub(pA[L][0], n_), vsub(pA[L][1], f_)]
-    U, invD, uu = _aba_articulated(tree, q, tau, R, rq, cw, cv, IA, pA, pivots)
+    U, invD, uu = _aba_articulated(tree, q, tau, R, rq, cw, cv, IA, pA, pivots, floors)
     base = _aba_base(tree, IA, pA) if tree.base is not None else None
     return _aba_accelerations(tree, R, rq, cw, cv, U, invD, uu, base)
 
@@ -746,16 +748,16 @@ def _inertia_and_bias(m, h, I, W, V):
     return S, [vadd(cross(W, n0), cross(V, f0)), cross(W, f0)]
 
 
-def _aba_articulated(tree: OpenTree, q, tau, R, rq, cw, cv, IA, pA, pivots=None):
+def _aba_articulated(tree: OpenTree, q, tau, R, rq, cw, cv, IA, pA, pivots=None, floors=None):
     """ABA pass 2, leaves to root: articulated inertias and bias forces, each link's handed
     to its parent (IA, pA updated in place); per link U = IA S, 1 / D and u. The
     multipliers U / D and the projection's products read their operands as computed
     (ir.mul_kept), the form analysis.ababack replays; a pivot proven over a wide range
     divides (bodyfloors.divides: a fixed-point reciprocal's format would span it) where
-    that argument applies (M has an eigenvalue floor)."""
-    from ..analysis.bodyfloors import composite_bounds, divides, eigen_floor
-    rot, mass = composite_bounds(tree.links)
-    backward = tree.base is None and eigen_floor(tree.links) > 0  # else no use dividing: analysis.ababack
+    that argument applies (floors: M has an eigenvalue floor)."""
+    from ..analysis.bodyfloors import divides
+    rot, mass, lam = floors if floors is not None else ({}, {}, 0.0)
+    backward = lam > 0  # else no use dividing: analysis.ababack
     U, invD, uu = {}, {}, {}
     for L in reversed(tree.links):
         J = L.joint
@@ -1024,7 +1026,8 @@ def aba_kernel(src) -> Kernel:
     else:
         tau = [ZERO] * n
     pivots: dict = {}
-    qdd = aba(tree, model.q, model.qd, [add(x, y) for x, y in zip(tau, tree.applied)], pivots)
+    floors = _aba_floors_of(tree)
+    qdd = aba(tree, model.q, model.qd, [add(x, y) for x, y in zip(tau, tree.applied)], pivots, floors)
     return Kernel(
         model=model.name, name="forward-dynamics-aba",
         description="accelerations qdd from q, qd, t" + (" and actuator inputs u" if tree.act else "")
@@ -1032,10 +1035,17 @@ def aba_kernel(src) -> Kernel:
                     + f" (articulated-body algorithm over {_joints(tree)}, O(N) straight-line code)",
         inputs=inputs,
         outputs=[OutPort.vector("qdd", qdd, names(rates))],
-        info=KernelInfo(enclosures=[_aba_floors(tree, pivots)] if tree.base is None else []))
+        info=KernelInfo(enclosures=[_aba_floors(tree, pivots, floors)] if floors is not None else []))
 
 
-def _aba_floors(tree: OpenTree, pivots: dict):
+def _aba_floors_of(tree: OpenTree):
+    """(rotational ceilings, masses, M's eigenvalue floor) of a fixed-base tree, once for the
+    pass (its wide pivots) and its hints; None on a floating base."""
+    from ..analysis.bodyfloors import composite_bounds, eigen_floor
+    return (*composite_bounds(tree.links), eigen_floor(tree.links)) if tree.base is None else None
+
+
+def _aba_floors(tree: OpenTree, pivots: dict, floors):
     """The hints of the articulated-body pass (analysis.bodyfloors): D_k = S^T I^A_k S at
     least the joint's own body's (I^A_k >= I_k), at most M_kk's ceiling; I^A_k, its
     projection and its move to the parent's origin are positive semidefinite and at most
@@ -1044,8 +1054,8 @@ def _aba_floors(tree: OpenTree, pivots: dict):
     so |U_i| = |(I^A S)_i| <= sqrt(X_ii D) and |U_i / D| <= sqrt(X_ii / D). A slide's D is
     a translational diagonal entry: at most the subtree's mass."""
     from ..analysis.ababack import aba_roles
-    from ..analysis.bodyfloors import ConstantEnclosure, composite_bounds, eigen_floor, link_floor
-    top, mass = composite_bounds(tree.links)
+    from ..analysis.bodyfloors import ConstantEnclosure, link_floor
+    top, mass, _ = floors
     hints, labels = [], []
     for L, got in pivots.items():
         f, name, j = link_floor(L), tree.model.q[L.j].value.name, L.j
@@ -1069,7 +1079,7 @@ def _aba_floors(tree: OpenTree, pivots: dict):
             hints.append((a, -_up(np.sqrt(diag[k] / f)), _up(np.sqrt(diag[k] / f))))
         if "prod" in got:  # U_i U_k / D: the rank-one part of I^A, |.| <= sqrt(X_ii X_kk) as I^A's entries
             hints += _block_bounds(got["prod"], diag, signed=True)
-    roles = aba_roles(tree, pivots, eigen_floor(tree.links)) if len(labels) == len(pivots) else None
+    roles = aba_roles(tree, pivots, floors) if len(labels) == len(pivots) else None
     return ConstantEnclosure(hints, labels=labels, roles=roles)
 
 

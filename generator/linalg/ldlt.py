@@ -105,9 +105,12 @@ class LDLFactor(_Factor):
         for st in reversed(self.steps):
             yb = [y[k] for k in st.idx]
             for m, k in enumerate(st.idx):
-                acc = self.scaled(st, yb[0]) if st.divided else ZERO
-                for j, v in enumerate(yb if not st.divided else ()):
-                    acc = add(acc, mul(st.inv[m][j], v))
+                if len(st.idx) == 1:  # y_k / D_k
+                    acc = self.scaled(st, yb[0])
+                else:
+                    acc = ZERO
+                    for j, v in enumerate(yb):
+                        acc = add(acc, mul(st.inv[m][j], v))
                 for i, ls in st.lower.items():
                     acc = sub(acc, mul(ls[m], x[i]))
                 x[k] = acc
