@@ -169,12 +169,15 @@ def test_a_tree_with_slides_gets_floors_and_caps_over_its_ranges():
 
 @pytest.mark.host
 @pytest.mark.needs(dists=("example-robot-data",))
-def test_panda_fixed_point_aba_generates_and_holds_its_bounds(tmp_path):
+@pytest.mark.parametrize("target", ["c-fixed", "c-float32"])
+def test_panda_aba_generates_and_holds_its_bounds(tmp_path, target):
     """Panda's c-fixed forward-dynamics-aba (refused until its slides had ceilings and its
     articulated inertias a backward bound whose reciprocals, multipliers and products take
-    formats from their computed values' caps, analysis.ababack): status 0 and every output
-    within its bound of c-double's at 5,000 states of the declared box. The bounds are
-    useless (1e13 to 1e23 times the errors: the bias and acceleration passes are op by op)."""
+    formats from their computed values' caps, analysis.ababack) and its float32 one (no
+    bound until a body's perturbation was measured in its own inertia): status 0 and every
+    output within its bound of c-double's at 5,000 states of the declared box. The bounds
+    are useless (1e13 to 1e23 times the errors: the bias and acceleration passes are op by
+    op)."""
     from importlib.metadata import distribution
     from mbforge.manifest import Manifest
     from mbforge.model import from_urdf
@@ -184,7 +187,7 @@ def test_panda_fixed_point_aba_generates_and_holds_its_bounds(tmp_path):
     path = distribution("example-robot-data").locate_file(
         "cmeel.prefix/share/example-robot-data/robots/panda_description/urdf/panda.urdf")
     k = build_kernel(from_urdf(path).equations(), "forward-dynamics-aba")
-    generate(k, "c-fixed").write(tmp_path / "fx")
+    generate(k, target).write(tmp_path / "fx")
     generate(k, "c-double").write(tmp_path / "db")
     mf, md = Manifest.load(tmp_path / "fx"), Manifest.load(tmp_path / "db")
     X = np.random.default_rng(2).uniform(*np.array(k.input_ranges).T, (5000, len(k.input_ranges)))

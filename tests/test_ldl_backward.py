@@ -8,6 +8,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+import scipy.linalg
 
 from mbforge.examples import load
 from mbforge.kernels.builders import build_kernel
@@ -18,6 +19,7 @@ from mbforge.kernels.builders import build_kernel
     ("sample_arm", "forward-dynamics", "c-fixed"), ("sample_arm", "forward-dynamics", "c-float32"),
     ("spatial_chain", "forward-dynamics", "c-fixed"), ("sample_arm", "forward-dynamics-aba", "c-fixed"),
     ("sample_arm", "forward-dynamics-aba", "c-float32"), ("spatial_chain", "forward-dynamics-aba", "c-fixed"),
+    ("spatial_chain", "forward-dynamics-aba", "c-float32"),
     ("chain:5", "forward-dynamics", "c-fixed"), ("chain:5", "forward-dynamics", "c-float32")])
 def test_tree_forward_dynamics_holds_its_bound_at_random_states(tmp_path, example, kernel, target):
     """Status 0 and every qdd within its manifest bound of c-double's at 5,000 states
@@ -32,7 +34,9 @@ def test_tree_forward_dynamics_holds_its_bound_at_random_states(tmp_path, exampl
     is 1e7, useless too. The ABA's articulated inertias are bounded backward too
     (analysis.ababack): sample_arm's float32 ABA gets a bound (it had none) and
     spatial_chain's c-fixed ABA generates (it was refused), both bounds useless (the bias
-    and acceleration passes stay op by op). A planar chain's rods have no principal
+    and acceleration passes stay op by op); spatial_chain's float32 ABA gets one (it had
+    none) since a body's perturbation is measured against its own inertia
+    (ababack._body_eta), useless too. A planar chain's rods have no principal
     inertia floor, but only their inertia about the common axis enters its kinetic energy
     (bodyfloors._planar): the 5-link chain's forward dynamics generates in c-fixed (it was
     refused) and gets float32 bounds (it had none)."""
@@ -106,3 +110,36 @@ def test_the_articulated_body_roles_bind_only_to_their_own_tape():
     us = next(t for b in bound.links for t in b.Us if t is not None)
     tape.instrs = [dataclasses.replace(i, op="add") if i.dst[0] == us else i for i in tape.instrs]
     assert roles.bind(tape) is None
+
+
+def test_a_body_perturbation_is_measured_in_its_own_inertia():
+    """ababack._body_eta: |V^T Delta V| <= eta V^T I V for every twist V and every Delta
+    within its entrywise bound E, checked at random twists (the worst direction included)
+    and random Delta; a rod's errors across its axis count against its inertia across it
+    (eta far below delta / mu, mu its inertia about its axis), not about it."""
+    from types import SimpleNamespace
+    from mbforge.analysis.ababack import _body_eta
+    m, L = 0.5, 0.6  # a rod along x from the origin: 1e-4 kg m^2 about its own axis
+    I = np.diag([1e-4, m * L * L / 3, m * L * L / 3])
+    h = np.array([m * L / 2, 0.0, 0.0])
+    H = np.array([[0, -h[2], h[1]], [h[2], 0, -h[0]], [-h[1], h[0], 0]])
+    S6 = np.block([[I, H], [H.T, m * np.eye(3)]])
+    w, V = np.linalg.eigh(S6)
+    W = (V / np.sqrt(w)) @ V.T
+    R = SimpleNamespace(W=np.abs(W), w2=np.linalg.norm(W, 2) ** 2 * (1 + 1e-9), mu=w[0] * (1 - 1e-9),
+                        g=np.linalg.eigvalsh(W.T @ S6 @ W)[0] * (1 - 1e-9))
+    E = np.full((6, 6), 1e-7)
+    E[0, :] = E[:, 0] = 0.0  # no error about the rod's axis
+    delta, eta = _body_eta(R, E, 2e-8)
+    assert eta < 0.05 * delta / R.mu
+    rng = np.random.default_rng(4)
+    worst = 0.0
+    for _ in range(500):
+        D = E * rng.uniform(-1, 1, (6, 6))
+        D = (D + D.T) / 2  # within E entry by entry
+        P = rng.normal(size=(6, 6))
+        D += (P + P.T) / np.linalg.norm(P + P.T, 2) * 2e-8  # and a part of norm 2e-8
+        # the largest |V^T Delta V| / V^T I V over every twist V: a generalized eigenvalue
+        worst = max(worst, np.abs(scipy.linalg.eigh(D, S6, eigvals_only=True)).max())
+    assert worst <= eta and worst > 0.05 * eta, (worst, eta)
+    print("worst / eta", worst / eta, "eta", eta, "delta / mu", delta / R.mu)

@@ -21,20 +21,28 @@ the errors of I^_k when every P^ is exact but for its own rounding (a second pas
 formats kept, the projections' errors cut: the moves' and sums' roundings and the
 rotations' errors), F_c,ik = -eps_i U_k - (the product's rounding). Entries the tape
 never computes (no value it computes reads them: the lowering keeps every role atom it
-needs whole) are taken as the perturbed system's exact ones, Delta 0 there. Then
-||M' - M|| <= sum_k |J_k|_F^2 delta_k, delta_k >= ||Delta_k||_2 (E's row sums, F by its
-Frobenius norm; ||X_c||_2 <= 1 + |r_c|,
-|J_k|_F^2 <= sum over the joints i above k of 1 + (their distance)^2, 1 for a slide), and
-eta = ||M' - M|| / lambda (bodyfloors' eigenvalue floor).
+needs whole) are taken as the perturbed system's exact ones, Delta 0 there. In float32
+every rounding is relative: |eps_i U_k| <= (2u + u^2) |U_i U_k| / D^ <= (2u + u^2)
+sqrt(I^_ii I^_kk) whatever the pivot's range (I^ positive definite), and the product's
+rounding u times that.
+
+How much the bodies move. Per body, delta_k >= ||Delta_k||_2 (E's row sums, F by its
+Frobenius norm, ||X_c||_2 <= 1 + |r_c|) and eta_k with |V^T Delta_k V| <= eta_k V^T I_k V
+for every twist V: measured in the body's own inertia (W^T Delta W, W about I_k^-1/2,
+_body_eta), so that a rod's roundings across its axis count against its inertia across
+it, not against its inertia about its axis (spatial_chain: 1e-4 kg m^2; delta_k / mu_k,
+mu_k the least eigenvalue of body k's spatial inertia, is the other, coarser bound).
+Then x^T (M' - M) x = sum_k V_k^T Delta_k V_k (V_k = J_k x) lies within max_k eta_k x^T M
+x, and ||M' - M|| <= sum_k |J_k|_F^2 delta_k (|J_k|_F^2 <= sum over the joints i above k of
+1 + (their distance)^2, 1 for a slide): eta, with (1 - eta) M <= M' <= (1 + eta) M, is the
+smaller of max_k eta_k and that norm over lambda (bodyfloors' eigenvalue floor).
 
 What it gives. With eta < 1, every pivot D^_k >= (1 - eta) f_k (a Schur complement is
 monotone) and within eta ceil_k of the exact one. Every computed articulated inertia is
 within kappa_k of the exact I^A_k (2-norm, so entrywise): x^T I^A x is the least kinetic
-energy (x 2) of the subtree with link k's twist x, so perturbing the bodies by Delta_b
-moves it by at most sum_b delta_b |V_b|^2, the bodies' twists |V_b|^2 <= top_k |x|^2 /
-(mu_b - delta_b) (mu_b: the least eigenvalue of body b's spatial inertia at its origin,
-top_k the subtree's spatial ceiling), so kappa_k = top_k (1 + sigma_k) sum_b delta_b /
-(mu_b - delta_b), sigma_k = sum_b delta_b / mu_b; a projection P^_c within kappa_c + |F_c|
+energy (x 2) of the subtree with link k's twist x, and the perturbed bodies move every
+such energy by at most the subtree's largest eta_b times itself, so kappa_k = top_k max_b
+eta_b (top_k the subtree's spatial ceiling); a projection P^_c is within kappa_c + |F_c|
 (Proj(I^A) is the articulated inertia with c's joint free: the same argument). Those are
 the plan's error overrides of the inertias and projections (and den_floor of the pivots).
 The reciprocals, multipliers and products stay far from their exact values (a pivot's
@@ -42,9 +50,10 @@ error over its floor squared) but their computed values do not, so their formats
 caps on the computed values (_Plan.value_cap: 1 / D^ <= 1 / ((1 - eta) f), and |U_i U_k /
 D^| <= sqrt(I^_ii I^_kk), the perturbed inertias being positive definite). The bias pass
 and the accelerations keep the op-by-op rules from there: an articulated inertia's error
-no longer compounds level by level, but the outputs' bounds stay loose. The deltas are assumed,
-the plan run, the deltas recomputed from its formats and accepted when at most the
-assumed ones (else assumed twice as large): the same induction as analysis.ldlback.
+no longer compounds level by level, but the outputs' bounds stay loose. Every body's
+(delta, eta) is assumed, the plan run, both recomputed from its formats and accepted when
+at most the assumed ones (else assumed twice as large): the same induction as
+analysis.ldlback.
 
 Sound when the tape computes the roles as replayed: the reciprocal 1 / D^, each
 multiplier L^_i = r^ U_i (or U_i / D^ on a divided step), each product L^_i U_k and each
@@ -58,9 +67,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .ldlback import holders, reads as ldl_reads
+from .ldlback import TINY32, holders, reads as ldl_reads
 
-DELTA_START = 0.0  # the first pass assumes exact inertias; the next ones twice what a pass gives
+DELTA_START = 0.0  # the first pass assumes exact bodies; the next ones twice what a pass gives
 ETA_MAX = 0.9  # the pivots keep a tenth of their floors: bounds exist (however loose) below it
 ROUNDS = 8
 
@@ -93,6 +102,9 @@ class LinkRoles:
     ceil: float  # the pivot's ceiling
     top: float  # the subtree's spatial ceiling (largest eigenvalue of its articulated inertia)
     mu: float  # the least eigenvalue of the link's own body's spatial inertia at its origin
+    W: np.ndarray  # |W|, W about I_b^-1/2: a perturbation is measured in the body's own inertia (_body_eta)
+    w2: float  # ||W||_2^2
+    g: float  # a floor of the least eigenvalue of W^T I_b W (about 1)
     jf2: float  # |J|_F^2 of the body's Jacobian at its origin
     x2: float  # (1 + the largest |offset| to the parent)^2: ||X||^2 of the move up
     subtree: tuple  # the links' j of its subtree (itself included)
@@ -165,31 +177,33 @@ class _ABABound:
         self.R, self.links = R, links
         self.by_j = {b.R.j: b for b in links}
 
-    def _eta(self, delta: dict) -> float:
-        return sum(b.R.jf2 * delta[b.R.j] for b in self.links) / self.R.lam
+    def _eta(self, st: dict) -> float:
+        """A bound on the perturbation's share of M, (1 - eta) M <= M' <= (1 + eta) M: the
+        smaller of ||M' - M|| / lambda <= sum_k |J_k|_F^2 delta_k / lambda (lambda M's
+        eigenvalue floor) and the largest body's eta_k (x^T (M' - M) x = sum_k V_k^T
+        Delta_k V_k >= -sum_k eta_k V_k^T I_k V_k >= -max_k eta_k x^T M x, V_k = J_k x)."""
+        norm = sum(b.R.jf2 * st[b.R.j][0] for b in self.links) / self.R.lam
+        return min(norm, max(st[b.R.j][1] for b in self.links))
 
-    def _kappa(self, delta: dict) -> dict | None:
-        """{j: the bound on every entry of I^_j's error}, or None when a delta reaches its
-        body's least spatial inertia."""
-        out = {}
-        for b in self.links:
-            sub = [self.by_j[j].R for j in b.R.subtree]
-            if any(not delta[s.j] < s.mu for s in sub):
-                return None
-            sigma = sum(delta[s.j] / s.mu for s in sub)
-            out[b.R.j] = b.R.top * (1 + sigma) * sum(delta[s.j] / (s.mu - delta[s.j]) for s in sub)
-        return out
+    def _kappa(self, st: dict) -> dict | None:
+        """{j: the bound on every entry of I^_j's error}, or None when a body's eta reaches 1:
+        x^T I^A_j x is the least kinetic energy (x 2) of the subtree with link j's twist x,
+        and the perturbed bodies move every energy by at most eta_b times its own, so
+        ||I^_j - I^A_j|| <= (the subtree's largest eta_b) top_j."""
+        if not all(st[b.R.j][1] < 1 for b in self.links):
+            return None
+        return {b.R.j: b.R.top * max(st[j][1] for j in b.R.subtree) for b in self.links}
 
-    def overrides(self, delta: dict) -> tuple[dict, dict, dict]:
+    def overrides(self, st: dict) -> tuple[dict, dict, dict]:
         """({temp: error bound} of the inertias, pivots and projections, {pivot temp: floor},
         {temp: a bound on its computed value} of the reciprocals, multipliers and products).
         A projection P^_c is within kappa_c (Proj is the articulated inertia with c's joint
         free: the same energy argument) plus |F_c| <= delta_parent / x2_c of the exact one.
         The reciprocal, multipliers and products are far from the exact ones (a pivot's
         error over its floor squared) but their computed values are not: 1 / D^ <= 1 / ((1 -
-        eta) f), and the perturbed inertias are positive definite (delta_b < mu_b), so
+        eta) f), and the perturbed inertias are positive definite (eta_b < 1), so
         |U_i U_k / D^| <= sqrt(I^_ii I^_kk): their formats take these caps."""
-        kappa, eta = self._kappa(delta), self._eta(delta)
+        kappa, eta = self._kappa(st), self._eta(st)
         over, floor, cap = {}, {}, {}
 
         def put(d, t, v):
@@ -215,7 +229,7 @@ class _ABABound:
                 put(cap, b.Us[i], us[i])
             if b.proj is None:
                 continue
-            pk = kappa[b.R.j] + delta[b.R.parent] / b.R.x2
+            pk = kappa[b.R.j] + st[b.R.parent][0] / b.R.x2
             for i in range(6):
                 for j in range(i, 6):
                     put(cap, b.prod[i][j], np.sqrt(ii[i] * ii[j]) * grow + u_max[j] * us[i] * 2.0 ** -29)
@@ -223,9 +237,11 @@ class _ABABound:
                         put(over, b.proj[i][j], pk * (1 + 1e-9))
         return over, floor, {t: v * (1 + 1e-9) for t, v in cap.items()}
 
-    def deltas(self, local, mag, again) -> dict:
-        """{j: a bound on ||Delta_j||_2} from the pass's formats: the inertias' errors with
-        every projection cut to its own rounding (again), plus the children's F moved up."""
+    def deltas(self, local, mag, again, assumed: dict, rel=None) -> dict:
+        """{j: (a bound on ||Delta_j||_2, eta_j)} from the pass's formats: the inertias'
+        errors with every projection cut to its own rounding (again), entry by entry, plus
+        the children's F moved up (by norm). assumed: the state the pass ran under (its
+        kappa caps the diagonals the float32 multipliers' relative errors are charged on)."""
         cut = {t: 0.0 for b in self.links if b.proj is not None for row in b.proj for t in row if t is not None}
         errs = again(cut)
 
@@ -235,28 +251,30 @@ class _ABABound:
         def m(t):
             return 0.0 if t is None else float(np.max(mag(t)))
 
-        out = {}
-        for b in self.links:  # leaves first: the children come before their parent
-            E = np.zeros((6, 6))
-            for i in range(6):
-                for k in range(6):
-                    t = b.IA[i][k]
-                    E[i, k] = float(np.max(errs(t))) if t is not None else 0.0
-            out[b.R.j] = float(E.sum(1).max())
+        E, moved = {}, {b.R.j: 0.0 for b in self.links}
+        for b in self.links:
+            E[b.R.j] = np.array([[float(np.max(errs(t))) if t is not None else 0.0 for t in row] for row in b.IA])
+        kappa = self._kappa(assumed) if rel is not None else None
         for b in self.links:
             if b.proj is None:
                 continue
             rho = 0.0 if b.R.divided else d(b.iD)
             eps = [m(u) * rho + d(us) for u, us in zip(b.U, b.Us)]
+            if kappa is not None:  # float32: every rounding relative, |U_i U_k| / D^ <= sqrt(I^_ii I^_kk)
+                ii = [b.R.diag[i] * (1 + 1e-9) + kappa[b.R.j] for i in range(6)]
+                r2 = (1 + rel) ** (1 if b.R.divided else 2) - 1  # the multiplier's relative error
             F = np.zeros((6, 6))
             for i in range(6):
                 for k in range(i, 6):
                     if b.prod[i][k] is None and b.proj[i][k] is None:
                         continue
                     F[i, k] = F[k, i] = eps[i] * m(b.U[k]) + d(b.prod[i][k])
+                    if kappa is not None:  # eps_i U_k and the product's rounding, relative
+                        f = (r2 + rel * (1 + r2)) * np.sqrt(ii[i] * ii[k]) * (1 + 1e-9) + 4 * TINY32
+                        F[i, k] = F[k, i] = min(F[i, k], f)
             # ||X^T F X|| <= ||X||^2 |F|_F, and so is the part of it the computed entries hold
-            out[b.R.parent] += b.R.x2 * float(np.sqrt((F * F).sum()))
-        return {j: v * (1 + 1e-9) for j, v in out.items()}
+            moved[b.R.parent] += b.R.x2 * float(np.sqrt((F * F).sum()))
+        return {b.R.j: _body_eta(b.R, E[b.R.j], moved[b.R.j]) for b in self.links}
 
     def iterate(self, make, run_rules, hooks, again, rel=None):
         """The plan's (or the float32 pass's) driver, as ldlback.iterate: (the accepted state,
@@ -264,30 +282,48 @@ class _ABABound:
         local rule (then the op-by-op bounds). again(s, overrides) -> errs: the pass
         again with s's formats kept under other overrides; rel is not needed: every rounding
         is charged as local() gives it."""
-        delta = {b.R.j: DELTA_START for b in self.links}
+        st = {b.R.j: (DELTA_START, DELTA_START) for b in self.links}
         eta = 0.0
         for _ in range(ROUNDS):
-            if self._kappa(delta) is None or self._eta(delta) > ETA_MAX:
+            if self._kappa(st) is None or self._eta(st) > ETA_MAX:
                 break
             s = make()
-            s.override, s.den_floor, s.value_cap = self.overrides(delta)
+            s.override, s.den_floor, s.value_cap = self.overrides(st)
             run_rules(s)
             local, errs, mag = hooks(s)
             try:
-                new = self.deltas(local, mag, lambda over: again(s, over))
+                new = self.deltas(local, mag, lambda over: again(s, over), st, rel)
             except LookupError:  # an instruction without a local error rule: the op-by-op bounds
                 return None, None
             eta = self._eta(new)
-            if all(new[j] <= delta[j] for j in new):
+            if all(new[j][0] <= st[j][0] and new[j][1] <= st[j][1] for j in new):
                 return s, None
             # assume twice what this pass gave; near the limit, as much as the limit allows
             grow = min(2.0, 0.99 * ETA_MAX / eta) if eta > 0 else 2.0
             if not grow > 1.0:
                 break
-            delta = {j: max(delta[j], grow * new[j]) for j in new}
-        return None, (f"the articulated-body pass's roundings perturb M by {eta:.3g} x the floor of its smallest "
-                      f"eigenvalue ({self.R.lam:.3g}), or the bodies' inertias by as much as their own: the pivots "
+            st = {j: (max(st[j][0], grow * new[j][0]), max(st[j][1], grow * new[j][1])) for j in new}
+        return None, (f"the articulated-body pass's roundings perturb M by {eta:.3g} of itself (against the floor "
+                      f"of its smallest eigenvalue, {self.R.lam:.3g}, or its bodies' own inertias): the pivots "
                       "are not proven positive, no bound")
+
+
+def _body_eta(R: LinkRoles, E: np.ndarray, moved: float) -> tuple[float, float]:
+    """(delta, eta) of a body perturbed by Delta with |Delta| <= E entry by entry plus a part
+    of norm at most moved: delta >= ||Delta||_2 (E's row sums), and eta with |V^T Delta V| <=
+    eta V^T I_b V for every twist V. For any W, V^T Delta V <= ||W^T Delta W|| |W^-1 V|^2
+    and |W^-1 V|^2 <= V^T I_b V / g (g the least eigenvalue of W^T I_b W), ||W^T Delta W||
+    <= rho(|W|^T E |W|) + ||W||^2 moved: with W = I_b^-1/2 an error along the body's stiff
+    directions counts as little as it is against them (a rod's roundings across its axis
+    against its inertia across it, not against its inertia about its axis, mu); W = 1
+    gives delta / mu."""
+    delta = (float(E.sum(1).max()) + moved) * (1 + 1e-9)
+    A = R.W @ E @ R.W
+    rho = float(A.sum(1).max())
+    v = np.abs(np.linalg.eigh(A)[1][:, -1]) + 1e-6  # Collatz-Wielandt: max (A v)_i / v_i, any v > 0
+    rho = min(rho, float(np.max(A @ v / v)))
+    eta = min(delta / R.mu, (rho * (1 + 1e-9) + R.w2 * moved) / R.g)
+    return delta, eta * (1 + 1e-9)
 
 
 def aba_roles(tree, pivots: dict, floors) -> ABARoles | None:
@@ -319,8 +355,12 @@ def aba_roles(tree, pivots: dict, floors) -> ABARoles | None:
         H = np.array([[0, -h[2], h[1]], [h[2], 0, -h[0]], [-h[1], h[0], 0]])
         S6 = np.block([[I, H], [H.T, m * np.eye(3)]])
         mu = float(np.linalg.eigvalsh(S6)[0]) - 1e-12 * float(np.abs(S6).sum())
+        w, V = np.linalg.eigh(S6)
+        W = (V / np.sqrt(np.maximum(w, mu if mu > 0 else 1.0))) @ V.T  # about S6^-1/2
+        g = float(np.linalg.eigvalsh(W.T @ S6 @ W)[0]) - 1e-12 * float(np.abs(W.T @ S6 @ W).sum())
+        w2 = float(np.linalg.norm(W, 2)) ** 2 * (1 + 1e-9)
         f = link_floor(L)
-        if not (mu > 0 and f > 0):
+        if not (mu > 0 and f > 0 and g > 0):
             return None
         jf2, p = 0.0, L
         while p is not None:
@@ -333,6 +373,7 @@ def aba_roles(tree, pivots: dict, floors) -> ABARoles | None:
         out.append(LinkRoles(L.j, L.parent.j if L.parent is not None else None, _six(got["IA"]), got["D"],
                              got["iD"], [*got["U"][0], *got["U"][1]], [*got["Us"][0], *got["Us"][1]]
                              if "Us" in got else [None] * 6, proj, prod, bool(got.get("divided")), f, ceil,
-                             (rot[L.j] + mass[L.j]) * (1 + 1e-9), mu * (1 - 1e-9), jf2 * (1 + 1e-9),
+                             (rot[L.j] + mass[L.j]) * (1 + 1e-9), mu * (1 - 1e-9), np.abs(W), w2, g,
+                             jf2 * (1 + 1e-9),
                              (1.0 + _offset(L)) ** 2 * (1 + 1e-9), sub[L.j], (rot[L.j],) * 3 + (mass[L.j],) * 3))
     return ABARoles(out, float(lam))
