@@ -67,11 +67,15 @@ def test_clean_kernels_do_not_warn(tmp_path):
 
 
 def test_a_kernel_without_test_vectors_is_judged_at_states_over_its_ranges(tmp_path):
-    # the 6-R arm's forward dynamics in fixed point (the LDL^T's backward-error bound,
-    # analysis.ldlback): sound, 2.2e6 rad/s^2 on accelerations of at most a few thousand; it
-    # has no test vectors and its outputs' enclosure reaches 1.8e8, so judged against the
-    # enclosure the bound passed as useful
-    r = mbforge("generate", "sample_arm", "--kernel", "forward-dynamics", "--target", "c-fixed", "--require-bounds",
-                "--out", tmp_path / "fd")
+    # the 6-R arm's ABA in fixed point (its articulated inertias bounded backward,
+    # analysis.ababack; the bias and acceleration passes op by op): sound, 6.4e8 rad/s^2 on
+    # accelerations of at most a few thousand; it has no test vectors, so judged at states
+    # over its ranges (|qdd| up to 858 there). Its forward dynamics by CRBA and LDL^T
+    # (analysis.ldlback, ||x|| bounded through sqrt(b^T M^-1 b)): 139, useful, generated
+    r = mbforge("generate", "sample_arm", "--kernel", "forward-dynamics-aba", "--target", "c-fixed",
+                "--require-bounds", "--out", tmp_path / "fd")
     assert r.returncode == 2 and "6 of 6 outputs have a bound at least their largest magnitude" in r.stderr, r.stderr
     assert "shoulder1_dd +-" in r.stderr and not (tmp_path / "fd").exists()
+    r = mbforge("generate", "sample_arm", "--kernel", "forward-dynamics", "--target", "c-fixed", "--require-bounds",
+                "--out", tmp_path / "fd")
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr

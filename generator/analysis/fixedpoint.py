@@ -433,7 +433,8 @@ def _backward_run(tape: Tape, make) -> _Plan:
     if bw is not None:
         def hooks(s):
             ins = {fi.dst[0]: fi for fi in s.out}
-            return (lambda t: local_error(s, ins[t]), lambda t: s.ferr(("t", t)), lambda t: s.mag(("t", t)))
+            return (lambda t: local_error(s, ins[t]), lambda t: s.ferr(("t", t)),
+                    lambda t: s.mag(t if isinstance(t, tuple) else ("t", t)))
 
         def again(s, override):  # the errors again, s's formats kept, under other overrides (analysis.ababack)
             p = _Plan(tape, s.ranges, s.boxes, SimpleNamespace(temp_bits=s.bits, in_bits=s.in_bits),

@@ -176,7 +176,8 @@ def float32_bounds_boxes(tape: Tape, vec) -> list[float]:
     bw = getattr(tape.hints, "backward", None)
     if bw is not None:
         def hooks(s):
-            return (lambda t: float(np.max(s.local[t])), lambda t: s.err[t], lambda t: s.mag(("t", t)))
+            return (lambda t: float(np.max(s.local[t])), lambda t: s.err[t],
+                    lambda t: s.mag(t if isinstance(t, tuple) else ("t", t)))
 
         def again(s, override):  # the bounds again under other overrides (analysis.ababack)
             b = _Bounds(vec)

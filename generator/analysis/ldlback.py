@@ -48,7 +48,13 @@ x^ - x = (M + Delta)^-1 (b^ - b + e - Delta x) + L^-T (e_z + e_x), where
 ||(M + Delta)^-1|| <= 1 / ((1 - eta) lambda), ||x|| <= ||b|| / lambda, ||L^-T|| <=
 sqrt(max D / lambda_min(M + Delta)), and |y_k| <= ||b^ + e|| sqrt(D_k / lambda_min(M +
 Delta)) (b^T A^-1 b = sum y_k^2 / D_k). Every solution entry's error is at most that
-2-norm; the plan keeps the smaller of it and the propagated bound.
+2-norm; the plan keeps the smaller of it and the propagated bound. ||b|| / lambda is far
+above the accelerations of an arm (sample_arm: 1.6e7 rad/s^2 from b's enclosure, |qdd|
+<= 1.7e3): where the kernel knows a bound E of ||b||_{M^-1} = sqrt(b^T M^-1 b) over a
+box (Energy: the bias forces bounded body by body, kernels.recursive.bias_energy_bound,
+and the actuators' |B u| / sqrt(lambda)), ||x|| <= ||x||_M / sqrt(lambda) <= E /
+sqrt(lambda) and |y_k| <= sqrt(D_k) ||b^ + e||_{(M + Delta)^-1} <= sqrt(D_k / (1 - eta))
+(E + ||b^ - b + e|| / sqrt(lambda)) instead (sample_arm 7.7e3 / sqrt(lambda) = 1.3e5).
 
 The tape holds these atoms when the factor's products read their operands as computed
 (factor_ldlt's `kept`: ir.mul_kept, where mul would move a constant factor of an operand
@@ -72,6 +78,23 @@ ETA_START = 1e-6  # the first assumed ||Delta|| / lambda: a 32-bit plan of a wel
 TINY32 = 2.0 ** -126  # float32's underflow: a rounding's absolute floor (per multiplier, generously)
 ETA_MAX = 0.5  # beyond it the pivots' floors are too eroded to be worth a bound: iterate gives none
 ROUNDS = 8
+
+
+@dataclass
+class Energy:
+    """What bounds ||b||_{M^-1} = sqrt(b^T M^-1 b) of the first solve (b = B u + Q, no
+    force elements) over a box: bias(qd_max) for the bias forces
+    (kernels.recursive.bias_energy_bound), ||B u|| / sqrt(lam) for the actuators'."""
+    qd: list  # the rate symbols, by coordinate
+    u: list  # the actuator symbols
+    Babs: np.ndarray  # |B|, coordinates x actuators
+    bias: object  # qd_max (per coordinate: numbers or arrays over the boxes) -> bound
+    lam: float
+
+    def __call__(self, qd_max: list, u_max: list):
+        bu = sum(sum(self.Babs[i, j] * u_max[j] for j in range(len(self.u))) ** 2
+                 for i in range(self.Babs.shape[0])) ** 0.5 if self.u else 0.0
+        return (self.bias(qd_max) + bu / np.sqrt(self.lam)) * (1 + 1e-9)
 
 
 @dataclass
@@ -105,6 +128,7 @@ class LDLRoles:
     floor: dict
     lam: float
     lam_what: str = ""  # what sets lam (the body of least inertia), for the refusal line
+    energy: Energy | None = None  # bounds sqrt(b^T M^-1 b) of the first solve (None: unknown)
 
     def atoms(self) -> list:
         """Every atom of the roles (lower's keep: each held by a temp)."""
@@ -124,7 +148,7 @@ class LDLRoles:
             return None
 
 
-def build_roles(F, solves, top, floor, lam, lam_what: str = "") -> LDLRoles:
+def build_roles(F, solves, top, floor, lam, lam_what: str = "", energy: Energy | None = None) -> LDLRoles:
     """The roles of factor F's (LDL^T, 1 x 1 pivots) solves of M x = rhs for each (rhs, x) of
     solves, replayed as factor_ldlt and LDLFactor.solve build them (the same atoms)."""
     act = {(i, j): a for (i, j), a in F.A.entries.items() if i >= j}
@@ -145,7 +169,7 @@ def build_roles(F, solves, top, floor, lam, lam_what: str = "") -> LDLRoles:
         steps.append((k, st.pivot, None if st.divided else st.recip, {i: ls[0] for i, ls in st.lower.items()}, ups, E))
     entries = {(i, j): a for (i, j), a in F.A.entries.items() if i >= j}
     return LDLRoles(F.n, entries, steps, [_solve_roles(F, rhs, x) for rhs, x in solves], dict(top), dict(floor),
-                    float(lam), lam_what)
+                    float(lam), lam_what, energy)
 
 
 def _solve_roles(F, rhs, x) -> SolveRoles:
@@ -227,6 +251,10 @@ def _bind(R: LDLRoles, tape):
                          [need(a) for a in sv.x]) for sv in R.solves]
     B = _Bound(R, steps, solves, {ij: need(a) for ij, a in R.entries.items()})
     B.upstream, B.ends = needed, ends
+    at = {a: ("in", k) for k, a in enumerate(tape.inputs)}  # the energy's rates and actuators among the inputs
+    B.energy_in = None
+    if R.energy is not None and all(a in at for a in R.energy.qd + R.energy.u):
+        B.energy_in = ([at[a] for a in R.energy.qd], [at[a] for a in R.energy.u])
     # the later solves' right-hand sides (they may read the first solution): computed as the
     # tape says, their errors propagated; only the factor's and the solves' roles are replayed
     later = tape.cone(("t", t) for sv in solves[1:] for t in sv.rhs if t is not None)[0] if solves[1:] else set()
@@ -316,7 +344,8 @@ class _Bound:
         array over the boxes, or a number), the reciprocals' roundings {k: rho_k}): valid
         when that eta <= eta and those rho are at most the ones overrides assumed.
         local(t): the rounding of the instruction writing temp t; errs(t), mag(t): its
-        error bound and magnitude (arrays over the boxes, or numbers). rel (float32: its
+        error bound and magnitude (arrays over the boxes, or numbers; mag also of an input
+        operand ("in", k)). rel (float32: its
         unit roundoff): every rounding is at most rel times its exact result, so a multiplier's
         error times its pivot is at most (2 rel + rel^2) |E_b| whatever the pivot's range
         (the reciprocal's and the product's roundings, or the quotient's), and an update's
@@ -360,7 +389,11 @@ class _Bound:
                 W[b, a] += v if a != b else 0.0
         norm = float(W.sum(1).max()) * (1 + 1e-9)
         eta1 = norm / R.lam
-        return eta1, [self._solution(sv, errs, mag, max(eta, eta1), norm, rho, d) for sv in self.solves], rho
+        energy = None
+        if self.energy_in is not None:  # over each box, from its rates' and actuators' ranges
+            energy = R.energy(*([mag(o) for o in ops] for ops in self.energy_in))
+        return eta1, [self._solution(sv, errs, mag, max(eta, eta1), norm, rho, d, energy if i == 0 else None)
+                      for i, sv in enumerate(self.solves)], rho
 
     def _eps(self, k, b, t, eta, rho, d, err):
         """A bound on |L_bk - E_b / D_k| (computed values): E_b rho_k + L's rounding, or for an
@@ -375,8 +408,11 @@ class _Bound:
             raise LookupError("a multiplier computed before the elimination from an entry computed in it")
         return err(t) + (err(e) + emax * eta) / ((1 - eta) * fl[k])
 
-    def _solution(self, sv, errs, mag, eta, norm, rho, d):
-        """The bound on every entry's error of solve sv's solution (module doc, Solve)."""
+    def _solution(self, sv, errs, mag, eta, norm, rho, d, energy=None):
+        """The bound on every entry's error of solve sv's solution (module doc, Solve).
+        energy: a bound on ||b||_{M^-1} = sqrt(b^T M^-1 b) (None: ||b|| / sqrt(lambda)),
+        which ||x|| <= ||b||_{M^-1} / sqrt(lambda) and |y_k| <= sqrt(D_k) ||b^ +
+        e||_{(M + Delta)^-1} read instead of ||b|| / lambda."""
         R = self.R
         if not eta < 1:
             return np.inf
@@ -384,11 +420,12 @@ class _Bound:
         berr = sum(errs(t) ** 2 if t is not None else 0.0 for t in sv.rhs) ** 0.5
         e = sum(sum(d(t) for t in ch) ** 2 for ch in sv.fwd.values()) ** 0.5
         lam_t = (1 - eta) * R.lam
-        bp = bmag + berr + e
-        ezx = sum((rho[k] * bp * np.sqrt((1 + eta) * R.top[k] / lam_t) + d(sv.z[k]) + sum(d(t) for t in ch)) ** 2
+        bm = bmag / np.sqrt(R.lam) if energy is None else np.minimum(bmag / np.sqrt(R.lam), energy)
+        bp = bm + (berr + e) / np.sqrt(R.lam)  # >= ||b^ + e||_{M^-1}
+        ezx = sum((rho[k] * bp * np.sqrt((1 + eta) * R.top[k] / (1 - eta)) + d(sv.z[k]) + sum(d(t) for t in ch)) ** 2
                   for k, ch in sv.back.items()) ** 0.5
         dmax = (1 + eta) * max(R.top.values())
-        out = (berr + e + norm * bmag / R.lam) / lam_t + np.sqrt(dmax / lam_t) * ezx
+        out = (berr + e + norm * bm / np.sqrt(R.lam)) / lam_t + np.sqrt(dmax / lam_t) * ezx
         return np.nextafter(out * (1 + 1e-9), np.inf)
 
 

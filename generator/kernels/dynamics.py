@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..analysis.bodyfloors import ConstantEnclosure, diagonal_ceilings, divides, eigen_floor, link_floor
-from ..analysis.ldlback import build_roles
+from ..analysis.ldlback import Energy, build_roles
 from ..domain.cover import envelope_cover, envelope_domain
 from ..domain.forces import actuator_ranges, dynamics_domain
 from ..domain.motion import driven_domain, motion_states
@@ -122,7 +122,7 @@ def tree_hints(F, links, coords, top) -> tuple[list, list, list]:
     return hints + _active_bounds(F, top), missing, labels
 
 
-def _tree_factor(eqs: Equations, Bu, samples, col_names, label, more=None):
+def _tree_factor(eqs: Equations, Bu, samples, col_names, label, more=None, act=None, uranges=None):
     """(factor, solution, floors' enclosure) of M qdd = B u + Q for an unconstrained open
     tree in recursive form (tree_forms), or None when the model is not one. LDL^T leaves
     first, its floors and caps as tree_hints; with every product reading its operands as
@@ -146,6 +146,15 @@ def _tree_factor(eqs: Equations, Bu, samples, col_names, label, more=None):
     x = F.solve(rhs)
     solves = [(rhs, x)] + (more(M, Q, F, x) if more is not None else [])
     scaled = _solve_bounds(F, rhs, x, top, links, lam) if lam > 0 and not missing else []
+    energy = _energy(eqs, tree, act, lam) if scaled and act is not None else None
+    top_e = None
+    if energy is not None and uranges is not None:  # over the declared box: constant hints
+        from .recursive import rate_bounds
+        rates = rate_bounds(eqs.ranges, eqs.qd)
+        if rates is not None:
+            top_e = energy(rates[0], [max(abs(float(x)) for x in uranges[s]) for s in act[1]])
+    if top_e is not None:  # |b| / sqrt(lam) of the scaled hints: at most sqrt(b^T M^-1 b)
+        hints += [(a, -v, v) for a, f in scaled for v in [float(np.nextafter(f * np.sqrt(lam) * top_e, np.inf))]]
     roles = None
     if lam > 0 and not missing:  # the plan's backward error of the solve (analysis.ldlback)
         bodies, mu, which = limit[0] if limit else ([], 0.0, "")
@@ -153,8 +162,27 @@ def _tree_factor(eqs: Equations, Bu, samples, col_names, label, more=None):
                  "the body of joint " + ", ".join(eqs.q[L.j].value.name for L in bodies[:3])
                  + (f" and {len(bodies) - 3} more" if len(bodies) > 3 else ""))
         what = f"at most {whose} {which}, {mu:.3g} kg m^2" if bodies else ""
-        roles = build_roles(F, solves, top, {j: link_floor(L) for j, L in links.items()}, lam, what)
+        roles = build_roles(F, solves, top, {j: link_floor(L) for j, L in links.items()}, lam, what, energy)
     return F, x, ConstantEnclosure(hints, missing, list(rhs), scaled, labels, roles)
+
+
+def _energy(eqs: Equations, tree, act, lam: float) -> Energy | None:
+    """What bounds sqrt(b^T M^-1 b) = sqrt(qdd^T M qdd) over a box of the inputs, b = B u + Q
+    (analysis.ldlback.Energy): the bias forces' bound (kernels.recursive.bias_energy_bound)
+    plus |B u| / sqrt(lam). act: (B, u); None with force elements (their generalized
+    forces are not bounded here), a coefficient of B that is not a number, or a tree the
+    bias bound does not cover."""
+    from .recursive import bias_energy_bound, bias_energy_factors
+    B, u = act
+    factors = bias_energy_factors(tree) if all(a is ZERO for a in tree.applied) else None
+    if factors is None:
+        return None
+    Babs = np.zeros((len(eqs.q), len(u)))
+    for (i, j), a in B.entries.items():
+        if a.args:
+            return None
+        Babs[i, j] = abs(float(a.value))
+    return Energy(list(eqs.qd), list(u), Babs, lambda qd_max: bias_energy_bound(tree, qd_max, factors), float(lam))
 
 
 def _divided(links, top) -> list:
@@ -241,15 +269,16 @@ def forward_dynamics_kernel(eqs: Equations, samples=None, method: str = "auto", 
         samples = with_envelope_samples(kernel_samples(eqs, rows, "kinematic constraint"), cover)
     Bu = B.matvec(u) if u else [ZERO] * n
     rhs = [add(q_, f) for q_, f in zip(eqs.Q, Bu)] + list(gamma)
-    tree = _tree_factor(eqs, Bu, samples, col_names, f"{eqs.model} M") if A.shape[0] == 0 and method != "lu" else None
+    motion = motion_states(eqs)
+    uranges, derived = actuator_ranges(eqs, u, A, B, motion)
+    tree = _tree_factor(eqs, Bu, samples, col_names, f"{eqs.model} M", act=(B, u), uranges=uranges) \
+        if A.shape[0] == 0 and method != "lu" else None
     if tree is not None:
         F, x, enc = tree
     else:
         F, x = _forward_factor(K, rhs, samples, method, row_names, col_names, f"{eqs.model} KKT [M A^T; A 0]")
         enc = None
     qdd, lam = x[:n], x[n:]
-    motion = motion_states(eqs)
-    uranges, derived = actuator_ranges(eqs, u, A, B, motion)
     inputs = [port("q", eqs, eqs.q), port("qd", eqs, eqs.qd), port("t", eqs, [eqs.t])]
     if u:
         inputs.append(InPort("u", u, [uranges[s] for s in u]))
