@@ -169,15 +169,19 @@ def test_a_tree_with_slides_gets_floors_and_caps_over_its_ranges():
 
 @pytest.mark.host
 @pytest.mark.needs(dists=("example-robot-data",))
-@pytest.mark.parametrize("target", ["c-fixed", "c-float32"])
-def test_panda_aba_generates_and_holds_its_bounds(tmp_path, target):
+@pytest.mark.parametrize("kernel, target", [("forward-dynamics-aba", "c-fixed"), ("forward-dynamics-aba", "c-float32"),
+                                            ("forward-dynamics", "c-float32")])
+def test_panda_aba_generates_and_holds_its_bounds(tmp_path, kernel, target):
     """Panda's c-fixed forward-dynamics-aba (refused until its slides had ceilings and its
     articulated inertias a backward bound whose reciprocals, multipliers and products take
-    formats from their computed values' caps, analysis.ababack) and its float32 one (no
-    bound until a body's perturbation was measured in its own inertia): status 0 and every
-    output within its bound of c-double's at 5,000 states of the declared box. The bounds
-    are useless (1e13 to 1e23 times the errors: the bias and acceleration passes are op by
-    op)."""
+    formats from their computed values' caps, analysis.ababack), its float32 one (no bound
+    until a body's perturbation was measured in its own inertia) and its float32 forward
+    dynamics (no bound until CRBA's composite inertias were read as the bodies'
+    perturbations, ldlback's bodies): status 0 and every output within its bound of
+    c-double's at 5,000 states of the declared box. The bounds are useless (the ABA's 1e13
+    to 1e23 times the errors: its bias and acceleration passes are op by op; the forward
+    dynamics' 4.5e7 rad/s^2: with slides, no bias-force bound, so ||x|| <= ||b|| /
+    lambda)."""
     from importlib.metadata import distribution
     from mbforge.manifest import Manifest
     from mbforge.model import from_urdf
@@ -186,7 +190,7 @@ def test_panda_aba_generates_and_holds_its_bounds(tmp_path, target):
     from mbforge.verify.vectors import from_raw, to_raw
     path = distribution("example-robot-data").locate_file(
         "cmeel.prefix/share/example-robot-data/robots/panda_description/urdf/panda.urdf")
-    k = build_kernel(from_urdf(path).equations(), "forward-dynamics-aba")
+    k = build_kernel(from_urdf(path).equations(), kernel)
     generate(k, target).write(tmp_path / "fx")
     generate(k, "c-double").write(tmp_path / "db")
     mf, md = Manifest.load(tmp_path / "fx"), Manifest.load(tmp_path / "db")

@@ -29,7 +29,7 @@ rounding u times that.
 How much the bodies move. Per body, delta_k >= ||Delta_k||_2 (E's row sums, F by its
 Frobenius norm, ||X_c||_2 <= 1 + |r_c|) and eta_k with |V^T Delta_k V| <= eta_k V^T I_k V
 for every twist V: measured in the body's own inertia (W^T Delta W, W about I_k^-1/2,
-_body_eta), so that a rod's roundings across its axis count against its inertia across
+bodyfloors.body_eta), so that a rod's roundings across its axis count against its inertia across
 it, not against its inertia about its axis (spatial_chain: 1e-4 kg m^2; delta_k / mu_k,
 mu_k the least eigenvalue of body k's spatial inertia, is the other, coarser bound).
 Then x^T (M' - M) x = sum_k V_k^T Delta_k V_k (V_k = J_k x) lies within max_k eta_k x^T M
@@ -67,6 +67,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from .bodyfloors import body_eta
 from .ldlback import TINY32, holders, reads as ldl_reads
 
 DELTA_START = 0.0  # the first pass assumes exact bodies; the next ones twice what a pass gives
@@ -102,7 +103,7 @@ class LinkRoles:
     ceil: float  # the pivot's ceiling
     top: float  # the subtree's spatial ceiling (largest eigenvalue of its articulated inertia)
     mu: float  # the least eigenvalue of the link's own body's spatial inertia at its origin
-    W: np.ndarray  # |W|, W about I_b^-1/2: a perturbation is measured in the body's own inertia (_body_eta)
+    W: np.ndarray  # |W|, W about I_b^-1/2: a perturbation is measured in the body's own inertia (bodyfloors.body_eta)
     w2: float  # ||W||_2^2
     g: float  # a floor of the least eigenvalue of W^T I_b W (about 1)
     jf2: float  # |J|_F^2 of the body's Jacobian at its origin
@@ -274,7 +275,7 @@ class _ABABound:
                         F[i, k] = F[k, i] = min(F[i, k], f)
             # ||X^T F X|| <= ||X||^2 |F|_F, and so is the part of it the computed entries hold
             moved[b.R.parent] += b.R.x2 * float(np.sqrt((F * F).sum()))
-        return {b.R.j: _body_eta(b.R, E[b.R.j], moved[b.R.j]) for b in self.links}
+        return {b.R.j: body_eta(b.R, E[b.R.j], moved[b.R.j]) for b in self.links}
 
     def iterate(self, make, run_rules, hooks, again, rel=None):
         """The plan's (or the float32 pass's) driver, as ldlback.iterate: (the accepted state,
@@ -308,30 +309,12 @@ class _ABABound:
                       "are not proven positive, no bound")
 
 
-def _body_eta(R: LinkRoles, E: np.ndarray, moved: float) -> tuple[float, float]:
-    """(delta, eta) of a body perturbed by Delta with |Delta| <= E entry by entry plus a part
-    of norm at most moved: delta >= ||Delta||_2 (E's row sums), and eta with |V^T Delta V| <=
-    eta V^T I_b V for every twist V. For any W, V^T Delta V <= ||W^T Delta W|| |W^-1 V|^2
-    and |W^-1 V|^2 <= V^T I_b V / g (g the least eigenvalue of W^T I_b W), ||W^T Delta W||
-    <= rho(|W|^T E |W|) + ||W||^2 moved: with W = I_b^-1/2 an error along the body's stiff
-    directions counts as little as it is against them (a rod's roundings across its axis
-    against its inertia across it, not against its inertia about its axis, mu); W = 1
-    gives delta / mu."""
-    delta = (float(E.sum(1).max()) + moved) * (1 + 1e-9)
-    A = R.W @ E @ R.W
-    rho = float(A.sum(1).max())
-    v = np.abs(np.linalg.eigh(A)[1][:, -1]) + 1e-6  # Collatz-Wielandt: max (A v)_i / v_i, any v > 0
-    rho = min(rho, float(np.max(A @ v / v)))
-    eta = min(delta / R.mu, (rho * (1 + 1e-9) + R.w2 * moved) / R.g)
-    return delta, eta * (1 + 1e-9)
-
-
 def aba_roles(tree, pivots: dict, floors) -> ABARoles | None:
     """The roles of kernels.recursive.aba's inward pass (pivots: its per-link atoms; floors:
     the subtrees' rotational ceilings and masses, M's eigenvalue floor), or None when they do
     not fit the argument: an axis that is not a unit coordinate vector, a body without
     spatial inertia, no eigenvalue floor."""
-    from .bodyfloors import _offset, link_floor
+    from .bodyfloors import _offset, body_scale, link_floor
     rot, mass, lam = floors
     if not lam > 0:
         return None
@@ -353,14 +336,9 @@ def aba_roles(tree, pivots: dict, floors) -> ABARoles | None:
             return None
         m, h, I = float(L.m), np.asarray(L.h, dtype=float), np.asarray(L.I, dtype=float)
         H = np.array([[0, -h[2], h[1]], [h[2], 0, -h[0]], [-h[1], h[0], 0]])
-        S6 = np.block([[I, H], [H.T, m * np.eye(3)]])
-        mu = float(np.linalg.eigvalsh(S6)[0]) - 1e-12 * float(np.abs(S6).sum())
-        w, V = np.linalg.eigh(S6)
-        W = (V / np.sqrt(np.maximum(w, mu if mu > 0 else 1.0))) @ V.T  # about S6^-1/2
-        g = float(np.linalg.eigvalsh(W.T @ S6 @ W)[0]) - 1e-12 * float(np.abs(W.T @ S6 @ W).sum())
-        w2 = float(np.linalg.norm(W, 2)) ** 2 * (1 + 1e-9)
+        sc = body_scale(L)
         f = link_floor(L)
-        if not (mu > 0 and f > 0 and g > 0):
+        if sc is None or not f > 0:
             return None
         jf2, p = 0.0, L
         while p is not None:
@@ -373,7 +351,7 @@ def aba_roles(tree, pivots: dict, floors) -> ABARoles | None:
         out.append(LinkRoles(L.j, L.parent.j if L.parent is not None else None, _six(got["IA"]), got["D"],
                              got["iD"], [*got["U"][0], *got["U"][1]], [*got["Us"][0], *got["Us"][1]]
                              if "Us" in got else [None] * 6, proj, prod, bool(got.get("divided")), f, ceil,
-                             (rot[L.j] + mass[L.j]) * (1 + 1e-9), mu * (1 - 1e-9), np.abs(W), w2, g,
+                             (rot[L.j] + mass[L.j]) * (1 + 1e-9), sc.mu, sc.W, sc.w2, sc.g,
                              jf2 * (1 + 1e-9),
                              (1.0 + _offset(L)) ** 2 * (1 + 1e-9), sub[L.j], (rot[L.j],) * 3 + (mass[L.j],) * 3))
     return ABARoles(out, float(lam))

@@ -370,3 +370,47 @@ class _ConstantHints(TapeHints):
             lo, hi = out.get(t, (-m, m))
             out[t] = (np.maximum(lo, -m), np.minimum(hi, m))
         return out
+
+
+@dataclass
+class BodyScale:
+    """A body's spatial inertia S at its link origin as _body_eta reads it."""
+    mu: float  # a floor of S's least eigenvalue
+    W: np.ndarray  # |W|, W about S^-1/2
+    w2: float  # ||W||_2^2
+    g: float  # a floor of the least eigenvalue of W^T S W (about 1)
+
+
+def body_scale(L) -> BodyScale | None:
+    """Link L's body's BodyScale, or None when its spatial inertia is not positive definite."""
+    m, h, I = float(L.m), np.asarray(L.h, dtype=float), np.asarray(L.I, dtype=float)
+    H = np.array([[0, -h[2], h[1]], [h[2], 0, -h[0]], [-h[1], h[0], 0]])
+    S6 = np.block([[I, H], [H.T, m * np.eye(3)]])
+    mu = float(np.linalg.eigvalsh(S6)[0]) - 1e-12 * float(np.abs(S6).sum())
+    if not mu > 0:
+        return None
+    w, V = np.linalg.eigh(S6)
+    W = (V / np.sqrt(np.maximum(w, mu))) @ V.T  # about S6^-1/2
+    G = W.T @ S6 @ W
+    g = float(np.linalg.eigvalsh(G)[0]) - 1e-12 * float(np.abs(G).sum())
+    if not g > 0:
+        return None
+    return BodyScale(mu * (1 - 1e-9), np.abs(W), float(np.linalg.norm(W, 2)) ** 2 * (1 + 1e-9), g)
+
+
+def body_eta(R, E: np.ndarray, moved: float) -> tuple[float, float]:
+    """(delta, eta) of a body perturbed by Delta with |Delta| <= E entry by entry plus a part
+    of norm at most moved: delta >= ||Delta||_2 (E's row sums), and eta with |V^T Delta V| <=
+    eta V^T I_b V for every twist V. For any W, V^T Delta V <= ||W^T Delta W|| |W^-1 V|^2
+    and |W^-1 V|^2 <= V^T I_b V / g (g the least eigenvalue of W^T I_b W), ||W^T Delta W||
+    <= rho(|W|^T E |W|) + ||W||^2 moved: with W = I_b^-1/2 an error along the body's stiff
+    directions counts as little as it is against them (a rod's roundings across its axis
+    against its inertia across it, not against its inertia about its axis, mu); W = 1
+    gives delta / mu."""
+    delta = (float(E.sum(1).max()) + moved) * (1 + 1e-9)
+    A = R.W @ E @ R.W
+    rho = float(A.sum(1).max())
+    v = np.abs(np.linalg.eigh(A)[1][:, -1]) + 1e-6  # Collatz-Wielandt: max (A v)_i / v_i, any v > 0
+    rho = min(rho, float(np.max(A @ v / v)))
+    eta = min(delta / R.mu, (rho * (1 + 1e-9) + R.w2 * moved) / R.g)
+    return delta, eta * (1 + 1e-9)

@@ -440,7 +440,8 @@ def _backward_run(tape: Tape, make) -> _Plan:
             p = _Plan(tape, s.ranges, s.boxes, SimpleNamespace(temp_bits=s.bits, in_bits=s.in_bits),
                       lambda bits: s.in_err, s.zero)
             p.override, p.den_floor = override, s.den_floor
-            run(tape, PLAN_RULES, p)
+            with np.errstate(all="ignore"):  # past the cut, unbounded errors are expected (and unread)
+                run(tape, PLAN_RULES, p)
             return lambda t: p.ferr(("t", t))
         s, why = bw.iterate(make, lambda s: run(tape, PLAN_RULES, s), hooks, again)
         if s is not None:

@@ -61,6 +61,7 @@ class _Bounds:
         self.override: dict = {}
         self.den_floor: dict = {}
         self.local: dict = {}
+        self.slack: dict = {}  # temp -> a bound on its computed value's distance from the exact (a cut pass)
 
     def e(self, o):
         kind, v = o
@@ -86,7 +87,9 @@ class _Bounds:
         d = ins.dst[0]
         if d in self.override:
             pre = np.minimum(pre, self.override[d] + lit)
-        r = U * (_res(self, ins) + pre) + TINY
+        # a cut pass (analysis.ababack, ldlback's bodies) bounds the errors from other inputs
+        # than the exact ones: the rounding is of the value computed, within slack of the exact
+        r = U * (_res(self, ins) + np.maximum(pre, self.slack.get(d, 0.0))) + TINY
         self.local[d] = lit + r
         self.set(ins, pre + r)
 
@@ -181,7 +184,7 @@ def float32_bounds_boxes(tape: Tape, vec) -> list[float]:
 
         def again(s, override):  # the bounds again under other overrides (analysis.ababack)
             b = _Bounds(vec)
-            b.override, b.den_floor = override, s.den_floor
+            b.override, b.den_floor, b.slack = override, s.den_floor, s.err
             bounds(b)
             return lambda t: b.err[t]
         s, _ = bw.iterate(lambda: _Bounds(vec), bounds, hooks, again, rel=U)  # none proven: op by op, as before

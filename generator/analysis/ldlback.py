@@ -40,6 +40,19 @@ assumed larger and the plan run again. A multiplier computed before the eliminat
 leaf's constant pivot folded into it) has |eps| <= its own error + (E's error + |E| eta)
 / ((1 - eta) f_k), E then read before the elimination too.
 
+M's own errors. Entry by entry against lambda, M^ - M is most of Delta (sample_arm float32:
+0.09 of the floor's 0.1). Where M comes from CRBA (bodies), its composite inertias are
+read as the exact ones of perturbed bodies, as analysis.ababack reads the articulated
+inertias: body k's Delta_k is its composite inertia's error when its children's are exact
+but for their own rounding (a pass with the composite inertias of every other depth's
+parity cut), M' = sum_k J_k^T (I_k + Delta_k) J_k lies within eta_M M (eta_M the largest
+bodyfloors.body_eta, each perturbation measured in its body's own inertia), and the
+entries' remaining errors (the forces carried up to the ancestors' rows, with every
+composite inertia exact but for its own rounding) join the factor's against lambda: eta =
+eta_M + (their row sums) / lambda, when smaller (sample_arm float32: 0.029 against 0.104).
+Every use of eta below reads only (1 - eta) M <= M + Delta <= (1 + eta) M; the solve's
+||Delta x|| is taken in M's norm, ||Delta x||_{M^-1} <= eta ||x||_M.
+
 Solve. The forward substitution's roundings give L y = b^ + e exactly (each rounding of
 y_i's chain adds to y_i); z_k = r_k y_k + its rounding = y_k / D_k + e_z,k with |e_z,k| <=
 rho_k |y_k| + its rounding; the back substitution x = z - L^T x + e_x. So
@@ -129,10 +142,13 @@ class LDLRoles:
     lam: float
     lam_what: str = ""  # what sets lam (the body of least inertia), for the refusal line
     energy: Energy | None = None  # bounds sqrt(b^T M^-1 b) of the first solve (None: unknown)
+    bodies: list | None = None  # [(j, odd depth, composite inertia 6 x 6 atoms, BodyScale)]: M by CRBA
 
     def atoms(self) -> list:
         """Every atom of the roles (lower's keep: each held by a temp)."""
         out = list(self.entries.values())
+        for *_, IC, _ in self.bodies or ():
+            out += [a for row in IC for a in row if a is not None and a.args]
         for k, piv, rec, low, ups, E in self.steps:
             out += [piv, *low.values(), *E.values(), *(a for *_, u, nw in ups for a in (u, nw))]
             out += [rec] if rec is not None else []
@@ -148,7 +164,8 @@ class LDLRoles:
             return None
 
 
-def build_roles(F, solves, top, floor, lam, lam_what: str = "", energy: Energy | None = None) -> LDLRoles:
+def build_roles(F, solves, top, floor, lam, lam_what: str = "", energy: Energy | None = None,
+                bodies: list | None = None) -> LDLRoles:
     """The roles of factor F's (LDL^T, 1 x 1 pivots) solves of M x = rhs for each (rhs, x) of
     solves, replayed as factor_ldlt and LDLFactor.solve build them (the same atoms)."""
     act = {(i, j): a for (i, j), a in F.A.entries.items() if i >= j}
@@ -169,7 +186,7 @@ def build_roles(F, solves, top, floor, lam, lam_what: str = "", energy: Energy |
         steps.append((k, st.pivot, None if st.divided else st.recip, {i: ls[0] for i, ls in st.lower.items()}, ups, E))
     entries = {(i, j): a for (i, j), a in F.A.entries.items() if i >= j}
     return LDLRoles(F.n, entries, steps, [_solve_roles(F, rhs, x) for rhs, x in solves], dict(top), dict(floor),
-                    float(lam), lam_what, energy)
+                    float(lam), lam_what, energy, bodies)
 
 
 def _solve_roles(F, rhs, x) -> SolveRoles:
@@ -251,6 +268,17 @@ def _bind(R: LDLRoles, tape):
                          [need(a) for a in sv.x]) for sv in R.solves]
     B = _Bound(R, steps, solves, {ij: need(a) for ij, a in R.entries.items()})
     B.upstream, B.ends = needed, ends
+    def one(a):  # the temp holding a (None: a constant, or not computed: exact in the perturbed system)
+        ts = held(a) if a is not None and a.args else set()
+        if len(ts) > 1:
+            raise LookupError(a)
+        return ts.pop() if ts else None
+
+    B.bodies = None
+    try:  # the composite inertias' temps
+        B.bodies = [(j, odd, [[one(a) for a in row] for row in IC], sc) for j, odd, IC, sc in R.bodies or ()] or None
+    except LookupError:
+        pass
     at = {a: ("in", k) for k, a in enumerate(tape.inputs)}  # the energy's rates and actuators among the inputs
     B.energy_in = None
     if R.energy is not None and all(a in at for a in R.energy.qd + R.energy.u):
@@ -310,7 +338,7 @@ class _Bound:
 
     def iterate(self, make, run_rules, hooks, again=None, rel: float | None = None):
         """The plan's (or the float32 pass's) driver: module iterate."""
-        return iterate(self, make, run_rules, hooks, rel)
+        return iterate(self, make, run_rules, hooks, rel, again)
 
     def overrides(self, eta: float, rho: dict | None, sols: list | None = None) -> dict:
         """{temp: bound on |computed - exact|, before its own rounding} of the factor's
@@ -339,7 +367,35 @@ class _Bound:
                 put(t, float(np.max(sol)))
         return {t: v * (1 + 1e-9) for t, v in out.items()}
 
-    def settle(self, eta: float, local, errs, mag, rel: float | None = None) -> tuple:
+    def _bodies(self, again) -> tuple:
+        """(eta_M, WT) for M computed by CRBA: its composite inertias read as exact ones of
+        perturbed bodies (as analysis.ababack reads the articulated inertias), M' =
+        sum_k J_k^T (I_k + Delta_k) J_k within eta_M M, eta_M the largest body's eta
+        (bodyfloors.body_eta), and WT the entries' errors when every composite inertia is
+        exact but for its own rounding (the forces carried up to the ancestors' rows). Delta_k:
+        the errors of body k's composite inertia when its children's are exact but for their
+        own rounding, from a pass with every composite inertia at the other parity of depth
+        cut (a pass cuts the children of every link it measures, never the link)."""
+        from .bodyfloors import body_eta
+        cut = {}
+        for j, odd, IC, sc in self.bodies:
+            cut.setdefault(odd, {}).update({t: 0.0 for row in IC for t in row if t is not None})
+        by = {odd: again(c) for odd, c in cut.items()}
+        every = again({t: 0.0 for c in cut.values() for t in c})
+        eta_b = 0.0
+        for j, odd, IC, sc in self.bodies:
+            errs = by.get(not odd)
+            E = np.array([[float(np.max(errs(t))) if t is not None and errs is not None else 0.0 for t in row]
+                          for row in IC])
+            eta_b = max(eta_b, body_eta(sc, E, 0.0)[1])
+        WT = np.zeros((self.R.n, self.R.n))
+        for (i, j), t in self.entries.items():
+            e = 0.0 if t is None else float(np.max(every(t)))
+            WT[i, j] += e
+            WT[j, i] += e if i != j else 0.0
+        return eta_b, WT
+
+    def settle(self, eta: float, local, errs, mag, rel: float | None = None, again=None) -> tuple:
         """(the eta the plan's formats and M's errors give, the solution's error bound (an
         array over the boxes, or a number), the reciprocals' roundings {k: rho_k}): valid
         when that eta <= eta and those rho are at most the ones overrides assumed.
@@ -359,10 +415,11 @@ class _Bound:
         def err(t):
             return 0.0 if t is None else float(np.max(errs(t)))
 
-        W = np.zeros((R.n, R.n))
+        WM = np.zeros((R.n, R.n))  # M's entries' errors
         for (i, j), t in self.entries.items():
-            W[i, j] += err(t)
-            W[j, i] += err(t) if i != j else 0.0
+            WM[i, j] += err(t)
+            WM[j, i] += err(t) if i != j else 0.0
+        W = np.zeros((R.n, R.n))  # the factor's
         c = 1 + eta
         rho = {}
         for k, piv, rec, low, ups in self.steps:
@@ -387,7 +444,10 @@ class _Bound:
                 v += d(u) + d(nw)
                 W[a, b] += v
                 W[b, a] += v if a != b else 0.0
-        norm = float(W.sum(1).max()) * (1 + 1e-9)
+        norm = float((WM + W).sum(1).max()) * (1 + 1e-9)
+        if self.bodies is not None and again is not None:  # M's errors as the bodies' perturbations
+            eta_b, WT = self._bodies(again)
+            norm = min(norm, (eta_b * R.lam + float((WT + W).sum(1).max())) * (1 + 1e-9))
         eta1 = norm / R.lam
         energy = None
         if self.energy_in is not None:  # over each box, from its rates' and actuators' ranges
@@ -429,7 +489,7 @@ class _Bound:
         return np.nextafter(out * (1 + 1e-9), np.inf)
 
 
-def iterate(bw: "_Bound", make, run_rules, hooks, rel: float | None = None):
+def iterate(bw: "_Bound", make, run_rules, hooks, rel: float | None = None, again=None):
     """The plan (fixed point) or bound (float32) pass with the factor's errors bounded as
     a perturbation of M: eta and the reciprocals' rho assumed, checked against the ones
     the pass gives, assumed larger until they hold. make() -> a fresh state (with
@@ -444,7 +504,8 @@ def iterate(bw: "_Bound", make, run_rules, hooks, rel: float | None = None):
         s.override, s.den_floor = bw.overrides(eta, rho, sols), bw.floors(eta)
         try:
             run_rules(s)
-            got, sol, rho_got = bw.settle(eta, *hooks(s), rel=rel)
+            got, sol, rho_got = bw.settle(eta, *hooks(s), rel=rel,
+                                          again=(lambda over, s=s: again(s, over)) if again is not None else None)
         except LookupError:  # an instruction without a local error rule: the op-by-op bounds
             return None, None
         factor_ok = got <= eta and (rho is None or all(rho_got[k] <= rho[k] for k in rho_got))

@@ -81,7 +81,7 @@ def tree_order(eqs: Equations):
     return [L.j for L in reversed(tree.links)], links, tree  # tree.links: parents first
 
 
-def tree_forms(eqs: Equations, tree, norms: list | None = None):
+def tree_forms(eqs: Equations, tree, norms: list | None = None, composite: dict | None = None):
     """(M, Q) of an unconstrained open tree in recursive form: M by the composite-rigid-body
     algorithm, Q as the force elements' generalized forces less RNEA at zero acceleration
     (kernels.recursive). Their intermediate values are physical (composite inertias, link
@@ -90,14 +90,15 @@ def tree_forms(eqs: Equations, tree, norms: list | None = None):
     sample_arm's joint box (a float32 error is relative to the enclosure), and the
     kernels are smaller (sample_arm's forward dynamics: 578 operations against 1,517).
     norms (a list): gets the bias recursion's norm hints over the declared rates
-    (kernels.recursive.rnea_norms; for kernels whose inputs are q and qd themselves)."""
+    (kernels.recursive.rnea_norms; for kernels whose inputs are q and qd themselves);
+    composite (a dict) gets CRBA's composite inertias (kernels.recursive.crba)."""
     from .recursive import crba, rate_bounds, rnea
     q = list(eqs.q)
     rates = rate_bounds(eqs.ranges, eqs.qd) if norms is not None else None
     if rates is not None:
         rates = (rates[0], [0.0] * len(q))  # the bias: zero acceleration
     bias = rnea(tree, q, list(eqs.qd), [ZERO] * len(q), norms, rates)
-    return Sparse(eqs.M.shape, crba(tree, q)), [sub(a, b) for a, b in zip(tree.applied, bias)]
+    return Sparse(eqs.M.shape, crba(tree, q, composite)), [sub(a, b) for a, b in zip(tree.applied, bias)]
 
 
 def tree_hints(F, links, coords, top) -> tuple[list, list, list]:
@@ -134,7 +135,8 @@ def _tree_factor(eqs: Equations, Bu, samples, col_names, label, more=None, act=N
         return None
     order, links, tree = got
     norms: list = []
-    M, Q = tree_forms(eqs, tree, norms)
+    composite: dict = {}
+    M, Q = tree_forms(eqs, tree, norms, composite)
     rhs = [add(b, f) for b, f in zip(Bu, Q)]
     top = diagonal_ceilings(list(links.values()))
     limit: list = []
@@ -162,8 +164,26 @@ def _tree_factor(eqs: Equations, Bu, samples, col_names, label, more=None, act=N
                  "the body of joint " + ", ".join(eqs.q[L.j].value.name for L in bodies[:3])
                  + (f" and {len(bodies) - 3} more" if len(bodies) > 3 else ""))
         what = f"at most {whose} {which}, {mu:.3g} kg m^2" if bodies else ""
-        roles = build_roles(F, solves, top, {j: link_floor(L) for j, L in links.items()}, lam, what, energy)
+        roles = build_roles(F, solves, top, {j: link_floor(L) for j, L in links.items()}, lam, what, energy,
+                            _bodies(tree, composite))
     return F, x, ConstantEnclosure(hints, missing, list(rhs), scaled, labels, roles)
+
+
+def _bodies(tree, composite: dict) -> list | None:
+    """[(link j, its depth is odd, its composite inertia's 6 x 6 atoms, its BodyScale)] for
+    analysis.ldlback's bodies, or None when a body's spatial inertia is not positive
+    definite (the perturbation then has no body-relative measure)."""
+    from ..analysis.ababack import _six
+    from ..analysis.bodyfloors import body_scale
+    out = []
+    for L in tree.links:
+        sc, depth, p = body_scale(L), 0, L.parent
+        while p is not None:
+            depth, p = depth + 1, p.parent
+        if sc is None:
+            return None
+        out.append((L.j, depth % 2 == 1, _six(composite[L]), sc))
+    return out
 
 
 def _energy(eqs: Equations, tree, act, lam: float) -> Energy | None:

@@ -934,10 +934,12 @@ def _aba_accelerations(tree: OpenTree, R, rq, cw, cv, U, invD, uu, base=None) ->
     return vadd(base[3:], g) + base[:3] + qdd
 
 
-def crba(tree: OpenTree, q) -> dict[tuple[int, int], Atom]:
+def crba(tree: OpenTree, q, composite: dict | None = None) -> dict[tuple[int, int], Atom]:
     """The mass matrix M(q) by the composite-rigid-body algorithm: composite inertias from
     the leaves up, then each joint's S^T Ic S and its force carried up to the ancestors.
-    Entries (i, j) and (j, i) of every coordinate pair on one branch (others are zero)."""
+    Entries (i, j) and (j, i) of every coordinate pair on one branch (others are zero).
+    composite (a dict) gets {link: its composite inertia [A, B, C]} (analysis.ldlback's
+    bodies)."""
     R, rq = _placements(tree, q)
     b = tree.base
     Ic = {L: _link_inertia(L) for L in tree.links}
@@ -946,6 +948,8 @@ def crba(tree: OpenTree, q) -> dict[tuple[int, int], Atom]:
     for L in reversed(tree.links):
         if L.parent is not None or b is not None:
             Ic[L.parent] = _add_inertia(Ic[L.parent], _inertia_to_parent(L, q, R[L], rq[L], *Ic[L]))
+    if composite is not None:
+        composite.update({L: Ic[L] for L in tree.links})
     o = 0 if b is None else 6  # a floating base's 6 velocities come first
     M = {}
     for L in tree.links:
