@@ -585,16 +585,22 @@ def _norms_apply(tree: OpenTree) -> bool:
 def _link_norms(tree: OpenTree, qd_max, qdd_max) -> tuple[dict, dict, dict]:
     """({link: W}, {link: AL}, {link: ACC}): bounds of the norms of each link's angular
     velocity, angular acceleration and origin acceleration (gravity as the ground's upward
-    acceleration), rnea_norms' recursion."""
+    acceleration), rnea_norms' recursion; a prismatic link keeps its parent's turning, its
+    origin at most its declared slide (Link.slide) further, and adds the Coriolis 2 W qd and
+    qdd: ACC' = ACC + (AL + W^2) (|r| + slide) + 2 W qd + qdd."""
     g = float(np.linalg.norm(np.asarray(tree.gravity, dtype=float)))
     Wn, An, Cn = {}, {}, {}
     for L in tree.links:  # parents first
         P = L.parent
         W, AL, C = (0.0, 0.0, g) if P is None else (Wn[P], An[P], Cn[P])
         r = float(np.linalg.norm(np.asarray(L.r, dtype=float)))
-        Wn[L] = W + qd_max[L.j]
-        An[L] = AL + qdd_max[L.j] + W * qd_max[L.j]
-        Cn[L] = C + AL * r + W * W * r
+        if L.joint.revolute:
+            Wn[L] = W + qd_max[L.j]
+            An[L] = AL + qdd_max[L.j] + W * qd_max[L.j]
+            Cn[L] = C + AL * r + W * W * r
+        else:
+            Wn[L], An[L] = W, AL
+            Cn[L] = C + (AL + W * W) * (r + L.slide) + 2 * W * qd_max[L.j] + qdd_max[L.j]
     return Wn, An, Cn
 
 
@@ -628,15 +634,16 @@ def _gyro_factor(h: np.ndarray, I: np.ndarray, P: np.ndarray, Sp: np.ndarray, mu
 
 
 def bias_energy_factors(tree: OpenTree) -> dict | None:
-    """{link: (a, b, c)} of each body, what bias_energy_bound reads: its wrench's S^-1 norm is
+    """{link: (a, b, c)} of each body, what bias_energy_bound reads (revolute and prismatic
+    joints with declared slides, on a fixed base, no external forces): its wrench's S^-1 norm is
     at most a |alpha| + b |acc| + c |w|^2 (S its spatial inertia at the link origin). In a
     planar tree (bodyfloors._planar) every twist lies in P = span((axis, 0), (0, e1), (0,
     e2)), e1 and e2 across the axis, so only P^T W does work and S is read as P^T S P: a
     rod's missing inertia about its own axis does not enter (and an acceleration along the
-    axis gives P^T S (0; a) = 0). None where rnea_norms' recursion does not apply or S (P^T
-    S P) is not positive definite."""
+    axis gives P^T S (0; a) = 0). None otherwise, or where S (P^T S P) is not positive
+    definite."""
     from ..analysis.bodyfloors import _planar
-    if not _norms_apply(tree):
+    if tree.base is not None or tree.external or not all(np.isfinite(L.slide) for L in tree.links):
         return None
     planar = _planar(tree.links)
     out = {}
