@@ -148,8 +148,13 @@ def test_a_tree_with_slides_gets_floors_and_caps_over_its_ranges():
     floor = np.array([link_floor(by_j[j]) for j in F.order])
     top = diagonal_ceilings(links)
     cap = np.array([top[j] for j in F.order])
-    lam = eigen_floor(links)
+    limit: list = []
+    lam = eigen_floor(links, limit)
     assert (floor > 0).all() and np.isfinite(cap).all() and lam > 0
+    # a refusal names the bodies whose charge sets the floor (here panda_joint3's inertia)
+    (bodies, value, what, unit), = limit
+    assert bodies and lam <= value and (unit, what) in (("kg m^2", "least principal inertia about its centre of mass"),
+                                                        ("kg", "mass"))
     lo, hi = np.array([model.ranges[q] for q in eqs.q]).T
     Q = np.random.default_rng(11).uniform(lo, hi, (3000, len(lo)))
     piv = Evaluator(F.pivots, list(eqs.q))(Q)

@@ -190,7 +190,9 @@ def eigen_floor(links: list, limit: list | None = None) -> float:
     least of it: the largest lambda for which weights exist, by bisection (t = 1 for every
     joint, the unweighted floor, is always among them). limit (a list) gets (the links
     whose bodies have the least principal inertia about their centres of mass, within 1%,
-    that inertia): what a refusal names, the floor being at most it."""
+    that inertia, what it is, its unit): what a refusal names, the floor being at most it
+    (with slides, eigen_floor_mixed names the bodies whose charge sets the floor, and their
+    inertia or mass)."""
     if not all(L.joint.revolute for L in links):
         return eigen_floor_mixed(links, limit)
     planar = _planar(links)
@@ -229,7 +231,7 @@ def eigen_floor(links: list, limit: list | None = None) -> float:
         least = min(mu.values())
         limit.append((sorted((L for L in links if mu[L] <= 1.01 * least), key=lambda x: x.j), least,
                       "inertia about its joint's axis through its centre of mass (a planar tree)" if planar
-                      else "least principal inertia about its centre of mass"))
+                      else "least principal inertia about its centre of mass", "kg m^2"))
     return max(0.0, lo * (1 - 1e-9))
 
 
@@ -254,15 +256,22 @@ def eigen_floor_mixed(links: list, limit: list | None = None) -> float:
             vel[L] += 3.0 / a2
             vel[p] += 3.0 / a2
             omega[p] += 3.0 * d * d / a2
-    worst = 0.0
+    worst, charge = 0.0, {}
     for L in links:
         m, mu = float(L.m), _mu(L)
         c = max(omega[L] / mu if omega[L] > 0 else 0.0, vel[L] / m if vel[L] > 0 else 0.0) \
             if (omega[L] == 0 or mu > 0) and (vel[L] == 0 or m > 0) else np.inf
+        charge[L] = (c, omega[L] / mu >= vel[L] / m if m > 0 and mu > 0 else vel[L] == 0)
         worst = max(worst, c)
     if not np.isfinite(worst) or worst <= 0:
         return 0.0
-    return (1.0 / worst) * (1 - 1e-9)  # (limit: not named; a body's mass may set it)
+    if limit is not None:  # the bodies whose charge sets the floor, and what of theirs does
+        top = sorted((L for L in links if charge[L][0] >= 0.99 * worst), key=lambda x: x.j)
+        turn = charge[top[0]][1]
+        limit.append((top, _mu(top[0]) if turn else float(top[0].m),
+                      "least principal inertia about its centre of mass" if turn else "mass",
+                      "kg m^2" if turn else "kg"))
+    return (1.0 / worst) * (1 - 1e-9)
 
 
 def _a2(L) -> float:

@@ -159,11 +159,12 @@ def _tree_factor(eqs: Equations, Bu, samples, col_names, label, more=None, act=N
         hints += [(a, -v, v) for a, f in scaled for v in [float(np.nextafter(f * np.sqrt(lam) * top_e, np.inf))]]
     roles = None
     if lam > 0 and not missing:  # the plan's backward error of the solve (analysis.ldlback)
-        bodies, mu, which = limit[0] if limit else ([], 0.0, "")
-        whose = ("every body's" if len(bodies) == len(links) else
-                 "the body of joint " + ", ".join(eqs.q[L.j].value.name for L in bodies[:3])
-                 + (f" and {len(bodies) - 3} more" if len(bodies) > 3 else ""))
-        what = f"at most {whose} {which}, {mu:.3g} kg m^2" if bodies else ""
+        bodies, mu, which, unit = limit[0] if limit else ([], 0.0, "", "")
+        named = ", ".join(eqs.q[L.j].value.name for L in bodies[:3]) + (f" and {len(bodies) - 3} more"
+                                                                       if len(bodies) > 3 else "")
+        whose = (f"every body's {which}" if len(bodies) == len(links) else
+                 f"the {which} of the bod{'y' if len(bodies) == 1 else 'ies'} of joint{'s' * (len(bodies) > 1)} {named}")
+        what = f"at most {whose}, {mu:.3g} {unit}" if bodies else ""
         roles = build_roles(F, solves, top, {j: link_floor(L) for j, L in links.items()}, lam, what, energy,
                             _bodies(tree, composite))
     return F, x, ConstantEnclosure(hints, missing, list(rhs), scaled, labels, roles)
