@@ -344,7 +344,8 @@ def _tree_kernel(s: _Setup):
         return rec.pairs
 
     qn = s.qn
-    tree = _tree_factor(eqs, Bu, s.samples, [f"{x}_dd" for x in qn], f"{eqs.model} M", more=columns)
+    tree = _tree_factor(eqs, Bu, s.samples, [f"{x}_dd" for x in qn], f"{eqs.model} M", more=columns,
+                        act=(s.Bs, s.u))
     if tree is None:
         return None
     F, _, enc = tree
