@@ -268,6 +268,7 @@ def _bind(R: LDLRoles, tape):
                          [need(a) for a in sv.x]) for sv in R.solves]
     B = _Bound(R, steps, solves, {ij: need(a) for ij, a in R.entries.items()})
     B.upstream, B.ends = needed, ends
+
     def one(a):  # the temp holding a (None: a constant, or not computed: exact in the perturbed system)
         ts = held(a) if a is not None and a.args else set()
         if len(ts) > 1:
