@@ -587,21 +587,42 @@ def _link_norms(tree: OpenTree, qd_max, qdd_max) -> tuple[dict, dict, dict]:
     velocity, angular acceleration and origin acceleration (gravity as the ground's upward
     acceleration), rnea_norms' recursion; a prismatic link keeps its parent's turning, its
     origin at most its declared slide (Link.slide) further, and adds the Coriolis 2 W qd and
-    qdd: ACC' = ACC + (AL + W^2) (|r| + slide) + 2 W qd + qdd."""
+    qdd: ACC' = ACC + (AL + W^2) (|r| + slide) + 2 W qd + qdd. W by _turn_norm (a joint at
+    right angles to its parent's adds its rate in quadrature)."""
     g = float(np.linalg.norm(np.asarray(tree.gravity, dtype=float)))
-    Wn, An, Cn = {}, {}, {}
+    Wn, An, Cn, turns = {}, {}, {}, {}
     for L in tree.links:  # parents first
         P = L.parent
         W, AL, C = (0.0, 0.0, g) if P is None else (Wn[P], An[P], Cn[P])
         r = float(np.linalg.norm(np.asarray(L.r, dtype=float)))
         if L.joint.revolute:
-            Wn[L] = W + qd_max[L.j]
+            turns[L] = (turns[P] if P is not None else []) + [L]
+            Wn[L] = _turn_norm(turns[L], qd_max)
             An[L] = AL + qdd_max[L.j] + W * qd_max[L.j]
             Cn[L] = C + AL * r + W * W * r
         else:
+            turns[L] = turns[P] if P is not None else []
             Wn[L], An[L] = W, AL
             Cn[L] = C + (AL + W * W) * (r + L.slide) + 2 * W * qd_max[L.j] + qdd_max[L.j]
     return Wn, An, Cn
+
+
+def _turn_norm(turns: list, qd_max):
+    """A bound of |sum_i a_i qd_i| over the revolute links' axes a_i from the root: the
+    square root of sum_ij |qd_i| |qd_j| c_ij, c_ij = |a_i . a_j| where link j hangs from
+    link i (their axes keep their angle: i's turn leaves a_i, j's leaves a_j), else 1 (at
+    most sum_i |qd_i|, what the recursion added before)."""
+    s = 0.0
+    for x, A in enumerate(turns):
+        s = s + qd_max[A.j] * qd_max[A.j]
+        for B in turns[x + 1:]:
+            c = 1.0
+            if B.parent is A:
+                a = np.asarray(A.axis, dtype=float)
+                b = np.asarray(B.fixed, dtype=float) @ np.asarray(B.axis, dtype=float)
+                c = min(1.0, abs(float(a @ b)) / float(np.linalg.norm(a) * np.linalg.norm(b)) + 1e-12)
+            s = s + 2.0 * c * qd_max[A.j] * qd_max[B.j]
+    return np.sqrt(s) * (1 + 1e-12)
 
 
 GYRO_GRID = 256  # points a side on each cube face: _gyro_factor's directions (6 x 257^2)
