@@ -185,7 +185,7 @@ def test_panda_dynamics_hold_their_bounds(tmp_path, kernel, target):
     perturbations, ldlback's bodies): status 0 and every output within its bound of
     c-double's at 5,000 states of the declared box. The bounds are useless (the ABA's 1e13
     to 1e23 times the errors: its bias and acceleration passes are op by op; the forward
-    dynamics' 1.6e5 rad/s^2, about 1e9 times the errors)."""
+    dynamics' 1.5e5 rad/s^2, about 1e9 times the errors)."""
     bound, err, _ = _compiled_against_double(tmp_path, "panda_description/urdf/panda.urdf", kernel, target, 2)
     assert np.isfinite(bound).all() and (err <= bound).all()
 
@@ -196,7 +196,7 @@ def test_ur5_forward_dynamics_bound_is_below_its_accelerations(tmp_path):
     """UR5's c-fixed forward dynamics (M by CRBA, LDL^T bounded backward): with
     ||x|| <= sqrt(b^T M^-1 b) / sqrt(lambda) and the bias forces bounded body by body
     (kernels.recursive.bias_energy_bound) instead of ||b|| / lambda, and M's errors read as
-    the bodies' perturbations (ldlback's bodies), the bound (247 rad/s^2 before, 1.17 now)
+    the bodies' perturbations (ldlback's bodies), the bound (247 rad/s^2 before, 0.98 now)
     is below the largest |qdd| of 5,000 states uniform over the URDF's box (about 1e2), and
     holds there (the bound is still 6e4 times the largest error)."""
     bound, err, yd = _compiled_against_double(tmp_path, "ur_description/urdf/ur5_robot.urdf", "forward-dynamics",

@@ -174,7 +174,7 @@ def test_the_bias_forces_energy_bound_holds_at_random_states(example):
     """kernels.recursive.bias_energy_bound: sqrt(b^T M^-1 b) of the bias forces (RNEA at zero
     acceleration, gravity included) is at most the bound over the declared rates, at 20,000
     random states (M by CRBA; the chains' rods have no inertia about their own axes: their
-    bound is taken in the plane's twists). Measured: bound / largest 8.2 (sample_arm), 7.9
+    bound is taken in the plane's twists). Measured: bound / largest 5.7 (sample_arm), 5.5
     (spatial_chain), 1.8 (chain), 2.5 (chain:5)."""
     name, _, n = example.partition(":")
     largest, bound = _energy_check((load(name, n=int(n)) if n else load(name)).equations())

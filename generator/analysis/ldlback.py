@@ -67,7 +67,7 @@ above the accelerations of an arm (sample_arm: 1.6e7 rad/s^2 from b's enclosure,
 box (Energy: the bias forces bounded body by body, kernels.recursive.bias_energy_bound,
 and the actuators' |B u| / sqrt(lambda)), ||x|| <= ||x||_M / sqrt(lambda) <= E /
 sqrt(lambda) and |y_k| <= sqrt(D_k) ||b^ + e||_{(M + Delta)^-1} <= sqrt(D_k / (1 - eta))
-(E + ||b^ - b + e|| / sqrt(lambda)) instead (sample_arm 7.7e3 / sqrt(lambda) = 1.3e5).
+(E + ||b^ - b + e|| / sqrt(lambda)) instead (sample_arm 5.4e3 / sqrt(lambda) = 9.3e4).
 
 The tape holds these atoms when the factor's products read their operands as computed
 (factor_ldlt's `kept`: ir.mul_kept, where mul would move a constant factor of an operand
