@@ -68,7 +68,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from .bodyfloors import body_eta
-from .ldlback import TINY32, holders, reads as ldl_reads
+from .ldlback import TINY32, holders, one_temp, reads as ldl_reads
 
 DELTA_START = 0.0  # the first pass assumes exact bodies; the next ones twice what a pass gives
 ETA_MAX = 0.9  # the pivots keep a tenth of their floors: bounds exist (however loose) below it
@@ -102,10 +102,7 @@ class LinkRoles:
     floor: float  # f: the pivot's floor
     ceil: float  # the pivot's ceiling
     top: float  # the subtree's spatial ceiling (largest eigenvalue of its articulated inertia)
-    mu: float  # the least eigenvalue of the link's own body's spatial inertia at its origin
-    W: np.ndarray  # |W|, W about I_b^-1/2: a perturbation is measured in the body's own inertia (bodyfloors.body_eta)
-    w2: float  # ||W||_2^2
-    g: float  # a floor of the least eigenvalue of W^T I_b W (about 1)
+    scale: object  # bodyfloors.BodyScale of the link's own body: body_eta measures its perturbation
     jf2: float  # |J|_F^2 of the body's Jacobian at its origin
     x2: float  # (1 + the largest |offset| to the parent)^2: ||X||^2 of the move up
     subtree: tuple  # the links' j of its subtree (itself included)
@@ -130,11 +127,8 @@ class ABARoles:
         """The roles as temps of the tape, or None when the tape is not made of them."""
         held, root, writer = holders(tape)
 
-        def one(a):  # the rounding temp holding a (or -a); None: a constant, or not computed (no value
-            ts = held(a)  # the tape computes reads it); LookupError: two
-            if len(ts) > 1:
-                raise LookupError(a)
-            return ts.pop() if ts else None
+        def one(a):  # the rounding temp holding a (or -a); None: a constant, or not computed
+            return one_temp(held, a)
 
         def reads(t, op, operands) -> bool:
             return ldl_reads(writer[t], op, operands, root)
@@ -275,7 +269,7 @@ class _ABABound:
                         F[i, k] = F[k, i] = min(F[i, k], f)
             # ||X^T F X|| <= ||X||^2 |F|_F, and so is the part of it the computed entries hold
             moved[b.R.parent] += b.R.x2 * float(np.sqrt((F * F).sum()))
-        return {b.R.j: body_eta(b.R, E[b.R.j], moved[b.R.j]) for b in self.links}
+        return {b.R.j: body_eta(b.R.scale, E[b.R.j], moved[b.R.j]) for b in self.links}
 
     def iterate(self, make, run_rules, hooks, again, rel=None):
         """The plan's (or the float32 pass's) driver, as ldlback.iterate: (the accepted state,
@@ -334,8 +328,6 @@ def aba_roles(tree, pivots: dict, floors) -> ABARoles | None:
         a = np.abs(np.asarray(L.axis, dtype=float))
         if sorted(a.tolist()) != [0.0, 0.0, 1.0]:
             return None
-        m, h, I = float(L.m), np.asarray(L.h, dtype=float), np.asarray(L.I, dtype=float)
-        H = np.array([[0, -h[2], h[1]], [h[2], 0, -h[0]], [-h[1], h[0], 0]])
         sc = body_scale(L)
         f = link_floor(L)
         if sc is None or not f > 0:
@@ -351,7 +343,7 @@ def aba_roles(tree, pivots: dict, floors) -> ABARoles | None:
         out.append(LinkRoles(L.j, L.parent.j if L.parent is not None else None, _six(got["IA"]), got["D"],
                              got["iD"], [*got["U"][0], *got["U"][1]], [*got["Us"][0], *got["Us"][1]]
                              if "Us" in got else [None] * 6, proj, prod, bool(got.get("divided")), f, ceil,
-                             (rot[L.j] + mass[L.j]) * (1 + 1e-9), sc.mu, sc.W, sc.w2, sc.g,
+                             (rot[L.j] + mass[L.j]) * (1 + 1e-9), sc,
                              jf2 * (1 + 1e-9),
                              (1.0 + _offset(L)) ** 2 * (1 + 1e-9), sub[L.j], (rot[L.j],) * 3 + (mass[L.j],) * 3))
     return ABARoles(out, float(lam))

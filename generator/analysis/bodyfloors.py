@@ -383,18 +383,23 @@ class _ConstantHints(TapeHints):
 
 @dataclass
 class BodyScale:
-    """A body's spatial inertia S at its link origin as _body_eta reads it."""
+    """A body's spatial inertia S at its link origin as body_eta reads it."""
     mu: float  # a floor of S's least eigenvalue
     W: np.ndarray  # |W|, W about S^-1/2
     w2: float  # ||W||_2^2
     g: float  # a floor of the least eigenvalue of W^T S W (about 1)
 
 
+def spatial_inertia(L) -> np.ndarray:
+    """Link L's body's spatial inertia at its origin, link axes: [n; f] = [[I, h^], [h^T, m]] [w; v]."""
+    m, h, I = float(L.m), np.asarray(L.h, dtype=float), np.asarray(L.I, dtype=float)
+    H = np.array([[0.0, -h[2], h[1]], [h[2], 0.0, -h[0]], [-h[1], h[0], 0.0]])
+    return np.block([[I, H], [H.T, m * np.eye(3)]])
+
+
 def body_scale(L) -> BodyScale | None:
     """Link L's body's BodyScale, or None when its spatial inertia is not positive definite."""
-    m, h, I = float(L.m), np.asarray(L.h, dtype=float), np.asarray(L.I, dtype=float)
-    H = np.array([[0, -h[2], h[1]], [h[2], 0, -h[0]], [-h[1], h[0], 0]])
-    S6 = np.block([[I, H], [H.T, m * np.eye(3)]])
+    S6 = spatial_inertia(L)
     mu = float(np.linalg.eigvalsh(S6)[0]) - 1e-12 * float(np.abs(S6).sum())
     if not mu > 0:
         return None

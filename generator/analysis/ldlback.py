@@ -84,6 +84,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir import ZERO, add, mul, sub
+from .bodyfloors import body_eta
 from .definite import _temps
 from .linear import _locate
 
@@ -230,6 +231,15 @@ def holders(tape):
     return held, root, writer
 
 
+def one_temp(held, a):
+    """The one temp holding atom a (held: holders' first), None for a constant or an atom
+    the tape does not compute (exact, in a perturbed system's reading); LookupError: two."""
+    ts = held(a)
+    if len(ts) > 1:
+        raise LookupError(a)
+    return ts.pop() if ts else None
+
+
 def reads(ins, ops, operands, root) -> bool:
     """ins is one of ops reading exactly these temps (through negations; None: a literal),
     in this order for a quotient."""
@@ -268,16 +278,10 @@ def _bind(R: LDLRoles, tape):
                          [need(a) for a in sv.x]) for sv in R.solves]
     B = _Bound(R, steps, solves, {ij: need(a) for ij, a in R.entries.items()})
     B.upstream, B.ends = needed, ends
-
-    def one(a):  # the temp holding a (None: a constant, or not computed: exact in the perturbed system)
-        ts = held(a) if a is not None and a.args else set()
-        if len(ts) > 1:
-            raise LookupError(a)
-        return ts.pop() if ts else None
-
     B.bodies = None
     try:  # the composite inertias' temps
-        B.bodies = [(j, odd, [[one(a) for a in row] for row in IC], sc) for j, odd, IC, sc in R.bodies or ()] or None
+        B.bodies = [(j, odd, [[one_temp(held, a) for a in row] for row in IC], sc)
+                    for j, odd, IC, sc in R.bodies or ()] or None
     except LookupError:
         pass
     at = {a: ("in", k) for k, a in enumerate(tape.inputs)}  # the energy's rates and actuators among the inputs
@@ -377,7 +381,6 @@ class _Bound:
         the errors of body k's composite inertia when its children's are exact but for their
         own rounding, from a pass with every composite inertia at the other parity of depth
         cut (a pass cuts the children of every link it measures, never the link)."""
-        from .bodyfloors import body_eta
         cut = {}
         for j, odd, IC, sc in self.bodies:
             cut.setdefault(odd, {}).update({t: 0.0 for row in IC for t in row if t is not None})

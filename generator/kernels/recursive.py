@@ -56,6 +56,7 @@ same model gives the same atoms; inputs carry the model's declared ranges.
 from __future__ import annotations
 
 import copy
+import functools
 
 import numpy as np
 
@@ -628,6 +629,7 @@ def _turn_norm(turns: list, qd_max):
 GYRO_GRID = 256  # points a side on each cube face: _gyro_factor's directions (6 x 257^2)
 
 
+@functools.lru_cache(maxsize=1)
 def _sphere_grid(n: int) -> tuple[np.ndarray, float]:
     """(unit vectors, covering radius): a grid of n + 1 points a side on each face of the cube
     [-1, 1]^3 pushed radially onto the unit sphere. Every unit w is p / |p| for a p on a face
@@ -648,8 +650,13 @@ def _gyro_factor(h: np.ndarray, I: np.ndarray, P: np.ndarray, Sp: np.ndarray, mu
     bilinear, |G(w) - G(w')| <= 2 (||I|| + |h|) |w - w'|, and ||P^T .||_{Sp^-1} <= |.| /
     sqrt(mu), P's columns orthonormal)."""
     W, gap = (dirs, 0.0) if dirs is not None else _sphere_grid(GYRO_GRID)
-    G = np.hstack([np.cross(W, W @ I.T), np.cross(W, np.cross(W, h))]) @ P
-    top = float(np.sqrt(np.max(np.einsum("ni,ij,nj->n", G, np.linalg.inv(Sp), G))))
+    # G(w) = sum_ij w_i w_j B_ij, B_ij = (e_i x I e_j, e_i x (e_j x h)): its Sp^-1 norm is |C^T P^T B (w w^T)|
+    E3 = np.eye(3)
+    B = np.array([np.r_[np.cross(E3[i], I @ E3[j]), np.cross(E3[i], np.cross(E3[j], h))]
+                  for i in range(3) for j in range(3)])  # 9 x 6
+    Q = B @ P @ np.linalg.cholesky(np.linalg.inv(Sp))  # C C^T = Sp^-1
+    Y = (W[:, :, None] * W[:, None, :]).reshape(len(W), 9) @ Q
+    top = float(np.sqrt(np.max(np.einsum("nk,nk->n", Y, Y))))
     In = float(np.abs(np.linalg.eigvalsh(I)).max())
     return top * (1 + 1e-9) + 2 * (In + float(np.linalg.norm(h))) * gap / np.sqrt(mu)
 
@@ -663,14 +670,14 @@ def bias_energy_factors(tree: OpenTree) -> dict | None:
     rod's missing inertia about its own axis does not enter (and an acceleration along the
     axis gives P^T S (0; a) = 0). None otherwise, or where S (P^T S P) is not positive
     definite."""
-    from ..analysis.bodyfloors import _planar
+    from ..analysis.bodyfloors import _planar, spatial_inertia
     if tree.base is not None or tree.external or not all(np.isfinite(L.slide) for L in tree.links):
         return None
     planar = _planar(tree.links)
     out = {}
     for L in tree.links:
         m, h, I = float(L.m), np.asarray(L.h, dtype=float), np.asarray(L.I, dtype=float)
-        S = np.block([[I, skew_np(h)], [skew_np(h).T, m * np.eye(3)]])
+        S = spatial_inertia(L)
         P, dirs = np.eye(6), None
         if planar:
             a = np.asarray(L.axis, dtype=float) / np.linalg.norm(np.asarray(L.axis, dtype=float))
@@ -709,11 +716,6 @@ def bias_energy_bound(tree: OpenTree, qd_max, factors: dict):
         t = a * An[L] + b * Cn[L] + c * Wn[L] ** 2
         total = total + t * t
     return np.sqrt(total) * (1 + 1e-9)
-
-
-def skew_np(h) -> np.ndarray:
-    """The cross-product matrix of a numeric 3-vector: skew_np(h) x = h x x."""
-    return np.array([[0.0, -h[2], h[1]], [h[2], 0.0, -h[0]], [-h[1], h[0], 0.0]])
 
 
 def _body_force(m, h, I, W, A, acc):
